@@ -1,0 +1,67 @@
+"""Baselines that need no learning: greedy, uniform random, round-robin."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.whittle import ExpectedStatePolicy
+from scrapy_whittle.selection import select_top
+
+
+class GreedyPolicy(ExpectedStatePolicy):
+    """Crawl the sources with the largest expected value waiting now, per unit of cost.
+
+    Myopic: it ignores that a source left alone keeps most of its value (alpha close to 1),
+    which is exactly what the Whittle index accounts for.
+    """
+
+    name = "greedy"
+
+    def priority(self) -> np.ndarray:
+        return self.x / self.problem.cost
+
+
+class UniformPolicy(BasePolicy):
+    """Crawl sources chosen uniformly at random (the 2021 paper's naive baseline)."""
+
+    name = "uniform"
+
+    def select(self, epoch: int, budget: float) -> np.ndarray:
+        return select_top(self.rng.random(self.n), self.problem.cost, budget)
+
+    def observe(self, obs: Observation) -> None:
+        pass
+
+
+class RoundRobinPolicy(BasePolicy):
+    """Crawl sources in a fixed cyclic order, as many as the budget allows per epoch.
+
+    This is what re-crawling with Scrapy's FIFO scheduler amounts to: every source is
+    re-queued after its fetch and comes back once every N / M epochs, whatever it holds.
+    """
+
+    name = "round_robin"
+    scalar_state = ("next_source",)
+
+    def __init__(self, problem, rng=None) -> None:
+        super().__init__(problem, rng)
+        self.next_source = 0
+
+    def select(self, epoch: int, budget: float) -> np.ndarray:
+        n = self.n
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        cost = self.problem.cost
+        cmin = float(cost.min())
+        k = min(n, int(np.floor(budget / cmin + 1e-9)))
+        order = (self.next_source + np.arange(k)) % n
+        fits = np.cumsum(cost[order]) <= budget + 1e-9
+        chosen = order[fits]
+        if chosen.size:
+            self.next_source = int((chosen[-1] + 1) % n)
+        return chosen
+
+    def observe(self, obs: Observation) -> None:
+        pass

@@ -1,0 +1,68 @@
+"""Choosing the sources to crawl in one epoch from their priorities, under a budget."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def select_top(priority: np.ndarray, cost: np.ndarray | None, budget: float,
+               eligible: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the highest-priority sources whose total cost fits in ``budget``.
+
+    Sources are taken in decreasing priority while the running total of their costs stays
+    within the budget; a source that does not fit is passed over and cheaper ones after it
+    may still be taken (greedy knapsack fill, the natural reading of the papers'
+    "choose a number of top sources for the constraint to be reached"). Ties are broken by
+    the lower index, so the choice is deterministic. With unit costs this is a top-k in
+    O(N) (``argpartition``); the full sort only touches the candidates.
+
+    ``eligible`` (bool[N]) masks out sources that may not be crawled now (politeness, a
+    source still being fetched).
+    """
+    priority = np.asarray(priority, dtype=np.float64)
+    n = priority.shape[0]
+    if n == 0 or budget <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if eligible is not None:
+        candidates = np.flatnonzero(eligible)
+        prio = priority[candidates]
+    else:
+        candidates = None
+        prio = priority
+    m = prio.shape[0]
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    unit = cost is None or (np.ndim(cost) == 0 and float(cost) == 1.0)
+    if unit:
+        k_max = min(m, int(np.floor(budget + 1e-9)))
+    else:
+        c = np.asarray(cost, dtype=np.float64)
+        c = c if candidates is None or c.ndim == 0 else c[candidates]
+        cmin = float(np.min(c)) if c.ndim else float(c)
+        k_max = min(m, int(np.floor(budget / cmin + 1e-9)))
+    if k_max <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k_max < m:
+        # argpartition puts the k_max largest first (in any order); ties at the boundary are
+        # resolved towards lower indices by partitioning on (-priority, index) via lexsort
+        # of the candidates only.
+        part = np.argpartition(-prio, k_max - 1)[:k_max]
+        kth = prio[part].min()
+        tied = np.flatnonzero(prio == kth)
+        above = part[prio[part] > kth]
+        top = np.concatenate([above, tied[: k_max - above.shape[0]]])
+    else:
+        top = np.arange(m)
+    order = np.lexsort((top, -prio[top]))
+    top = top[order]
+    if not unit:
+        c_top = c[top] if c.ndim else np.full(top.shape[0], float(c))
+        if np.sum(c_top) > budget:
+            keep = np.zeros(top.shape[0], dtype=bool)
+            left = float(budget)
+            for j, cj in enumerate(c_top):  # candidates only: at most budget / min cost
+                if cj <= left + 1e-12:
+                    keep[j] = True
+                    left -= cj
+            top = top[keep]
+    return top if candidates is None else candidates[top]
