@@ -1,0 +1,153 @@
+"""Named scenarios: the papers' numerical examples and a synthetic news mix.
+
+A :class:`Scenario` is pure data (parameters, budget, model options); ``make_env()`` builds the
+simulator for it. Every scenario speaks the same (alpha, u) language through
+``scenario.problem`` (see ``scrapy_whittle.problem``).
+
+* ``tcns2018``: Table I of *Whittle Index Policy for Crawling Ephemeral Content* (IEEE TCNS
+  2018): four sources, Lambda = 250, xi = (1, .7, .2, .08), mu = (.7, .35, .7, .21), T = 1;
+  budget M = 1 (default) or 2; deterministic mean dynamics unless ``stochastic=True``
+  (the paper's Section VII / Inria RR 8702 Section 7 model, eq. (17)).
+* ``allerton2019``: the example of *A learning algorithm for the Whittle index policy for
+  scheduling web crawlers* (Allerton 2019), which is Table I again, stochastic, M = 1.
+* ``icc2021-single`` / ``icc2021-groups``: *Deep Reinforcement Learning for Web Crawling*
+  (ICC 2021): pages change as Poisson processes (per slot rates lambda), importance
+  m = (5, 0.2, 1, 0.5), one crawl per slot. ``single``: one page per group, lambda =
+  (0.6, 0.08, 0.01, 0.3). ``groups``: (5, 80, 10, 5) pages with lambda = (0.1, 0.002, 0.005,
+  0.05); the paper does not restate the importances for this example, we keep the same m.
+* ``news-mix``: N synthetic news feeds with heavy-tailed publishing rates and item values
+  (log-normal), interest half-lives from minutes to days; time unit one hour, epoch T = 1 h,
+  default budget 1% of the sources per epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.problem import Problem, SourceParams
+
+TCNS2018_PARAMS = SourceParams(
+    rate=np.full(4, 250.0),
+    mean_utility=np.array([1.0, 0.7, 0.2, 0.08]),
+    decay=np.array([0.7, 0.35, 0.7, 0.21]),
+    period=1.0,
+)
+
+ICC2021_IMPORTANCE = np.array([5.0, 0.2, 1.0, 0.5])
+ICC2021_SINGLE_RATES = np.array([0.6, 0.08, 0.01, 0.3])
+ICC2021_GROUP_RATES = np.array([0.1, 0.002, 0.005, 0.05])
+ICC2021_GROUP_SIZES = np.array([5, 80, 10, 5])
+
+SCENARIOS = ("tcns2018", "allerton2019", "icc2021-single", "icc2021-groups", "news-mix")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named problem instance.
+
+    kind: "ephemeral" (sim.ephemeral.EphemeralWeb) or "pages" (sim.pages.ChangingPages).
+    params: ephemeral-content parameters (kind "ephemeral").
+    change_rate, importance, groups: per-page arrays (kind "pages").
+    budget: crawl budget per epoch (cost units; unit costs unless ``cost`` is given).
+    options: extra keyword arguments for the environment (stochastic, window, lifetime, ...).
+    """
+
+    name: str
+    kind: str
+    budget: float
+    params: SourceParams | None = None
+    change_rate: np.ndarray | None = None
+    importance: np.ndarray | None = None
+    groups: np.ndarray | None = None
+    cost: np.ndarray | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def n(self) -> int:
+        return self.params.n if self.params is not None else int(self.change_rate.shape[0])
+
+    @property
+    def problem(self) -> Problem:
+        """The oracle problem (true parameters included)."""
+        if self.kind == "ephemeral":
+            return Problem.from_params(self.params, cost=self.cost, groups=self.groups,
+                                       initial_state=self.options.get("initial_state"))
+        return Problem.from_pages(self.change_rate, self.importance, cost=self.cost,
+                                  groups=self.groups)
+
+    def with_options(self, **options: Any) -> Scenario:
+        return replace(self, options={**self.options, **options})
+
+    def make_env(self):
+        """Build the simulator of this scenario (reset it with a seed before use)."""
+        if self.kind == "ephemeral":
+            from sim.ephemeral import EphemeralWeb
+
+            return EphemeralWeb(self.params, budget=self.budget, cost=self.cost, **self.options)
+        from sim.pages import ChangingPages
+
+        return ChangingPages(self.change_rate, self.importance, budget=self.budget,
+                             groups=self.groups, cost=self.cost, **self.options)
+
+
+def news_mix_params(n: int, seed: int = 0) -> SourceParams:
+    """Heavy-tailed synthetic news sources (time unit: one hour).
+
+    rate: log-normal, median 0.5 items/h, sigma 1.5 (a few sources publish 50+ items/h);
+    mean utility: log-normal, median 1, sigma 1; interest half-life: log-normal, median 6 h,
+    sigma 1.2, clipped to [15 min, 7 days].
+    """
+    if not 1 <= n <= 10_000_000:
+        raise ValueError(f"n ({n!r}) must be between 1 and 10,000,000")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 2018]))
+    rate = 0.5 * rng.lognormal(0.0, 1.5, n)
+    xi = rng.lognormal(0.0, 1.0, n)
+    half_life = np.clip(6.0 * rng.lognormal(0.0, 1.2, n), 0.25, 24.0 * 7)
+    return SourceParams(rate=rate, mean_utility=xi, decay=math.log(2) / half_life, period=1.0)
+
+
+def make_scenario(name: str, *, budget: float | None = None, n: int | None = None,
+                  stochastic: bool | None = None, seed: int = 0, **options: Any) -> Scenario:
+    """The scenario called ``name``; ``budget``, ``n``, ``stochastic`` override its defaults.
+
+    ``seed`` only affects scenarios whose parameters are drawn at random (``news-mix``); the
+    simulator's own randomness is seeded by ``env.reset(seed=...)``.
+    """
+    if name in ("tcns2018", "allerton2019"):
+        if n is not None:
+            raise ValueError(f"scenario {name!r} has a fixed number of sources (4)")
+        default_stochastic = name == "allerton2019"
+        opts = {"stochastic": default_stochastic if stochastic is None else stochastic,
+                **options}
+        return Scenario(name=name, kind="ephemeral", budget=1.0 if budget is None else budget,
+                        params=TCNS2018_PARAMS, options=opts,
+                        description="Avrachenkov & Borkar, IEEE TCNS 2018, Table I")
+    if name == "icc2021-single":
+        if n is not None:
+            raise ValueError(f"scenario {name!r} has a fixed number of pages (4)")
+        return Scenario(name=name, kind="pages", budget=1.0 if budget is None else budget,
+                        change_rate=ICC2021_SINGLE_RATES, importance=ICC2021_IMPORTANCE,
+                        groups=np.arange(4), options=options,
+                        description="Avrachenkov, Borkar & Patil, ICC 2021, one page per group")
+    if name == "icc2021-groups":
+        if n is not None:
+            raise ValueError(f"scenario {name!r} has a fixed number of pages (100)")
+        groups = np.repeat(np.arange(4), ICC2021_GROUP_SIZES)
+        return Scenario(name=name, kind="pages", budget=1.0 if budget is None else budget,
+                        change_rate=ICC2021_GROUP_RATES[groups],
+                        importance=ICC2021_IMPORTANCE[groups], groups=groups, options=options,
+                        description="Avrachenkov, Borkar & Patil, ICC 2021, pages (5, 80, 10, 5)")
+    if name == "news-mix":
+        n = 10_000 if n is None else int(n)
+        params = news_mix_params(n, seed)
+        opts = {"stochastic": bool(stochastic), **options}
+        return Scenario(name=name, kind="ephemeral",
+                        budget=max(1.0, round(0.01 * n)) if budget is None else budget,
+                        params=params, options=opts,
+                        description=f"synthetic news mix of {n} heavy-tailed sources")
+    raise ValueError(f"unknown scenario {name!r}; known scenarios: {', '.join(SCENARIOS)}")
