@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scrapy_whittle import whittle_index
+from scrapy_whittle.index import IndexTable
+from tests.core.brute_force import brute_force_index
+
+TABLE_I_ALPHA = np.exp(-np.array([0.7, 0.35, 0.7, 0.21]))
+TABLE_I_U = 250 * np.array([1.0, 0.7, 0.2, 0.08]) * (1 - TABLE_I_ALPHA) / np.array(
+    [0.7, 0.35, 0.7, 0.21])
+
+
+def test_table_i_u_values_match_the_papers_readme():
+    np.testing.assert_allclose(TABLE_I_U, [179.79, 147.66, 35.96, 18.04], atol=0.01)
+
+
+def test_index_on_visited_states_is_the_tie_between_cycles_n_and_n_plus_1():
+    # x_n = u*(1 - a^n); cycles n and n + 1 tie at subsidy C*lambda = x_n - n u a^n
+    def cycle_value(c, m, a, u):  # average reward of crawling every m epochs, subsidy c
+        return (c * (m - 1) + u / (1 - a) * (1 - a**m)) / m
+
+    for a, u in zip(TABLE_I_ALPHA, TABLE_I_U, strict=True):
+        n = np.arange(1, 40)
+        gamma = whittle_index(u / (1 - a) * (1 - a**n), a, u)
+        for m, c in zip(n, gamma, strict=True):
+            assert cycle_value(c, m, a, u) == pytest.approx(cycle_value(c, m + 1, a, u), rel=1e-9)
+
+
+def test_matches_brute_force_from_the_definition_on_random_instances():
+    rng = np.random.default_rng(12345)
+    for _ in range(60):
+        alpha = float(rng.uniform(0.05, 0.97))
+        u = float(rng.lognormal(0, 1))
+        cost = float(rng.uniform(0.5, 3))
+        ustar = u / (1 - alpha)
+        # states inside [u, u*), below u, on the grid, and above u*
+        xs = [rng.uniform(u, ustar), rng.uniform(0, u), ustar * (1 - alpha ** rng.integers(1, 9)),
+              rng.uniform(ustar, 3 * ustar)]
+        for x in xs:
+            expected = brute_force_index(float(x), alpha, u, cost)
+            got = float(whittle_index(x, alpha, u, cost))
+            assert got == pytest.approx(expected, rel=1e-6, abs=1e-9 * ustar), (x, alpha, u)
+
+
+def test_is_finite_and_non_decreasing_in_x_everywhere():
+    rng = np.random.default_rng(7)
+    for alpha in [0.0, 1e-12, 0.01, 0.3, 0.9, 0.999, 1 - 1e-9, 1.0]:
+        for u in [0.0, 1e-300, 1e-9, 1.0, 1e6]:
+            ustar = u / (1 - alpha) if alpha < 1 else 1e9
+            x = np.sort(np.concatenate([
+                np.linspace(0, 3 * ustar + 1, 2001), rng.uniform(0, 3 * ustar + 1, 500),
+                [0.0, u, ustar, np.nextafter(ustar, 0), np.nextafter(ustar, np.inf)]]))
+            g = whittle_index(x, alpha, u, 1.0)
+            assert np.all(np.isfinite(g)), (alpha, u)
+            assert np.all(g >= 0)
+            # non-decreasing up to floating-point rounding of the pieces
+            assert np.all(np.diff(g) >= -1e-12 * max(1.0, float(g.max()))), (alpha, u)
+
+
+def test_continuous_at_u_star_and_equal_to_x_over_cost_above_it():
+    a, u, c = 0.8, 2.0, 1.5
+    ustar = u / (1 - a)
+    below = float(whittle_index(ustar * (1 - 1e-12), a, u, c))
+    assert below == pytest.approx(ustar / c, rel=1e-6)
+    np.testing.assert_allclose(whittle_index([ustar, 2 * ustar], a, u, c),
+                               [ustar / c, 2 * ustar / c])
+
+
+def test_limits_alpha_to_one_and_zero_and_silent_source():
+    x = np.array([0.0, 0.5, 3.0])
+    # alpha -> 1: nothing is lost by waiting, the index vanishes continuously
+    g = [whittle_index(x, 1 - eps, 1.0) for eps in (1e-3, 1e-6, 1e-9)]
+    assert np.all(g[2] <= g[1] + 1e-12) and np.all(g[1] <= g[0] + 1e-12)
+    np.testing.assert_allclose(whittle_index(x, 1.0, 1.0), 0.0)
+    assert np.all(g[2] < 1e-6)
+    # alpha -> 0: content is worthless after an epoch; gamma = (1 - alpha) x below u*
+    np.testing.assert_allclose(whittle_index([0.2, 0.7], 1e-300, 1.0), [0.2, 0.7])
+    np.testing.assert_allclose(whittle_index([0.2, 0.7], 0.0, 1.0), [0.2, 0.7])
+    # u -> 0: collect what is left, the index is x / C, continuous in u
+    np.testing.assert_allclose(whittle_index(x, 0.5, 0.0, 2.0), x / 2)
+    np.testing.assert_allclose(whittle_index(x, 0.5, 1e-15, 2.0), x / 2, atol=1e-14)
+
+
+def test_broadcasts_and_cost_scales():
+    g = whittle_index(np.ones((3, 1)), np.array([0.2, 0.5]), 1.0, np.array([1.0, 2.0]))
+    assert g.shape == (3, 2)
+    np.testing.assert_allclose(g[:, 1] * 2, whittle_index(1.0, 0.5, 1.0) * np.ones(3))
+
+
+def test_index_table_matches_function():
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0, 1, 1000)
+    u = rng.lognormal(size=1000)
+    c = rng.uniform(0.5, 2, 1000)
+    x = rng.uniform(0, 2, 1000) * u / (1 - a)
+    np.testing.assert_array_equal(IndexTable(a, u, c).index(x), whittle_index(x, a, u, c))
