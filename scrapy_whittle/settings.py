@@ -1,0 +1,163 @@
+"""Every ``WHITTLE_*`` setting: defaults in one place, validated once at start-up.
+
+:func:`WhittleConfig.from_settings` reads a Scrapy ``Settings`` object and raises
+``NotConfigured`` naming the setting and its value for anything it cannot use, so a typo
+stops the crawl before the first request instead of an hour into it. The table of settings
+with their meaning is in ``docs/scrapy.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+DEFAULTS: dict[str, Any] = {
+    "WHITTLE_SOURCES": None,            # OPML / text / JSON file, or list of URLs
+    "WHITTLE_POLICY": "whittle",        # "whittle" = index on estimated parameters
+    "WHITTLE_POLICY_OPTIONS": {},       # keyword arguments for the policy's constructor
+    "WHITTLE_ORACLE_PARAMS": None,      # JSON file (or dict) of true parameters, for "oracle"
+    "WHITTLE_BUDGET": None,             # crawls (cost units) per WHITTLE_PERIOD; required
+    "WHITTLE_PERIOD": 3600.0,           # epoch length T in seconds
+    "WHITTLE_SPREAD": False,            # spread an epoch's crawls evenly over the epoch
+    "WHITTLE_SEED": 0,                  # seed of the policy's random generator
+    "WHITTLE_MIN_INTERVAL": 0.0,        # seconds between two crawls of one source (all sources)
+    "WHITTLE_BACKOFF_BASE": 60.0,       # seconds of back-off after a source's first failure
+    "WHITTLE_BACKOFF_MAX": 86400.0,     # cap of the exponential back-off
+    "WHITTLE_CONDITIONAL_GET": True,    # send If-None-Match / If-Modified-Since
+    "WHITTLE_MAX_FEED_SIZE": 10 * 1024 * 1024,  # bytes; larger bodies are an error "too_large"
+    "WHITTLE_MAX_ENTRIES_PER_SOURCE": 1000,     # entry ids remembered per source
+    "WHITTLE_ENGAGEMENT_SCALE": 1.0,    # item value = engagement / scale
+    "WHITTLE_ITEM_VALUE": 1.0,          # value of an entry without engagement (x source weight)
+    "WHITTLE_LOGSTATS_INTERVAL": 60.0,  # seconds between progress lines; 0 disables
+    "WHITTLE_STATE": True,              # save / restore learned state in JOBDIR
+}
+
+#: WHITTLE_POLICY values that are not core policy names.
+POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
+
+
+def _fail(name: str, value: Any, why: str) -> NotConfigured:
+    return NotConfigured(f"{name} ({value!r}) {why}")
+
+
+def _number(settings, name: str, *, minimum: float | None = None, strict: bool = False,
+            integer: bool = False) -> float:
+    raw = settings.get(name, DEFAULTS[name])
+    if isinstance(raw, bool):
+        raise _fail(name, raw, "must be a number")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise _fail(name, raw, "must be a number") from None
+    if not math.isfinite(value):
+        raise _fail(name, raw, "must be finite")
+    if integer and value != int(value):
+        raise _fail(name, raw, "must be an integer")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        raise _fail(name, raw, f"must be {'>' if strict else '>='} {minimum:g}")
+    return int(value) if integer else value
+
+
+def _bool(settings, name: str) -> bool:
+    raw = settings.get(name, DEFAULTS[name])
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int | float) and raw in (0, 1):
+        return bool(raw)
+    if isinstance(raw, str) and raw.strip().lower() in ("1", "0", "true", "false", "yes", "no"):
+        return raw.strip().lower() in ("1", "true", "yes")
+    raise _fail(name, raw, "must be a boolean")
+
+
+@dataclass(frozen=True)
+class WhittleConfig:
+    """The validated ``WHITTLE_*`` settings (one field per setting, same meaning)."""
+
+    sources: Any = None
+    policy: str = "whittle"
+    core_policy: str = "adaptive-whittle"
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    oracle_params: Any = None
+    budget: float = 1.0
+    period: float = 3600.0
+    spread: bool = False
+    seed: int = 0
+    min_interval: float = 0.0
+    backoff_base: float = 60.0
+    backoff_max: float = 86400.0
+    conditional_get: bool = True
+    max_feed_size: int = 10 * 1024 * 1024
+    max_entries_per_source: int = 1000
+    engagement_scale: float = 1.0
+    item_value: float = 1.0
+    logstats_interval: float = 60.0
+    state: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
+        sources = settings.get("WHITTLE_SOURCES", None)
+        if sources is not None and not isinstance(sources, str | list | tuple):
+            raise _fail("WHITTLE_SOURCES", sources,
+                        "must be a file name (OPML, text or JSON) or a list of URLs")
+        if isinstance(sources, str) and not sources.strip():
+            sources = None
+        policy = settings.get("WHITTLE_POLICY", DEFAULTS["WHITTLE_POLICY"])
+        if not isinstance(policy, str) or not policy:
+            raise _fail("WHITTLE_POLICY", policy, "must be a policy name")
+        core = POLICY_ALIASES.get(policy, policy)
+        from scrapy_whittle.policies import policy_class
+
+        try:
+            policy_class(core)
+        except ValueError as exc:
+            raise _fail("WHITTLE_POLICY", policy, f"is not usable: {exc}") from None
+        options = settings.get("WHITTLE_POLICY_OPTIONS", None) or {}
+        if hasattr(options, "copy_to_dict"):
+            options = options.copy_to_dict()
+        if not isinstance(options, Mapping):
+            raise _fail("WHITTLE_POLICY_OPTIONS", options, "must be a dict")
+        oracle = settings.get("WHITTLE_ORACLE_PARAMS", None)
+        if hasattr(oracle, "copy_to_dict"):
+            oracle = oracle.copy_to_dict()
+        if policy == "oracle" and not oracle:
+            raise _fail("WHITTLE_ORACLE_PARAMS", oracle,
+                        "must name a JSON file of per-URL rate/mean_utility/decay "
+                        "when WHITTLE_POLICY is 'oracle'")
+        if oracle is not None and not isinstance(oracle, str | Mapping):
+            raise _fail("WHITTLE_ORACLE_PARAMS", oracle, "must be a file name or a dict")
+        if settings.get("WHITTLE_BUDGET", None) is None:
+            raise _fail("WHITTLE_BUDGET", None,
+                        "must be set: crawls (cost units) allowed per WHITTLE_PERIOD seconds")
+        backoff_base = _number(settings, "WHITTLE_BACKOFF_BASE", minimum=0)
+        backoff_max = _number(settings, "WHITTLE_BACKOFF_MAX", minimum=0)
+        if backoff_max < backoff_base:
+            raise _fail("WHITTLE_BACKOFF_MAX", backoff_max,
+                        f"must be >= WHITTLE_BACKOFF_BASE ({backoff_base!r})")
+        return cls(
+            sources=list(sources) if isinstance(sources, tuple) else sources,
+            policy=policy, core_policy=core, policy_options=dict(options),
+            oracle_params=oracle,
+            budget=_number(settings, "WHITTLE_BUDGET", minimum=0, strict=True),
+            period=_number(settings, "WHITTLE_PERIOD", minimum=0, strict=True),
+            spread=_bool(settings, "WHITTLE_SPREAD"),
+            seed=_number(settings, "WHITTLE_SEED", minimum=0, integer=True),
+            min_interval=_number(settings, "WHITTLE_MIN_INTERVAL", minimum=0),
+            backoff_base=backoff_base, backoff_max=backoff_max,
+            conditional_get=_bool(settings, "WHITTLE_CONDITIONAL_GET"),
+            max_feed_size=_number(settings, "WHITTLE_MAX_FEED_SIZE", minimum=0, strict=True,
+                                  integer=True),
+            max_entries_per_source=_number(settings, "WHITTLE_MAX_ENTRIES_PER_SOURCE",
+                                           minimum=1, integer=True),
+            engagement_scale=_number(settings, "WHITTLE_ENGAGEMENT_SCALE", minimum=0,
+                                     strict=True),
+            item_value=_number(settings, "WHITTLE_ITEM_VALUE", minimum=0),
+            logstats_interval=_number(settings, "WHITTLE_LOGSTATS_INTERVAL", minimum=0),
+            state=_bool(settings, "WHITTLE_STATE"),
+        )

@@ -1,0 +1,354 @@
+"""Serve a simulated scenario as real feeds over HTTP on 127.0.0.1.
+
+    python -m sim.serve --scenario news-mix --n 300 --speed 3600 --port 0 --seed 0
+
+prints ``serving N feeds at http://127.0.0.1:PORT/feeds.opml`` (port 0 picks a free port) and
+serves until interrupted:
+
+* ``/feed/<i>.xml``: source i's newest ``--window`` items, RSS 2.0 for even i, Atom for odd i,
+  each with ``slash:comments`` = round(engagement_scale x current value of the item);
+* ``/feeds.opml``: every feed; ``/params.json``: the true parameters per feed URL in *real
+  seconds* (the format of ``WHITTLE_ORACLE_PARAMS``); ``/stats.json``: the ground-truth
+  ledger (utility captured, items missed) and the virtual time;
+* ``/bad/<case>``: broken feeds for tests (see ``BAD_CASES``).
+
+Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
+``--unit`` seconds (3600 for news-mix, whose unit is the hour; 1 for the papers' examples).
+So with news-mix and ``--speed 3600`` an epoch of one hour lasts one real second, and the
+matching Scrapy setting is ``WHITTLE_PERIOD = unit * T / speed``. Conditional GET: weak ETag
+per item set, Last-Modified = publication of the newest item, 304 when unchanged.
+``--latency`` delays every feed response; ``--error-rate`` answers 503 at random.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from email.utils import formatdate, parsedate_to_datetime
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Site
+
+from sim.feedweb import FeedWeb, Item
+from sim.scenarios import make_scenario
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
+
+SLASH = "http://purl.org/rss/1.0/modules/slash/"
+BAD_CASES = ("malformed", "html", "empty", "huge", "latin1", "nodates", "future", "dupids",
+             "404", "500", "slow", "redirect")
+
+
+class VirtualClock:
+    """Scenario time (units) <-> real unix time: v = (r - r0) * speed / unit."""
+
+    def __init__(self, speed: float, unit: float, real0: float | None = None) -> None:
+        if not (speed > 0 and unit > 0):
+            raise ValueError("speed and unit must be > 0")
+        self.speed, self.unit = float(speed), float(unit)
+        self.real0 = time.time() if real0 is None else real0
+
+    def reset(self, real0: float | None = None) -> None:
+        self.real0 = time.time() if real0 is None else real0
+
+    def now(self) -> float:
+        return self.virtual(time.time())
+
+    def virtual(self, real: float) -> float:
+        return (real - self.real0) * self.speed / self.unit
+
+    def real(self, virtual: float) -> float:
+        return self.real0 + virtual * self.unit / self.speed
+
+    @property
+    def seconds_per_unit(self) -> float:
+        """Real seconds per scenario time unit."""
+        return self.unit / self.speed
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+class FeedRenderer:
+    def __init__(self, web: FeedWeb, clock: VirtualClock, engagement_scale: float) -> None:
+        self.web, self.clock, self.scale = web, clock, engagement_scale
+
+    def _comments(self, item: Item, v: float) -> int:
+        return round(self.scale * self.web.value(item, v))
+
+    def rss(self, i: int, items: list[Item], v: float, base: str) -> bytes:
+        out = [f'<?xml version="1.0" encoding="utf-8"?>\n<rss version="2.0" '
+               f'xmlns:slash="{SLASH}"><channel><title>Simulated source {i}</title>'
+               f"<link>{base}/source/{i}</link><description>sim feed</description>"]
+        for it in items:
+            out.append(
+                f"<item><title>Item {it.seq} of source {i}</title>"
+                f"<link>{base}/item/{i}/{it.seq}</link>"
+                f'<guid isPermaLink="false">urn:sim:{i}:{it.seq}</guid>'
+                f"<pubDate>{formatdate(self.clock.real(it.published), usegmt=True)}</pubDate>"
+                f"<slash:comments>{self._comments(it, v)}</slash:comments></item>")
+        out.append("</channel></rss>")
+        return "".join(out).encode()
+
+    def atom(self, i: int, items: list[Item], v: float, base: str) -> bytes:
+        updated = _iso(self.clock.real(items[0].published if items else 0.0))
+        out = [f'<?xml version="1.0" encoding="utf-8"?>\n<feed '
+               f'xmlns="http://www.w3.org/2005/Atom" xmlns:slash="{SLASH}">'
+               f"<title>Simulated source {i}</title><id>urn:sim:feed:{i}</id>"
+               f"<updated>{updated}</updated>"]
+        for it in items:
+            ts = _iso(self.clock.real(it.published))
+            out.append(
+                f"<entry><title>Item {it.seq} of source {i}</title>"
+                f"<id>urn:sim:{i}:{it.seq}</id>"
+                f"<link href={quoteattr(f'{base}/item/{i}/{it.seq}')}/>"
+                f"<published>{ts}</published><updated>{ts}</updated>"
+                f"<slash:comments>{self._comments(it, v)}</slash:comments></entry>")
+        out.append("</feed>")
+        return "".join(out).encode()
+
+
+class SimWebResource(Resource):
+    isLeaf = True
+
+    def __init__(self, web: FeedWeb, clock: VirtualClock, *, scenario: str = "",
+                 engagement_scale: float = 1000.0, latency: float = 0.0,
+                 error_rate: float = 0.0, seed: int = 0, reactor=None) -> None:
+        super().__init__()
+        self.web, self.clock, self.scenario = web, clock, scenario
+        self.renderer = FeedRenderer(web, clock, engagement_scale)
+        self.engagement_scale = engagement_scale
+        self.latency, self.error_rate = latency, error_rate
+        self.rng = np.random.default_rng([seed, 503])
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
+        self.requests = 0
+        self.not_modified = 0
+
+    # -- helpers ------------------------------------------------------------------------
+    def base(self, request: Request) -> str:
+        host = request.getHeader("host") or f"127.0.0.1:{request.getHost().port}"
+        return f"http://{host}"
+
+    def _send(self, request: Request, body: bytes, ctype: str, status: int = 200) -> bytes:
+        request.setResponseCode(status)
+        request.setHeader("content-type", ctype)
+        return body
+
+    def _later(self, request: Request, delay: float, body: bytes):
+        def finish():
+            if not request._disconnected:
+                request.write(body)
+                request.finish()
+        self.reactor.callLater(delay, finish)
+        return NOT_DONE_YET
+
+    # -- routes -------------------------------------------------------------------------
+    def render_GET(self, request: Request):
+        self.requests += 1
+        path = request.path.decode("latin-1")
+        if path == "/feeds.opml":
+            return self._send(request, self.opml(self.base(request)), "text/x-opml")
+        if path == "/params.json":
+            return self._send(request, json.dumps(self.params(self.base(request))).encode(),
+                              "application/json")
+        if path == "/stats.json":
+            stats = {**self.web.totals(), "virtual_time": self.clock.now(),
+                     "requests": self.requests, "not_modified": self.not_modified}
+            return self._send(request, json.dumps(stats).encode(), "application/json")
+        if path.startswith("/feed/") and path.endswith(".xml"):
+            try:
+                i = int(path[6:-4])
+            except ValueError:
+                i = -1
+            if 0 <= i < self.web.n:
+                return self.feed(request, i)
+        if path.startswith("/bad/"):
+            return self.bad(request, path[5:].split(".")[0])
+        return self._send(request, b"not found", "text/plain", 404)
+
+    def feed(self, request: Request, i: int):
+        if self.error_rate and self.rng.random() < self.error_rate:
+            return self._send(request, b"injected error", "text/plain", 503)
+        v = self.clock.now()
+        seq = self.web.latest_seq(i, v)
+        etag = f'W/"{i}-{seq}"'
+        items = self.web.feed(i, v)
+        newest = self.clock.real(items[0].published) if items else None
+        request.setHeader("etag", etag)
+        if newest is not None:
+            request.setHeader("last-modified", formatdate(int(newest), usegmt=True))
+        if self._not_modified(request, etag, newest):
+            self.web.fetch(i, v)  # nothing new: keeps the ledger's last fetch time
+            self.not_modified += 1
+            request.setResponseCode(304)
+            return b"" if not self.latency else self._later(request, self.latency, b"")
+        self.web.fetch(i, v)
+        base = self.base(request)
+        body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
+        ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+        request.setHeader("content-type", ctype)
+        if self.latency:
+            return self._later(request, self.latency, body)
+        return body
+
+    @staticmethod
+    def _not_modified(request: Request, etag: str, newest: float | None) -> bool:
+        inm = request.getHeader("if-none-match")
+        if inm is not None:
+            return any(tag.strip() in (etag, etag[2:], "*") for tag in inm.split(","))
+        ims = request.getHeader("if-modified-since")
+        if ims is None:
+            return False
+        try:
+            since = parsedate_to_datetime(ims).timestamp()
+        except (TypeError, ValueError):
+            return False
+        return newest is None or newest <= since
+
+    def bad(self, request: Request, case: str):
+        base = self.base(request)
+        now = time.time()
+        good_items = "".join(
+            f"<item><title>t{k}</title><link>{base}/x/{k}</link><guid>g{k}</guid>"
+            f"<pubDate>{formatdate(now - 60 * k, usegmt=True)}</pubDate></item>"
+            for k in range(3))
+        rss = ('<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel>'
+               "<title>bad</title>{}</channel></rss>")
+        xml = "application/rss+xml"
+        if case == "malformed":
+            return self._send(request, b"<rss><channel><item><title>oops</channel>", xml)
+        if case == "html":
+            return self._send(request, b"<!doctype html><html><body>Hello</body></html>",
+                              "text/html")
+        if case == "empty":
+            return self._send(request, b"", xml)
+        if case == "huge":
+            pad = "<item><title>" + "x" * 1000 + "</title></item>"
+            return self._send(request, rss.format(pad * 2_000).encode(), xml)
+        if case == "latin1":
+            body = rss.format("<item><title>caf\u00e9 \u00e0 la cr\u00e8me</title>"
+                              "<guid>l1</guid></item>")
+            return self._send(request, body.encode("latin-1"), xml)
+        if case == "nodates":
+            items = "".join(f"<item><title>n{k}</title><guid>n{k}</guid></item>"
+                            for k in range(3))
+            return self._send(request, rss.format(items).encode(), xml)
+        if case == "future":
+            items = (f"<item><title>f</title><guid>f1</guid>"
+                     f"<pubDate>{formatdate(now + 86400 * 365, usegmt=True)}</pubDate></item>")
+            return self._send(request, rss.format(items).encode(), xml)
+        if case == "dupids":
+            items = "".join(f"<item><title>d{k}</title><guid>same</guid></item>"
+                            for k in range(3))
+            return self._send(request, rss.format(items).encode(), xml)
+        if case in ("404", "500"):
+            return self._send(request, b"error", "text/plain", int(case))
+        if case == "slow":
+            request.setHeader("content-type", xml)
+            return self._later(request, 30.0, rss.format(good_items).encode())
+        if case == "redirect":
+            request.setResponseCode(302)
+            request.setHeader("location", f"{base}/feed/0.xml")
+            return b""
+        return self._send(request, b"unknown case", "text/plain", 404)
+
+    def opml(self, base: str) -> bytes:
+        lines = ['<?xml version="1.0" encoding="utf-8"?>', '<opml version="2.0"><head>'
+                 f"<title>{escape(self.scenario)} simulated web</title></head><body>"]
+        lines += [f'<outline type="rss" text="source {i}" xmlUrl="{base}/feed/{i}.xml"/>'
+                  for i in range(self.web.n)]
+        lines.append("</body></opml>")
+        return "\n".join(lines).encode()
+
+    def params(self, base: str) -> dict:
+        """True parameters per feed URL, rates in real seconds (``WHITTLE_ORACLE_PARAMS``)."""
+        p, spu = self.web.params, self.clock.seconds_per_unit
+        return {
+            "scenario": self.scenario, "time_unit": "second", "speed": self.clock.speed,
+            "unit_seconds": self.clock.unit, "period_seconds": p.period * spu,
+            "engagement_scale": self.engagement_scale, "window": self.web.window,
+            "sources": [{"url": f"{base}/feed/{i}.xml", "rate": float(p.rate[i]) / spu,
+                         "mean_utility": float(p.mean_utility[i]),
+                         "decay": float(p.decay[i]) / spu} for i in range(p.n)],
+        }
+
+
+class SimServer:
+    """A running server: ``url``, ``port``, ``web``, ``clock``, ``resource``; ``stop()``."""
+
+    def __init__(self, port, resource: SimWebResource) -> None:
+        self._port = port
+        self.resource = resource
+        self.web, self.clock = resource.web, resource.clock
+        self.port = port.getHost().port
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        return self._port.stopListening()
+
+
+def default_unit(scenario: str) -> float:
+    return 3600.0 if scenario == "news-mix" else 1.0
+
+
+def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: float = 3600.0,
+                 port: int = 0, seed: int = 0, window: int = 20, unit: float | None = None,
+                 engagement_scale: float = 1000.0, latency: float = 0.0,
+                 error_rate: float = 0.0, reactor=None) -> SimServer:
+    """Start serving in this process on the running (or about to run) Twisted reactor."""
+    if reactor is None:
+        from twisted.internet import reactor
+    sc = make_scenario(scenario, n=n, seed=seed)
+    if sc.kind != "ephemeral":
+        raise ValueError(f"scenario {scenario!r} is not about feeds (kind {sc.kind!r})")
+    web = FeedWeb(sc.params, seed=seed, window=window)
+    clock = VirtualClock(speed, default_unit(scenario) if unit is None else unit)
+    resource = SimWebResource(web, clock, scenario=scenario, engagement_scale=engagement_scale,
+                              latency=latency, error_rate=error_rate, seed=seed,
+                              reactor=reactor)
+    site = Site(resource)
+    site.noisy = False
+    listening = reactor.listenTCP(port, site, interface="127.0.0.1")
+    return SimServer(listening, resource)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim.serve", description=__doc__.split("\n")[0])
+    ap.add_argument("--scenario", default="news-mix")
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--speed", type=float, default=3600.0,
+                    help="simulated seconds per real second (default 3600)")
+    ap.add_argument("--unit", type=float, default=None,
+                    help="seconds per scenario time unit (news-mix: 3600, others: 1)")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--window", type=int, default=20)
+    ap.add_argument("--engagement-scale", type=float, default=1000.0)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to each feed")
+    ap.add_argument("--error-rate", type=float, default=0.0, help="probability of a 503")
+    args = ap.parse_args(argv)
+    from twisted.internet import reactor
+
+    server = start_server(args.scenario, n=args.n, speed=args.speed, port=args.port,
+                          seed=args.seed, window=args.window, unit=args.unit,
+                          engagement_scale=args.engagement_scale, latency=args.latency,
+                          error_rate=args.error_rate, reactor=reactor)
+    print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
+    print(f"PORT {server.port}", flush=True)
+    reactor.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
