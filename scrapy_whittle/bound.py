@@ -40,110 +40,107 @@ class UpperBound:
         return 1.0 / self.cycle
 
 
-def best_cycle(price_cost, alpha, u) -> np.ndarray:
-    """Smallest n >= 1 with x_n - n u alpha^n >= c (c = lambda C), inf when c >= u*.
+class _Sources:
+    """Per-source constants of the relaxation, computed once per bound."""
 
-    Solved in continuous n by Newton's method on
-    f(n) = n log(alpha) + log1p(n (1 - alpha)) - log(1 - c / u*), which is decreasing and
-    concave, so the iterates started right of the root decrease monotonically onto it; the
-    integer answer is then checked against its neighbours.
-    """
-    c = np.asarray(price_cost, dtype=np.float64)
-    alpha = np.asarray(alpha, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
-    c, alpha, u = np.broadcast_arrays(c, alpha, u)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        la = np.log(alpha)
-        om = -np.expm1(la)                                   # 1 - alpha
-        ustar = np.where(om > 0, u / np.where(om > 0, om, 1.0), np.inf)
-        q = np.where(ustar > 0, c / ustar, np.inf)
-        never = (q >= 1.0) | (u <= 0)
-        # alpha = 1 (no decay): every cycle earns u, so the longest (never) wins when c > 0.
-        never |= (om <= 0) & (c > 0)
-        target = np.log1p(-np.where(never, 0.0, q))          # log(1 - q) <= 0
-        n = np.ones_like(c)
-        # move right of the root (f <= 0) by doubling: f is decreasing in n
-        for _ in range(200):
-            f = n * la + np.log1p(n * om) - target
-            bad = (f > 0) & ~never
-            if not bad.any():
-                break
-            n = np.where(bad, n * 2.0, n)
-        for _ in range(100):
-            f = n * la + np.log1p(n * om) - target
-            df = la + om / (1.0 + n * om)
-            step = np.where((df < 0) & ~never, f / df, 0.0)
-            n_new = n - step
-            n_new = np.where(n_new < 1.0, 1.0, n_new)
-            if np.all(np.abs(n_new - n) <= 1e-9 * np.maximum(n, 1.0)):
+    def __init__(self, alpha, u, cost) -> None:
+        self.alpha, self.u, self.cost = np.broadcast_arrays(
+            *(np.asarray(a, dtype=np.float64) for a in (alpha, u, cost)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.la = np.log(self.alpha)                              # log alpha <= 0
+            self.om = -np.expm1(self.la)                              # 1 - alpha
+            self.ustar = np.where(self.om > 0, self.u / np.where(self.om > 0, self.om, 1.0),
+                                  np.inf)
+            # la + om = log(alpha) + 1 - alpha < 0: slope of an upper line of f (see below)
+            self.slope = self.la + self.om
+
+    def best_cycle(self, c) -> np.ndarray:
+        """Smallest n >= 1 with x_n - n u alpha^n >= c (c = lambda C); inf when c >= u*.
+
+        Solved in continuous n by Newton's method on
+        f(n) = n log(alpha) + log1p(n (1 - alpha)) - log(1 - c / u*), decreasing and concave.
+        Since log1p(y) <= y, f(n) <= n (log alpha + 1 - alpha) - log(1 - c/u*), whose root is
+        right of f's: Newton started there decreases monotonically onto the root. The integer
+        answer is then checked against its neighbours.
+        """
+        la, om, u = self.la, self.om, self.u
+        c = np.broadcast_to(np.asarray(c, dtype=np.float64), la.shape)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            q = np.where(self.ustar > 0, c / self.ustar, np.inf)
+            never = (q >= 1.0) | (u <= 0) | ((om <= 0) & (c > 0))
+            active = ~never
+            target = np.log1p(-np.where(active, q, 0.0))              # log(1 - q) <= 0
+            n = np.where(active & (self.slope < 0), target / self.slope, 1.0)
+            n = np.maximum(n, 1.0)
+            for _ in range(60):
+                f = n * la + np.log1p(n * om) - target
+                df = la + om / (1.0 + n * om)
+                step = np.where(active & (df < 0) & (f < 0), f / df, 0.0)
+                n_new = np.maximum(n - step, 1.0)
+                done = np.abs(n_new - n) <= 1e-9 * n
                 n = n_new
-                break
-            n = n_new
-        n = np.maximum(1.0, np.ceil(n - 1e-7))
+                if done.all():
+                    break
+            n = np.maximum(1.0, np.ceil(n - 1e-7))
+            qq = np.where(active, q, 0.0)
 
-        def gamma_c(k):  # C * index at x_k, as a multiple of u*: 1 - alpha^k (1 + k (1-alpha))
-            return -np.expm1(k * la) - k * om * np.exp(k * la)
+            def reaches(k):  # C * index at x_k as a multiple of u*: 1 - alpha^k (1 + k(1-alpha))
+                return -np.expm1(k * la) - k * om * np.exp(k * la) >= qq
 
-        qq = np.where(never, 0.0, q)
-        # fix the integer rounding: smallest n with gamma_c(n) >= q
-        for _ in range(3):
-            down = (n > 1) & (gamma_c(n - 1) >= qq)
-            n = np.where(down, n - 1, n)
-            up = gamma_c(n) < qq
-            n = np.where(up, n + 1, n)
-    return np.where(never, np.inf, n)
+            for _ in range(3):
+                n = np.where((n > 1) & reaches(n - 1), n - 1, n)
+                n = np.where(~reaches(n), n + 1, n)
+        return np.where(never, np.inf, n)
 
-
-def _relaxed(price: float, alpha, u, cost):
-    cyc = best_cycle(price * cost, alpha, u)
-    finite = np.isfinite(cyc)
-    n = np.where(finite, cyc, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        om = -np.expm1(np.log(alpha))
-        geo = np.where(om > 0, -np.expm1(n * np.log(alpha)) / np.where(om > 0, om, 1.0), n)
-    x_n = u * geo
-    gain = np.where(finite, np.maximum((x_n - price * cost) / n, 0.0), 0.0)
-    rate = np.where(finite, cost / n, 0.0)
-    return gain.sum(), rate.sum(), cyc
+    def relaxed(self, price: float):
+        """(sum of relaxed gains, relaxed budget use, cycles) at this price."""
+        cyc = self.best_cycle(price * self.cost)
+        finite = np.isfinite(cyc)
+        n = np.where(finite, cyc, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            geo = np.where(self.om > 0, -np.expm1(n * self.la) / np.where(self.om > 0, self.om,
+                                                                           1.0), n)
+        gain = np.where(finite, np.maximum((self.u * geo - price * self.cost) / n, 0.0), 0.0)
+        rate = np.where(finite, self.cost / n, 0.0)
+        return float(gain.sum()), float(rate.sum()), cyc
 
 
-def upper_bound(alpha, u, budget: float, cost=1.0, *, tol: float = 1e-12) -> UpperBound:
+def best_cycle(price_cost, alpha, u) -> np.ndarray:
+    """Smallest n >= 1 whose Whittle index (times C) reaches ``price_cost``; inf = never."""
+    return _Sources(alpha, u, 1.0).best_cycle(price_cost)
+
+
+def upper_bound(alpha, u, budget: float, cost=1.0, *, tol: float = 1e-10) -> UpperBound:
     """Lagrangian upper bound on the average reward per epoch of N sources with parameters
     (alpha_i, u_i), crawl costs C_i and a budget of ``budget`` cost units per epoch.
 
     Any lambda >= 0 gives a valid bound; the one returned is minimised over lambda by
     bisection on the slope (a sign change of M - sum C_i / n_i(lambda)).
     """
-    alpha = np.asarray(alpha, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
-    alpha, u, cost = np.broadcast_arrays(alpha, u, np.asarray(cost, dtype=np.float64))
+    src = _Sources(alpha, u, cost)
     if budget <= 0:
         raise ValueError(f"budget ({budget!r}) must be > 0")
-    if alpha.size == 0:
+    if src.u.size == 0:
         return UpperBound(0.0, 0.0, np.zeros(0))
-    gain0, rate0, cyc0 = _relaxed(0.0, alpha, u, cost)
+    gain0, rate0, cyc0 = src.relaxed(0.0)
     if rate0 <= budget:                       # crawling everything every epoch is affordable
-        return UpperBound(float(gain0), 0.0, cyc0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        om = -np.expm1(np.log(alpha))
-        ustar = np.where(om > 0, u / np.where(om > 0, om, 1.0), np.inf)
-    finite_ustar = ustar[np.isfinite(ustar)] / cost[np.isfinite(ustar)]
+        return UpperBound(gain0, 0.0, cyc0)
+    finite = np.isfinite(src.ustar)
     lo = 0.0
-    hi = float(finite_ustar.max()) if finite_ustar.size else 1.0
+    hi = float((src.ustar[finite] / src.cost[finite]).max()) if finite.any() else 1.0
     hi = max(hi, 1e-300)
     # L is convex with slope M - rate(lambda); bisect for the slope's sign change.
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        _, rate, _ = _relaxed(mid, alpha, u, cost)
-        if rate > budget:
+        if src.relaxed(mid)[1] > budget:
             lo = mid
         else:
             hi = mid
-        if hi - lo <= tol * max(hi, 1e-300):
+        if hi - lo <= tol * hi:
             break
     best = None
     for lam in (lo, hi):
-        gain, _, cyc = _relaxed(lam, alpha, u, cost)
+        gain, _, cyc = src.relaxed(lam)
         value = lam * budget + gain
         if best is None or value < best.value:
             best = UpperBound(float(value), float(lam), cyc)

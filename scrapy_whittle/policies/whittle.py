@@ -27,8 +27,8 @@ class ExpectedStatePolicy(BasePolicy):
         super().__init__(problem, rng)
         if problem.initial_state is not None:
             self.x[:] = problem.initial_state
-        self._last_epoch: int | None = None
         self._advanced_to: int | None = None
+        self._unit_cost = bool(np.all(problem.cost == 1.0))
 
     def _advance(self, epoch: int) -> None:
         """Bring x to the start of ``epoch`` (x is the value present at that moment)."""
@@ -59,12 +59,14 @@ class ExpectedStatePolicy(BasePolicy):
 
     def select(self, epoch: int, budget: float) -> np.ndarray:
         self._advance(epoch)
-        return select_top(self.priority(), self.problem.cost, budget)
+        return select_top(self.priority(), None if self._unit_cost else self.problem.cost,
+                          budget)
 
     def grow(self, n_new, cost=1.0, alpha=None, u=None) -> None:
         if alpha is None or u is None:
             raise ValueError(f"policy {self.name!r} needs alpha and u of new sources")
         super().grow(n_new, cost, alpha, u)
+        self._unit_cost = bool(np.all(self.problem.cost == 1.0))
 
     scalar_state = ("_advanced_to",)
 
@@ -75,10 +77,12 @@ class WhittlePolicy(ExpectedStatePolicy):
     def __init__(self, problem: Problem, rng=None) -> None:
         super().__init__(problem, rng)
         self._table = IndexTable(problem.alpha, problem.u, problem.cost)
+        self._out = np.empty(problem.n)
 
     def priority(self) -> np.ndarray:
-        return self._table.index(self.x)
+        return self._table.index(self.x, out=self._out)
 
     def grow(self, n_new, cost=1.0, alpha=None, u=None) -> None:
         super().grow(n_new, cost, alpha, u)
         self._table = IndexTable(self.problem.alpha, self.problem.u, self.problem.cost)
+        self._out = np.empty(self.problem.n)
