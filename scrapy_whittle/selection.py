@@ -66,3 +66,37 @@ def select_top(priority: np.ndarray, cost: np.ndarray | None, budget: float,
                     left -= cj
             top = top[keep]
     return top if candidates is None else candidates[top]
+
+
+class TopSelector:
+    """``select_top`` with memory, for policies that choose every epoch among many sources.
+
+    Priorities move little from one epoch to the next, so the previous epoch's cut-off (the
+    k-th largest priority) is a good guess for this one: one comparison pass keeps the
+    sources at or above a slightly lowered guess, and only those are partitioned. When the
+    guess keeps too few sources the full ``select_top`` runs. The result is always exactly
+    what ``select_top`` returns.
+    """
+
+    __slots__ = ("_cut",)
+
+    def __init__(self) -> None:
+        self._cut: float | None = None
+
+    def __call__(self, priority: np.ndarray, cost: np.ndarray | None, budget: float,
+                 eligible: np.ndarray | None = None) -> np.ndarray:
+        unit = cost is None
+        k = int(np.floor(budget + 1e-9)) if unit else 0
+        n = priority.shape[0]
+        if not unit or eligible is not None or k <= 0 or k >= n or self._cut is None:
+            chosen = select_top(priority, cost, budget, eligible)
+        else:
+            guess = self._cut - 1e-9 * abs(self._cut)
+            cand = np.flatnonzero(priority >= guess)
+            if cand.shape[0] < k:
+                chosen = select_top(priority, None, budget)
+            else:
+                chosen = cand[select_top(priority[cand], None, budget)]
+        if unit and chosen.shape[0]:
+            self._cut = float(priority[chosen].min())
+        return chosen

@@ -14,7 +14,7 @@ from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies.base import BasePolicy
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import select_top
+from scrapy_whittle.selection import TopSelector
 
 
 class ExpectedStatePolicy(BasePolicy):
@@ -29,6 +29,7 @@ class ExpectedStatePolicy(BasePolicy):
             self.x[:] = problem.initial_state
         self._advanced_to: int | None = None
         self._unit_cost = bool(np.all(problem.cost == 1.0))
+        self._top = TopSelector()
 
     def _advance(self, epoch: int) -> None:
         """Bring x to the start of ``epoch`` (x is the value present at that moment)."""
@@ -59,8 +60,8 @@ class ExpectedStatePolicy(BasePolicy):
 
     def select(self, epoch: int, budget: float) -> np.ndarray:
         self._advance(epoch)
-        return select_top(self.priority(), None if self._unit_cost else self.problem.cost,
-                          budget)
+        return self._top(self.priority(), None if self._unit_cost else self.problem.cost,
+                         budget)
 
     def grow(self, n_new, cost=1.0, alpha=None, u=None) -> None:
         if alpha is None or u is None:

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from scrapy_whittle import Observation, Problem, make_policy
+from scrapy_whittle.policies import POLICIES, policy_class
+from tests.core.test_index import TABLE_I_ALPHA, TABLE_I_U
+
+
+def _crawl(policy, epoch, budget):
+    chosen = policy.select(epoch, budget)
+    policy.observe(Observation(epoch=epoch, sources=chosen, time=float(epoch),
+                               new_items=np.ones(len(chosen)), reward=np.zeros(len(chosen))))
+    return chosen
+
+
+def test_unknown_policy_names_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown policy 'nope'.*round_robin"):
+        make_policy("nope", Problem(n=3))
+
+
+def test_oracle_policies_refuse_a_problem_without_parameters():
+    with pytest.raises(ValueError, match="needs the sources' parameters"):
+        make_policy("whittle", Problem(n=3))
+
+
+def test_whittle_on_table_i_alternates_sources_1_and_2_at_budget_1():
+    policy = make_policy("whittle", Problem(n=4, alpha=TABLE_I_ALPHA, u=TABLE_I_U))
+    crawled = [int(_crawl(policy, t, 1)[0]) for t in range(200)]
+    tail = crawled[20:]
+    assert set(tail) == {0, 1}
+    assert all(a != b for a, b in itertools.pairwise(tail))
+
+
+def test_round_robin_cycles_through_every_source():
+    policy = make_policy("round_robin", Problem(n=5))
+    seen = np.concatenate([_crawl(policy, t, 2) for t in range(5)])
+    np.testing.assert_array_equal(seen, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4])
+
+
+def test_uniform_is_seeded_and_within_budget():
+    a = make_policy("uniform", Problem(n=50), rng=3)
+    b = make_policy("uniform", Problem(n=50), rng=3)
+    for t in range(10):
+        sa, sb = a.select(t, 5), b.select(t, 5)
+        np.testing.assert_array_equal(sa, sb)
+        assert len(set(sa.tolist())) == 5
+
+
+def test_greedy_takes_the_fullest_source():
+    policy = make_policy("greedy", Problem(n=4, alpha=TABLE_I_ALPHA, u=TABLE_I_U))
+    assert _crawl(policy, 0, 1).size == 1
+    # after one epoch the fullest expected value is source 1 (u = 179.8)
+    assert int(_crawl(policy, 1, 1)[0]) in (0, 1)
+
+
+def test_state_dict_round_trip_continues_identically():
+    problem = Problem(n=6, alpha=np.full(6, 0.8), u=np.arange(1.0, 7.0))
+    a = make_policy("whittle", problem)
+    for t in range(7):
+        _crawl(a, t, 2)
+    b = make_policy("whittle", problem)
+    b.load_state_dict(a.state_dict())
+    for t in range(7, 20):
+        np.testing.assert_array_equal(_crawl(a, t, 2), _crawl(b, t, 2))
+
+
+def test_grow_adds_sources_that_are_then_crawled():
+    policy = make_policy("round_robin", Problem(n=2))
+    policy.grow(2)
+    assert policy.n == 4
+    seen = np.concatenate([_crawl(policy, t, 1) for t in range(4)])
+    np.testing.assert_array_equal(seen, [0, 1, 2, 3])
+
+
+def test_registry_names_resolve_to_classes_with_that_name():
+    for name in ("whittle", "greedy", "uniform", "round_robin"):
+        assert policy_class(name).name == name
+    assert set(POLICIES) >= {"whittle", "static", "nutch", "miniflux", "dqn", "thompson",
+                             "lspe", "adaptive-whittle", "thompson-whittle"}
