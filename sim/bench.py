@@ -1,0 +1,301 @@
+"""Benchmarks: crawl policies on the simulated web, against the Lagrangian upper bound.
+
+    python -m sim.bench --scenario news-mix --policy whittle,round_robin,nutch --horizon 1000
+    python -m sim.bench --scenario tcns2018 --budget 2 --policy whittle --json
+    python -m sim.bench --perf --n 1000000
+
+For each policy and seed the simulator is reset with that seed and the policy is run for
+``--horizon`` epochs from the scenario's initial state (empty sources unless the scenario says
+otherwise). Reported per policy:
+
+* ``reward``: mean reward per epoch over the epochs after the warm-up (``--warmup``, default a
+  quarter of the horizon), averaged over seeds, with ``ci95`` the half-width of the 95%
+  Student-t interval over seeds (0 with one seed, or when every seed gives the same value);
+* ``reward_from_empty``: the same mean over all epochs, warm-up included. The two differ by the
+  transient from X(0) = 0: on ``tcns2018`` M = 1 the Whittle policy's long-run average is 260.39
+  while the first 61 epochs from empty sources average 254.66 (the figure the 2018 paper prints);
+* ``upper_bound``: ``scrapy_whittle.upper_bound`` for the scenario's true (alpha, u), costs and
+  budget, which bounds the long-run average reward of every policy; ``ratio`` = reward / bound;
+* ``decision_ms``: wall time per epoch of the policy's decision, ``select`` plus ``observe``
+  (the simulator's own time excluded), averaged over all epochs and seeds.
+
+Policies that learn (``needs_parameters`` false) are built with ``problem.without_parameters()``;
+oracle policies (whittle, greedy, static) with the full problem.
+
+``--perf`` measures at N sources (``--n``, default 1,000,000; ``news-mix``, budget 1%): the
+Whittle policy's decision time, the simulator's speed in source-epochs per second (N times the
+epochs advanced, per second of ``env.step``; deterministic and stochastic), and the bytes per
+source held by the policy and the environment (numpy arrays reachable from them, each buffer
+counted once; Python object overheads are not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.bound import upper_bound
+from scrapy_whittle.policies import make_policy, policy_class
+from sim.scenarios import SCENARIOS, Scenario, make_scenario
+
+# 97.5% quantiles of Student's t for 1..30 degrees of freedom
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    """97.5% quantile of Student's t with ``df`` degrees of freedom (Cornish-Fisher beyond 30)."""
+    if df < 1:
+        return math.nan
+    if df <= 30:
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def mean_ci95(values) -> tuple[float, float]:
+    """Mean and half-width of the 95% t-interval of the mean."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size < 2:
+        return float(x.mean()), 0.0
+    return float(x.mean()), float(t975(x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+
+
+def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **options: Any):
+    """The policy ``name`` for ``scenario``: oracle policies get the true parameters."""
+    problem = scenario.problem if problem is None else problem
+    if not policy_class(name).needs_parameters:
+        problem = problem.without_parameters()
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
+    return make_policy(name, problem, rng=rng, **options)
+
+
+def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
+               **options: Any) -> tuple[np.ndarray, float]:
+    """Rewards per epoch over ``horizon`` epochs, and the total decision time in seconds."""
+    env = scenario.make_env()
+    env.reset(seed=seed)
+    policy = build_policy(name, scenario, seed, **options)
+    budget = scenario.budget
+    rewards = np.empty(horizon)
+    decision = 0.0
+    clock = time.perf_counter
+    for t in range(horizon):
+        t0 = clock()
+        action = policy.select(t, budget)
+        t1 = clock()
+        obs, reward, _, _, _ = env.step(action)
+        t2 = clock()
+        policy.observe(obs)
+        decision += (t1 - t0) + (clock() - t2)
+        rewards[t] = reward
+    return rewards, decision
+
+
+def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds: int = 5,
+             warmup: int | None = None) -> dict[str, Any]:
+    """Run every policy on ``seeds`` seeds; the result object printed by ``--json``."""
+    if horizon < 1 or seeds < 1:
+        raise ValueError("horizon and seeds must be >= 1")
+    warmup = horizon // 4 if warmup is None else int(warmup)
+    if not 0 <= warmup < horizon:
+        raise ValueError(f"warmup ({warmup!r}) must lie in [0, horizon)")
+    problem = scenario.problem
+    bound = upper_bound(problem.alpha, problem.u, scenario.budget, problem.cost).value
+    results = []
+    for name in policies:
+        long_run, from_empty, decision = [], [], 0.0
+        for seed in range(seeds):
+            rewards, seconds = run_policy(scenario, name, horizon, seed)
+            long_run.append(rewards[warmup:].mean())
+            from_empty.append(rewards.mean())
+            decision += seconds
+        reward, ci = mean_ci95(long_run)
+        results.append({
+            "policy": name,
+            "reward": reward,
+            "ci95": ci,
+            "reward_from_empty": float(np.mean(from_empty)),
+            "upper_bound": bound,
+            "ratio": reward / bound if bound > 0 else math.nan,
+            "decision_ms": 1e3 * decision / (horizon * seeds),
+        })
+    return {
+        "scenario": scenario.name,
+        "n": scenario.n,
+        "budget": scenario.budget,
+        "stochastic": bool(scenario.options.get("stochastic", scenario.kind == "pages")),
+        "horizon": horizon,
+        "warmup": warmup,
+        "seeds": seeds,
+        "upper_bound": bound,
+        "results": results,
+    }
+
+
+# -- performance at scale -------------------------------------------------------------------
+
+def state_bytes(*objects: Any) -> int:
+    """Bytes of the numpy buffers reachable from ``objects`` (attributes, dataclass fields,
+    containers), each buffer counted once."""
+    seen_objects: set[int] = set()
+    seen_buffers: set[int] = set()
+    total = 0
+
+    def visit(obj: Any, depth: int) -> None:
+        nonlocal total
+        if depth > 8 or id(obj) in seen_objects or obj is None:
+            return
+        seen_objects.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            base = obj
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            key = base.__array_interface__["data"][0]
+            if key not in seen_buffers:
+                seen_buffers.add(key)
+                total += base.nbytes
+            return
+        if isinstance(obj, str | bytes | int | float | bool | np.random.Generator | type):
+            return
+        if isinstance(obj, dict):
+            for value in obj.values():
+                visit(value, depth + 1)
+            return
+        if isinstance(obj, list | tuple | set):
+            for value in obj:
+                visit(value, depth + 1)
+            return
+        for slot in getattr(type(obj), "__slots__", ()):
+            visit(getattr(obj, slot, None), depth + 1)
+        for value in getattr(obj, "__dict__", {}).values():
+            visit(value, depth + 1)
+
+    for obj in objects:
+        visit(obj, 0)
+    return total
+
+
+def perf(n: int = 1_000_000, epochs: int = 20, warm: int = 3, seed: int = 0,
+         budget: float | None = None) -> dict[str, Any]:
+    """Decision time of the Whittle policy, simulator speed and state size at N sources."""
+    scenario = make_scenario("news-mix", n=n, budget=budget, seed=seed)
+    env = scenario.make_env()
+    env.reset(seed=seed)
+    policy = build_policy("whittle", scenario, seed, problem=env.problem)
+    clock = time.perf_counter
+    decide, sim = [], 0.0
+    for t in range(warm + epochs):
+        t0 = clock()
+        action = policy.select(t, scenario.budget)
+        t1 = clock()
+        obs, _, _, _, _ = env.step(action)
+        t2 = clock()
+        policy.observe(obs)
+        t3 = clock()
+        if t >= warm:
+            decide.append((t1 - t0) + (t3 - t2))
+            sim += t2 - t1
+    nbytes = state_bytes(policy, env)
+    # the stochastic simulator, driven by round-robin actions of the same size
+    stoch = make_scenario("news-mix", n=n, budget=budget, seed=seed, stochastic=True).make_env()
+    stoch.reset(seed=seed)
+    k = int(scenario.budget)
+    sim_s = 0.0
+    for t in range(warm + epochs):
+        action = (t * k + np.arange(k)) % n
+        t0 = clock()
+        stoch.step(action)
+        if t >= warm:
+            sim_s += clock() - t0
+    decide_ms = 1e3 * np.asarray(decide)
+    return {
+        "n": n,
+        "budget": scenario.budget,
+        "epochs": epochs,
+        "whittle_decision_ms": float(decide_ms.mean()),
+        "whittle_decision_ms_max": float(decide_ms.max()),
+        "sim_source_epochs_per_s": n * epochs / sim,
+        "sim_stochastic_source_epochs_per_s": n * epochs / sim_s,
+        "state_bytes_per_source": nbytes / n,
+    }
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def format_results(report: dict[str, Any]) -> str:
+    head = (f"scenario {report['scenario']}: N = {report['n']}, budget {report['budget']:g}, "
+            f"{'stochastic' if report['stochastic'] else 'deterministic'}, "
+            f"horizon {report['horizon']} (warm-up {report['warmup']}), "
+            f"{report['seeds']} seed(s); upper bound {report['upper_bound']:.4f}")
+    lines = [head, f"{'policy':<18}{'reward/epoch':>24}{'from empty':>12}{'ratio':>9}"
+                   f"{'decision ms':>13}"]
+    for r in report["results"]:
+        reward = f"{r['reward']:.4f} ± {r['ci95']:.4f}"
+        lines.append(f"{r['policy']:<18}{reward:>24}{r['reward_from_empty']:>12.4f}"
+                     f"{r['ratio']:>9.4f}{r['decision_ms']:>13.3f}")
+    return "\n".join(lines)
+
+
+def format_perf(report: dict[str, Any]) -> str:
+    return "\n".join([
+        f"N = {report['n']:,}, budget {report['budget']:g}, {report['epochs']} epochs measured",
+        f"whittle decision (select + observe): {report['whittle_decision_ms']:.1f} ms/epoch "
+        f"(max {report['whittle_decision_ms_max']:.1f})",
+        f"simulator, deterministic: {report['sim_source_epochs_per_s'] / 1e6:,.0f} M "
+        "source-epochs/s",
+        f"simulator, stochastic:    {report['sim_stochastic_source_epochs_per_s'] / 1e6:,.0f} M "
+        "source-epochs/s",
+        f"policy + environment state: {report['state_bytes_per_source']:.1f} bytes/source",
+    ])
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--scenario", default="tcns2018", choices=SCENARIOS)
+    parser.add_argument("--policy", default="whittle,greedy,round_robin,uniform",
+                        help="comma-separated policy names")
+    parser.add_argument("--budget", type=float, default=None, help="crawl budget per epoch")
+    parser.add_argument("--horizon", type=int, default=1000, help="epochs per run")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="epochs left out of the reward average (default horizon / 4)")
+    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0, 1, ...)")
+    parser.add_argument("--n", type=int, default=None, help="number of sources (news-mix)")
+    parser.add_argument("--stochastic", action="store_true", help="stochastic arrivals")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--perf", action="store_true",
+                        help="measure decision time, simulator speed and memory at --n sources")
+    parser.add_argument("--epochs", type=int, default=20, help="epochs measured by --perf")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.perf:
+        report = perf(n=args.n or 1_000_000, epochs=args.epochs, budget=args.budget)
+        print(json.dumps(report) if args.json else format_perf(report))
+        return 0
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    try:
+        for name in policies:
+            policy_class(name)
+        scenario = make_scenario(args.scenario, budget=args.budget, n=args.n,
+                                 stochastic=True if args.stochastic else None)
+        report = evaluate(scenario, policies, horizon=args.horizon, seeds=args.seeds,
+                          warmup=args.warmup)
+    except ValueError as exc:
+        print(f"sim.bench: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report) if args.json else format_results(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
