@@ -161,3 +161,38 @@ class SourceRegistry:
         self.specs, self.ids = [], {}
         for d in state["specs"]:
             self.add(SourceSpec(**d))
+
+
+def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
+    """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second.
+
+    Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
+    "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
+    path of a JSON file holding either. Raises ``NotConfigured`` naming the setting."""
+    from scrapy.exceptions import NotConfigured
+
+    def fail(why: str) -> NotConfigured:
+        return NotConfigured(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
+
+    doc: Any = value
+    if isinstance(value, str):
+        try:
+            doc = json.loads(Path(value).expanduser().read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise fail(f"cannot be read as JSON: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("sources"), list):
+        rows = {r.get("url"): r for r in doc["sources"] if isinstance(r, dict)}
+    elif isinstance(doc, dict):
+        rows = doc
+    else:
+        raise fail("must be a JSON object")
+    out = {}
+    for url, row in rows.items():
+        try:
+            params = tuple(float(row[k]) for k in ("rate", "mean_utility", "decay"))
+        except (KeyError, TypeError, ValueError):
+            raise fail(f"entry {url!r} needs numeric rate, mean_utility and decay") from None
+        if not all(p >= 0 and p < float("inf") for p in params):
+            raise fail(f"entry {url!r} has a negative or infinite parameter")
+        out[str(url)] = params
+    return out

@@ -1,0 +1,482 @@
+"""``WhittleScheduler``: Scrapy's scheduler, with the re-crawl of feeds chosen by a policy.
+
+Two kinds of requests pass through it:
+
+* **source requests** (feeds): never queued. Time is cut into epochs of ``WHITTLE_PERIOD``
+  seconds (T); at the first poll of epoch k the policy picks sources of total cost at most
+  ``WHITTLE_BUDGET`` (M) with ``policy.select(k, M)``, and these are handed out as soon as
+  the downloader takes them (or spread evenly over the epoch with ``WHITTLE_SPREAD``). What
+  an epoch does not use is lost, so crawls in any epoch never cost more than M. When nothing
+  may be crawled the scheduler still reports pending requests (the spider stays open) and
+  wakes the engine itself at the next due time (``engine._slot.nextcall.schedule()``), so a
+  crawl never waits for the engine's 5 s heartbeat and nothing polls in between.
+* **every other request** goes to a wrapped ``scrapy.core.scheduler.Scheduler`` (dupefilter,
+  priority queues, JOBDIR disk queues unchanged). Redirects and retries of a source request
+  (they carry ``meta["whittle_source_id"]``) are served first and cost no budget. A request
+  with ``meta["whittle_source"] = True`` registers its URL as a new source (it is not
+  downloaded now; the policy decides when) and becomes the template of that source's requests
+  (callback, headers, cb_kwargs).
+
+Politeness: a planned source whose download slot is saturated is passed over for planned
+sources fetchable now; a source in flight, backing off after errors or crawled less than its
+minimum interval ago is masked out of the choice (``select_top(eligible=...)``) for policies
+that expose ``priority()``. Costs: C_i = max(1, d_i M / T) where d_i is the source's minimum
+interval or its slot's download delay (``DOWNLOAD_SLOTS``), whichever is larger.
+
+State (policy, entry memory, validators, source registry, epoch origin) is pickled to
+``JOBDIR/whittle.state.pickle`` on close and loaded on open.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import pickle
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import numpy as np
+from scrapy import Request, signals
+from scrapy.core.scheduler import BaseScheduler, Scheduler
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.asyncio import call_later
+from scrapy.utils.job import job_dir
+
+from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.sources import (
+    SourceListError,
+    SourceRegistry,
+    SourceSpec,
+    load_oracle,
+    load_sources,
+)
+from scrapy_whittle.stats import WhittleStats
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.spiders import Spider
+
+logger = logging.getLogger(__name__)
+
+META_ID = "whittle_source_id"
+META_REGISTER = "whittle_source"
+
+
+STATE_FILE = "whittle.state.pickle"
+
+
+def _load_state(jobdir: str) -> dict | None:
+    path = Path(jobdir) / STATE_FILE
+    if not path.exists():
+        return None
+    with path.open("rb") as f:
+        state = pickle.load(f)
+    if state.get("version") != 1:
+        logger.warning("ignoring %s: unknown state version %r", path, state.get("version"))
+        return None
+    return state
+
+
+def _save_state(jobdir: str, state: dict) -> None:
+    path = Path(jobdir) / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as f:
+        pickle.dump({"version": 1, **state}, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+
+
+def _entry_memory(max_per_source: int):
+    from scrapy_whittle.feeds import EntryMemory
+
+    return EntryMemory(max_per_source=max_per_source)
+
+
+def _priority(policy, epoch: int) -> np.ndarray:
+    """``policy.priority()`` or ``policy.priority(epoch)``, whichever it takes."""
+    fn = policy.priority
+    if inspect.signature(fn).parameters:
+        return fn(epoch)
+    return fn()
+
+
+def _quiet_errback(failure):
+    """Errback of source requests: the middleware has logged and counted the failure once."""
+    return None
+
+
+class WhittleScheduler(BaseScheduler):
+    """See the module docstring; settings in ``scrapy_whittle.settings`` / docs/scrapy.md."""
+
+    def __init__(self, inner: Scheduler | Any, config: WhittleConfig, *,
+                 sources: list[SourceSpec] | None = None, oracle: dict | None = None,
+                 crawler: Crawler | None = None, stats: Any = None, jobdir: str | None = None,
+                 slot_delays: dict[str, float] | None = None, max_flight: float = 600.0,
+                 clock=time.time) -> None:
+        self.inner = inner
+        self.config = config
+        self.crawler = crawler
+        self.jobdir = jobdir
+        self.clock = clock
+        self.slot_delays = slot_delays or {}
+        self.max_flight = max_flight
+        self.oracle = oracle
+        self.stats = WhittleStats(stats, config.logstats_interval, config.policy)
+        self.registry = SourceRegistry()
+        self._initial = list(sources or [])
+        self.policy = None
+        self.memory = None
+        self.t0: float | None = None
+        self.epoch = -1
+        self.plan: list[int] = []
+        self.spent = 0.0
+        self.followups: deque[Request] = deque()
+        self.templates: dict[int, Request] = {}
+        self.validators: dict[int, tuple[str | None, str | None]] = {}
+        self._hosts: dict[str, int] = {}
+        self._arrays(0)
+        self._wakeup = None
+        self._wakeup_at = math.inf
+        self._pending_grow: list[int] = []
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> WhittleScheduler:
+        settings = crawler.settings
+        config = WhittleConfig.from_settings(settings)
+        try:
+            sources = load_sources(config.sources)
+        except SourceListError as exc:
+            raise NotConfigured(f"WHITTLE_SOURCES ({config.sources!r}): {exc}") from None
+        oracle = None
+        if config.policy == "oracle":
+            oracle = load_oracle(config.oracle_params)
+        slots = settings.getdict("DOWNLOAD_SLOTS")
+        slot_delays = {k: float(v.get("delay", 0.0)) for k, v in slots.items()
+                       if isinstance(v, dict)}
+        retries = settings.getint("RETRY_TIMES") if settings.getbool("RETRY_ENABLED") else 0
+        max_flight = settings.getfloat("DOWNLOAD_TIMEOUT") * (retries + 2) + 60.0
+        mws = {**settings.getdict("DOWNLOADER_MIDDLEWARES_BASE"),
+               **settings.getdict("DOWNLOADER_MIDDLEWARES")}
+        if not any(str(k).endswith("FeedObserverMiddleware") and v is not None
+                   for k, v in mws.items()):
+            logger.warning("WhittleScheduler without FeedObserverMiddleware in "
+                           "DOWNLOADER_MIDDLEWARES: the policy will learn nothing")
+        inner = Scheduler.from_crawler(crawler)
+        obj = cls(inner, config, sources=sources, oracle=oracle, crawler=crawler,
+                  stats=crawler.stats, jobdir=job_dir(settings), slot_delays=slot_delays,
+                  max_flight=max_flight)
+        crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
+        return obj
+
+    def _arrays(self, n: int) -> None:
+        self.busy_until = np.zeros(n)         # in flight until (0: not in flight)
+        self.last_crawl = np.full(n, -np.inf)
+        self.retry_at = np.zeros(n)           # back-off: not before
+        self.failures = np.zeros(n, dtype=np.int64)
+        self.min_interval = np.zeros(n)
+        self.cost = np.ones(n)
+        self.weight = np.ones(n)
+        self.host = np.zeros(n, dtype=np.int64)
+
+    def _extend_arrays(self, k: int) -> None:
+        for name, fill in (("busy_until", 0.0), ("last_crawl", -np.inf), ("retry_at", 0.0),
+                           ("failures", 0), ("min_interval", 0.0), ("cost", 1.0),
+                           ("weight", 1.0), ("host", 0)):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.full(k, fill, dtype=old.dtype)]))
+
+    def _register(self, spec: SourceSpec, template: Request | None = None) -> int:
+        sid, new = self.registry.add(spec)
+        if template is not None:
+            self.templates[sid] = template
+        if new:
+            self._extend_arrays(1)
+            host = urlsplit(spec.url).hostname or ""
+            self.host[sid] = self._hosts.setdefault(host, len(self._hosts))
+            d = max(spec.min_interval, self.config.min_interval, self.slot_delays.get(host, 0.0))
+            self.min_interval[sid] = max(spec.min_interval, self.config.min_interval)
+            self.cost[sid] = max(1.0, d * self.config.budget / self.config.period)
+            self.weight[sid] = spec.weight
+            if self.policy is not None:
+                self._pending_grow.append(sid)
+        return sid
+
+    # -- open / close -------------------------------------------------------------------
+    def open(self, spider: Spider):
+        self.spider = spider
+        result = self.inner.open(spider)
+        saved = _load_state(self.jobdir) if (self.config.state and self.jobdir) else None
+        if saved is not None:
+            for d in saved["registry"]["specs"]:
+                self._register(SourceSpec(**d))
+        for spec in self._initial:
+            self._register(spec)
+        for spec in load_sources(getattr(spider, "whittle_sources", None) or None):
+            self._register(spec)
+        self.policy = self._build_policy(len(self.registry))
+        self.memory = _entry_memory(self.config.max_entries_per_source)
+        self.t0 = self.clock()
+        if saved is not None:
+            self._restore(saved)
+        self.stats.set("sources", len(self.registry))
+        self.stats.start()
+        logger.info("WhittleScheduler: %d sources, policy %s, budget %g per %g s",
+                    len(self.registry), self.config.policy, self.config.budget,
+                    self.config.period)
+        return result
+
+    def _build_policy(self, n: int):
+        from scrapy_whittle.policies import make_policy
+        from scrapy_whittle.problem import Problem
+
+        alpha = u = None
+        if self.oracle is not None:
+            alpha, u = self._oracle_au(range(n))
+        problem = Problem(n=n, cost=self.cost[:n].copy(), period=self.config.period,
+                          alpha=alpha, u=u)
+        return make_policy(self.config.core_policy, problem, rng=self.config.seed,
+                           **self.config.policy_options)
+
+    def _oracle_au(self, sids) -> tuple[np.ndarray, np.ndarray]:
+        from scrapy_whittle.problem import SourceParams
+
+        rows = []
+        for sid in sids:
+            url = self.registry.url(sid)
+            if url not in self.oracle:
+                raise NotConfigured(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}) "
+                                    f"has no parameters for source {url}")
+            rows.append(self.oracle[url])
+        arr = np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+        p = SourceParams(arr[:, 0], arr[:, 1], arr[:, 2], period=self.config.period)
+        return p.alpha, p.u
+
+    def _restore(self, saved: dict) -> None:
+        self.t0 = saved["t0"]
+        n = len(saved["registry"]["specs"])
+        for name in ("last_crawl", "retry_at", "failures"):
+            getattr(self, name)[:n] = saved[name]
+        self.validators.update(saved["validators"])
+        if saved.get("memory") is not None:
+            self.memory.load_state_dict(saved["memory"])
+        if saved.get("policy_name") == self.config.core_policy:
+            self.policy.load_state_dict(saved["policy"])
+        else:
+            logger.warning("JOBDIR state was learned by policy %r, not %r: policy state "
+                           "not restored", saved.get("policy_name"), self.config.core_policy)
+        logger.info("WhittleScheduler: restored state of %d sources from %s", n, self.jobdir)
+
+    def close(self, reason: str):
+        self._cancel_wakeup()
+        self.stats.stop()
+        if self.config.state and self.jobdir and self.policy is not None:
+            _save_state(self.jobdir, {
+                "t0": self.t0, "registry": self.registry.state_dict(),
+                "last_crawl": self.last_crawl, "retry_at": self.retry_at,
+                "failures": self.failures, "validators": self.validators,
+                "memory": self.memory.state_dict() if self.memory is not None else None,
+                "policy_name": self.config.core_policy, "policy": self.policy.state_dict()})
+        return self.inner.close(reason)
+
+    # -- the scheduler interface --------------------------------------------------------
+    def has_pending_requests(self) -> bool:
+        return (len(self.registry) > 0 or bool(self.followups)
+                or self.inner.has_pending_requests())
+
+    def __len__(self) -> int:
+        return len(self.followups) + len(self.plan) + len(self.inner)
+
+    def enqueue_request(self, request: Request) -> bool:
+        if META_ID in request.meta:        # redirect / retry of a source request
+            self.followups.append(request)
+            return True
+        if request.meta.get(META_REGISTER):
+            template = request.replace(dont_filter=True, meta={
+                k: v for k, v in request.meta.items() if k != META_REGISTER})
+            sid = self._register(SourceSpec(url=request.url), template)
+            self.stats.set("sources", len(self.registry))
+            logger.debug("registered source %d: %s", sid, request.url)
+            self._wake_now()
+            return True
+        return self.inner.enqueue_request(request)
+
+    def next_request(self) -> Request | None:
+        if self.followups:
+            return self.followups.popleft()
+        request = self._next_source_request()
+        if request is not None:
+            return request
+        return self.inner.next_request()
+
+    # -- source requests ----------------------------------------------------------------
+    def _grow(self) -> None:
+        if not self._pending_grow:
+            return
+        sids = self._pending_grow
+        self._pending_grow = []
+        if self.oracle is not None:
+            alpha, u = self._oracle_au(sids)
+            self.policy.grow(len(sids), self.cost[sids], alpha=alpha, u=u)
+        else:
+            self.policy.grow(len(sids), self.cost[sids])
+        self.stats.set("sources", len(self.registry))
+
+    def _start_epoch(self, k: int, now: float) -> None:
+        if self.plan:
+            self.stats.inc("skipped", len(self.plan))
+        self.epoch, self.spent = k, 0.0
+        self._grow()
+        n = len(self.registry)
+        eligible = self._eligible(now, n)
+        t = time.perf_counter()
+        if eligible.all() or not callable(getattr(self.policy, "priority", None)):
+            chosen = self.policy.select(k, self.config.budget)
+        else:
+            from scrapy_whittle.selection import select_top
+
+            self.policy.select(k, 0.0)     # brings the policy's clock to epoch k
+            chosen = select_top(_priority(self.policy, k), self.policy.problem.cost,
+                                self.config.budget, eligible)
+        self.stats.decision(time.perf_counter() - t)
+        self.stats.inc("epochs")
+        self.plan = [int(s) for s in chosen]
+
+    def _eligible(self, now: float, n: int) -> np.ndarray:
+        ok = ((self.busy_until[:n] <= now) & (self.retry_at[:n] <= now)
+              & (self.last_crawl[:n] + self.min_interval[:n] <= now + 1e-6))
+        busy = self._saturated_hosts()
+        if busy:
+            ok &= ~np.isin(self.host[:n], list(busy))
+        return ok
+
+    def _saturated_hosts(self) -> set[int]:
+        engine = getattr(self.crawler, "engine", None)
+        slots = getattr(getattr(engine, "downloader", None), "slots", None) or {}
+        out = set()
+        for key, slot in slots.items():
+            if key in self._hosts and (len(slot.active) >= slot.concurrency
+                                       or (slot.delay and slot.queue)):
+                out.add(self._hosts[key])
+        return out
+
+    def _next_source_request(self) -> Request | None:
+        if not len(self.registry):
+            return None
+        now = self.clock()
+        period = self.config.period
+        k = math.floor((now - self.t0) / period)
+        if k != self.epoch:
+            self._start_epoch(k, now)
+        epoch_end = self.t0 + (k + 1) * period
+        if not self.plan:
+            self._schedule_wakeup(epoch_end)
+            return None
+        busy = self._saturated_hosts()
+        later = math.inf
+        for j, sid in enumerate(self.plan):
+            c = float(self.cost[sid])
+            if self.config.spread:
+                release = self.t0 + k * period + self.spent * period / self.config.budget
+                if release > now + 1e-9:
+                    self._schedule_wakeup(release)
+                    return None
+            not_before = max(self.busy_until[sid], self.retry_at[sid],
+                             self.last_crawl[sid] + self.min_interval[sid])
+            if not_before > now + 1e-6:
+                later = min(later, not_before)
+                continue
+            if busy and int(self.host[sid]) in busy:
+                continue                   # woken again when a download of the slot ends
+            del self.plan[j]
+            self.spent += c
+            return self._dispatch(sid, now, k)
+        self._schedule_wakeup(min(later, epoch_end))
+        return None
+
+    def _dispatch(self, sid: int, now: float, epoch: int) -> Request:
+        self.busy_until[sid] = now + self.max_flight
+        self.stats.inc("crawls")
+        self.stats.inc("crawls/cost", float(self.cost[sid]))
+        meta = {META_ID: sid, "whittle_source_url": self.registry.url(sid),
+                "whittle_crawl_time": now, "whittle_epoch": epoch, "dont_cache": True}
+        headers = {}
+        etag, modified = self.validators.get(sid, (None, None))
+        if self.config.conditional_get:
+            if etag:
+                headers["If-None-Match"] = etag
+            if modified:
+                headers["If-Modified-Since"] = modified
+        template = self.templates.get(sid)
+        if template is None:
+            return Request(self.registry.url(sid), dont_filter=True, meta=meta,
+                           headers=headers, errback=_quiet_errback)
+        request = template.replace(meta={**template.meta, **meta})
+        for key, value in headers.items():
+            request.headers[key] = value
+        if request.errback is None:
+            request.errback = _quiet_errback
+        return request
+
+    # -- feedback from FeedObserverMiddleware -------------------------------------------
+    def source_of(self, request: Request) -> int | None:
+        sid = request.meta.get(META_ID)
+        return sid if isinstance(sid, int) and 0 <= sid < len(self.registry) else None
+
+    def crawl_done(self, sid: int, *, when: float, ok: bool) -> float:
+        """Book-keeping of a finished crawl; returns the back-off (s) now applied, 0 if ok."""
+        self.busy_until[sid] = 0.0
+        self.last_crawl[sid] = when
+        if ok:
+            self.failures[sid] = 0
+            self.retry_at[sid] = 0.0
+            return 0.0
+        self.failures[sid] += 1
+        delay = min(self.config.backoff_max,
+                    self.config.backoff_base * 2.0 ** (int(self.failures[sid]) - 1))
+        self.retry_at[sid] = self.clock() + delay
+        return delay
+
+    def observe(self, obs) -> None:
+        if self.policy is None:
+            return
+        t = time.perf_counter()
+        self.policy.observe(obs)
+        self.stats.decision(time.perf_counter() - t, calls=0)
+
+    def epoch_of(self, when: float) -> int:
+        return math.floor((when - self.t0) / self.config.period)
+
+    # -- waking the engine --------------------------------------------------------------
+    def _schedule_wakeup(self, at: float) -> None:
+        if not math.isfinite(at) or at >= self._wakeup_at - 1e-4:
+            return
+        self._cancel_wakeup()
+        self._wakeup_at = at
+        self._wakeup = call_later(max(0.0, at - self.clock()), self._wake)
+
+    def _cancel_wakeup(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup, self._wakeup_at = None, math.inf
+
+    def _wake(self) -> None:
+        self._wakeup, self._wakeup_at = None, math.inf
+        self._wake_now()
+
+    def _wake_now(self) -> None:
+        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    def _spider_idle(self, spider=None) -> None:
+        # has_pending_requests() is True while there are sources, so the engine does not
+        # call this then; kept for spiders that send only registration requests late.
+        if len(self.registry):
+            from scrapy.exceptions import DontCloseSpider
+
+            raise DontCloseSpider

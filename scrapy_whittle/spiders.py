@@ -1,0 +1,55 @@
+"""``FeedSpider``: a ready spider that yields one item per new feed entry.
+
+Sources come from ``WHITTLE_SOURCES`` (or a ``whittle_sources`` class attribute: a list of
+URLs or a file name); the scheduler decides when each is fetched, and
+``FeedObserverMiddleware`` has already found the new entries, so ``parse`` only formats them.
+Subclass it and override ``parse_entry`` to enrich items, or ``start`` to register sources
+with ``scrapy.Request(url, meta={"whittle_source": True})``.
+
+Item fields: ``source`` (feed URL), ``source_id``, ``entry_id``, ``title``, ``link``,
+``published`` (unix seconds, None when the feed gives no usable date), ``discovered_at``
+(unix seconds the response arrived), ``delay`` (discovered_at - published, seconds, None
+without a date), ``value`` (the entry's value at capture, as counted in ``whittle/utility``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import scrapy
+
+
+class FeedSpider(scrapy.Spider):
+    name = "feeds"
+    #: optional sources of this spider, added to WHITTLE_SOURCES (list of URLs or file name)
+    whittle_sources: list[str] | str | None = None
+
+    async def start(self) -> AsyncIterator[Any]:
+        # Nothing to start: WhittleScheduler hands out the feeds when the policy says so.
+        return
+        yield  # pragma: no cover  (makes this an async generator)
+
+    def parse(self, response, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        meta = response.meta
+        entries = meta.get("whittle_entries") or []
+        values = meta.get("whittle_values") or [None] * len(entries)
+        for entry, value in zip(entries, values, strict=True):
+            yield self.parse_entry(response, entry, value)
+
+    def parse_entry(self, response, entry, value: float | None) -> dict[str, Any]:
+        meta = response.meta
+        discovered = meta.get("whittle_time")
+        published = entry.published
+        return {
+            "source": meta.get("whittle_source_url", response.url),
+            "source_id": meta.get("whittle_source_id"),
+            "entry_id": entry.key,
+            "title": entry.title,
+            "link": entry.link,
+            "published": published,
+            "discovered_at": discovered,
+            "delay": (discovered - published if published is not None and discovered
+                      else None),
+            "value": value,
+        }

@@ -1,0 +1,83 @@
+"""The ``whittle/*`` stats and a periodic progress line (like Scrapy's LogStats).
+
+Keys (all under ``whittle/``):
+
+* ``crawls``: source requests handed to the downloader (budget spent, in crawls);
+  ``crawls/cost``: the same in cost units; ``fetched``: source responses observed;
+* ``new_items``, ``utility`` (value captured, see docs/scrapy.md), ``missed_items`` (lower
+  bound: crawls whose window was full of new entries count one missed item);
+* ``not_modified`` (HTTP 304), ``errors/<kind>`` (``http_404``, ``timeout``, ``malformed``...),
+  ``skipped`` (planned crawls dropped at the end of their epoch: slot busy, source in flight);
+* ``sources``, ``epochs``, ``decision/<policy>/seconds`` and ``decision/<policy>/calls``
+  (time spent choosing sources), ``decision/<policy>/us_per_crawl`` at close.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from scrapy.utils.asyncio import create_looping_call
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "whittle/"
+
+
+class WhittleStats:
+    """Thin wrapper over Scrapy's stats collector plus the periodic log line."""
+
+    def __init__(self, stats: Any, interval: float = 60.0, policy: str = "") -> None:
+        self.stats = stats
+        self.interval = interval
+        self.policy = policy
+        self._task = None
+        self._prev: tuple[float, float, float] | None = None
+
+    def inc(self, key: str, count: float = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(PREFIX + key, count)
+
+    def set(self, key: str, value: Any) -> None:
+        if self.stats is not None:
+            self.stats.set_value(PREFIX + key, value)
+
+    def get(self, key: str, default: Any = 0) -> Any:
+        return self.stats.get_value(PREFIX + key, default) if self.stats is not None else default
+
+    def decision(self, seconds: float, calls: int = 1) -> None:
+        """Time spent in the policy (select and observe); ``calls`` counts selections."""
+        self.inc(f"decision/{self.policy}/seconds", seconds)
+        if calls:
+            self.inc(f"decision/{self.policy}/calls", calls)
+
+    # -- periodic line ------------------------------------------------------------------
+    def start(self) -> None:
+        if self.interval > 0 and self._task is None:
+            self._prev = (time.monotonic(), self.get("crawls"), self.get("utility", 0.0))
+            self._task = create_looping_call(self.log)
+            self._task.start(self.interval, now=False)
+
+    def log(self) -> None:
+        now = time.monotonic()
+        crawls, utility = self.get("crawls"), self.get("utility", 0.0)
+        t_prev, c_prev, u_prev = self._prev or (now, 0, 0.0)
+        minutes = max(now - t_prev, 1e-9) / 60.0
+        errors = sum(v for k, v in (self.stats.get_stats().items() if self.stats else ())
+                     if k.startswith(PREFIX + "errors/"))
+        logger.info(
+            "Whittle (%s): %d crawls (at %.1f/min), %d new items, utility %.4g "
+            "(at %.4g/min), %d not modified, %d errors, %d sources",
+            self.policy, crawls, (crawls - c_prev) / minutes, self.get("new_items"), utility,
+            (utility - u_prev) / minutes, self.get("not_modified"), errors, self.get("sources"))
+        self._prev = (now, crawls, utility)
+
+    def stop(self) -> None:
+        if self._task is not None and self._task.running:
+            self._task.stop()
+        self._task = None
+        crawls = self.get("crawls")
+        seconds = self.get(f"decision/{self.policy}/seconds", 0.0)
+        if crawls:
+            self.set(f"decision/{self.policy}/us_per_crawl", 1e6 * seconds / crawls)
