@@ -1,0 +1,72 @@
+"""sim.bench: the command line and its JSON report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.bench import main, mean_ci95, state_bytes, t975
+
+
+def test_json_report_structure_and_ratios(capsys):
+    policies = ["whittle", "greedy", "static", "round_robin", "uniform", "nutch", "miniflux"]
+    code = main(["--scenario", "news-mix", "--n", "200", "--budget", "2", "--horizon", "120",
+                 "--seeds", "2", "--policy", ",".join(policies), "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in report["results"]] == policies
+    for r in report["results"]:
+        for key in ("policy", "reward", "ci95", "upper_bound", "ratio", "decision_ms"):
+            assert key in r
+        assert r["ratio"] <= 1 + 1e-6, r
+        assert r["ci95"] >= 0 and r["decision_ms"] >= 0
+    by_name = {r["policy"]: r for r in report["results"]}
+    assert by_name["whittle"]["ratio"] > by_name["uniform"]["ratio"]
+
+
+def test_tcns2018_m1_whittle_reaches_the_bound(capsys):
+    assert main(["--scenario", "tcns2018", "--policy", "whittle", "--horizon", "200",
+                 "--seeds", "1", "--json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["results"]
+    assert r["reward"] == pytest.approx(260.39, abs=0.005)
+    assert r["ratio"] == pytest.approx(1.0, abs=1e-9)
+    assert r["reward_from_empty"] < r["reward"]
+
+
+def test_text_output_and_errors(capsys):
+    assert main(["--scenario", "icc2021-single", "--policy", "uniform", "--horizon", "50",
+                 "--seeds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "upper bound" in out and "uniform" in out
+    assert main(["--policy", "no-such-policy"]) == 2
+    assert "unknown policy" in capsys.readouterr().err
+
+
+def test_perf_mode_small(capsys):
+    assert main(["--perf", "--n", "2000", "--epochs", "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 2000
+    assert 0 < report["state_bytes_per_source"] <= 400
+    assert report["sim_source_epochs_per_s"] > 0 and report["whittle_decision_ms"] > 0
+
+
+def test_statistics_helpers():
+    assert t975(1) == 12.706 and t975(1000) == pytest.approx(1.9623, abs=1e-3)
+    m, ci = mean_ci95([1.0, 2.0, 3.0])
+    assert m == 2.0 and ci == pytest.approx(4.303 * 1.0 / 3**0.5)
+    assert mean_ci95([5.0]) == (5.0, 0.0)
+
+
+def test_state_bytes_counts_each_buffer_once():
+    import numpy as np
+
+    a = np.zeros(100)
+
+    class Holder:
+        def __init__(self):
+            self.x = a
+            self.view = a[:10]
+            self.more = {"y": np.ones(50, dtype=np.int32)}
+
+    assert state_bytes(Holder(), Holder()) == 800 + 200 + 200
