@@ -142,6 +142,7 @@ class WhittleScheduler(BaseScheduler):
         self._wakeup = None
         self._wakeup_at = math.inf
         self._pending_grow: list[int] = []
+        self.polls = 0                        # next_request calls that looked at sources
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -273,6 +274,12 @@ class WhittleScheduler(BaseScheduler):
 
     def close(self, reason: str):
         self._cancel_wakeup()
+        if self.t0 is not None and len(self.registry):
+            # budget use over the completed epochs: crawls (cost) / (M x epochs)
+            done = self.epoch_of(self.clock())
+            spent = self.stats.get("crawls/cost", 0.0) - (self.spent if self.epoch == done else 0)
+            if done > 0:
+                self.stats.set("budget_used", spent / (self.config.budget * done))
         self.stats.stop()
         if self.config.state and self.jobdir and self.policy is not None:
             _save_state(self.jobdir, {
@@ -367,6 +374,7 @@ class WhittleScheduler(BaseScheduler):
     def _next_source_request(self) -> Request | None:
         if not len(self.registry):
             return None
+        self.polls += 1
         now = self.clock()
         period = self.config.period
         k = math.floor((now - self.t0) / period)

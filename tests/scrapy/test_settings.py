@@ -1,0 +1,68 @@
+import pytest
+from scrapy.exceptions import NotConfigured
+
+from scrapy_whittle.middleware import FeedObserverMiddleware
+from scrapy_whittle.scheduler import WhittleScheduler
+from scrapy_whittle.settings import WhittleConfig
+from tests.scrapy.conftest import make_crawler
+
+GOOD = {"WHITTLE_BUDGET": 2, "WHITTLE_POLICY": "round_robin",
+        "WHITTLE_SOURCES": ["http://127.0.0.1:1/a.xml"]}
+
+
+@pytest.mark.parametrize(("name", "value", "fragment"), [
+    ("WHITTLE_BUDGET", None, "must be set"),
+    ("WHITTLE_BUDGET", 0, "must be > 0"),
+    ("WHITTLE_BUDGET", "lots", "must be a number"),
+    ("WHITTLE_PERIOD", -1, "must be > 0"),
+    ("WHITTLE_PERIOD", float("inf"), "must be finite"),
+    ("WHITTLE_POLICY", "nonesuch", "is not usable"),
+    ("WHITTLE_POLICY", "oracle", "WHITTLE_ORACLE_PARAMS"),
+    ("WHITTLE_POLICY_OPTIONS", [1], "must be a dict"),
+    ("WHITTLE_SPREAD", "maybe", "must be a boolean"),
+    ("WHITTLE_SEED", 1.5, "must be an integer"),
+    ("WHITTLE_MIN_INTERVAL", -3, "must be >= 0"),
+    ("WHITTLE_BACKOFF_MAX", 1, "must be >= WHITTLE_BACKOFF_BASE"),
+    ("WHITTLE_CONDITIONAL_GET", 7, "must be a boolean"),
+    ("WHITTLE_MAX_FEED_SIZE", 0, "must be > 0"),
+    ("WHITTLE_MAX_ENTRIES_PER_SOURCE", 0, "must be >= 1"),
+    ("WHITTLE_ENGAGEMENT_SCALE", 0, "must be > 0"),
+    ("WHITTLE_ITEM_VALUE", -1, "must be >= 0"),
+    ("WHITTLE_LOGSTATS_INTERVAL", -1, "must be >= 0"),
+    ("WHITTLE_STATE", "x", "must be a boolean"),
+    ("WHITTLE_SOURCES", 42, "must be a file name"),
+    ("WHITTLE_SOURCES", "/nonexistent/feeds.opml", "cannot read"),
+    ("WHITTLE_SOURCES", ["ftp://x/y"], "not an http(s) URL"),
+])
+def test_bad_setting_names_setting_and_value(name, value, fragment):
+    crawler = make_crawler(**{**GOOD, name: value})
+    with pytest.raises(NotConfigured) as info:
+        WhittleScheduler.from_crawler(crawler)
+    message = str(info.value)
+    assert name in message and repr(value) in message and fragment in message
+
+
+def test_oracle_params_are_validated(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text('{"sources": [{"url": "http://127.0.0.1:1/a.xml", "rate": -1, '
+                   '"mean_utility": 1, "decay": 0.1}]}')
+    crawler = make_crawler(**{**GOOD, "WHITTLE_POLICY": "oracle",
+                              "WHITTLE_ORACLE_PARAMS": str(bad)})
+    with pytest.raises(NotConfigured, match="WHITTLE_ORACLE_PARAMS"):
+        WhittleScheduler.from_crawler(crawler)
+
+
+def test_good_settings_and_defaults():
+    crawler = make_crawler(**GOOD)
+    sched = WhittleScheduler.from_crawler(crawler)
+    assert sched.config.period == 3600.0 and sched.config.budget == 2.0
+    assert WhittleConfig.from_settings({"WHITTLE_BUDGET": "3"}).core_policy == "adaptive-whittle"
+    assert WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_SPREAD": "true"}).spread
+    assert isinstance(FeedObserverMiddleware.from_crawler(crawler), FeedObserverMiddleware)
+
+
+def test_public_names():
+    import scrapy_whittle
+
+    assert scrapy_whittle.WhittleScheduler is WhittleScheduler
+    assert scrapy_whittle.FeedObserverMiddleware is FeedObserverMiddleware

@@ -1,0 +1,59 @@
+import pytest
+
+from scrapy_whittle.sources import (
+    SourceListError,
+    SourceRegistry,
+    SourceSpec,
+    load_oracle,
+    load_sources,
+)
+
+OPML = b"""<?xml version="1.0"?><opml version="2.0"><head/><body>
+<outline text="news"><outline xmlUrl="http://a.example/rss" title="A" weight="2.5"/>
+<outline xmlUrl="https://b.example/atom" minInterval="600"/></outline>
+<outline text="folder without url"/></body></opml>"""
+
+
+def test_opml_text_json_and_list(tmp_path):
+    opml = tmp_path / "feeds.opml"
+    opml.write_bytes(OPML)
+    specs = load_sources(str(opml))
+    assert [s.url for s in specs] == ["http://a.example/rss", "https://b.example/atom"]
+    assert specs[0].weight == 2.5 and specs[0].title == "A" and specs[1].min_interval == 600
+    txt = tmp_path / "feeds.txt"
+    txt.write_text("# comment\nhttp://a.example/rss\n\n https://c.example/x  trailing\n")
+    assert [s.url for s in load_sources(str(txt))] == ["http://a.example/rss",
+                                                      "https://c.example/x"]
+    js = tmp_path / "feeds.json"
+    js.write_text('["http://a.example/rss", {"url": "http://d.example/", "weight": 3}]')
+    assert load_sources(str(js))[1].weight == 3
+    assert load_sources(["http://a.example/rss"])[0].url == "http://a.example/rss"
+    assert load_sources(None) == []
+
+
+def test_bad_lists(tmp_path):
+    bad = tmp_path / "bad.opml"
+    bad.write_bytes(b"<opml><body><outline xmlUrl='http://x/' ")
+    with pytest.raises(SourceListError, match="not well-formed"):
+        load_sources(str(bad))
+    bad.write_bytes(b"<opml><body><outline xmlUrl='http://x/' weight='heavy'/></body></opml>")
+    with pytest.raises(SourceListError, match="not a number"):
+        load_sources(str(bad))
+    with pytest.raises(SourceListError, match="not an http"):
+        load_sources(["not a url"])
+
+
+def test_registry_keeps_ids():
+    reg = SourceRegistry()
+    assert reg.add(SourceSpec("http://a/")) == (0, True)
+    assert reg.add(SourceSpec("http://b/")) == (1, True)
+    assert reg.add(SourceSpec("http://a/")) == (0, False)
+    other = SourceRegistry()
+    other.load_state_dict(reg.state_dict())
+    assert other.ids == reg.ids
+
+
+def test_oracle_formats():
+    doc = {"sources": [{"url": "http://a/", "rate": 1, "mean_utility": 2, "decay": 0.5}]}
+    assert load_oracle(doc) == {"http://a/": (1.0, 2.0, 0.5)}
+    assert load_oracle({"http://a/": {"rate": 1, "mean_utility": 2, "decay": 0}})
