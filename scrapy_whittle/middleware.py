@@ -78,8 +78,10 @@ class FeedObserverMiddleware:
         return cls(crawler, WhittleConfig.from_settings(crawler.settings))
 
     def _scheduler(self):
-        engine = getattr(self.crawler, "engine", None)
-        sched = getattr(engine, "scheduler", None)
+        try:
+            sched = self.crawler.engine.scheduler
+        except (AttributeError, RuntimeError):   # no crawler, or the crawl has not started
+            return None
         return sched if hasattr(sched, "source_of") else None
 
     # -- hooks --------------------------------------------------------------------------
@@ -109,7 +111,7 @@ class FeedObserverMiddleware:
                                 content_type=ctype.decode("latin-1") if ctype else None,
                                 max_bytes=self.config.max_feed_size)
         except FeedError as exc:
-            self._failure(sched, sid, request, now, exc.kind, exc.message)
+            self._failure(sched, sid, request, now, exc.kind, str(exc))
             return response
         self._remember_validators(sched, sid, response)
         if parsed.warnings:
@@ -171,7 +173,7 @@ class FeedObserverMiddleware:
         request.meta["whittle_error"] = kind
         request.meta["whittle_entries"] = []
         request.meta["whittle_values"] = []
-        self._log_once(sid, kind, request.url, f"{cause}; backing off {backoff:.0f} s")
+        self._log_once(sid, kind, request.url, f"{cause}; backing off {backoff:.3g} s")
 
     def _log_once(self, sid: int, kind: str, url: str, message: str,
                   level: int = logging.WARNING) -> None:

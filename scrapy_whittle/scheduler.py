@@ -362,8 +362,10 @@ class WhittleScheduler(BaseScheduler):
         return ok
 
     def _saturated_hosts(self) -> set[int]:
-        engine = getattr(self.crawler, "engine", None)
-        slots = getattr(getattr(engine, "downloader", None), "slots", None) or {}
+        try:
+            slots = self.crawler.engine.downloader.slots
+        except (AttributeError, RuntimeError):
+            return set()
         out = set()
         for key, slot in slots.items():
             if key in self._hosts and (len(slot.active) >= slot.concurrency
@@ -477,7 +479,10 @@ class WhittleScheduler(BaseScheduler):
         self._wake_now()
 
     def _wake_now(self) -> None:
-        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        try:
+            slot = self.crawler.engine._slot
+        except (AttributeError, RuntimeError):
+            return
         if slot is not None:
             slot.nextcall.schedule()
 
