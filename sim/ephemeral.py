@@ -86,26 +86,34 @@ def decayed_integral(s: np.ndarray, mu: np.ndarray) -> np.ndarray:
     return np.where(mu > 0, v, s)
 
 
-def newest_uniform_times(n: np.ndarray, keep: np.ndarray, rng: np.random.Generator):
-    """The ``keep[j]`` largest of ``n[j]`` i.i.d. Uniform(0, 1) points, for every j, newest
-    first, concatenated; with the group index of each point.
+def newest_ages(n: np.ndarray, keep: np.ndarray, rng: np.random.Generator):
+    """Ages, as fractions of the interval, of the ``keep[j]`` newest of ``n[j]`` points placed
+    uniformly at random in an interval, for every j; newest (smallest age) first, concatenated;
+    with the group index j of each point.
 
-    Uses U_(n) = V_1^(1/n), U_(n-i) = U_(n-i+1) V_(i+1)^(1/(n-i)): a segmented cumulative sum of
-    log(V) / (n - i), so drawing the newest few of a large n costs only what is kept.
+    With U_(1) <= ... <= U_(n) the order statistics of n uniforms, U_(n) = V_1^(1/n) and
+    U_(n-i) = U_(n-i+1) V_(i+1)^(1/(n-i)), so -log U_(n-i) is a cumulative sum of E / (n - r),
+    E standard exponential, r = 0..i: drawing the newest few of a large n costs only what is
+    kept. The age fraction is 1 - U = -expm1(log U).
     """
     total = int(keep.sum())
     group = np.repeat(np.arange(keep.shape[0]), keep)
     if total == 0:
         return np.zeros(0), group
     starts = np.cumsum(keep) - keep
-    rank = np.arange(total) - np.repeat(starts, keep)       # 0 for the newest of a crawl
-    terms = np.log(rng.random(total)) / (n[group] - rank)
-    csum = np.cumsum(terms)
-    nz = keep > 0
-    first = np.zeros(keep.shape[0])
-    first[nz] = csum[starts[nz]] - terms[starts[nz]]      # sum of earlier crawls' terms
-    before = np.repeat(first, keep)
-    return np.exp(csum - before), group
+    div = (n + starts).astype(np.float64)[group]             # gathers beat np.repeat
+    div -= np.arange(total)                                  # n - rank within the crawl
+    s = rng.standard_exponential(total)
+    s /= div
+    np.cumsum(s, out=s)
+    prev = np.zeros(keep.shape[0])
+    later = (keep > 0) & (starts > 0)
+    prev[later] = s[starts[later] - 1]                       # sum over earlier crawls
+    s -= prev[group]
+    np.negative(s, out=s)
+    np.expm1(s, out=s)
+    np.negative(s, out=s)
+    return s, group
 
 
 class EphemeralWeb:
@@ -229,30 +237,39 @@ class EphemeralWeb:
             keep_arr = np.minimum(n_arr, self.window)
             keep_base = has_base & (n_arr < self.window)
             full = n_new >= self.window
-        u01, grp = newest_uniform_times(n_arr, keep_arr, rng)
-        age = (span[grp] * (1.0 - u01)) if u01.size else u01
-        xi = rng.exponential(1.0, u01.shape[0]) * p.mean_utility[ids][grp]
-        value = xi * np.exp(-p.decay[ids][grp] * age)
+        frac, grp = newest_ages(n_arr, keep_arr, rng)
+        age = frac * span[grp]
+        xi = rng.standard_exponential(frac.shape[0])
+        xi *= p.mean_utility[ids][grp]
+        value = p.decay[ids][grp]
+        value *= age
+        np.negative(value, out=value)
+        np.exp(value, out=value)
+        value *= xi
         counts = keep_arr + keep_base
         off = np.zeros(ids.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=off[1:])
+        if not keep_base.any():                  # items already in place, crawl by crawl
+            published = np.subtract(now, age, out=age)
+            reward = np.bincount(grp, weights=value, minlength=ids.shape[0])
+            return Observation(epoch=t, sources=ids, time=now, new_items=counts, reward=reward,
+                               window_full=full, item_offsets=off, item_published=published,
+                               item_value=xi)
         total = int(off[-1])
         published = np.empty(total)
         base_value = np.empty(total)
         captured = np.empty(total)
-        starts = np.repeat(off[:-1], keep_arr)
-        pos = starts + (np.arange(u01.shape[0]) - np.repeat(np.cumsum(keep_arr) - keep_arr,
-                                                            keep_arr))
+        pos = np.arange(frac.shape[0]) + np.repeat(off[:-1] - (np.cumsum(keep_arr) - keep_arr),
+                                                   keep_arr)
         published[pos] = now - age
         base_value[pos] = xi
         captured[pos] = value
-        if keep_base.any():
-            j = np.flatnonzero(keep_base)
-            bpos = off[j] + keep_arr[j]
-            b = self._base[ids[j]]
-            published[bpos] = 0.0
-            base_value[bpos] = b
-            captured[bpos] = b * np.exp(self._log_alpha[ids[j]] * k[j])
+        j = np.flatnonzero(keep_base)
+        bpos = off[j] + keep_arr[j]
+        b = self._base[ids[j]]
+        published[bpos] = 0.0
+        base_value[bpos] = b
+        captured[bpos] = b * np.exp(self._log_alpha[ids[j]] * k[j])
         owner = np.repeat(np.arange(ids.shape[0]), counts)
         reward = np.bincount(owner, weights=captured, minlength=ids.shape[0])
         return Observation(epoch=t, sources=ids, time=now, new_items=counts, reward=reward,

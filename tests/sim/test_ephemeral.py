@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.problem import SourceParams
-from sim.ephemeral import EphemeralWeb, newest_uniform_times
+from sim.ephemeral import EphemeralWeb, newest_ages
 from sim.scenarios import TCNS2018_PARAMS, make_scenario
 
 
@@ -175,16 +175,19 @@ def test_window_full_when_at_least_window_new_items():
         assert bool(obs.window_full[0]) == (obs.new_items[0] >= 3)
 
 
-def test_newest_uniform_times_are_order_statistics():
+def test_newest_ages_are_order_statistics():
     rng = np.random.default_rng(0)
-    n = np.full(20000, 5)
-    keep = np.full(20000, 2)
-    u, group = newest_uniform_times(n, keep, rng)
-    top, second = u[0::2], u[1::2]
-    assert np.all(top >= second) and np.all(group[0::2] == np.arange(20000))
-    # E[U_(5)] = 5/6, E[U_(4)] = 4/6
-    assert top.mean() == pytest.approx(5 / 6, abs=0.005)
-    assert second.mean() == pytest.approx(4 / 6, abs=0.005)
+    n = np.array([5] * 20000 + [1, 0, 3])
+    keep = np.array([2] * 20000 + [1, 0, 3])
+    age, group = newest_ages(n, keep, rng)
+    assert age.shape == (40004,) and np.all((age > 0) & (age < 1))
+    newest, second = age[0:40000:2], age[1:40000:2]
+    assert np.all(newest <= second) and np.all(group[0:40000:2] == np.arange(20000))
+    # 1 - U_(5) and 1 - U_(4) of five uniforms have means 1/6 and 2/6
+    assert newest.mean() == pytest.approx(1 / 6, abs=0.005)
+    assert second.mean() == pytest.approx(2 / 6, abs=0.005)
+    assert group[-4:].tolist() == [20000, 20002, 20002, 20002]
+    assert np.all(np.diff(age[-3:]) >= 0)
 
 
 def test_lifetime_drops_old_items():
