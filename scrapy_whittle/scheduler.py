@@ -192,20 +192,33 @@ class WhittleScheduler(BaseScheduler):
             setattr(self, name, np.concatenate([old, np.full(k, fill, dtype=old.dtype)]))
 
     def _register(self, spec: SourceSpec, template: Request | None = None) -> int:
-        sid, new = self.registry.add(spec)
+        sid = self._register_many([spec])[0]
         if template is not None:
             self.templates[sid] = template
-        if new:
-            self._extend_arrays(1)
+        return sid
+
+    def _register_many(self, specs: list[SourceSpec]) -> list[int]:
+        """Ids of ``specs``' URLs, adding the new ones (arrays grown once per batch)."""
+        sids, new = [], []
+        for spec in specs:
+            sid, is_new = self.registry.add(spec)
+            sids.append(sid)
+            if is_new:
+                new.append((sid, spec))
+        if not new:
+            return sids
+        self._extend_arrays(len(new))
+        ratio = self.config.budget / self.config.period
+        for sid, spec in new:
             host = urlsplit(spec.url).hostname or ""
             self.host[sid] = self._hosts.setdefault(host, len(self._hosts))
-            d = max(spec.min_interval, self.config.min_interval, self.slot_delays.get(host, 0.0))
-            self.min_interval[sid] = max(spec.min_interval, self.config.min_interval)
-            self.cost[sid] = max(1.0, d * self.config.budget / self.config.period)
+            interval = max(spec.min_interval, self.config.min_interval)
+            self.min_interval[sid] = interval
+            self.cost[sid] = max(1.0, max(interval, self.slot_delays.get(host, 0.0)) * ratio)
             self.weight[sid] = spec.weight
             if self.policy is not None:
                 self._pending_grow.append(sid)
-        return sid
+        return sids
 
     # -- open / close -------------------------------------------------------------------
     def open(self, spider: Spider):
@@ -213,12 +226,9 @@ class WhittleScheduler(BaseScheduler):
         result = self.inner.open(spider)
         saved = _load_state(self.jobdir) if (self.config.state and self.jobdir) else None
         if saved is not None:
-            for d in saved["registry"]["specs"]:
-                self._register(SourceSpec(**d))
-        for spec in self._initial:
-            self._register(spec)
-        for spec in load_sources(getattr(spider, "whittle_sources", None) or None):
-            self._register(spec)
+            self._register_many([SourceSpec(**d) for d in saved["registry"]["specs"]])
+        self._register_many(self._initial)
+        self._register_many(load_sources(getattr(spider, "whittle_sources", None) or None))
         self.policy = self._build_policy(len(self.registry))
         self.memory = _entry_memory(self.config.max_entries_per_source)
         self.t0 = self.clock()
