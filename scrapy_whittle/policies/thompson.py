@@ -1,0 +1,280 @@
+"""Thompson sampling: the 2021 paper's Beta-Bernoulli baseline, and a Whittle variant.
+
+``thompson`` (:class:`ThompsonPolicy`), as in *Deep Reinforcement Learning for Web Crawling*
+(Avrachenkov, Borkar & Patil, ICC 2021), Section IV-A: every arm (group of pages, crawled
+round-robin inside the group) has a Beta(alpha_k, beta_k) prior starting at Beta(1, 1); a
+crawl that finds the page changed is a success (alpha_k += 1), otherwise a failure
+(beta_k += 1); only the selected arm is updated; each slot one sample per arm is drawn and
+"the arm corresponding to the maximum value of this sample is selected". The paper's reward is
+the arm's importance when the page changed, but its selection rule uses the sample alone, so
+by default the sample is NOT weighted by importance (``weight="none"``, faithful).
+``weight="reward"`` multiplies each sample by the mean reward per observed change of the arm
+(its importance, learned from the rewards; 1 before any change is seen), an option the paper
+does not use. With a budget of M > 1 the M arms of largest sample are crawled.
+
+``thompson-whittle`` (:class:`ThompsonWhittlePolicy`), for ephemeral content (IEEE TCNS 2018
+model): each epoch it draws every source's parameters from a posterior
+(:class:`EphemeralEstimator`: Gamma-Poisson for the arrival rate Lambda from item counts and
+exposure, a pseudo-count mean for the base value xi from item values, a log-normal around the
+fitted decay rate mu), turns them into (alpha, u), tracks the expected state
+x = u (1 - alpha^k) / (1 - alpha) with k the epochs since the last crawl, and crawls the sources
+of largest Whittle index (``scrapy_whittle.index.IndexTable``) of the sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.index import IndexTable
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.groups import RoundRobinArms, arm_of_sources
+from scrapy_whittle.problem import Problem
+from scrapy_whittle.selection import select_top
+
+
+class ThompsonPolicy(BasePolicy):
+    """Beta-Bernoulli Thompson sampling over arms (ICC 2021 baseline)."""
+
+    name = "thompson"
+
+    def __init__(self, problem: Problem, rng=None, weight: str = "none",
+                 prior: tuple[float, float] = (1.0, 1.0)) -> None:
+        super().__init__(problem, rng)
+        if weight not in ("none", "reward"):
+            raise ValueError(f"weight ({weight!r}) must be 'none' or 'reward'")
+        self.weight = weight
+        self.prior = (float(prior[0]), float(prior[1]))
+        self.arms = RoundRobinArms(arm_of_sources(problem))
+        k = self.arms.k
+        self.a = np.full(k, self.prior[0])          # alpha_k: 1 + successes
+        self.b = np.full(k, self.prior[1])          # beta_k: 1 + failures
+        self.reward_sum = np.zeros(k)               # rewards of successes (importance)
+
+    def sample(self) -> np.ndarray:
+        theta = self.rng.beta(self.a, self.b)
+        if self.weight == "reward":
+            changes = self.a - self.prior[0]
+            theta = theta * np.where(changes > 0, self.reward_sum / np.maximum(changes, 1), 1.0)
+        return theta
+
+    def select(self, epoch: int, budget: float) -> np.ndarray:
+        return self.arms.select(self.sample(), self.problem.cost, budget)
+
+    def observe(self, obs: Observation) -> None:
+        ok = obs.ok
+        arms = self.arms.arm[obs.sources[ok]]
+        changed = obs.changed[ok]
+        np.add.at(self.a, arms, changed.astype(np.float64))
+        np.add.at(self.b, arms, (~changed).astype(np.float64))
+        np.add.at(self.reward_sum, arms, np.where(changed, obs.reward[ok], 0.0))
+
+    def grow(self, n_new: int, cost=1.0, alpha=None, u=None) -> None:
+        if n_new <= 0:
+            return
+        k_old = self.arms.k
+        super().grow(n_new, cost, alpha, u)
+        self.arms.add_sources(np.arange(k_old, k_old + n_new))
+        pad = n_new
+        self.a = np.concatenate([self.a, np.full(pad, self.prior[0])])
+        self.b = np.concatenate([self.b, np.full(pad, self.prior[1])])
+        self.reward_sum = np.concatenate([self.reward_sum, np.zeros(pad)])
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state.update(a=self.a.copy(), b=self.b.copy(), reward_sum=self.reward_sum.copy(),
+                     pointer=self.arms.pointer.copy(), arm=self.arms.arm.copy())
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.arms = RoundRobinArms(np.asarray(state["arm"]))
+        self.arms.pointer[:] = state["pointer"]
+        self.a = np.array(state["a"], dtype=np.float64)
+        self.b = np.array(state["b"], dtype=np.float64)
+        self.reward_sum = np.array(state["reward_sum"], dtype=np.float64)
+
+
+# -- ephemeral content ------------------------------------------------------------------------
+
+MU_GRID = np.logspace(-3, 2, 26)   # candidate decay rates (per unit of time) for the mu fit
+
+
+class EphemeralEstimator:
+    """Per-source estimates of (Lambda, xi, mu) of the ephemeral-content model from crawls.
+
+    * Lambda: Gamma(rate_shape + items, rate_exposure + exposure) posterior; the exposure of a
+      crawl is the time since the previous crawl (the span of the items seen when the feed's
+      window was full, since older items were lost).
+    * xi: mean of the observed base values of items, with ``xi_weight`` pseudo-items of value
+      ``xi_prior``.
+    * mu: a crawl captures sum_j v_j exp(-mu a_j) for items of base value v_j and age a_j; with
+      R the sum of captured rewards and S(mu) = sum_j v_j exp(-mu a_j) accumulated on the grid
+      ``MU_GRID`` (decreasing in mu), mu_hat solves S(mu) = R (log-linear interpolation, ends
+      clamped to the grid). Crawls with unknown item values do not enter the fit.
+      Its "posterior" for sampling is log-normal around mu_hat with spread
+      ``mu_spread / sqrt(1 + crawls used)``: a heuristic, not a conjugate posterior.
+    """
+
+    def __init__(self, n: int, period: float = 1.0, rate_shape: float = 1.0,
+                 rate_exposure: float = 0.01, xi_prior: float = 1.0, xi_weight: float = 1.0,
+                 mu_prior: float = 1.0, mu_spread: float = 1.0, start_time: float = 0.0) -> None:
+        self.period = float(period)
+        self.rate_shape, self.rate_exposure = float(rate_shape), float(rate_exposure)
+        self.xi_prior, self.xi_weight = float(xi_prior), float(xi_weight)
+        self.mu_prior, self.mu_spread = float(mu_prior), float(mu_spread)
+        self.start_time = float(start_time)
+        self.items = np.zeros(n)
+        self.exposure = np.zeros(n)
+        self.value_sum = np.zeros(n)
+        self.value_n = np.zeros(n)
+        self.reward_sum = np.zeros(n)
+        self.fit_crawls = np.zeros(n)
+        self.s_grid = np.zeros((n, MU_GRID.size))
+        self.last_time = np.full(n, np.nan)
+
+    _arrays = ("items", "exposure", "value_sum", "value_n", "reward_sum", "fit_crawls",
+               "s_grid", "last_time")
+
+    @property
+    def n(self) -> int:
+        return self.items.shape[0]
+
+    def update(self, obs: Observation) -> None:
+        for j, (i, t) in enumerate(zip(obs.sources, obs.time, strict=True)):
+            if not obs.ok[j]:
+                continue
+            pub, val = obs.items_of(j)
+            prev = self.last_time[i] if np.isfinite(self.last_time[i]) else self.start_time
+            span = t - (pub.min() if obs.window_full[j] and pub.size else prev)
+            self.items[i] += obs.new_items[j]
+            self.exposure[i] += max(span, 0.0)
+            known = np.isfinite(val)
+            self.value_sum[i] += val[known].sum()
+            self.value_n[i] += known.sum()
+            if pub.size and known.all():
+                age = np.maximum(t - pub, 0.0)
+                self.s_grid[i] += np.exp(-np.outer(MU_GRID, age)) @ val
+                self.reward_sum[i] += obs.reward[j]
+                self.fit_crawls[i] += 1
+            self.last_time[i] = t
+
+    def rate_posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """(shape, rate) of the Gamma posterior of Lambda."""
+        return self.rate_shape + self.items, self.rate_exposure + self.exposure
+
+    def xi_mean(self) -> np.ndarray:
+        return (self.value_sum + self.xi_weight * self.xi_prior) / (self.value_n + self.xi_weight)
+
+    def mu_hat(self) -> np.ndarray:
+        mu = np.full(self.n, self.mu_prior)
+        fit = self.fit_crawls > 0
+        if not fit.any():
+            return mu
+        s = self.s_grid[fit]                           # decreasing along the grid
+        r = self.reward_sum[fit][:, None]
+        above = s >= r                                 # True up to the crossing
+        k = above.sum(axis=1)                          # first grid index with s < r
+        k0 = np.clip(k - 1, 0, MU_GRID.size - 1)
+        k1 = np.clip(k, 0, MU_GRID.size - 1)
+        rows = np.arange(s.shape[0])
+        s0, s1 = s[rows, k0], s[rows, k1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = np.where(s0 > s1, (s0 - r[:, 0]) / (s0 - s1), 0.0)
+        w = np.clip(w, 0.0, 1.0)
+        logmu = np.log(MU_GRID[k0]) + w * (np.log(MU_GRID[k1]) - np.log(MU_GRID[k0]))
+        mu[fit] = np.exp(logmu)
+        return mu
+
+    def point(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Point estimates (Lambda, xi, mu): posterior means and the fitted decay."""
+        shape, rate = self.rate_posterior()
+        return shape / rate, self.xi_mean(), self.mu_hat()
+
+    def sample(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One posterior draw of (Lambda, xi, mu) for every source."""
+        shape, rate = self.rate_posterior()
+        lam = rng.gamma(shape, 1.0 / rate)
+        sd = self.mu_spread / np.sqrt(1.0 + self.fit_crawls)
+        mu = self.mu_hat() * np.exp(sd * rng.standard_normal(self.n))
+        return lam, self.xi_mean(), mu
+
+    def alpha_u(self, lam, xi, mu) -> tuple[np.ndarray, np.ndarray]:
+        """(alpha, u) of the 2018 paper for parameters (Lambda, xi, mu) and epoch length T."""
+        mt = mu * self.period
+        alpha = np.exp(-mt)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(mt > 0, -np.expm1(-mt) / np.where(mt > 0, mt, 1.0), 1.0)
+        return alpha, lam * xi * self.period * factor
+
+    def grow(self, n_new: int) -> None:
+        for name in self._arrays:
+            old = getattr(self, name)
+            fill = np.nan if name == "last_time" else 0.0
+            new = np.full((n_new, *old.shape[1:]), fill)
+            setattr(self, name, np.concatenate([old, new]))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name).copy() for name in self._arrays}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in self._arrays:
+            setattr(self, name, np.array(state[name], dtype=np.float64))
+
+
+def expected_state(alpha: np.ndarray, u: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """x = u (1 - alpha^k) / (1 - alpha): value waiting k epochs after an empty state
+    (k u when alpha = 1), computed stably."""
+    k = np.asarray(k, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        la = np.log(alpha)
+        geo = np.where(la < 0, np.expm1(k * la) / np.expm1(la), k)
+    return u * np.where(np.isfinite(geo), geo, 1.0)
+
+
+class ThompsonWhittlePolicy(BasePolicy):
+    """Whittle index of a posterior sample of each source's parameters (ephemeral content)."""
+
+    name = "thompson-whittle"
+    per_source = {"last_crawl": 0}
+    scalar_state = ("_epoch",)
+
+    def __init__(self, problem: Problem, rng=None, **estimator_options: Any) -> None:
+        super().__init__(problem, rng)
+        self.estimator = EphemeralEstimator(problem.n, problem.period, **estimator_options)
+        self._estimator_options = estimator_options
+        self._epoch = 0
+
+    def priority(self, epoch: int) -> np.ndarray:
+        lam, xi, mu = self.estimator.sample(self.rng)
+        alpha, u = self.estimator.alpha_u(lam, xi, mu)
+        x = expected_state(alpha, u, epoch - self.last_crawl)
+        return IndexTable(alpha, u, self.problem.cost).index(x)
+
+    def select(self, epoch: int, budget: float) -> np.ndarray:
+        self._epoch = epoch
+        return select_top(self.priority(epoch), self.problem.cost, budget)
+
+    def observe(self, obs: Observation) -> None:
+        self.estimator.update(obs)
+        self.last_crawl[obs.sources[obs.ok]] = obs.epoch
+
+    def grow(self, n_new: int, cost=1.0, alpha=None, u=None) -> None:
+        if n_new <= 0:
+            return
+        super().grow(n_new, cost, alpha, u)
+        self.last_crawl[-n_new:] = self._epoch
+        self.estimator.grow(n_new)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["estimator"] = self.estimator.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if self.estimator.n < self.n:
+            self.estimator.grow(self.n - self.estimator.n)
+        self.estimator.load_state_dict(state["estimator"])
