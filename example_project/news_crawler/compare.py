@@ -1,0 +1,13 @@
+"""What round-robin would have captured: the pure simulator on the same items."""
+
+from __future__ import annotations
+
+from scrapy_whittle.policies import make_policy
+from scrapy_whittle.problem import Problem
+from sim.feedweb import FeedWeb, simulate
+
+
+def round_robin_utility(params, seed: int, budget: float, epochs: int, window: int) -> float:
+    web = FeedWeb(params, seed=seed, window=window)
+    policy = make_policy("round_robin", Problem(n=params.n, period=params.period))
+    return simulate(web, policy, budget, epochs)
