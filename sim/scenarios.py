@@ -127,6 +127,9 @@ def make_scenario(name: str, *, budget: float | None = None, n: int | None = Non
         return Scenario(name=name, kind="ephemeral", budget=1.0 if budget is None else budget,
                         params=TCNS2018_PARAMS, options=opts,
                         description="Avrachenkov & Borkar, IEEE TCNS 2018, Table I")
+    if name.startswith("icc2021-") and stochastic is False:
+        raise ValueError(f"scenario {name!r} is the page-change model, stochastic by nature; "
+                         "it has no deterministic version")
     if name == "icc2021-single":
         if n is not None:
             raise ValueError(f"scenario {name!r} has a fixed number of pages (4)")
