@@ -58,8 +58,7 @@ class IndexTable:
     does. This spares the hot path any special cases.
     """
 
-    __slots__ = ("_cost_inv", "_em1_inv", "_inv_log_alpha", "_log_alpha", "_precise",
-                 "_scratch", "_shape", "_u", "_ustar_inv")
+    __slots__ = ("_consts", "_precise", "_precise_mask", "_scratch", "_shape")
 
     #: sources with 1 - alpha below this take the log1p/expm1 path; above it log/exp lose
     #: less than ~1e-13 relative, and are several times faster (SIMD) over large arrays.
@@ -79,29 +78,20 @@ class IndexTable:
         log_alpha = np.log(alpha)                           # in [-690.8, -1.1e-16]
         em1 = np.expm1(log_alpha)                           # alpha - 1, in [-1, -1.1e-16]
         # 1/u* = (1 - alpha)/u; +inf for a silent source, so every state is >= u*
-        self._ustar_inv = np.divide(-em1, u, out=np.full(u.shape, np.inf), where=u > 0)
-        self._ustar_inv[frozen] = 0.0
+        ustar_inv = np.divide(-em1, u, out=np.full(u.shape, np.inf), where=u > 0)
+        ustar_inv[frozen] = 0.0
         u = np.where(frozen, 0.0, u)
-        self._log_alpha = log_alpha
-        self._inv_log_alpha = 1.0 / log_alpha
-        self._em1_inv = 1.0 / em1
-        self._u = u.copy()
-        self._cost_inv = 1.0 / cost
+        # (1/u*, log alpha, 1/log alpha, 1/(alpha - 1), u, 1/C): all the formula needs
+        self._consts = (ustar_inv, log_alpha, 1.0 / log_alpha, 1.0 / em1, u, 1.0 / cost)
         self._shape = u.shape
         self._scratch: tuple[np.ndarray, np.ndarray] | None = None
-        precise = -em1 < self.PRECISE_BELOW
-        self._precise = None if not precise.any() else (
-            slice(None) if precise.all() else np.flatnonzero(precise.ravel()))
+        self._precise_mask = (-em1 < self.PRECISE_BELOW).ravel()
+        self._precise = None if not self._precise_mask.any() else (
+            slice(None) if self._precise_mask.all() else np.flatnonzero(self._precise_mask))
 
     def index(self, x, out: np.ndarray | None = None) -> np.ndarray:
         """gamma_i(x_i) / C_i for every source; ``out`` (float64, the table's shape) is reused
-        when given.
-
-        Below u* the index never exceeds x (it is x_n - n u alpha^n <= x_n on the visited
-        states and linear in between), and at or above u* it equals x, while the Theorem 1
-        expression turns NaN there (log of 1 - x/u* <= 0). So gamma = fmin(formula, x) / C,
-        with NaN falling through to x: no masks, a dozen in-place passes over scratch arrays.
-        """
+        when given."""
         x = np.asarray(x, dtype=np.float64)
         if x.shape != self._shape:
             x = np.broadcast_to(x, np.broadcast_shapes(x.shape, self._shape))
@@ -112,35 +102,56 @@ class IndexTable:
             out = np.empty(self._shape)
         if self._scratch is None:
             self._scratch = (np.empty(self._shape), np.empty(self._shape))
-        r, eta = self._scratch
-        geo = out
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            np.multiply(x, self._ustar_inv, out=r)          # x / u* (NaN for 0 * inf)
-            # eta = ceil(log(1 - r) / log alpha), at least 1; NaN (r > 1) or +inf (r = 1)
-            # propagate to a NaN formula, which fmin below turns into x
-            np.subtract(1.0, r, out=eta)
-            np.log(eta, out=eta)
-            eta *= self._inv_log_alpha
-            np.ceil(eta, out=eta)
-            np.maximum(eta, 1.0, out=eta)
-            np.multiply(eta, self._log_alpha, out=geo)
-            np.exp(geo, out=geo)                            # alpha^eta
-            np.subtract(1.0, geo, out=geo)
-            geo *= self._em1_inv
-            np.negative(geo, out=geo)                       # (1 - alpha^eta) / (1 - alpha)
-            if self._precise is not None:                   # alpha close to 1: stable forms
-                p = self._precise
-                rp = r.ravel()[p]
-                ep = np.ceil(np.log1p(-rp) * self._inv_log_alpha.ravel()[p])
-                np.maximum(ep, 1.0, out=ep)
-                eta.ravel()[p] = ep
-                geo.ravel()[p] = np.expm1(ep * self._log_alpha.ravel()[p]) * \
-                    self._em1_inv.ravel()[p]
-            np.subtract(1.0, r, out=r)                      # s = 1 - x/u*
-            r *= eta
-            np.subtract(geo, r, out=geo)                    # geo - eta s >= 0 up to rounding
-            np.maximum(geo, 0.0, out=geo)
-            geo *= self._u
-            np.fmin(geo, x, out=geo)
-        geo *= self._cost_inv
-        return geo
+        return _evaluate(x, self._consts, self._precise, out, *self._scratch)
+
+    def index_at(self, ids: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """gamma_i(x) / C_i for the sources ``ids`` only (1-D table), x aligned with ids."""
+        x = np.asarray(x, dtype=np.float64)
+        consts = tuple(c[ids] for c in self._consts)
+        precise = None
+        if self._precise is not None:
+            sub = np.flatnonzero(self._precise_mask[ids])
+            precise = sub if sub.size else None
+        return _evaluate(x, consts, precise, np.empty(x.shape), np.empty(x.shape),
+                         np.empty(x.shape))
+
+
+def _evaluate(x, consts, precise, out, r, eta) -> np.ndarray:
+    """Theorem 1 in a dozen in-place passes; ``out``, ``r``, ``eta`` are scratch of x's shape.
+
+    Below u* the index never exceeds x (it is x_n - n u alpha^n <= x_n on the visited states
+    and linear in between), and at or above u* it equals x, while the Theorem 1 expression
+    turns NaN there (log of 1 - x/u* <= 0). So gamma = fmin(formula, x) / C, with NaN falling
+    through to x: no masks.
+    """
+    ustar_inv, log_alpha, inv_log_alpha, em1_inv, u, cost_inv = consts
+    geo = out
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        np.multiply(x, ustar_inv, out=r)                    # x / u* (NaN for 0 * inf)
+        # eta = ceil(log(1 - r) / log alpha), at least 1; NaN (r > 1) or +inf (r = 1)
+        # propagate to a NaN formula, which fmin below turns into x
+        np.subtract(1.0, r, out=eta)
+        np.log(eta, out=eta)
+        eta *= inv_log_alpha
+        np.ceil(eta, out=eta)
+        np.maximum(eta, 1.0, out=eta)
+        np.multiply(eta, log_alpha, out=geo)
+        np.exp(geo, out=geo)                                # alpha^eta
+        np.subtract(1.0, geo, out=geo)
+        geo *= em1_inv
+        np.negative(geo, out=geo)                           # (1 - alpha^eta) / (1 - alpha)
+        if precise is not None:                             # alpha close to 1: stable forms
+            rp = r.ravel()[precise]
+            ep = np.ceil(np.log1p(-rp) * inv_log_alpha.ravel()[precise])
+            np.maximum(ep, 1.0, out=ep)
+            eta.ravel()[precise] = ep
+            geo.ravel()[precise] = np.expm1(ep * log_alpha.ravel()[precise]) * \
+                em1_inv.ravel()[precise]
+        np.subtract(1.0, r, out=r)                          # s = 1 - x/u*
+        r *= eta
+        np.subtract(geo, r, out=geo)                        # geo - eta s >= 0 up to rounding
+        np.maximum(geo, 0.0, out=geo)
+        geo *= u
+        np.fmin(geo, x, out=geo)
+    geo *= cost_inv
+    return geo

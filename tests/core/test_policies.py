@@ -81,3 +81,18 @@ def test_registry_names_resolve_to_classes_with_that_name():
         assert policy_class(name).name == name
     assert set(POLICIES) >= {"whittle", "static", "nutch", "miniflux", "dqn", "thompson",
                              "lspe", "adaptive-whittle", "thompson-whittle"}
+
+
+def test_whittle_pruned_selection_is_exactly_the_full_top_m():
+    from scrapy_whittle.selection import select_top
+    from sim.scenarios import make_scenario
+
+    scenario = make_scenario("news-mix", n=5000, seed=4)
+    fast = make_policy("whittle", scenario.problem)
+    for t in range(400):
+        chosen = fast.select(t, scenario.budget)
+        full = select_top(fast._table.index(fast.x.copy()), None, scenario.budget)
+        np.testing.assert_array_equal(chosen, full)
+        fast.observe(Observation(epoch=t, sources=chosen, time=float(t),
+                                 new_items=np.ones(len(chosen)), reward=np.zeros(len(chosen))))
+    assert fast.pruned_decisions > 300     # the fast path really ran
