@@ -15,11 +15,12 @@ maximises the same regularised likelihood
                 + 0.5 I_bar)
 
 (I_bar: the source's mean visit interval), i.e. solves the decreasing score equation
-sum_changed I_j / (exp(lambda I_j) - 1) = sum_unchanged I_j + 0.5 I_bar by bisection in
-log lambda. For the regular case this reproduces the closed form above. To keep O(1) memory
-per source, changed intervals are kept as counts and sums in geometric bins (``bins_per_decade``
-per factor 10); a bin's intervals are represented by their mean, exact when they are equal
-(the regular case, and integer epochs below ~10 with the default 12 bins per decade).
+sum_changed I_j / (exp(lambda I_j) - 1) = sum_unchanged I_j + 0.5 I_bar by safeguarded
+Newton in log lambda. For the regular case this reproduces the closed form above. To keep
+O(1) memory per source, changed intervals are kept as counts and sums in geometric bins
+(``bins_per_decade`` per factor 10); a bin's intervals are represented by their mean, exact
+when they are equal (the regular case, and integer epochs below ~10 with the default 12 bins
+per decade).
 
 An optional prior ``prior_rate`` lambda_0 enters as ``prior_weight`` pseudo-visits of length
 ``prior_interval``, a fraction 1 - exp(-lambda_0 I_0) of them changed, so a page never
@@ -139,16 +140,31 @@ class ChangeRateEstimator(VectorEstimator):
         lo = np.log(1e-12 / ref)
         shortest = np.where(c > 0, iv, np.inf).min(axis=1, initial=np.inf)
         hi = np.log(1e3 / np.minimum(ref, shortest))
-        for _ in range(64):
-            mid = 0.5 * (lo + hi)
-            lam = np.exp(mid)[:, None]
-            with np.errstate(over="ignore"):
-                g = (np.sum(np.where(c > 0, c * iv / np.expm1(lam * iv), 0.0), axis=1)
-                     + pc * i0 / np.expm1(lam[:, 0] * i0) - unchanged)
+        th = np.log(np.where(self.lam[rows] > 0, self.lam[rows], 1.0 / ref))
+        th = np.clip(th, lo, hi)
+        active = finite.copy()
+        for _ in range(100):          # Newton in log lambda, bisection when it leaves [lo, hi]
+            lam = np.exp(th)
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                e = np.expm1(lam[:, None] * iv)
+                e0 = np.expm1(lam * i0)
+                g = (np.sum(np.where(c > 0, c * iv / e, 0.0), axis=1) + pc * i0 / e0
+                     - unchanged)
+                dg = -lam * (np.sum(np.where(c > 0, c * iv * iv * (e + 1) / (e * e), 0.0),
+                                    axis=1) + np.where(pc > 0, pc * i0 * i0 * (e0 + 1)
+                                                       / (e0 * e0), 0.0))
+                nt = th - g / dg
             up = g > 0
-            lo = np.where(up, mid, lo)
-            hi = np.where(up, hi, mid)
-        lam = np.exp(0.5 * (lo + hi))
+            lo = np.where(up, th, lo)
+            hi = np.where(up, hi, th)
+            ok_step = np.isfinite(nt) & (dg < 0) & (nt >= lo) & (nt <= hi)
+            nt = np.where(ok_step, nt, 0.5 * (lo + hi))
+            nt = np.where(active, nt, th)               # converged rows stay put
+            active &= np.abs(nt - th) > 1e-12
+            th = nt
+            if not active.any():
+                break
+        lam = np.exp(th)
         lam = np.where(finite, lam, np.where(has_change, np.exp(hi), 0.0))
         self.lam[rows] = lam
         self.dirty[rows] = 0.0

@@ -271,6 +271,7 @@ class DecayEstimator(VectorEstimator):
         lo, hi = np.minimum(th0, thd), np.maximum(th0, thd)
         p = self._prior(rows)
         th = 0.5 * (lo + hi)
+        active = np.ones(th.shape, dtype=bool)
         for _ in range(NEWTON_STEPS):     # Newton in log mu, bisection when it leaves [lo, hi]
             m = np.exp(th)
             h = m * (sxx * m - sxy) / sigma2 + p * (th - th0)
@@ -281,9 +282,10 @@ class DecayEstimator(VectorEstimator):
             with np.errstate(divide="ignore", invalid="ignore"):
                 nt = th - h / dh
             nt = np.where((dh > 0) & (nt >= lo) & (nt <= hi), nt, 0.5 * (lo + hi))
-            done = np.all(np.abs(nt - th) <= 1e-10)
+            nt = np.where(active, nt, th)               # converged rows stay put (a row's
+            active &= np.abs(nt - th) > 1e-10           # result never depends on the others)
             th = nt
-            if done:
+            if not active.any():
                 break
         return np.exp(th)
 
@@ -325,24 +327,33 @@ class DecayEstimator(VectorEstimator):
         dof = (1.0 + np.maximum(self.nobs[rows] - (self.s0[rows] > 0), 0.0)
                + np.maximum(self.gn[rows] - 1, 0.0))
         sigma2 = np.full(rows.shape[0], SIGMA0_SQ)
-        pos = np.zeros(sr.shape[0])
+        mu = np.zeros(rows.shape[0])
+        info = np.zeros(rows.shape[0])
+        pos = np.zeros(rows.shape[0])
+        act = np.arange(rows.shape[0])              # rows whose sigma^2 has not settled
         for _ in range(FIT_PASSES):
-            mu = self._linear_fit(rows, sxx, sxy, sigma2)
-            rss = np.maximum(syy - 2 * mu * sxy + mu * mu * sxx, 0.0)
-            info = 2 * sxx
-            if sr.size:
-                mu[span], rss[span], info[span], pos = self._grid_fit(
-                    sr, sxx[span], sxy[span], syy[span], sigma2[span])
-            new_sigma2 = (SIGMA0_SQ + rss) / dof
-            settled = np.all(np.abs(new_sigma2 - sigma2) <= 1e-3 * sigma2)
-            sigma2 = new_sigma2
-            if settled:
+            r = rows[act]
+            m = self._linear_fit(r, sxx[act], sxy[act], sigma2[act])
+            rss = np.maximum(syy[act] - 2 * m * sxy[act] + m * m * sxx[act], 0.0)
+            inf = 2 * sxx[act]
+            sp = span[act]
+            if sp.any():
+                a = act[sp]
+                m[sp], rss[sp], inf[sp], pos[a] = self._grid_fit(
+                    rows[a], sxx[a], sxy[a], syy[a], sigma2[a])
+            mu[act], info[act] = m, inf
+            new_sigma2 = (SIGMA0_SQ + rss) / dof[act]
+            moved = np.abs(new_sigma2 - sigma2[act]) > 1e-3 * sigma2[act]
+            sigma2[act] = new_sigma2
+            act = act[moved]
+            if act.size == 0:
                 break
         mu = np.clip(mu, *self._bounds())
         self.c_mu[rows] = mu
         self.c_info[rows] = 0.5 * info / sigma2 + self._prior(rows) / mu**2
         self.c_scale[rows] = np.nan
         if sr.size:
+            pos = pos[span]
             lo = np.clip(np.floor(pos).astype(np.int64), 0, self._grid.shape[0] - 2)
             f = pos - lo
             r = np.arange(sr.shape[0])

@@ -1,0 +1,318 @@
+"""The Whittle index policy evaluated at online estimates of the sources' parameters.
+
+Nothing about the sources is known in advance (``needs_parameters = False``). Every epoch the
+policy turns its current estimates into the (alpha_i, u_i) of the index of Avrachenkov &
+Borkar, *Whittle Index Policy for Crawling Ephemeral Content* (IEEE TCNS 2018, Theorem 1), and
+crawls the sources of largest index gamma_i(x_i) within the budget:
+
+* ephemeral content (observations with item arrays): Lambda_hat (``RateEstimator``, from entry
+  counts and publication times, window overflow corrected), xi_hat (``ValueEstimator``, from
+  observed base values), mu_hat (``DecayEstimator``, from the value captured against the items'
+  ages and base values); alpha = exp(-mu_hat T), u = Lambda_hat xi_hat (1 - alpha) / mu_hat;
+* ephemeral content seen only through counts and captured value (no item arrays, e.g. the
+  deterministic simulator): Lambda_hat from ``new_items`` over the time since the previous
+  crawl, and (mu_hat, A_hat = (Lambda xi)_hat) from the value captured over that span
+  (``DecayEstimator.update_span``); u = A_hat (1 - alpha) / mu_hat;
+* changing pages (observations without item arrays: ``new_items`` is the changed bit, the
+  reward the importance captured; Avrachenkov, Borkar & Patil, *Deep Reinforcement Learning for
+  Web Crawling*, ICC 2021): lambda_hat per epoch (``ChangeRateEstimator``, Cho & Garcia-Molina)
+  and m_hat, the mean reward of a crawl that found a change, through the bridge
+  alpha = exp(-lambda_hat), u = m_hat (1 - exp(-lambda_hat)).
+
+The expected state is not accumulated: it is recomputed every epoch from the epoch of the last
+crawl with the *current* estimates, x_i = u_i (1 - alpha_i^k) / (1 - alpha_i) after k epochs,
+so a change of estimate applies at once. A source not yet explored (never crawled, or whose
+crawls taught nothing yet) holds, optimistically, the undecayed prior value u_i k accumulated
+over the k epochs since it was added, and its priority
+is that value per unit of cost: it grows without bound, so every source is explored, the
+promising ones (large prior weight) first.
+
+Time: ``obs.time`` and publication times are in the problem's unit (seconds in Scrapy, where
+``problem.period`` is the epoch length in seconds; epochs of length 1 in the papers' examples);
+epochs are ``obs.epoch``. Crawls that failed (``ok`` False) teach nothing and leave the source's
+content in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.estimators import (
+    ChangeRateEstimator,
+    DecayEstimator,
+    RateEstimator,
+    ValueEstimator,
+)
+from scrapy_whittle.estimators._base import segment_sum
+from scrapy_whittle.index import IndexTable
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.problem import Problem
+from scrapy_whittle.selection import select_top
+
+UNKNOWN, EPHEMERAL, PAGE, COUNTS = 0.0, 1.0, 2.0, 3.0
+MODELS = ("auto", "ephemeral", "pages")
+
+
+def _rows(off: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR offsets and item indices of the rows ``keep`` (bool) of a ragged array."""
+    lengths = np.diff(off)[keep]
+    starts = off[:-1][keep]
+    new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    idx = (np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])).astype(np.int64)
+    return new_off, idx
+
+
+class AdaptiveWhittlePolicy(BasePolicy):
+    """Whittle index at online estimates (``"adaptive-whittle"``).
+
+    prior_rate: prior arrival rate of entries (ephemeral) and change rate (pages), per unit of
+        time; default one per epoch (1 / period). Scalar, array or callable(ids).
+    prior_half_life: prior half-life of interest, unit of time; default 4 epochs.
+    weights: prior mean value of an item (ephemeral) and importance (pages) per source;
+        default 1. Scalar, array or callable(ids).
+    prior_exposure: weight of the rate prior, in units of time; default one epoch.
+    prior_weight: pseudo-observations behind the value, decay and change-rate priors.
+    model: "auto": a crawl with item arrays is ephemeral content; one without is a page
+        (changed bit) until it shows more than one new entry, a value without a new entry, or
+        two different values when changed (a page's importance is fixed), after which that
+        source is count-only ephemeral content for good; "ephemeral": crawls
+        without items are count-only ephemeral content; "pages": every crawl is a page.
+    """
+
+    name = "adaptive-whittle"
+    needs_parameters = False
+    per_source = {"last_epoch": np.nan, "last_time": np.nan, "added_epoch": np.nan,
+                  "kind": UNKNOWN}
+    scalar_state = ("missed_total", "last_missed")
+
+    def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
+                 weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
+                 model: str = "auto") -> None:
+        super().__init__(problem, rng)
+        if model not in MODELS:
+            raise ValueError(f"model ({model!r}) must be one of {', '.join(MODELS)}")
+        period = float(problem.period)
+        self.prior_rate = 1.0 / period if prior_rate is None else prior_rate
+        self.prior_half_life = 4.0 * period if prior_half_life is None else prior_half_life
+        self.weights = 1.0 if weights is None else weights
+        self.prior_exposure = period if prior_exposure is None else float(prior_exposure)
+        self.prior_weight = float(prior_weight)
+        self.model = model
+        n = problem.n
+        self.rates = RateEstimator(n, prior_rate=self.prior_rate,
+                                   prior_exposure=self.prior_exposure)
+        self.values = ValueEstimator(n, prior_mean=self.weights, prior_weight=self.prior_weight)
+        self.decay = DecayEstimator(n, prior_half_life=self.prior_half_life,
+                                    prior_weight=self.prior_weight,
+                                    min_half_life=1e-3 * period, max_half_life=1e6 * period)
+        # pages: intervals in epochs, rates per epoch
+        self.changes = ChangeRateEstimator(n, prior_rate=self._per_epoch(self.prior_rate),
+                                           prior_weight=self.prior_weight)
+        self.importance = ValueEstimator(n, prior_mean=self.weights,
+                                         prior_weight=self.prior_weight)
+        self.missed_total = 0.0
+        self.last_missed = 0.0
+
+    def _per_epoch(self, rate):
+        period = float(self.problem.period)
+        if callable(rate):
+            return lambda ids: np.asarray(rate(ids), dtype=np.float64) * period
+        return np.asarray(rate, dtype=np.float64) * period
+
+    @property
+    def _estimators(self) -> dict[str, Any]:
+        return {"rates": self.rates, "values": self.values, "decay": self.decay,
+                "changes": self.changes, "importance": self.importance}
+
+    # -- the index --------------------------------------------------------------------------
+    def parameters(self) -> tuple[np.ndarray, np.ndarray]:
+        """(alpha, u) of every source at the current estimates."""
+        period = float(self.problem.period)
+        mt = self.decay.mean() * period
+        alpha_e = np.exp(-mt)
+        factor = np.where(mt > 0, -np.expm1(-mt) / np.where(mt > 0, mt, 1.0), 1.0)
+        scale = self.rates.mean() * self.values.mean()          # Lambda xi
+        span_scale = self.decay.span_scale()
+        scale = np.where((self.kind == COUNTS) & np.isfinite(span_scale), span_scale, scale)
+        u_e = scale * period * factor
+        lam = self.changes.mean()
+        alpha_p = np.exp(-lam)
+        u_p = self.importance.mean() * -np.expm1(-lam)
+        page = (self.kind == PAGE) | ((self.kind == UNKNOWN) & (self.model == "pages"))
+        return np.where(page, alpha_p, alpha_e), np.where(page, u_p, u_e)
+
+    def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
+        alpha, u = self.parameters()
+        never = ~self.explored()
+        k = np.where(never, 0.0, epoch - self.last_epoch)
+        k = np.maximum(k, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            la = np.log(alpha)
+            geo = np.where(la < 0, np.expm1(k * la) / np.expm1(la), k)
+        geo = np.where(np.isfinite(geo), geo, k)
+        waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
+                                             self.added_epoch), 0.0)
+        x = np.where(never, u * waited, u * geo)
+        return x, alpha, u
+
+    def explored(self) -> np.ndarray:
+        """bool[N]: some crawl of the source taught something (an exposure of the rate
+        estimator or a visit of the change-rate one). A crawl of an empty feed at the very
+        start, say, does not: the source keeps its optimistic priority."""
+        return (self.rates.exposure > 0) | (self.changes.visits > 0)
+
+    def priority(self, epoch: int) -> np.ndarray:
+        x, alpha, u = self.expected_state(epoch)
+        cost = self.problem.cost
+        gamma = IndexTable(alpha, u, cost).index(x)
+        return np.where(self.explored(), gamma, x / cost)
+
+    def select(self, epoch: int, budget: float) -> np.ndarray:
+        self.added_epoch[np.isnan(self.added_epoch)] = epoch
+        return select_top(self.priority(epoch), self.problem.cost, budget)
+
+    # -- learning ---------------------------------------------------------------------------
+    def observe(self, obs: Observation) -> None:
+        self.added_epoch[np.isnan(self.added_epoch)] = obs.epoch
+        self.last_missed = 0.0
+        keep = obs.ok & (obs.sources >= 0) & (obs.sources < self.n)
+        # one crawl per source per pass (Scrapy may report a source twice in one batch)
+        order = np.lexsort((obs.time, obs.sources))
+        remaining = np.zeros(len(obs.sources), dtype=bool)
+        remaining[order] = keep[order]
+        while np.any(remaining):
+            idx = np.flatnonzero(remaining)
+            idx = idx[np.lexsort((obs.time[idx], obs.sources[idx]))]
+            _, first = np.unique(obs.sources[idx], return_index=True)
+            batch = np.zeros(len(obs.sources), dtype=bool)
+            batch[idx[first]] = True
+            self._observe_batch(obs, batch)
+            remaining &= ~batch
+
+    def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
+        src, t = obs.sources[sel], obs.time[sel]
+        newer = ~(t <= self.last_time[src])                 # drops stale reports
+        sel = sel.copy()
+        sel[np.flatnonzero(sel)[~newer]] = False
+        src, t, reward = obs.sources[sel], obs.time[sel], obs.reward[sel]
+        if src.size == 0:
+            return
+        if obs.item_offsets is not None and self.model != "pages":
+            self._observe_items(obs, sel, src, t, reward)
+            self.kind[src] = EPHEMERAL
+        else:
+            self._observe_changes(obs, sel, src, t, reward)
+            if self.model == "pages":
+                self.kind[src] = PAGE
+            else:
+                new = obs.new_items[sel]
+                seen = self.importance.count[src] > 0
+                m_prev = self.importance.total[src] / np.where(seen, self.importance.count[src],
+                                                               1.0)
+                varies = seen & (new > 0) & (np.abs(reward - m_prev)
+                                             > 1e-9 * np.maximum(1.0, m_prev))
+                counts = ((self.kind[src] == COUNTS) | (self.model == "ephemeral")
+                          | (new > 1) | ((new == 0) & (reward > 0)) | varies)
+                self.kind[src] = np.where(counts, COUNTS, PAGE)
+                self._observe_counts(obs, sel, src, t, reward)
+        self.last_epoch[src] = obs.epoch
+        self.last_time[src] = t
+
+    def _observe_items(self, obs, sel, src, t, reward) -> None:
+        off, idx = _rows(obs.item_offsets, sel)
+        pub = obs.item_published[idx]
+        val = obs.item_value[idx]
+        _, missed = self.rates.observe_crawls(src, t, off, pub, obs.window_full[sel])
+        self.last_missed = float(np.sum(missed))
+        self.missed_total += self.last_missed
+        counts = np.diff(off)
+        item_src = np.repeat(src, counts)
+        self.values.update(item_src, val)
+        ages = np.repeat(t, counts) - pub
+        known = segment_sum(np.isnan(val).astype(np.float64), off) == 0
+        k_off, k_idx = _rows(off, known)
+        self.decay.update_batch(src[known], reward[known], k_off, ages[k_idx], val[k_idx])
+        # crawls whose items carry no base value: one (value per item, mean age) report with
+        # the base unknown, and xi estimated by undoing the decay at the current mu estimate
+        blind = ~known & (counts > 0)
+        if np.any(blind):
+            b_off, b_idx = _rows(off, blind)
+            n_items = np.diff(b_off).astype(np.float64)
+            a = np.where(np.isfinite(ages[b_idx]), ages[b_idx], np.nan)
+            mean_age = segment_sum(np.nan_to_num(a), b_off) / n_items
+            self.decay.update(src[blind], reward[blind] / n_items, mean_age)
+            mu = self.decay.mean()[np.repeat(src[blind], np.diff(b_off))]
+            disc = segment_sum(np.exp(-mu * np.nan_to_num(a)), b_off)
+            self.values.update(src[blind], reward[blind] / disc, weight=n_items)
+
+    def _since(self, obs, src, t) -> np.ndarray:
+        """Time since each source's previous crawl, in epochs (since it was added, first)."""
+        first = np.isnan(self.last_time[src])
+        return np.where(first, (obs.epoch - self.added_epoch[src]) * 1.0,
+                        (t - self.last_time[src]) / float(self.problem.period))
+
+    def _observe_changes(self, obs, sel, src, t, reward) -> None:
+        changed = (obs.new_items[sel] > 0)
+        self.changes.update(src, self._since(obs, src, t), changed)
+        self.importance.update(src[changed], reward[changed])
+
+    def _observe_counts(self, obs, sel, src, t, reward) -> None:
+        span = self._since(obs, src, t) * float(self.problem.period)
+        self.rates.update(src, obs.new_items[sel], span)
+        self.decay.update_span(src, reward, span)
+
+    # -- outputs for the Scrapy glue --------------------------------------------------------
+    def estimates(self) -> dict[str, np.ndarray]:
+        """Current estimates and their standard errors, arrays over sources."""
+        alpha, u = self.parameters()
+        lo, hi = self.rates.interval(0.9)
+        return {
+            "rate": self.rates.mean(), "rate_std": self.rates.std(),
+            "rate_lo90": lo, "rate_hi90": hi,
+            "mean_utility": self.values.mean(), "mean_utility_std": self.values.std(),
+            "decay": self.decay.mean(), "decay_std": self.decay.std(),
+            "change_rate": self.changes.mean() / float(self.problem.period),
+            "change_rate_std": self.changes.std() / float(self.problem.period),
+            "importance": self.importance.mean(), "importance_std": self.importance.std(),
+            "alpha": alpha, "u": u, "kind": self.kind.copy(),
+            "missed": self.rates.missed.copy(),
+        }
+
+    def report_value(self, source: int, value_at_capture: float, age: float,
+                     base_value: float | None = None) -> bool:
+        """Feedback from the spider (an item pipeline): an item of ``source`` was worth
+        ``value_at_capture`` at ``age`` (time since publication, problem's unit); its base
+        value at publication when known. Returns whether it was accepted."""
+        ok = self.decay.report(source, value_at_capture, age, base_value)
+        if ok and base_value is not None:
+            self.values.report(source, base_value)
+        return ok
+
+    # -- growth and persistence -------------------------------------------------------------
+    def grow(self, n_new: int, cost=1.0, alpha=None, u=None, weights=None) -> None:
+        """Add sources; ``weights`` their prior value (default: the policy's ``weights``)."""
+        if n_new <= 0:
+            return
+        super().grow(n_new, cost)
+        self.rates.grow(n_new)
+        self.decay.grow(n_new)
+        self.changes.grow(n_new)
+        self.values.grow(n_new, prior_mean=weights)
+        self.importance.grow(n_new, prior_mean=weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["model"] = self.model
+        for key, est in self._estimators.items():
+            state[key] = est.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.model = state.get("model", self.model)
+        for key, est in self._estimators.items():
+            est.load_state_dict(state[key])

@@ -1,0 +1,143 @@
+"""AdaptiveWhittlePolicy: learns (Lambda, xi, mu) or (lambda, m) online and crawls by the
+Whittle index at its estimates.
+
+Thresholds come from measured figures (docs/estimators.md): over epochs 1,000-10,000 the policy
+earns 1.000 of the oracle Whittle policy on tcns2018 (stochastic, M = 1) and 0.99-1.00 on both
+icc2021 scenarios. These short runs (1,000-1,500 epochs, averaged from epoch 400-500) measured
+>= 0.99 (news-mix with 200 sources, deterministic: 0.994); the tests ask for 0.95, which a broken
+learner misses by far: crawling source 1 only earns 179.79 / 260.39 = 0.69 of the oracle on
+tcns2018, and uniform random crawling earns 1.08 / 2.36 = 0.46 of it on icc2021-single.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.policies import make_policy
+from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
+from scrapy_whittle.problem import Problem
+from sim.scenarios import make_scenario
+
+TCNS_M1_ORACLE = 260.39       # long-run average of the oracle Whittle policy (papers' README)
+
+
+def run(scenario, name, epochs, seed=0, policy=None, problem=None):
+    env = scenario.make_env()
+    env.reset(seed=seed)
+    if policy is None:
+        p = env.problem if name == "whittle" else env.problem.without_parameters()
+        policy = make_policy(name, p if problem is None else problem, rng=seed)
+    rewards = np.zeros(epochs)
+    actions = []
+    for t in range(epochs):
+        ids = policy.select(t, scenario.budget)
+        actions.append(ids.copy())
+        obs, rewards[t], *_ = env.step(ids)
+        policy.observe(obs)
+    return rewards, policy, actions
+
+
+def test_registered_and_needs_no_parameters():
+    pol = make_policy("adaptive-whittle", Problem(n=3))
+    assert isinstance(pol, AdaptiveWhittlePolicy) and not pol.needs_parameters
+
+
+def test_tcns2018_stochastic_learns_the_parameters_and_matches_the_oracle():
+    scn = make_scenario("tcns2018", stochastic=True)
+    rewards, pol, _ = run(scn, "adaptive-whittle", 1200)
+    assert rewards[400:].mean() >= 0.95 * TCNS_M1_ORACLE
+    est = pol.estimates()
+    p = scn.params
+    np.testing.assert_allclose(est["rate"][:2], p.rate[:2], rtol=0.05)
+    np.testing.assert_allclose(est["decay"][:2], p.decay[:2], rtol=0.05)
+    np.testing.assert_allclose(est["mean_utility"][:2], p.mean_utility[:2], rtol=0.1)
+    assert np.all(est["rate_lo90"] <= est["rate"]) and np.all(est["rate"] <= est["rate_hi90"])
+    assert np.all(np.isfinite(est["decay_std"]))
+
+
+def test_icc2021_single_pages_match_the_oracle():
+    scn = make_scenario("icc2021-single")
+    ours, pol, _ = run(scn, "adaptive-whittle", 1500)
+    oracle, _, _ = run(scn, "whittle", 1500)
+    assert ours[500:].mean() >= 0.95 * oracle[500:].mean()
+    assert np.all(pol.kind == 2.0)                           # recognised as pages
+    assert pol.estimates()["change_rate"][0] == pytest.approx(0.6, rel=0.15)
+    assert pol.estimates()["importance"][0] == pytest.approx(5.0, rel=0.05)
+
+
+def test_news_mix_deterministic_counts_only_matches_the_oracle():
+    scn = make_scenario("news-mix", n=200)
+    ours, pol, _ = run(scn, "adaptive-whittle", 1500)
+    oracle, _, _ = run(scn, "whittle", 1500)
+    # count-only ephemeral content; a source crawled once with one new entry is ambiguous
+    assert np.mean(pol.kind == 3.0) >= 0.8
+    assert ours[400:].mean() >= 0.95 * oracle[400:].mean()
+
+
+def test_restored_policy_continues_identically():
+    scn = make_scenario("tcns2018", stochastic=True, window=300)
+    _, pol, actions = run(scn, "adaptive-whittle", 300, seed=4)
+    state = pickle.loads(pickle.dumps(pol.state_dict()))
+    env = scn.make_env()
+    env.reset(seed=4)
+    for ids in actions:
+        env.step(ids)
+    clone = AdaptiveWhittlePolicy(Problem(n=4))
+    clone.load_state_dict(state)
+    for t in range(300, 400):
+        a, b = pol.select(t, 1.0), clone.select(t, 1.0)
+        np.testing.assert_array_equal(a, b)
+        obs, *_ = env.step(a)
+        pol.observe(obs)
+        clone.observe(obs)
+    for key, val in pol.estimates().items():
+        np.testing.assert_array_equal(val, clone.estimates()[key], err_msg=key)
+
+
+def test_scrapy_time_in_seconds_gives_the_same_decisions():
+    """problem.period = 3600 s: times and publication dates in seconds, epochs unchanged."""
+    scn = make_scenario("tcns2018", stochastic=True)
+    env = scn.make_env()
+    env.reset(seed=2)
+    hours = AdaptiveWhittlePolicy(Problem(n=4))
+    seconds = AdaptiveWhittlePolicy(Problem(n=4, period=3600.0))
+    same = 0
+    for t in range(250):
+        a = hours.select(t, 1.0)
+        same += np.array_equal(a, seconds.select(t, 1.0))
+        obs, *_ = env.step(a)
+        hours.observe(obs)
+        seconds.observe(Observation(
+            epoch=obs.epoch, sources=obs.sources, time=obs.time * 3600.0,
+            new_items=obs.new_items, reward=obs.reward, window_full=obs.window_full,
+            item_offsets=obs.item_offsets, item_published=obs.item_published * 3600.0,
+            item_value=obs.item_value))
+    assert same >= 247
+    np.testing.assert_allclose(seconds.estimates()["rate"] * 3600, hours.estimates()["rate"],
+                               rtol=1e-6)
+
+
+def test_unexplored_and_grown_sources_get_crawled_failed_crawls_teach_nothing():
+    pol = AdaptiveWhittlePolicy(Problem(n=3))
+    for t in range(3):
+        ids = pol.select(t, 1.0)
+        pol.observe(Observation(epoch=t, sources=ids, time=float(t), new_items=[0],
+                                reward=[0.0], ok=[False]))
+    assert not pol.explored().any()
+    pol.grow(2, weights=50.0)                 # promising new sources go first
+    pol.select(3, 2.0)
+    assert set(pol.select(4, 2.0).tolist()) == {3, 4}
+    assert pol.estimates()["mean_utility"].shape == (5,)
+
+
+def test_report_value_feeds_the_decay_estimator():
+    pol = AdaptiveWhittlePolicy(Problem(n=2), prior_half_life=10.0)
+    for _ in range(30):
+        assert pol.report_value(1, value_at_capture=0.5, age=1.0, base_value=1.0)
+    assert not pol.report_value(1, value_at_capture=float("nan"), age=1.0)
+    assert pol.estimates()["decay"][1] == pytest.approx(np.log(2), rel=0.05)
+    assert pol.estimates()["decay"][0] == pytest.approx(np.log(2) / 10.0)
