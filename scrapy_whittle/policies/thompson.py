@@ -109,7 +109,8 @@ class EphemeralEstimator:
       crawl is the time since the previous crawl (the span of the items seen when the feed's
       window was full, since older items were lost).
     * xi: mean of the observed base values of items, with ``xi_weight`` pseudo-items of value
-      ``xi_prior``.
+      ``xi_prior``; a crawl without per-item data (changing pages) counts its reward per new
+      entry instead (the page's importance).
     * mu: a crawl captures sum_j v_j exp(-mu a_j) for items of base value v_j and age a_j; with
       R the sum of captured rewards and S(mu) = sum_j v_j exp(-mu a_j) accumulated on the grid
       ``MU_GRID`` (decreasing in mu), mu_hat solves S(mu) = R (log-linear interpolation, ends
@@ -152,6 +153,10 @@ class EphemeralEstimator:
             self.items[i] += obs.new_items[j]
             self.exposure[i] += max(span, 0.0)
             known = np.isfinite(val)
+            if pub.size == 0 and obs.new_items[j] > 0:
+                # no per-item data (changing pages): the crawl's value per new entry
+                self.value_sum[i] += obs.reward[j]
+                self.value_n[i] += obs.new_items[j]
             self.value_sum[i] += val[known].sum()
             self.value_n[i] += known.sum()
             if pub.size and known.all():

@@ -1,0 +1,149 @@
+"""Thompson sampling: the ICC 2021 Beta-Bernoulli baseline and the Whittle variant."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.policies import make_policy
+from scrapy_whittle.policies.thompson import (
+    EphemeralEstimator,
+    ThompsonPolicy,
+    ThompsonWhittlePolicy,
+    expected_state,
+)
+from scrapy_whittle.problem import Problem
+from sim.scenarios import make_scenario
+
+
+def run(policy, env, steps, budget=1.0, start=0):
+    decisions, rewards = [], []
+    for t in range(start, start + steps):
+        ids = policy.select(t, budget)
+        obs, reward, *_ = env.step(ids)
+        policy.observe(obs)
+        decisions.append(ids.tolist())
+        rewards.append(reward)
+    return decisions, np.array(rewards)
+
+
+def obs_of(sources, changed, reward, epoch=0):
+    return Observation(epoch=epoch, sources=np.array(sources), time=float(epoch),
+                       new_items=np.array(changed, dtype=np.int64), reward=np.array(reward))
+
+
+def test_beta_posterior_updates_only_the_crawled_arm():
+    p = ThompsonPolicy(Problem(n=6, groups=[0, 0, 1, 1, 2, 2]), rng=0)
+    assert p.arms.k == 3 and np.all(p.a == 1) and np.all(p.b == 1)
+    p.observe(obs_of([2], [1], [0.7]))        # page 2 is in group 1: success
+    p.observe(obs_of([3], [0], [0.0]))        # page 3, group 1: failure
+    p.observe(obs_of([0], [1], [0.7]))        # group 0: success
+    np.testing.assert_array_equal(p.a, [2, 2, 1])
+    np.testing.assert_array_equal(p.b, [1, 2, 1])
+
+
+def test_picks_the_arm_of_largest_sample_round_robin_inside():
+    p = ThompsonPolicy(Problem(n=4, groups=[0, 1, 1, 1]), rng=0)
+    p.a[:] = [1.0, 1000.0]                     # group 1 almost surely has the larger sample
+    p.b[:] = [1000.0, 1.0]
+    picks = [int(p.select(t, 1.0)[0]) for t in range(6)]
+    assert picks == [1, 2, 3, 1, 2, 3]
+
+
+def test_unweighted_by_default_and_reward_weighting_option():
+    p = ThompsonPolicy(Problem(n=2), rng=0)
+    q = ThompsonPolicy(Problem(n=2), rng=0, weight="reward")
+    for pol in (p, q):
+        pol.observe(obs_of([0], [1], [5.0]))
+    s_p, s_q = p.sample(), q.sample()          # same rng stream: same Beta draws
+    np.testing.assert_allclose(s_q, s_p * np.array([5.0, 1.0]))
+
+
+def test_same_seed_same_decisions_and_round_trip():
+    sc = make_scenario("icc2021-groups")
+    env = sc.make_env()
+    env.reset(seed=5)
+    a = make_policy("thompson", sc.problem.without_parameters(), rng=3)
+    run(a, env, 150)
+    state = copy.deepcopy(a.state_dict())
+    env_b = copy.deepcopy(env)
+    b = make_policy("thompson", sc.problem.without_parameters(), rng=77)
+    b.load_state_dict(state)
+    da, ra = run(a, env, 100, start=150)
+    db, rb = run(b, env_b, 100, start=150)
+    assert da == db and np.array_equal(ra, rb)
+    env.reset(seed=9)
+    env2 = copy.deepcopy(env)
+    c = make_policy("thompson", sc.problem.without_parameters(), rng=4)
+    d = make_policy("thompson", sc.problem.without_parameters(), rng=4)
+    assert run(c, env, 200)[0] == run(d, env2, 200)[0]
+
+
+def test_thompson_beats_uniform_on_icc2021_single():
+    """Measured (seeds 0-2, slots 500-1500): Thompson 1.74-1.97 per slot, uniform 1.05-1.12;
+    over 1,000 slots and two seeds the bar 1.35 is several standard errors from both."""
+    sc = make_scenario("icc2021-single")
+    ts, uni = [], []
+    for seed in range(2):
+        for name, acc in (("thompson", ts), ("uniform", uni)):
+            env = sc.make_env()
+            env.reset(seed=seed)
+            pol = make_policy(name, sc.problem.without_parameters(), rng=seed)
+            acc.append(run(pol, env, 1000)[1][200:].mean())
+    assert np.mean(uni) < 1.2 < 1.35 < np.mean(ts)
+
+
+# -- ephemeral content --------------------------------------------------------------------
+
+def test_estimator_matches_batch_counts_and_recovers_decay():
+    sc = make_scenario("allerton2019")
+    env = sc.make_env()
+    env.reset(seed=0)
+    est = EphemeralEstimator(4, 1.0)
+    counts, exposure = np.zeros(4), np.zeros(4)
+    last = np.zeros(4)
+    for t in range(400):
+        ids = np.array([t % 4])
+        obs, *_ = env.step(ids)
+        est.update(obs)
+        counts[ids] += obs.new_items
+        exposure[ids] += t - last[ids]
+        last[ids] = t
+    shape, rate = est.rate_posterior()
+    np.testing.assert_allclose(shape, 1.0 + counts)
+    np.testing.assert_allclose(rate, 0.01 + exposure)
+    lam, xi, mu = est.point()
+    np.testing.assert_allclose(lam, 250.0, rtol=0.05)
+    np.testing.assert_allclose(xi, sc.params.mean_utility, rtol=0.1)
+    np.testing.assert_allclose(mu, sc.params.decay, rtol=0.15)
+
+
+def test_expected_state_is_the_mean_dynamics():
+    alpha, u = np.array([0.5, 1.0]), np.array([2.0, 3.0])
+    x = np.zeros(2)
+    for k in range(1, 6):
+        x = alpha * x + u
+        np.testing.assert_allclose(expected_state(alpha, u, np.full(2, k)), x)
+
+
+def test_thompson_whittle_deterministic_round_trip_and_beats_uniform():
+    """Measured (seeds 0-1, epochs 300-400): thompson-whittle 258.3 and 258.7 per epoch
+    (oracle: 260.4), uniform 166-176 over epochs 100-400; the bar is 1.3 x uniform."""
+    sc = make_scenario("allerton2019")
+    env = sc.make_env()
+    env.reset(seed=1)
+    a = ThompsonWhittlePolicy(sc.problem.without_parameters(), rng=2)
+    run(a, env, 300)
+    state = copy.deepcopy(a.state_dict())
+    env_b = copy.deepcopy(env)
+    b = ThompsonWhittlePolicy(sc.problem.without_parameters(), rng=99)
+    b.load_state_dict(state)
+    da, ra = run(a, env, 100, start=300)
+    db, rb = run(b, env_b, 100, start=300)
+    assert da == db and np.array_equal(ra, rb)
+    uni = make_policy("uniform", sc.problem.without_parameters(), rng=2)
+    env.reset(seed=1)
+    _, ru = run(uni, env, 400)
+    assert ra.mean() > 1.3 * ru[100:].mean()

@@ -1,0 +1,50 @@
+"""A tiny run of the experiments CLI writes results.json and the figures."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sim.experiments.__main__ import main
+from sim.experiments.runner import moving_average, running_average, summarise
+
+
+def test_curves():
+    r = np.array([[1.0, 3.0, 2.0, 6.0]])
+    np.testing.assert_allclose(running_average(r), [[1.0, 2.0, 2.0, 3.0]])
+    np.testing.assert_allclose(moving_average(r, 2), [[1.0, 2.0, 2.5, 4.0]])
+    s = summarise(np.vstack([r, r + 1.0]), window=2, span=(1, 4))
+    assert s["span"] == [0, 4] and s["runs"] == 2
+
+
+@pytest.mark.slow
+def test_icc2021_tiny_run_writes_json_and_pngs(tmp_path):
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("torch")
+    assert main(["icc2021", "--out", str(tmp_path), "--runs", "2", "--iterations", "200",
+                 "--jobs", "1"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    scen = results["icc2021"]["scenarios"]
+    assert set(scen) == {"icc2021-single", "icc2021-groups"}
+    for summary in scen.values():
+        assert {"uniform", "thompson", "dqn", "whittle"} <= set(summary)
+        for fig in summary.values():
+            assert fig["runs"] == 2 and fig["iterations"] == 200
+            assert np.isfinite(fig["running_average_final"])
+    for name in ("icc2021-single", "icc2021-groups"):
+        for kind in ("running", "moving"):
+            png = tmp_path / f"{name}_{kind}.png"
+            assert png.stat().st_size > 1000
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_allerton_tiny_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    assert main(["allerton2019", "--out", str(tmp_path), "--runs", "2", "--iterations", "60",
+                 "--jobs", "1", "--policies", "whittle,lspe,thompson-whittle"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    summary = results["allerton2019"]["scenarios"]["allerton2019"]
+    assert summary["whittle"]["span_ratio_to_whittle"] == 1.0
+    assert (tmp_path / "allerton2019_running.png").exists()
