@@ -59,6 +59,8 @@ class Observation:
             if off.shape != (k + 1,):
                 raise ValueError("Observation.item_offsets must have len(sources) + 1 entries")
             object.__setattr__(self, "item_offsets", off)
+            if self.item_published is None:
+                raise ValueError("Observation.item_published is required with item_offsets")
             pub = np.asarray(self.item_published, dtype=np.float64)
             object.__setattr__(self, "item_published", pub)
             val = (np.full(pub.shape, np.nan) if self.item_value is None

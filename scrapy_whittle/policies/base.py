@@ -102,8 +102,12 @@ class BasePolicy:
 
     # -- persistence --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        p = self.problem
         state: dict[str, Any] = {"policy": self.name, "n": self.n,
-                                 "rng": self.rng.bit_generator.state}
+                                 "rng": self.rng.bit_generator.state,
+                                 "cost": p.cost.copy(),
+                                 "alpha": None if p.alpha is None else p.alpha.copy(),
+                                 "u": None if p.u is None else p.u.copy()}
         for attr in self.per_source:
             state[attr] = getattr(self, attr).copy()
         for attr in self.scalar_state:
@@ -115,8 +119,17 @@ class BasePolicy:
             raise ValueError(f"state of policy {state.get('policy')!r} cannot be loaded "
                              f"into policy {self.name!r}")
         n = int(state["n"])
-        if n > self.n:
-            self.grow(n - self.n)
+        if n > self.n:                      # sources added during the saved crawl
+            n0 = self.n
+
+            def tail(key):
+                saved = state.get(key)
+                return None if saved is None else np.asarray(saved)[n0:n]
+
+            cost = tail("cost")
+            extra = {} if self.problem.alpha is None else {"alpha": tail("alpha"),
+                                                           "u": tail("u")}
+            self.grow(n - n0, 1.0 if cost is None else cost, **extra)
         for attr in self.per_source:
             saved = np.asarray(state[attr])
             getattr(self, attr)[: saved.shape[0]] = saved

@@ -96,3 +96,17 @@ def test_whittle_pruned_selection_is_exactly_the_full_top_m():
         fast.observe(Observation(epoch=t, sources=chosen, time=float(t),
                                  new_items=np.ones(len(chosen)), reward=np.zeros(len(chosen))))
     assert fast.pruned_decisions > 300     # the fast path really ran
+
+
+def test_restoring_keeps_the_costs_of_sources_added_during_the_crawl():
+    a = make_policy("round_robin", Problem(n=2))
+    a.grow(2, cost=np.array([3.0, 2.0]))
+    b = make_policy("round_robin", Problem(n=2))
+    b.load_state_dict(a.state_dict())
+    np.testing.assert_array_equal(b.problem.cost, [1.0, 1.0, 3.0, 2.0])
+    oracle = make_policy("whittle", Problem(n=1, alpha=[0.5], u=[1.0]))
+    oracle.grow(1, cost=2.0, alpha=0.9, u=3.0)
+    restored = make_policy("whittle", Problem(n=1, alpha=[0.5], u=[1.0]))
+    restored.load_state_dict(oracle.state_dict())
+    np.testing.assert_array_equal(restored.problem.u, [1.0, 3.0])
+    np.testing.assert_array_equal(restored.problem.cost, [1.0, 2.0])
