@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_whittle.estimators.rate import RateEstimator
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies.base import BasePolicy
@@ -105,9 +106,11 @@ MU_GRID = np.logspace(-3, 2, 26)   # candidate decay rates (per unit of time) fo
 class EphemeralEstimator:
     """Per-source estimates of (Lambda, xi, mu) of the ephemeral-content model from crawls.
 
-    * Lambda: Gamma(rate_shape + items, rate_exposure + exposure) posterior; the exposure of a
-      crawl is the time since the previous crawl (the span of the items seen when the feed's
-      window was full, since older items were lost).
+    * Lambda: Gamma(rate_shape + items, rate_exposure + exposure) posterior, kept by
+      ``scrapy_whittle.estimators.RateEstimator`` (``observe_crawls``: the exposure of a crawl
+      is the time since the previous crawl, censored correctly when the feed's window was
+      full); crawls without publication times (changing pages) count their new entries over
+      the time since the previous crawl.
     * xi: mean of the observed base values of items, with ``xi_weight`` pseudo-items of value
       ``xi_prior``; a crawl without per-item data (changing pages) counts its reward per new
       entry instead (the page's importance).
@@ -127,8 +130,8 @@ class EphemeralEstimator:
         self.xi_prior, self.xi_weight = float(xi_prior), float(xi_weight)
         self.mu_prior, self.mu_spread = float(mu_prior), float(mu_spread)
         self.start_time = float(start_time)
-        self.items = np.zeros(n)
-        self.exposure = np.zeros(n)
+        self.rates = RateEstimator(n, prior_rate=self.rate_shape / self.rate_exposure,
+                                   prior_exposure=self.rate_exposure)
         self.value_sum = np.zeros(n)
         self.value_n = np.zeros(n)
         self.reward_sum = np.zeros(n)
@@ -136,22 +139,29 @@ class EphemeralEstimator:
         self.s_grid = np.zeros((n, MU_GRID.size))
         self.last_time = np.full(n, np.nan)
 
-    _arrays = ("items", "exposure", "value_sum", "value_n", "reward_sum", "fit_crawls",
+    _arrays = ("value_sum", "value_n", "reward_sum", "fit_crawls",
                "s_grid", "last_time")
 
     @property
     def n(self) -> int:
-        return self.items.shape[0]
+        return self.value_sum.shape[0]
 
     def update(self, obs: Observation) -> None:
-        for j, (i, t) in enumerate(zip(obs.sources, obs.time, strict=True)):
-            if not obs.ok[j]:
-                continue
+        sel = np.flatnonzero(obs.ok)
+        src = obs.sources[sel]
+        if obs.item_offsets is not None:
+            off = obs.item_offsets
+            lens = off[sel + 1] - off[sel]
+            items = np.concatenate([np.arange(off[j], off[j + 1]) for j in sel] or [[]])
+            self.rates.observe_crawls(src, obs.time[sel], np.concatenate([[0], np.cumsum(lens)]),
+                                      obs.item_published[items.astype(np.int64)],
+                                      obs.window_full[sel], start=self.start_time)
+        else:
+            prev = np.where(np.isfinite(self.last_time[src]), self.last_time[src],
+                            self.start_time)
+            self.rates.update(src, obs.new_items[sel], obs.time[sel] - prev)
+        for j, i, t in zip(sel, src, obs.time[sel], strict=True):
             pub, val = obs.items_of(j)
-            prev = self.last_time[i] if np.isfinite(self.last_time[i]) else self.start_time
-            span = t - (pub.min() if obs.window_full[j] and pub.size else prev)
-            self.items[i] += obs.new_items[j]
-            self.exposure[i] += max(span, 0.0)
             known = np.isfinite(val)
             if pub.size == 0 and obs.new_items[j] > 0:
                 # no per-item data (changing pages): the crawl's value per new entry
@@ -168,7 +178,7 @@ class EphemeralEstimator:
 
     def rate_posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """(shape, rate) of the Gamma posterior of Lambda."""
-        return self.rate_shape + self.items, self.rate_exposure + self.exposure
+        return self.rates.shape.copy(), self.rates.rate.copy()
 
     def xi_mean(self) -> np.ndarray:
         return (self.value_sum + self.xi_weight * self.xi_prior) / (self.value_n + self.xi_weight)
@@ -200,8 +210,7 @@ class EphemeralEstimator:
 
     def sample(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One posterior draw of (Lambda, xi, mu) for every source."""
-        shape, rate = self.rate_posterior()
-        lam = rng.gamma(shape, 1.0 / rate)
+        lam = self.rates.sample(rng)
         sd = self.mu_spread / np.sqrt(1.0 + self.fit_crawls)
         mu = self.mu_hat() * np.exp(sd * rng.standard_normal(self.n))
         return lam, self.xi_mean(), mu
@@ -215,6 +224,7 @@ class EphemeralEstimator:
         return alpha, lam * xi * self.period * factor
 
     def grow(self, n_new: int) -> None:
+        self.rates.grow(n_new)
         for name in self._arrays:
             old = getattr(self, name)
             fill = np.nan if name == "last_time" else 0.0
@@ -222,11 +232,14 @@ class EphemeralEstimator:
             setattr(self, name, np.concatenate([old, new]))
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name).copy() for name in self._arrays}
+        state = {name: getattr(self, name).copy() for name in self._arrays}
+        state["rates"] = self.rates.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in self._arrays:
             setattr(self, name, np.array(state[name], dtype=np.float64))
+        self.rates.load_state_dict(state["rates"])
 
 
 def expected_state(alpha: np.ndarray, u: np.ndarray, k: np.ndarray) -> np.ndarray:
