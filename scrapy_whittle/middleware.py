@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -89,6 +90,9 @@ class FeedObserverMiddleware:
         sched = self._scheduler()
         sid = sched.source_of(request) if sched is not None else None
         if sid is None:
+            if sched is not None and response.status == 200 and \
+                    urlsplit(response.url).path == "/robots.txt":
+                self._read_crawl_delay(sched, response)
             return response
         now = self.clock()
         if response.status == 304:
@@ -136,6 +140,20 @@ class FeedObserverMiddleware:
             self._failure(sched, sid, request, self.clock(), exception_kind(exception),
                           f"{type(exception).__name__}: {exception}")
         return None
+
+    def _read_crawl_delay(self, sched, response: Response) -> None:
+        """Scrapy obeys robots.txt rules but not ``Crawl-delay``; hand it to the scheduler."""
+        from protego import Protego  # a dependency of Scrapy's own robots.txt support
+
+        settings = self.crawler.settings
+        agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
+        try:
+            delay = Protego.parse(response.body.decode("utf-8", "replace")).crawl_delay(agent)
+        except Exception as exc:  # an unparsable robots.txt only loses the delay
+            logger.info("robots.txt at %s: Crawl-delay unreadable (%s)", response.url, exc)
+            return
+        if delay:
+            sched.set_crawl_delay(urlsplit(response.url).hostname or "", float(delay))
 
     # -- observations -------------------------------------------------------------------
     def _success(self, sched, sid: int, request: Request, now: float, *, entries: list,

@@ -123,6 +123,7 @@ class WhittleScheduler(BaseScheduler):
         self.jobdir = jobdir
         self.clock = clock
         self.slot_delays = slot_delays or {}
+        self.crawl_delays: dict[str, float] = {}
         self.max_flight = max_flight
         self.oracle = oracle
         self.stats = WhittleStats(stats, config.logstats_interval, config.policy)
@@ -214,11 +215,44 @@ class WhittleScheduler(BaseScheduler):
             self.host[sid] = self._hosts.setdefault(host, len(self._hosts))
             interval = max(spec.min_interval, self.config.min_interval)
             self.min_interval[sid] = interval
-            self.cost[sid] = max(1.0, max(interval, self.slot_delays.get(host, 0.0)) * ratio)
+            self.cost[sid] = self._cost_of(interval, host, ratio)
             self.weight[sid] = spec.weight
             if self.policy is not None:
                 self._pending_grow.append(sid)
         return sids
+
+    def _cost_of(self, interval: float, host: str, ratio: float) -> float:
+        """C_i = max(1, d M / T): a crawl that must be d seconds apart from the next one to its
+        source or host uses d seconds of a budget of M crawls per T seconds."""
+        delay = max(interval, self.slot_delays.get(host, 0.0), self.crawl_delays.get(host, 0.0))
+        return max(1.0, delay * ratio)
+
+    def set_crawl_delay(self, host: str, delay: float) -> None:
+        """A robots.txt ``Crawl-delay`` for ``host``: it paces the host's download slot and
+        enters the cost C_i of every source on the host (now and when registered later)."""
+        if not (math.isfinite(delay) and delay > 0) or self.crawl_delays.get(host) == delay:
+            return
+        self.crawl_delays[host] = delay
+        logger.info("robots.txt of %s asks for Crawl-delay %g s: pacing its slot, cost of its "
+                    "sources raised accordingly", host, delay)
+        try:
+            slot = self.crawler.engine.downloader.slots.get(host)
+        except (AttributeError, RuntimeError):
+            slot = None
+        if slot is not None and slot.delay < delay:
+            slot.delay = delay
+        hid = self._hosts.get(host)
+        if hid is None:
+            return
+        n = len(self.registry)
+        sids = np.flatnonzero(self.host[:n] == hid)
+        ratio = self.config.budget / self.config.period
+        for sid in sids:
+            self.cost[sid] = self._cost_of(float(self.min_interval[sid]), host, ratio)
+        if self.policy is not None:
+            known = sids[sids < self.policy.problem.n]
+            if known.size:
+                self.policy.set_cost(known, self.cost[known])
 
     # -- open / close -------------------------------------------------------------------
     def open(self, spider: Spider):

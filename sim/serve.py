@@ -11,6 +11,7 @@ serves until interrupted:
   seconds* (the format of ``WHITTLE_ORACLE_PARAMS``); ``/stats.json``: the ground-truth
   ledger (utility captured, items missed) and the virtual time;
 * ``/bad/<case>``: broken feeds for tests (see ``BAD_CASES``).
+* ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
 ``--unit`` seconds (3600 for news-mix, whose unit is the hour; 1 for the papers' examples).
@@ -122,8 +123,10 @@ class SimWebResource(Resource):
 
     def __init__(self, web: FeedWeb, clock: VirtualClock, *, scenario: str = "",
                  engagement_scale: float = 1000.0, latency: float = 0.0,
-                 error_rate: float = 0.0, seed: int = 0, reactor=None) -> None:
+                 error_rate: float = 0.0, seed: int = 0, crawl_delay: float | None = None,
+                 reactor=None) -> None:
         super().__init__()
+        self.crawl_delay = crawl_delay
         self.web, self.clock, self.scenario = web, clock, scenario
         self.renderer = FeedRenderer(web, clock, engagement_scale)
         self.engagement_scale = engagement_scale
@@ -157,6 +160,11 @@ class SimWebResource(Resource):
     def render_GET(self, request: Request):
         self.requests += 1
         path = request.path.decode("latin-1")
+        if path == "/robots.txt":
+            lines = ["User-agent: *", "Allow: /"]
+            if self.crawl_delay:
+                lines.append(f"Crawl-delay: {self.crawl_delay:g}")
+            return self._send(request, ("\n".join(lines) + "\n").encode(), "text/plain")
         if path == "/feeds.opml":
             return self._send(request, self.opml(self.base(request)), "text/x-opml")
         if path == "/params.json":
@@ -305,7 +313,8 @@ def default_unit(scenario: str) -> float:
 def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: float = 3600.0,
                  port: int = 0, seed: int = 0, window: int = 20, unit: float | None = None,
                  engagement_scale: float = 1000.0, latency: float = 0.0,
-                 error_rate: float = 0.0, reactor=None) -> SimServer:
+                 error_rate: float = 0.0, crawl_delay: float | None = None,
+                 reactor=None) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor."""
     if reactor is None:
         from twisted.internet import reactor
@@ -316,7 +325,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     clock = VirtualClock(speed, default_unit(scenario) if unit is None else unit)
     resource = SimWebResource(web, clock, scenario=scenario, engagement_scale=engagement_scale,
                               latency=latency, error_rate=error_rate, seed=seed,
-                              reactor=reactor)
+                              crawl_delay=crawl_delay, reactor=reactor)
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -337,13 +346,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engagement-scale", type=float, default=1000.0)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added to each feed")
     ap.add_argument("--error-rate", type=float, default=0.0, help="probability of a 503")
+    ap.add_argument("--crawl-delay", type=float, default=None,
+                    help="Crawl-delay (seconds) announced in /robots.txt")
     args = ap.parse_args(argv)
     from twisted.internet import reactor
 
     server = start_server(args.scenario, n=args.n, speed=args.speed, port=args.port,
                           seed=args.seed, window=args.window, unit=args.unit,
                           engagement_scale=args.engagement_scale, latency=args.latency,
-                          error_rate=args.error_rate, reactor=reactor)
+                          error_rate=args.error_rate, crawl_delay=args.crawl_delay,
+                          reactor=reactor)
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     print(f"PORT {server.port}", flush=True)
     reactor.run()

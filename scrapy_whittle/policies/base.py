@@ -20,6 +20,7 @@ lists them in ``per_source`` with their fill value and keeps its scalar state in
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -99,6 +100,18 @@ class BasePolicy:
         for attr, fill in self.per_source.items():
             old = getattr(self, attr)
             setattr(self, attr, np.concatenate([old, np.full(n_new, fill, dtype=old.dtype)]))
+
+    def set_cost(self, ids, cost) -> None:
+        """Change the crawl cost C_i of sources ``ids`` (e.g. a robots.txt Crawl-delay just
+        learned); subclasses caching anything derived from costs refresh it in
+        ``_costs_changed``."""
+        new = self.problem.cost.copy()
+        new[np.asarray(ids, dtype=np.int64)] = cost
+        self.problem = replace(self.problem, cost=new)
+        self._costs_changed()
+
+    def _costs_changed(self) -> None:
+        pass
 
     # -- persistence --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -67,6 +67,9 @@ class ExpectedStatePolicy(BasePolicy):
         if alpha is None or u is None:
             raise ValueError(f"policy {self.name!r} needs alpha and u of new sources")
         super().grow(n_new, cost, alpha, u)
+        self._costs_changed()
+
+    def _costs_changed(self) -> None:
         self._unit_cost = bool(np.all(self.problem.cost == 1.0))
 
     scalar_state = ("_advanced_to",)
@@ -116,8 +119,8 @@ class WhittlePolicy(ExpectedStatePolicy):
         self._cut = float(self._out[chosen].min()) if chosen.shape[0] else None
         return chosen
 
-    def grow(self, n_new, cost=1.0, alpha=None, u=None) -> None:
-        super().grow(n_new, cost, alpha, u)
+    def _costs_changed(self) -> None:
+        super()._costs_changed()
         self._table = IndexTable(self.problem.alpha, self.problem.u, self.problem.cost)
         self._out = np.empty(self.problem.n)
         self._cut = None

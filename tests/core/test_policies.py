@@ -110,3 +110,18 @@ def test_restoring_keeps_the_costs_of_sources_added_during_the_crawl():
     restored.load_state_dict(oracle.state_dict())
     np.testing.assert_array_equal(restored.problem.u, [1.0, 3.0])
     np.testing.assert_array_equal(restored.problem.cost, [1.0, 2.0])
+
+
+def test_set_cost_changes_what_the_budget_affords_and_the_index():
+    problem = Problem(n=3, alpha=np.full(3, 0.5), u=np.array([3.0, 2.0, 1.0]))
+    policy = make_policy("whittle", problem)
+    assert len(policy.select(0, 2)) == 2
+    policy.set_cost([0, 1], 2.0)
+    np.testing.assert_array_equal(policy.problem.cost, [2.0, 2.0, 1.0])
+    chosen = policy.select(1, 2)
+    assert policy.problem.cost[chosen].sum() <= 2
+    # the ranking is the index per unit of the new cost
+    from scrapy_whittle import whittle_index
+
+    np.testing.assert_allclose(policy.priority(),
+                               whittle_index(policy.x, 0.5, problem.u, [2.0, 2.0, 1.0]))
