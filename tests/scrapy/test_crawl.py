@@ -33,10 +33,11 @@ def big_server():
     server.stop()
 
 
+@pytest.mark.parametrize("policy", ["round_robin", "whittle"])
 @pytest_twisted.ensureDeferred
-async def test_achieved_rate_within_2_percent_of_budget(big_server):
+async def test_achieved_rate_within_2_percent_of_budget(big_server, policy):
     # 40 crawls/s: well within what feedparser + Scrapy manage on 2 cores (~100/s)
-    crawler = make_crawler(WHITTLE_SOURCES=feeds(big_server, 100), WHITTLE_POLICY="round_robin",
+    crawler = make_crawler(WHITTLE_SOURCES=feeds(big_server, 100), WHITTLE_POLICY=policy,
                            WHITTLE_BUDGET=20, WHITTLE_PERIOD=0.5, CLOSESPIDER_TIMEOUT=4.2,
                            CONCURRENT_REQUESTS=32, CONCURRENT_REQUESTS_PER_DOMAIN=32)
     w = whittle(await run(crawler))
