@@ -175,7 +175,10 @@ class FeedObserverMiddleware:
         stats.inc("new_items", len(entries))
         stats.inc("utility", reward)
         if window_full:
-            stats.inc("missed_items")
+            stats.inc("window_full")
+        missed = sched.estimate_missed(sid, now - t0, pub, window_full)
+        if missed > 0:
+            stats.inc("missed_items", missed)
         request.meta["whittle_entries"] = entries
         request.meta["whittle_values"] = values
         request.meta["whittle_time"] = now

@@ -46,6 +46,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.job import job_dir
 
+from scrapy_whittle.estimators import RateEstimator
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.sources import (
     SourceListError,
@@ -184,6 +185,10 @@ class WhittleScheduler(BaseScheduler):
         self.cost = np.ones(n)
         self.weight = np.ones(n)
         self.host = np.zeros(n, dtype=np.int64)
+        # publishing rates, for the stats' estimate of entries lost to full feed windows
+        # (whatever the policy; learning policies keep their own estimates)
+        self.rates = RateEstimator(n, prior_rate=1.0 / self.config.period,
+                                   prior_exposure=self.config.period)
 
     def _extend_arrays(self, k: int) -> None:
         for name, fill in (("busy_until", 0.0), ("last_crawl", -np.inf), ("retry_at", 0.0),
@@ -191,6 +196,15 @@ class WhittleScheduler(BaseScheduler):
                            ("weight", 1.0), ("host", 0)):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.full(k, fill, dtype=old.dtype)]))
+        self.rates.grow(k)
+
+    def estimate_missed(self, sid: int, when: float, published: np.ndarray,
+                        window_full: bool) -> float:
+        """Entries source ``sid`` published but its feed no longer showed when crawled at
+        ``when`` (seconds since t0), estimated from its rate; 0 unless the window was full."""
+        _, missed = self.rates.observe_crawls([sid], [when], [0, len(published)], published,
+                                              window_full=[window_full])
+        return float(missed[0])
 
     def _register(self, spec: SourceSpec, template: Request | None = None) -> int:
         sid = self._register_many([spec])[0]
@@ -309,6 +323,8 @@ class WhittleScheduler(BaseScheduler):
         self.validators.update(saved["validators"])
         if saved.get("memory") is not None:
             self.memory.load_state_dict(saved["memory"])
+        if saved.get("rates") is not None:
+            self.rates.load_state_dict(saved["rates"])
         if saved.get("policy_name") == self.config.core_policy:
             self.policy.load_state_dict(saved["policy"])
         else:
@@ -331,6 +347,7 @@ class WhittleScheduler(BaseScheduler):
                 "last_crawl": self.last_crawl, "retry_at": self.retry_at,
                 "failures": self.failures, "validators": self.validators,
                 "memory": self.memory.state_dict() if self.memory is not None else None,
+                "rates": self.rates.state_dict(),
                 "policy_name": self.config.core_policy, "policy": self.policy.state_dict()})
         return self.inner.close(reason)
 

@@ -4,8 +4,10 @@ Keys (all under ``whittle/``):
 
 * ``crawls``: source requests handed to the downloader (budget spent, in crawls);
   ``crawls/cost``: the same in cost units; ``fetched``: source responses observed;
-* ``new_items``, ``utility`` (value captured, see docs/scrapy.md), ``missed_items`` (lower
-  bound: crawls whose window was full of new entries count one missed item);
+* ``new_items``, ``utility`` (value captured, see docs/scrapy.md), ``missed_items`` (entries
+  lost to full feed windows, estimated from each source's publishing rate between the oldest
+  visible entry and the previous crawl), ``window_full`` (crawls that found every visible
+  entry new);
 * ``not_modified`` (HTTP 304), ``errors/<kind>`` (``http_404``, ``timeout``, ``malformed``...),
   ``skipped`` (planned crawls dropped at the end of their epoch: slot busy, source in flight);
 * ``sources``, ``epochs``, ``decision/<policy>/seconds`` and ``decision/<policy>/calls``

@@ -54,6 +54,8 @@ class FeedWeb:
         self.captured = np.zeros(n)                # utility captured per source
         self.captured_items = np.zeros(n, dtype=np.int64)
         self.missed_items = np.zeros(n, dtype=np.int64)
+        # the part of missed_items a crawler could know of: lost after its first fetch
+        self.missed_after_first_fetch = np.zeros(n, dtype=np.int64)
         self.fetches = np.zeros(n, dtype=np.int64)
 
     @property
@@ -82,6 +84,8 @@ class FeedWeb:
         while self._next[i] <= t:
             if len(items) == self.window and items[0].published > self.last_fetch[i]:
                 self.missed_items[i] += 1          # pushed out of the window unseen
+                if self.fetches[i] > 0:
+                    self.missed_after_first_fetch[i] += 1
             items.append(Item(i, int(self._count[i]), float(self._next[i]),
                               float(rng.exponential(xi_bar))))
             self._count[i] += 1
@@ -118,6 +122,7 @@ class FeedWeb:
         return {"captured": float(self.captured.sum()),
                 "captured_items": int(self.captured_items.sum()),
                 "missed_items": int(self.missed_items.sum()),
+                "missed_after_first_fetch": int(self.missed_after_first_fetch.sum()),
                 "fetches": int(self.fetches.sum())}
 
 
