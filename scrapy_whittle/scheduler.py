@@ -29,7 +29,6 @@ State (policy, entry memory, validators, source registry, epoch origin) is pickl
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import pickle
@@ -95,14 +94,6 @@ def _entry_memory(max_per_source: int):
     from scrapy_whittle.feeds import EntryMemory
 
     return EntryMemory(max_per_source=max_per_source)
-
-
-def _priority(policy, epoch: int) -> np.ndarray:
-    """``policy.priority()`` or ``policy.priority(epoch)``, whichever it takes."""
-    fn = policy.priority
-    if inspect.signature(fn).parameters:
-        return fn(epoch)
-    return fn()
 
 
 def _quiet_errback(failure):
@@ -407,8 +398,7 @@ class WhittleScheduler(BaseScheduler):
         else:
             from scrapy_whittle.selection import select_top
 
-            self.policy.select(k, 0.0)     # brings the policy's clock to epoch k
-            chosen = select_top(_priority(self.policy, k), self.policy.problem.cost,
+            chosen = select_top(self.policy.priority(k), self.policy.problem.cost,
                                 self.config.budget, eligible)
         self.stats.decision(time.perf_counter() - t)
         self.stats.inc("epochs")

@@ -8,6 +8,10 @@ after epoch:
 2. ``observe(obs)`` receives what those crawls (and possibly crawls made at other times, in
    Scrapy) showed.
 
+A policy that ranks sources may also expose ``priority(epoch) -> float[N]`` (higher first,
+per unit of cost): the Scrapy scheduler then picks the top sources among those it may fetch
+now (politeness, back-off) instead of calling ``select``.
+
 Time is counted in epochs of length ``problem.period``; the Scrapy scheduler maps real time
 onto epochs. Sources may be added while a crawl runs (``grow``), and a policy's learned state
 is saved and restored with the crawl (``state_dict`` / ``load_state_dict``), so a crawl

@@ -19,7 +19,8 @@ class GreedyPolicy(ExpectedStatePolicy):
 
     name = "greedy"
 
-    def priority(self) -> np.ndarray:
+    def priority(self, epoch: int) -> np.ndarray:
+        self._advance(epoch)
         return self.x / self.problem.cost
 
 

@@ -55,12 +55,12 @@ class ExpectedStatePolicy(BasePolicy):
         crawled = obs.sources[obs.ok]
         self.x[crawled] = 0.0          # emptied now; the next epoch adds u
 
-    def priority(self) -> np.ndarray:
+    def priority(self, epoch: int) -> np.ndarray:
+        """Ranking of the sources at ``epoch`` (higher first, already per unit of cost)."""
         raise NotImplementedError
 
     def select(self, epoch: int, budget: float) -> np.ndarray:
-        self._advance(epoch)
-        return self._top(self.priority(), None if self._unit_cost else self.problem.cost,
+        return self._top(self.priority(epoch), None if self._unit_cost else self.problem.cost,
                          budget)
 
     def grow(self, n_new, cost=1.0, alpha=None, u=None) -> None:
@@ -97,7 +97,8 @@ class WhittlePolicy(ExpectedStatePolicy):
         self._cut: float | None = None
         self.pruned_decisions = 0      # epochs decided on the pruned path (diagnostics)
 
-    def priority(self) -> np.ndarray:
+    def priority(self, epoch: int) -> np.ndarray:
+        self._advance(epoch)
         return self._table.index(self.x, out=self._out)
 
     def select(self, epoch: int, budget: float) -> np.ndarray:
@@ -115,7 +116,7 @@ class WhittlePolicy(ExpectedStatePolicy):
                     self._cut = float(gamma[top[-1]])
                     self.pruned_decisions += 1
                     return candidates[top]
-        chosen = self._top(self.priority(), None, budget)
+        chosen = self._top(self.priority(epoch), None, budget)
         self._cut = float(self._out[chosen].min()) if chosen.shape[0] else None
         return chosen
 

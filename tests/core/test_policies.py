@@ -123,5 +123,5 @@ def test_set_cost_changes_what_the_budget_affords_and_the_index():
     # the ranking is the index per unit of the new cost
     from scrapy_whittle import whittle_index
 
-    np.testing.assert_allclose(policy.priority(),
+    np.testing.assert_allclose(policy.priority(1),
                                whittle_index(policy.x, 0.5, problem.u, [2.0, 2.0, 1.0]))
