@@ -23,6 +23,7 @@ _LAZY = {
     "WhittleScheduler": "scrapy_whittle.scheduler",
     "FeedObserverMiddleware": "scrapy_whittle.middleware",
     "FeedSpider": "scrapy_whittle.spiders",
+    "report_value": "scrapy_whittle.feedback",
 }
 
 

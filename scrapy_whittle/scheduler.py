@@ -29,6 +29,7 @@ State (policy, entry memory, validators, source registry, epoch origin) is pickl
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import pickle
@@ -176,6 +177,7 @@ class WhittleScheduler(BaseScheduler):
         self.cost = np.ones(n)
         self.weight = np.ones(n)
         self.host = np.zeros(n, dtype=np.int64)
+        self.half_life = np.full(n, np.nan)   # WHITTLE_HALF_LIFE prior (NaN: the policy's own)
         # publishing rates, for the stats' estimate of entries lost to full feed windows
         # (whatever the policy; learning policies keep their own estimates)
         self.rates = RateEstimator(n, prior_rate=1.0 / self.config.period,
@@ -184,7 +186,7 @@ class WhittleScheduler(BaseScheduler):
     def _extend_arrays(self, k: int) -> None:
         for name, fill in (("busy_until", 0.0), ("last_crawl", -np.inf), ("retry_at", 0.0),
                            ("failures", 0), ("min_interval", 0.0), ("cost", 1.0),
-                           ("weight", 1.0), ("host", 0)):
+                           ("weight", 1.0), ("host", 0), ("half_life", np.nan)):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.full(k, fill, dtype=old.dtype)]))
         self.rates.grow(k)
@@ -222,9 +224,29 @@ class WhittleScheduler(BaseScheduler):
             self.min_interval[sid] = interval
             self.cost[sid] = self._cost_of(interval, host, ratio)
             self.weight[sid] = spec.weight
+            self.half_life[sid] = self._configured_half_life(spec)
             if self.policy is not None:
                 self._pending_grow.append(sid)
         return sids
+
+    def _configured_half_life(self, spec: SourceSpec) -> float:
+        """WHITTLE_HALF_LIFE for this source: by URL, else by category, else "*"; NaN when
+        the setting says nothing (the policy's own prior then applies)."""
+        setting = self.config.half_life
+        if setting is None:
+            return math.nan
+        if not isinstance(setting, dict):
+            return float(setting)
+        for key in (spec.url, spec.category, "*"):
+            if key and key in setting:
+                return setting[key]
+        return math.nan
+
+    def half_life_prior(self, ids) -> np.ndarray:
+        """Prior half-lives (seconds) of sources ``ids`` for the policy's decay estimator:
+        the configured ones, four epochs where none is configured."""
+        h = self.half_life[np.asarray(ids, dtype=np.int64)]
+        return np.where(np.isnan(h), 4.0 * self.config.period, h)
 
     def _cost_of(self, interval: float, host: str, ratio: float) -> float:
         """C_i = max(1, d M / T): a crawl that must be d seconds apart from the next one to its
@@ -281,7 +303,7 @@ class WhittleScheduler(BaseScheduler):
         return result
 
     def _build_policy(self, n: int):
-        from scrapy_whittle.policies import make_policy
+        from scrapy_whittle.policies import make_policy, policy_class
         from scrapy_whittle.problem import Problem
 
         alpha = u = None
@@ -289,8 +311,12 @@ class WhittleScheduler(BaseScheduler):
             alpha, u = self._oracle_au(range(n))
         problem = Problem(n=n, cost=self.cost[:n].copy(), period=self.config.period,
                           alpha=alpha, u=u)
-        return make_policy(self.config.core_policy, problem, rng=self.config.seed,
-                           **self.config.policy_options)
+        options = dict(self.config.policy_options)
+        if self.config.half_life is not None and "prior_half_life" not in options and \
+                "prior_half_life" in inspect.signature(policy_class(self.config.core_policy)
+                                                       ).parameters:
+            options["prior_half_life"] = self.half_life_prior
+        return make_policy(self.config.core_policy, problem, rng=self.config.seed, **options)
 
     def _oracle_au(self, sids) -> tuple[np.ndarray, np.ndarray]:
         from scrapy_whittle.problem import SourceParams
@@ -487,6 +513,30 @@ class WhittleScheduler(BaseScheduler):
     def source_of(self, request: Request) -> int | None:
         sid = request.meta.get(META_ID)
         return sid if isinstance(sid, int) and 0 <= sid < len(self.registry) else None
+
+    def report_value(self, source: str | int, value: float, *, published: float,
+                     at: float | None = None, base_value: float | None = None) -> bool:
+        """Feedback from the spider: an entry of ``source`` (its URL or id), published at
+        unix time ``published``, was worth ``value`` at unix time ``at`` (default now), e.g.
+        its clicks or comments as a pipeline measured them. Policies that learn interest decay
+        (``report_value`` of adaptive-whittle) update their estimate; garbage (unknown source,
+        non-finite or negative value, ``at`` before ``published``) is refused and counted
+        under ``whittle/feedback/refused``. Returns whether the policy used it."""
+        sid = self.registry.ids.get(source) if isinstance(source, str) else source
+        at = self.clock() if at is None else at
+        usable = (isinstance(sid, int | np.integer) and 0 <= sid < len(self.registry)
+                  and self.policy is not None and hasattr(self.policy, "report_value"))
+        try:
+            age = float(at) - float(published)
+            value = float(value)
+        except (TypeError, ValueError):
+            usable = False
+        usable = usable and math.isfinite(age) and age >= 0 and math.isfinite(value) \
+            and value >= 0
+        self._grow()
+        accepted = bool(usable and self.policy.report_value(int(sid), value, age, base_value))
+        self.stats.inc("feedback/accepted" if accepted else "feedback/refused")
+        return accepted
 
     def crawl_done(self, sid: int, *, when: float, ok: bool) -> float:
         """Book-keeping of a finished crawl; returns the back-off (s) now applied, 0 if ok."""

@@ -37,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "WHITTLE_ITEM_VALUE": 1.0,          # value of an entry without engagement (x source weight)
     "WHITTLE_LOGSTATS_INTERVAL": 60.0,  # seconds between progress lines; 0 disables
     "WHITTLE_STATE": True,              # save / restore learned state in JOBDIR
+    "WHITTLE_HALF_LIFE": None,          # prior half-life of interest (s): number, or a dict
+                                        # {url or category: seconds, "*": fallback}
 }
 
 #: WHITTLE_POLICY values that are not core policy names.
@@ -63,6 +65,29 @@ def _number(settings, name: str, *, minimum: float | None = None, strict: bool =
     if minimum is not None and (value <= minimum if strict else value < minimum):
         raise _fail(name, raw, f"must be {'>' if strict else '>='} {minimum:g}")
     return int(value) if integer else value
+
+
+def _half_life(settings) -> float | dict[str, float] | None:
+    raw = settings.get("WHITTLE_HALF_LIFE", None)
+    if hasattr(raw, "copy_to_dict"):
+        raw = raw.copy_to_dict()
+    if raw is None:
+        return None
+
+    def seconds(key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise _fail(key, value, "must be a number of seconds > 0")
+        try:
+            number = float(value)
+        except ValueError:
+            raise _fail(key, value, "must be a number of seconds > 0") from None
+        if not (math.isfinite(number) and number > 0):
+            raise _fail(key, value, "must be a number of seconds > 0")
+        return number
+
+    if isinstance(raw, Mapping):
+        return {str(k): seconds(f"WHITTLE_HALF_LIFE[{k!r}]", v) for k, v in raw.items()}
+    return seconds("WHITTLE_HALF_LIFE", raw)
 
 
 def _bool(settings, name: str) -> bool:
@@ -99,6 +124,7 @@ class WhittleConfig:
     item_value: float = 1.0
     logstats_interval: float = 60.0
     state: bool = True
+    half_life: float | dict[str, float] | None = None
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
@@ -141,6 +167,7 @@ class WhittleConfig:
             raise _fail("WHITTLE_BACKOFF_MAX", backoff_max,
                         f"must be >= WHITTLE_BACKOFF_BASE ({backoff_base!r})")
         return cls(
+            half_life=_half_life(settings),
             sources=list(sources) if isinstance(sources, tuple) else sources,
             policy=policy, core_policy=core, policy_options=dict(options),
             oracle_params=oracle,

@@ -28,6 +28,7 @@ class SourceSpec:
     title: str = ""
     weight: float = 1.0
     min_interval: float = 0.0
+    category: str = ""
 
 
 def _valid_url(url: str) -> bool:
@@ -59,20 +60,33 @@ def _attr_float(attrs: dict[str, str], names: tuple[str, ...], default: float,
 
 
 def parse_opml(data: bytes, origin: str = "OPML") -> list[SourceSpec]:
-    """Every ``<outline xmlUrl=...>`` of an OPML document, in document order."""
+    """Every ``<outline xmlUrl=...>`` of an OPML document, in document order.
+
+    A feed's category is its OPML 2.0 ``category`` attribute (the first one, without leading
+    slashes), else the title of the folder outline it sits in (how feed readers export).
+    """
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:
         raise SourceListError(f"{origin}: not well-formed XML ({exc})") from None
-    specs = []
-    for node in root.iter("outline"):
-        url = node.get("xmlUrl") or node.get("xmlurl")
-        if not url:
-            continue
-        specs.append(_spec(
-            url, origin, title=node.get("title") or node.get("text") or "",
-            weight=_attr_float(node.attrib, ("weight",), 1.0, origin),
-            min_interval=_attr_float(node.attrib, ("minInterval",), 0.0, origin)))
+    specs: list[SourceSpec] = []
+
+    def walk(node, folder: str) -> None:
+        for child in node.findall("outline"):
+            url = child.get("xmlUrl") or child.get("xmlurl")
+            if not url:
+                walk(child, child.get("title") or child.get("text") or folder)
+                continue
+            declared = (child.get("category") or "").split(",")[0].strip().strip("/")
+            specs.append(_spec(
+                url, origin, title=child.get("title") or child.get("text") or "",
+                weight=_attr_float(child.attrib, ("weight",), 1.0, origin),
+                min_interval=_attr_float(child.attrib, ("minInterval",), 0.0, origin),
+                category=declared or folder))
+            walk(child, folder)
+
+    body = root.find("body")
+    walk(body if body is not None else root, "")
     return specs
 
 
@@ -95,7 +109,8 @@ def _from_json(value: Any, origin: str) -> list[SourceSpec]:
         elif isinstance(item, dict) and isinstance(item.get("url"), str):
             out.append(_spec(item["url"], origin, title=str(item.get("title", "")),
                              weight=float(item.get("weight", 1.0)),
-                             min_interval=float(item.get("min_interval", 0.0))))
+                             min_interval=float(item.get("min_interval", 0.0)),
+                             category=str(item.get("category", ""))))
         else:
             raise SourceListError(f"{origin}: cannot read source {item!r}")
     return out
