@@ -128,7 +128,10 @@ class DQNPolicy(BasePolicy):
     name = "dqn"
 
     def __init__(self, problem: Problem, rng=None, config: DQNConfig | None = None,
-                 **overrides: Any) -> None:
+                 source_rates: np.ndarray | None = None, **overrides: Any) -> None:
+        """``source_rates``: estimated change rates (e.g. from an earlier crawl's estimators)
+        used to cluster sources into arms when there are no groups and more than
+        ``max_arms`` sources; without them sources are grouped in blocks of ids."""
         super().__init__(problem, rng)
         cfg = config if config is not None else DQNConfig()
         if overrides:
@@ -137,7 +140,7 @@ class DQNPolicy(BasePolicy):
             raise ValueError(f"optimizer ({cfg.optimizer!r}) must be 'adam' or 'sgd'")
         self.config = cfg
         self.device = _resolve_device(cfg.device)
-        self.arms = RoundRobinArms(arm_of_sources(problem, cfg.max_arms))
+        self.arms = RoundRobinArms(arm_of_sources(problem, cfg.max_arms, source_rates))
         k = self.arms.k
         seed = int(self.rng.integers(2**62))
         self.gen = torch.Generator().manual_seed(seed)          # init and noise, on CPU

@@ -46,11 +46,16 @@ def _task(args: tuple[str, str, int, int]) -> tuple[str, str, int, np.ndarray, f
     try:  # one torch thread per worker: the workers already use the cores
         import torch
     except ImportError:
-        pass
-    else:
+        torch = None
+    threads = torch.get_num_threads() if torch is not None else 0
+    if torch is not None:
         torch.set_num_threads(1)
     t = time.perf_counter()
-    rewards = run_policy(make_scenario(scenario), policy, seed, iterations)
+    try:
+        rewards = run_policy(make_scenario(scenario), policy, seed, iterations)
+    finally:  # in-process runs (--jobs 1) leave the caller's setting alone
+        if torch is not None:
+            torch.set_num_threads(threads)
     return scenario, policy, seed, rewards, time.perf_counter() - t
 
 

@@ -147,3 +147,14 @@ def test_thompson_whittle_deterministic_round_trip_and_beats_uniform():
     env.reset(seed=1)
     _, ru = run(uni, env, 400)
     assert ra.mean() > 1.3 * ru[100:].mean()
+
+
+def test_cluster_sources_groups_similar_rates():
+    from scrapy_whittle.policies.groups import arm_of_sources, cluster_sources
+
+    rates = np.array([0.01, 5.0, 0.012, 4.0, 0.3, 0.011, 0.25, 6.0])
+    arm = cluster_sources(8, 3, rates)
+    assert arm.tolist() == [0, 2, 0, 2, 1, 0, 1, 2]          # numbered by increasing rate
+    np.testing.assert_array_equal(cluster_sources(6, 3), [0, 0, 1, 1, 2, 2])
+    assert arm_of_sources(Problem(n=8), max_arms=3, rates=rates).tolist() == arm.tolist()
+    assert arm_of_sources(Problem(n=3, groups=[7, 2, 7])).tolist() == [0, 1, 0]
