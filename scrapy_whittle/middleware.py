@@ -39,9 +39,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
+from scrapy.exceptions import NotConfigured
 
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.settings import InvalidSetting, WhittleConfig
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -76,7 +77,14 @@ class FeedObserverMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FeedObserverMiddleware:
-        return cls(crawler, WhittleConfig.from_settings(crawler.settings))
+        # The middleware is built with the engine, before the spider opens: the earliest
+        # point to stop a crawl with bad WHITTLE_* settings. NotConfigured here would only
+        # disable the middleware (and the scheduler would then fail less legibly).
+        try:
+            config = WhittleConfig.from_settings(crawler.settings)
+        except NotConfigured as exc:
+            raise InvalidSetting(str(exc)) from None
+        return cls(crawler, config)
 
     def _scheduler(self):
         try:

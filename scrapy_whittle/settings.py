@@ -45,6 +45,11 @@ DEFAULTS: dict[str, Any] = {
 POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
 
 
+class InvalidSetting(ValueError):
+    """A ``WHITTLE_*`` setting cannot be used. Raised where ``NotConfigured`` would merely
+    disable a component (Scrapy's meaning of it), so that the crawl stops before it starts."""
+
+
 def _fail(name: str, value: Any, why: str) -> NotConfigured:
     return NotConfigured(f"{name} ({value!r}) {why}")
 
@@ -141,7 +146,7 @@ class WhittleConfig:
         from scrapy_whittle.policies import policy_class
 
         try:
-            policy_class(core)
+            needs_parameters = policy_class(core).needs_parameters
         except ValueError as exc:
             raise _fail("WHITTLE_POLICY", policy, f"is not usable: {exc}") from None
         options = settings.get("WHITTLE_POLICY_OPTIONS", None) or {}
@@ -156,6 +161,10 @@ class WhittleConfig:
             raise _fail("WHITTLE_ORACLE_PARAMS", oracle,
                         "must name a JSON file of per-URL rate/mean_utility/decay "
                         "when WHITTLE_POLICY is 'oracle'")
+        if needs_parameters and not oracle and policy != "oracle":
+            raise _fail("WHITTLE_POLICY", policy,
+                        "needs the sources' true parameters: set WHITTLE_ORACLE_PARAMS, or "
+                        "use a policy that learns them (e.g. 'whittle')")
         if oracle is not None and not isinstance(oracle, str | Mapping):
             raise _fail("WHITTLE_ORACLE_PARAMS", oracle, "must be a file name or a dict")
         if settings.get("WHITTLE_BUDGET", None) is None:

@@ -66,3 +66,12 @@ def test_public_names():
 
     assert scrapy_whittle.WhittleScheduler is WhittleScheduler
     assert scrapy_whittle.FeedObserverMiddleware is FeedObserverMiddleware
+
+
+def test_bad_settings_stop_the_crawl_before_it_starts():
+    from scrapy_whittle.settings import InvalidSetting
+
+    # the middleware is built with the engine: NotConfigured there would only disable it
+    crawler = make_crawler(**{**GOOD, "WHITTLE_BUDGET": -1})
+    with pytest.raises(InvalidSetting, match=r"WHITTLE_BUDGET \(-1\) must be > 0"):
+        FeedObserverMiddleware.from_crawler(crawler)
