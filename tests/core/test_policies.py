@@ -125,3 +125,32 @@ def test_set_cost_changes_what_the_budget_affords_and_the_index():
 
     np.testing.assert_allclose(policy.priority(1),
                                whittle_index(policy.x, 0.5, problem.u, [2.0, 2.0, 1.0]))
+
+
+def test_everything_but_dqn_works_without_torch():
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules['torch'] = None          # as if torch were not installed
+import numpy as np
+import scrapy_whittle, sim.bench, sim.scenarios
+from scrapy_whittle import make_policy, Problem
+from scrapy_whittle.policies import POLICIES
+for name in POLICIES:
+    if name == 'dqn':
+        continue
+    scrapy_whittle.policies.policy_class(name)
+try:
+    make_policy('dqn', Problem(n=4))
+except ValueError as exc:
+    assert "pip install 'scrapy-whittle[dqn]'" in str(exc), exc
+else:
+    raise SystemExit('dqn built without torch')
+assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]
+print('ok')
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
