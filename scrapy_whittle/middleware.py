@@ -134,7 +134,7 @@ class FeedObserverMiddleware:
         visible = len({e.key for e in parsed.entries})
         new = sched.memory.new_entries(sid, parsed.entries)
         window_full = bool(had_before and visible > 0 and len(new) == visible)
-        weight = float(sched.weight[sid]) * self.config.item_value
+        weight = float(sched.sources.weight[sid]) * self.config.item_value
         values = [e.engagement / self.config.engagement_scale if e.engagement is not None
                   else weight for e in new]
         self._success(sched, sid, request, now, entries=new, values=values,

@@ -37,7 +37,6 @@ import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import numpy as np
 from scrapy import Request, signals
@@ -46,11 +45,10 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.job import job_dir
 
-from scrapy_whittle.estimators import RateEstimator
 from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.source_table import SourceTable
 from scrapy_whittle.sources import (
     SourceListError,
-    SourceRegistry,
     SourceSpec,
     load_oracle,
     load_sources,
@@ -115,12 +113,10 @@ class WhittleScheduler(BaseScheduler):
         self.crawler = crawler
         self.jobdir = jobdir
         self.clock = clock
-        self.slot_delays = slot_delays or {}
-        self.crawl_delays: dict[str, float] = {}
         self.max_flight = max_flight
         self.oracle = oracle
         self.stats = WhittleStats(stats, config.logstats_interval, config.policy)
-        self.registry = SourceRegistry()
+        self.sources = SourceTable(config, slot_delays)
         self._initial = list(sources or [])
         self.policy = None
         self.memory = None
@@ -131,8 +127,6 @@ class WhittleScheduler(BaseScheduler):
         self.followups: deque[Request] = deque()
         self.templates: dict[int, Request] = {}
         self.validators: dict[int, tuple[str | None, str | None]] = {}
-        self._hosts: dict[str, int] = {}
-        self._arrays(0)
         self._wakeup = None
         self._wakeup_at = math.inf
         self._pending_grow: list[int] = []
@@ -168,37 +162,6 @@ class WhittleScheduler(BaseScheduler):
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
 
-    def _arrays(self, n: int) -> None:
-        self.busy_until = np.zeros(n)         # in flight until (0: not in flight)
-        self.last_crawl = np.full(n, -np.inf)
-        self.retry_at = np.zeros(n)           # back-off: not before
-        self.failures = np.zeros(n, dtype=np.int64)
-        self.min_interval = np.zeros(n)
-        self.cost = np.ones(n)
-        self.weight = np.ones(n)
-        self.host = np.zeros(n, dtype=np.int64)
-        self.half_life = np.full(n, np.nan)   # WHITTLE_HALF_LIFE prior (NaN: the policy's own)
-        # publishing rates, for the stats' estimate of entries lost to full feed windows
-        # (whatever the policy; learning policies keep their own estimates)
-        self.rates = RateEstimator(n, prior_rate=1.0 / self.config.period,
-                                   prior_exposure=self.config.period)
-
-    def _extend_arrays(self, k: int) -> None:
-        for name, fill in (("busy_until", 0.0), ("last_crawl", -np.inf), ("retry_at", 0.0),
-                           ("failures", 0), ("min_interval", 0.0), ("cost", 1.0),
-                           ("weight", 1.0), ("host", 0), ("half_life", np.nan)):
-            old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.full(k, fill, dtype=old.dtype)]))
-        self.rates.grow(k)
-
-    def estimate_missed(self, sid: int, when: float, published: np.ndarray,
-                        window_full: bool) -> float:
-        """Entries source ``sid`` published but its feed no longer showed when crawled at
-        ``when`` (seconds since t0), estimated from its rate; 0 unless the window was full."""
-        _, missed = self.rates.observe_crawls([sid], [when], [0, len(published)], published,
-                                              window_full=[window_full])
-        return float(missed[0])
-
     def _register(self, spec: SourceSpec, template: Request | None = None) -> int:
         sid = self._register_many([spec])[0]
         if template is not None:
@@ -206,60 +169,17 @@ class WhittleScheduler(BaseScheduler):
         return sid
 
     def _register_many(self, specs: list[SourceSpec]) -> list[int]:
-        """Ids of ``specs``' URLs, adding the new ones (arrays grown once per batch)."""
-        sids, new = [], []
-        for spec in specs:
-            sid, is_new = self.registry.add(spec)
-            sids.append(sid)
-            if is_new:
-                new.append((sid, spec))
-        if not new:
-            return sids
-        self._extend_arrays(len(new))
-        ratio = self.config.budget / self.config.period
-        for sid, spec in new:
-            host = urlsplit(spec.url).hostname or ""
-            self.host[sid] = self._hosts.setdefault(host, len(self._hosts))
-            interval = max(spec.min_interval, self.config.min_interval)
-            self.min_interval[sid] = interval
-            self.cost[sid] = self._cost_of(interval, host, ratio)
-            self.weight[sid] = spec.weight
-            self.half_life[sid] = self._configured_half_life(spec)
-            if self.policy is not None:
-                self._pending_grow.append(sid)
+        sids, new = self.sources.add(specs)
+        if self.policy is not None:
+            self._pending_grow.extend(new)
         return sids
-
-    def _configured_half_life(self, spec: SourceSpec) -> float:
-        """WHITTLE_HALF_LIFE for this source: by URL, else by category, else "*"; NaN when
-        the setting says nothing (the policy's own prior then applies)."""
-        setting = self.config.half_life
-        if setting is None:
-            return math.nan
-        if not isinstance(setting, dict):
-            return float(setting)
-        for key in (spec.url, spec.category, "*"):
-            if key and key in setting:
-                return setting[key]
-        return math.nan
-
-    def half_life_prior(self, ids) -> np.ndarray:
-        """Prior half-lives (seconds) of sources ``ids`` for the policy's decay estimator:
-        the configured ones, four epochs where none is configured."""
-        h = self.half_life[np.asarray(ids, dtype=np.int64)]
-        return np.where(np.isnan(h), 4.0 * self.config.period, h)
-
-    def _cost_of(self, interval: float, host: str, ratio: float) -> float:
-        """C_i = max(1, d M / T): a crawl that must be d seconds apart from the next one to its
-        source or host uses d seconds of a budget of M crawls per T seconds."""
-        delay = max(interval, self.slot_delays.get(host, 0.0), self.crawl_delays.get(host, 0.0))
-        return max(1.0, delay * ratio)
 
     def set_crawl_delay(self, host: str, delay: float) -> None:
         """A robots.txt ``Crawl-delay`` for ``host``: it paces the host's download slot and
         enters the cost C_i of every source on the host (now and when registered later)."""
-        if not (math.isfinite(delay) and delay > 0) or self.crawl_delays.get(host) == delay:
+        changed = self.sources.set_crawl_delay(host, delay)
+        if changed is None:
             return
-        self.crawl_delays[host] = delay
         logger.info("robots.txt of %s asks for Crawl-delay %g s: pacing its slot, cost of its "
                     "sources raised accordingly", host, delay)
         try:
@@ -268,18 +188,10 @@ class WhittleScheduler(BaseScheduler):
             slot = None
         if slot is not None and slot.delay < delay:
             slot.delay = delay
-        hid = self._hosts.get(host)
-        if hid is None:
-            return
-        n = len(self.registry)
-        sids = np.flatnonzero(self.host[:n] == hid)
-        ratio = self.config.budget / self.config.period
-        for sid in sids:
-            self.cost[sid] = self._cost_of(float(self.min_interval[sid]), host, ratio)
         if self.policy is not None:
-            known = sids[sids < self.policy.problem.n]
+            known = changed[changed < self.policy.problem.n]
             if known.size:
-                self.policy.set_cost(known, self.cost[known])
+                self.policy.set_cost(known, self.sources.cost[known])
 
     # -- open / close -------------------------------------------------------------------
     def open(self, spider: Spider):
@@ -287,18 +199,18 @@ class WhittleScheduler(BaseScheduler):
         result = self.inner.open(spider)
         saved = _load_state(self.jobdir) if (self.config.state and self.jobdir) else None
         if saved is not None:
-            self._register_many([SourceSpec(**d) for d in saved["registry"]["specs"]])
+            self.sources.register_saved(saved)
         self._register_many(self._initial)
         self._register_many(load_sources(getattr(spider, "whittle_sources", None) or None))
-        self.policy = self._build_policy(len(self.registry))
+        self.policy = self._build_policy(len(self.sources))
         self.memory = _entry_memory(self.config.max_entries_per_source)
         self.t0 = self.clock()
         if saved is not None:
             self._restore(saved)
-        self.stats.set("sources", len(self.registry))
+        self.stats.set("sources", len(self.sources))
         self.stats.start()
         logger.info("WhittleScheduler: %d sources, policy %s, budget %g per %g s",
-                    len(self.registry), self.config.policy, self.config.budget,
+                    len(self.sources), self.config.policy, self.config.budget,
                     self.config.period)
         return result
 
@@ -309,13 +221,13 @@ class WhittleScheduler(BaseScheduler):
         alpha = u = None
         if self.oracle is not None:
             alpha, u = self._oracle_au(range(n))
-        problem = Problem(n=n, cost=self.cost[:n].copy(), period=self.config.period,
+        problem = Problem(n=n, cost=self.sources.cost[:n].copy(), period=self.config.period,
                           alpha=alpha, u=u)
         options = dict(self.config.policy_options)
         if self.config.half_life is not None and "prior_half_life" not in options and \
                 "prior_half_life" in inspect.signature(policy_class(self.config.core_policy)
                                                        ).parameters:
-            options["prior_half_life"] = self.half_life_prior
+            options["prior_half_life"] = self.sources.half_life_prior
         return make_policy(self.config.core_policy, problem, rng=self.config.seed, **options)
 
     def _oracle_au(self, sids) -> tuple[np.ndarray, np.ndarray]:
@@ -323,7 +235,7 @@ class WhittleScheduler(BaseScheduler):
 
         rows = []
         for sid in sids:
-            url = self.registry.url(sid)
+            url = self.sources.url(sid)
             if url not in self.oracle:
                 raise NotConfigured(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}) "
                                     f"has no parameters for source {url}")
@@ -335,13 +247,10 @@ class WhittleScheduler(BaseScheduler):
     def _restore(self, saved: dict) -> None:
         self.t0 = saved["t0"]
         n = len(saved["registry"]["specs"])
-        for name in ("last_crawl", "retry_at", "failures"):
-            getattr(self, name)[:n] = saved[name]
+        self.sources.load_state_dict(saved)
         self.validators.update(saved["validators"])
         if saved.get("memory") is not None:
             self.memory.load_state_dict(saved["memory"])
-        if saved.get("rates") is not None:
-            self.rates.load_state_dict(saved["rates"])
         if saved.get("policy_name") == self.config.core_policy:
             self.policy.load_state_dict(saved["policy"])
         else:
@@ -351,7 +260,7 @@ class WhittleScheduler(BaseScheduler):
 
     def close(self, reason: str):
         self._cancel_wakeup()
-        if self.t0 is not None and len(self.registry):
+        if self.t0 is not None and len(self.sources):
             # budget use over the completed epochs: crawls (cost) / (M x epochs)
             done = self.epoch_of(self.clock())
             spent = self.stats.get("crawls/cost", 0.0) - (self.spent if self.epoch == done else 0)
@@ -360,17 +269,14 @@ class WhittleScheduler(BaseScheduler):
         self.stats.stop()
         if self.config.state and self.jobdir and self.policy is not None:
             _save_state(self.jobdir, {
-                "t0": self.t0, "registry": self.registry.state_dict(),
-                "last_crawl": self.last_crawl, "retry_at": self.retry_at,
-                "failures": self.failures, "validators": self.validators,
+                "t0": self.t0, **self.sources.state_dict(), "validators": self.validators,
                 "memory": self.memory.state_dict() if self.memory is not None else None,
-                "rates": self.rates.state_dict(),
                 "policy_name": self.config.core_policy, "policy": self.policy.state_dict()})
         return self.inner.close(reason)
 
     # -- the scheduler interface --------------------------------------------------------
     def has_pending_requests(self) -> bool:
-        return (len(self.registry) > 0 or bool(self.followups)
+        return (len(self.sources) > 0 or bool(self.followups)
                 or self.inner.has_pending_requests())
 
     def __len__(self) -> int:
@@ -384,7 +290,7 @@ class WhittleScheduler(BaseScheduler):
             template = request.replace(dont_filter=True, meta={
                 k: v for k, v in request.meta.items() if k != META_REGISTER})
             sid = self._register(SourceSpec(url=request.url), template)
-            self.stats.set("sources", len(self.registry))
+            self.stats.set("sources", len(self.sources))
             logger.debug("registered source %d: %s", sid, request.url)
             self._wake_now()
             return True
@@ -406,18 +312,17 @@ class WhittleScheduler(BaseScheduler):
         self._pending_grow = []
         if self.oracle is not None:
             alpha, u = self._oracle_au(sids)
-            self.policy.grow(len(sids), self.cost[sids], alpha=alpha, u=u)
+            self.policy.grow(len(sids), self.sources.cost[sids], alpha=alpha, u=u)
         else:
-            self.policy.grow(len(sids), self.cost[sids])
-        self.stats.set("sources", len(self.registry))
+            self.policy.grow(len(sids), self.sources.cost[sids])
+        self.stats.set("sources", len(self.sources))
 
     def _start_epoch(self, k: int, now: float) -> None:
         if self.plan:
             self.stats.inc("skipped", len(self.plan))
         self.epoch, self.spent = k, 0.0
         self._grow()
-        n = len(self.registry)
-        eligible = self._eligible(now, n)
+        eligible = self.sources.eligible(now, self._saturated_hosts())
         t = time.perf_counter()
         if eligible.all() or not callable(getattr(self.policy, "priority", None)):
             chosen = self.policy.select(k, self.config.budget)
@@ -430,14 +335,6 @@ class WhittleScheduler(BaseScheduler):
         self.stats.inc("epochs")
         self.plan = [int(s) for s in chosen]
 
-    def _eligible(self, now: float, n: int) -> np.ndarray:
-        ok = ((self.busy_until[:n] <= now) & (self.retry_at[:n] <= now)
-              & (self.last_crawl[:n] + self.min_interval[:n] <= now + 1e-6))
-        busy = self._saturated_hosts()
-        if busy:
-            ok &= ~np.isin(self.host[:n], list(busy))
-        return ok
-
     def _saturated_hosts(self) -> set[int]:
         try:
             slots = self.crawler.engine.downloader.slots
@@ -445,13 +342,14 @@ class WhittleScheduler(BaseScheduler):
             return set()
         out = set()
         for key, slot in slots.items():
-            if key in self._hosts and (len(slot.active) >= slot.concurrency
-                                       or (slot.delay and slot.queue)):
-                out.add(self._hosts[key])
+            hid = self.sources.hosts.get(key)
+            if hid is not None and (len(slot.active) >= slot.concurrency
+                                    or (slot.delay and slot.queue)):
+                out.add(hid)
         return out
 
     def _next_source_request(self) -> Request | None:
-        if not len(self.registry):
+        if not len(self.sources):
             return None
         self.polls += 1
         now = self.clock()
@@ -466,18 +364,17 @@ class WhittleScheduler(BaseScheduler):
         busy = self._saturated_hosts()
         later = math.inf
         for j, sid in enumerate(self.plan):
-            c = float(self.cost[sid])
+            c = float(self.sources.cost[sid])
             if self.config.spread:
                 release = self.t0 + k * period + self.spent * period / self.config.budget
                 if release > now + 1e-9:
                     self._schedule_wakeup(release)
                     return None
-            not_before = max(self.busy_until[sid], self.retry_at[sid],
-                             self.last_crawl[sid] + self.min_interval[sid])
+            not_before = self.sources.not_before(sid)
             if not_before > now + 1e-6:
                 later = min(later, not_before)
                 continue
-            if busy and int(self.host[sid]) in busy:
+            if busy and int(self.sources.host[sid]) in busy:
                 continue                   # woken again when a download of the slot ends
             del self.plan[j]
             self.spent += c
@@ -486,10 +383,10 @@ class WhittleScheduler(BaseScheduler):
         return None
 
     def _dispatch(self, sid: int, now: float, epoch: int) -> Request:
-        self.busy_until[sid] = now + self.max_flight
+        self.sources.busy_until[sid] = now + self.max_flight
         self.stats.inc("crawls")
-        self.stats.inc("crawls/cost", float(self.cost[sid]))
-        meta = {META_ID: sid, "whittle_source_url": self.registry.url(sid),
+        self.stats.inc("crawls/cost", float(self.sources.cost[sid]))
+        meta = {META_ID: sid, "whittle_source_url": self.sources.url(sid),
                 "whittle_crawl_time": now, "whittle_epoch": epoch, "dont_cache": True}
         headers = {}
         etag, modified = self.validators.get(sid, (None, None))
@@ -500,7 +397,7 @@ class WhittleScheduler(BaseScheduler):
                 headers["If-Modified-Since"] = modified
         template = self.templates.get(sid)
         if template is None:
-            return Request(self.registry.url(sid), dont_filter=True, meta=meta,
+            return Request(self.sources.url(sid), dont_filter=True, meta=meta,
                            headers=headers, errback=_quiet_errback)
         request = template.replace(meta={**template.meta, **meta})
         for key, value in headers.items():
@@ -512,7 +409,7 @@ class WhittleScheduler(BaseScheduler):
     # -- feedback from FeedObserverMiddleware -------------------------------------------
     def source_of(self, request: Request) -> int | None:
         sid = request.meta.get(META_ID)
-        return sid if isinstance(sid, int) and 0 <= sid < len(self.registry) else None
+        return sid if isinstance(sid, int) and 0 <= sid < len(self.sources) else None
 
     def report_value(self, source: str | int, value: float, *, published: float,
                      at: float | None = None, base_value: float | None = None) -> bool:
@@ -522,9 +419,9 @@ class WhittleScheduler(BaseScheduler):
         (``report_value`` of adaptive-whittle) update their estimate; garbage (unknown source,
         non-finite or negative value, ``at`` before ``published``) is refused and counted
         under ``whittle/feedback/refused``. Returns whether the policy used it."""
-        sid = self.registry.ids.get(source) if isinstance(source, str) else source
+        sid = self.sources.id_of(source) if isinstance(source, str) else source
         at = self.clock() if at is None else at
-        usable = (isinstance(sid, int | np.integer) and 0 <= sid < len(self.registry)
+        usable = (isinstance(sid, int | np.integer) and 0 <= sid < len(self.sources)
                   and self.policy is not None and hasattr(self.policy, "report_value"))
         try:
             age = float(at) - float(published)
@@ -540,17 +437,11 @@ class WhittleScheduler(BaseScheduler):
 
     def crawl_done(self, sid: int, *, when: float, ok: bool) -> float:
         """Book-keeping of a finished crawl; returns the back-off (s) now applied, 0 if ok."""
-        self.busy_until[sid] = 0.0
-        self.last_crawl[sid] = when
-        if ok:
-            self.failures[sid] = 0
-            self.retry_at[sid] = 0.0
-            return 0.0
-        self.failures[sid] += 1
-        delay = min(self.config.backoff_max,
-                    self.config.backoff_base * 2.0 ** (int(self.failures[sid]) - 1))
-        self.retry_at[sid] = self.clock() + delay
-        return delay
+        return self.sources.crawl_done(sid, when=when, ok=ok, now=self.clock())
+
+    def estimate_missed(self, sid: int, when: float, published: np.ndarray,
+                        window_full: bool) -> float:
+        return self.sources.estimate_missed(sid, when, published, window_full)
 
     def observe(self, obs) -> None:
         if self.policy is None:
@@ -590,7 +481,7 @@ class WhittleScheduler(BaseScheduler):
     def _spider_idle(self, spider=None) -> None:
         # has_pending_requests() is True while there are sources, so the engine does not
         # call this then; kept for spiders that send only registration requests late.
-        if len(self.registry):
+        if len(self.sources):
             from scrapy.exceptions import DontCloseSpider
 
             raise DontCloseSpider

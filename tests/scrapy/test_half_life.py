@@ -44,12 +44,12 @@ def _scheduler(half_life):
 
 def test_prior_by_url_then_category_then_star_then_policy_default():
     sched = _scheduler({"https://a.example/scores.xml": 1800, "Gossip": 7200, "*": 86400})
-    np.testing.assert_array_equal(sched.half_life_prior([0, 1, 2]), [1800, 7200, 86400])
+    np.testing.assert_array_equal(sched.sources.half_life_prior([0, 1, 2]), [1800, 7200, 86400])
     sched = _scheduler({"Sports": 3600})
-    h = sched.half_life_prior([0, 1, 2])
+    h = sched.sources.half_life_prior([0, 1, 2])
     assert h[0] == 3600 and h[1] == h[2] == 4 * 600      # unconfigured: four epochs
-    assert np.all(np.isnan(_scheduler(None).half_life[:3]))
-    assert _scheduler(5000).half_life_prior([2])[0] == 5000
+    assert np.all(np.isnan(_scheduler(None).sources.half_life[:3]))
+    assert _scheduler(5000).sources.half_life_prior([2])[0] == 5000
 
 
 def test_the_adaptive_policy_starts_from_the_configured_prior():

@@ -6,14 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.scheduler import WhittleScheduler
 from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.source_table import SourceTable
+from scrapy_whittle.sources import SourceSpec
+
+
+def _table() -> SourceTable:
+    table = SourceTable(WhittleConfig.from_settings({"WHITTLE_BUDGET": 1,
+                                                     "WHITTLE_PERIOD": 1.0}))
+    table.add([SourceSpec(url="https://a.example/feed.xml")])
+    return table
 
 
 def test_missed_entries_estimate_matches_the_truth_of_a_poisson_feed():
-    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 1.0})
-    sched = WhittleScheduler(inner=None, config=config)
-    sched._extend_arrays(1)
+    sched = _table()
     rng = np.random.default_rng(0)
     rate, window, interval = 3.0, 4, 2.0        # ~6 new entries per crawl, 4 visible
     arrivals = np.cumsum(rng.exponential(1 / rate, 20000))
@@ -29,7 +35,5 @@ def test_missed_entries_estimate_matches_the_truth_of_a_poisson_feed():
 
 
 def test_nothing_is_missed_when_the_window_was_not_full():
-    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 1.0})
-    sched = WhittleScheduler(inner=None, config=config)
-    sched._extend_arrays(1)
+    sched = _table()
     assert sched.estimate_missed(0, 5.0, np.array([1.0, 2.0]), window_full=False) == 0.0

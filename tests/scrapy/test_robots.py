@@ -26,7 +26,7 @@ async def test_crawl_delay_raises_costs_and_limits_crawls(slow_host):
     box = keep_scheduler(crawler)
     w = whittle(await run(crawler))
     sched = box["scheduler"]
-    assert sched.crawl_delays == {"127.0.0.1": 0.25}
+    assert sched.sources.crawl_delays == {"127.0.0.1": 0.25}
     assert list(sched.policy.problem.cost) == [2.0] * 6
     # epoch 0 was planned before robots.txt arrived: its 6 crawls cost 1 each; every later
     # crawl costs 2, so each of the 3 later epochs (3.5 s) affords at most 4 crawls
