@@ -88,7 +88,7 @@ class WhittlePolicy(ExpectedStatePolicy):
     """
 
     name = "whittle"
-    PRUNE_MARGIN = 0.005
+    PRUNE_MARGIN = 0.02
 
     def __init__(self, problem: Problem, rng=None) -> None:
         super().__init__(problem, rng)
