@@ -260,7 +260,7 @@ def format_results(report: dict[str, Any]) -> str:
 def format_perf(report: dict[str, Any]) -> str:
     return "\n".join([
         f"N = {report['n']:,}, budget {report['budget']:g}, {report['epochs']} epochs measured",
-        f"whittle decision (select + observe), steady state after {report['warm_epochs']} "
+        f"whittle decision (select + observe) after {report['warm_epochs']} warm-up "
         f"epochs: median {report['whittle_decision_ms_median']:.1f} ms/epoch, mean "
         f"{report['whittle_decision_ms']:.1f}, max {report['whittle_decision_ms_max']:.1f}",
         f"simulator, deterministic: {report['sim_source_epochs_per_s'] / 1e6:,.0f} M "
