@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.utils import skip_init
 
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies.base import BasePolicy
@@ -92,7 +93,8 @@ class QNetwork(nn.Module):
         widths = [2 * n_arms, *hidden, n_arms]
         layers: list[nn.Module] = []
         for i, (w_in, w_out) in enumerate(pairwise(widths)):
-            layers.append(nn.Linear(w_in, w_out))
+            # skip_init: no draw from torch's global RNG; initialised below from ours
+            layers.append(skip_init(nn.Linear, w_in, w_out))
             if i < len(widths) - 2:
                 layers.append(nn.ReLU())
         self.net = nn.Sequential(*layers)
@@ -257,12 +259,12 @@ class DQNPolicy(BasePolicy):
         first = self.q.net[0]
         last = self.q.net[-1]
         with torch.no_grad():
-            new_first = nn.Linear(2 * k, first.out_features).to(self.device)
+            new_first = skip_init(nn.Linear, 2 * k, first.out_features, device=self.device)
             new_first.weight.zero_()
             new_first.weight[:, :k_old] = first.weight[:, :k_old]
             new_first.weight[:, k:k + k_old] = first.weight[:, k_old:]
             new_first.bias.copy_(first.bias)
-            new_last = nn.Linear(last.in_features, k).to(self.device)
+            new_last = skip_init(nn.Linear, last.in_features, k, device=self.device)
             new_last.weight.zero_()
             new_last.weight[:k_old] = last.weight
             new_last.bias.fill_(float(last.bias.mean()))

@@ -147,3 +147,20 @@ def test_learns_to_beat_uniform_on_icc2021_single():
         uni.append(run(u, env, 800)[1][400:].mean())
     assert np.mean(uni) < 1.2
     assert np.mean(dqn) > 1.3
+
+
+def test_building_and_training_leave_torch_global_rng_alone():
+    from scrapy_whittle import make_policy
+    from sim.scenarios import make_scenario
+
+    scenario = make_scenario("icc2021-single")
+    before = torch.get_rng_state().clone()
+    policy = make_policy("dqn", scenario.problem.without_parameters(), rng=0,
+                         hidden=(16, 8))
+    env = scenario.make_env()
+    env.reset(seed=0)
+    for t in range(80):
+        obs, *_ = env.step(policy.select(t, 1))
+        policy.observe(obs)
+    policy.grow(1)
+    assert torch.equal(torch.get_rng_state(), before)
