@@ -44,8 +44,8 @@ def whittle_index(x, alpha, u, cost=1.0) -> np.ndarray:
     """
     x, alpha, u, cost = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64)
                                               for a in (x, alpha, u, cost)))
-    if x.ndim == 0:
-        return IndexTable(alpha, u, cost).index(x[None])[0]
+    if x.ndim == 0:                                      # a 0-d array, still an array
+        return IndexTable(alpha, u, cost).index(x[None]).reshape(())
     return IndexTable(alpha, u, cost).index(x)
 
 

@@ -83,6 +83,11 @@ def test_limits_alpha_to_one_and_zero_and_silent_source():
     np.testing.assert_allclose(whittle_index(x, 0.5, 1e-15, 2.0), x / 2, atol=1e-14)
 
 
+def test_returns_an_array_even_for_scalars():
+    g = whittle_index(3.0, 0.5, 2.0)
+    assert isinstance(g, np.ndarray) and g.shape == ()
+
+
 def test_broadcasts_and_cost_scales():
     g = whittle_index(np.ones((3, 1)), np.array([0.2, 0.5]), 1.0, np.array([1.0, 2.0]))
     assert g.shape == (3, 2)
