@@ -13,6 +13,7 @@ from scrapy_whittle.policies import make_policy  # noqa: E402
 from scrapy_whittle.policies.dqn import DQNPolicy, fg_bellman_loss  # noqa: E402
 from scrapy_whittle.problem import Problem  # noqa: E402
 from sim.scenarios import make_scenario  # noqa: E402
+from tests.core.loop import run  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -26,17 +27,6 @@ def one_torch_thread():
 
 SMALL = {"hidden": (32, 8), "eps_decay_steps": 300, "batch_size": 16, "learning_starts": 16,
          "device": "cpu"}
-
-
-def run(policy, env, steps, budget=1.0):
-    decisions, rewards = [], []
-    for t in range(steps):
-        ids = policy.select(t, budget)
-        obs, reward, *_ = env.step(ids)
-        policy.observe(obs)
-        decisions.append(ids.tolist())
-        rewards.append(reward)
-    return decisions, np.array(rewards)
 
 
 def fresh(scenario="icc2021-single", seed=0, **opts):

@@ -17,17 +17,7 @@ from scrapy_whittle.policies.lspe import (
 from scrapy_whittle.problem import Problem
 from sim.experiments.runner import run_policy
 from sim.scenarios import make_scenario
-
-
-def run(policy, env, steps, budget=1.0, start=0):
-    decisions, rewards = [], []
-    for t in range(start, start + steps):
-        ids = policy.select(t, budget)
-        obs, reward, *_ = env.step(ids)
-        policy.observe(obs)
-        decisions.append(ids.tolist())
-        rewards.append(reward)
-    return decisions, np.array(rewards)
+from tests.core.loop import run
 
 
 def test_projection_onto_u_and_u_star():

@@ -16,17 +16,7 @@ from scrapy_whittle.policies.thompson import (
 )
 from scrapy_whittle.problem import Problem
 from sim.scenarios import make_scenario
-
-
-def run(policy, env, steps, budget=1.0, start=0):
-    decisions, rewards = [], []
-    for t in range(start, start + steps):
-        ids = policy.select(t, budget)
-        obs, reward, *_ = env.step(ids)
-        policy.observe(obs)
-        decisions.append(ids.tolist())
-        rewards.append(reward)
-    return decisions, np.array(rewards)
+from tests.core.loop import run
 
 
 def obs_of(sources, changed, reward, epoch=0):
