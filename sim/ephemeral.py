@@ -116,7 +116,22 @@ def newest_ages(n: np.ndarray, keep: np.ndarray, rng: np.random.Generator):
     return s, group
 
 
-class EphemeralWeb:
+class SourcesEnv:
+    """What every simulator of ``sim`` exposes beside ``reset`` and ``step``: the problem a
+    policy is built for (the sources' true alpha, u when known, and the crawl costs)."""
+
+    _problem: Problem
+
+    @property
+    def problem(self) -> Problem:
+        return self._problem
+
+    @property
+    def cost(self) -> np.ndarray:
+        return self._problem.cost
+
+
+class EphemeralWeb(SourcesEnv):
     """N sources of ephemeral content under a crawl budget, Gymnasium-style.
 
     params: the sources' true parameters (Lambda, xi, mu, T).
@@ -156,15 +171,6 @@ class EphemeralWeb:
     @property
     def n(self) -> int:
         return self.params.n
-
-    @property
-    def problem(self) -> Problem:
-        """The oracle problem: true alpha, u and costs (and the initial state)."""
-        return self._problem
-
-    @property
-    def cost(self) -> np.ndarray:
-        return self._problem.cost
 
     def reset(self, *, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
         """Back to epoch 0 with X = initial_state; ``seed`` seeds the one generator."""

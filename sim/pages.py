@@ -27,10 +27,10 @@ import numpy as np
 
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.problem import Problem
-from sim.ephemeral import check_action
+from sim.ephemeral import SourcesEnv, check_action
 
 
-class ChangingPages:
+class ChangingPages(SourcesEnv):
     """Pages that change at Poisson rates, Gymnasium-style.
 
     change_rate: lambda_k, expected changes per slot (>= 0).
@@ -66,15 +66,6 @@ class ChangingPages:
     @property
     def n(self) -> int:
         return int(self.change_rate.shape[0])
-
-    @property
-    def problem(self) -> Problem:
-        """The oracle problem through the bridge alpha = exp(-lambda), u = m (1 - exp(-lambda))."""
-        return self._problem
-
-    @property
-    def cost(self) -> np.ndarray:
-        return self._problem.cost
 
     def reset(self, *, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
         self._rng = np.random.default_rng(seed)

@@ -42,7 +42,7 @@ import numpy as np
 
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.problem import Problem, SourceParams
-from sim.ephemeral import check_action
+from sim.ephemeral import SourcesEnv, check_action
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def read_trace(source: str | os.PathLike | io.TextIOBase | Iterable[str],
     return Trace([str(x) for x in uniq], sid[order].astype(np.int64), time[order], utility[order])
 
 
-class TraceReplay:
+class TraceReplay(SourcesEnv):
     """Replay a trace of publications as N sources under a crawl budget, Gymnasium-style.
 
     trace: a path to the CSV, an open text file, lines, or a :class:`Trace`.
@@ -191,14 +191,6 @@ class TraceReplay:
     @property
     def n(self) -> int:
         return len(self.names)
-
-    @property
-    def problem(self) -> Problem:
-        return self._problem
-
-    @property
-    def cost(self) -> np.ndarray:
-        return self._problem.cost
 
     def source_id(self, name: str) -> int:
         i = int(np.searchsorted(self.names, name))
