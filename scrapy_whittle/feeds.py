@@ -1,9 +1,8 @@
 """Parsing RSS / Atom feeds into what the estimators need, without Scrapy.
 
 ``parse_feed`` turns a response body into a :class:`ParsedFeed` (kind, entries, warnings) or
-raises :class:`FeedError` when the body is unusable; ``EntryMemory`` remembers which entries of
-each source were already seen, so a crawl's *new* entries (and their count) can be reported in
-an :class:`~scrapy_whittle.observation.Observation`.
+raises :class:`FeedError` when the body is unusable. Which entries are new is decided by
+:mod:`scrapy_whittle.entry_memory`.
 
 Entry identity (``FeedEntry.key``): the entry's id (Atom ``id``, RSS ``guid``; feedparser
 resolves it against the feed URL), else its link, else a hash of title and summary.
@@ -17,8 +16,6 @@ from __future__ import annotations
 import calendar
 import hashlib
 import re
-from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,59 +156,3 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
         warnings.append(f"{ancient} publication dates older than {max_age / 86400:.0f} days "
                         "ignored")
     return ParsedFeed(kind=version or "unknown", entries=entries, warnings=warnings)
-
-
-class EntryMemory:
-    """The keys of the entries already seen, per source, bounded to the ``max_per_source``
-    most recently seen (LRU: a key still shown by the feed is refreshed at every crawl, so it
-    is never forgotten before keys that left the feed; keep the bound above the feed's window).
-    """
-
-    def __init__(self, max_per_source: int = 1000) -> None:
-        if int(max_per_source) < 1:
-            raise ValueError(f"max_per_source ({max_per_source!r}) must be >= 1")
-        self.max_per_source = int(max_per_source)
-        self._seen: dict[int, OrderedDict[str, None]] = {}
-
-    def new_entries(self, source: int, entries: Iterable[FeedEntry]) -> list[FeedEntry]:
-        """The entries not seen before (first occurrence of a key inside ``entries`` too), in
-        feed order; all of ``entries`` are remembered as seen."""
-        seen = self._seen.setdefault(int(source), OrderedDict())
-        batch: set[str] = set()
-        new: list[FeedEntry] = []
-        keys: list[str] = []
-        for entry in entries:
-            if entry.key in batch:
-                continue
-            batch.add(entry.key)
-            keys.append(entry.key)
-            if entry.key not in seen:
-                new.append(entry)
-        # feeds list newest first: insert oldest first so the newest end up most recent
-        for key in reversed(keys):
-            seen[key] = None
-            seen.move_to_end(key)
-        while len(seen) > self.max_per_source:
-            seen.popitem(last=False)
-        return new
-
-    def seen(self, source: int) -> int:
-        return len(self._seen.get(int(source), ()))
-
-    def forget(self, source: int) -> None:
-        self._seen.pop(int(source), None)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"max_per_source": self.max_per_source,
-                "seen": {str(s): list(keys) for s, keys in self._seen.items()}}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._seen = {}
-        for s, keys in state["seen"].items():
-            od: OrderedDict[str, None] = OrderedDict((str(k), None) for k in keys)
-            while len(od) > self.max_per_source:
-                od.popitem(last=False)
-            self._seen[int(s)] = od
-
-    def __repr__(self) -> str:
-        return f"EntryMemory(max_per_source={self.max_per_source})"

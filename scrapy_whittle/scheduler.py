@@ -90,7 +90,7 @@ def _save_state(jobdir: str, state: dict) -> None:
 
 
 def _entry_memory(max_per_source: int):
-    from scrapy_whittle.feeds import EntryMemory
+    from scrapy_whittle.entry_memory import EntryMemory
 
     return EntryMemory(max_per_source=max_per_source)
 

@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-import json
-import pickle
-
 import pytest
 
-from scrapy_whittle.feeds import EntryMemory, FeedEntry, FeedError, parse_feed
+from scrapy_whittle.feeds import FeedError, parse_feed
 
 NOW = 1_700_000_000.0          # 2023-11-14T22:13:20Z
 
@@ -104,21 +101,3 @@ def test_truncated_feed_is_bozo_but_usable():
     feed = parse(RSS20[: RSS20.index(b"<item><title>Future")])
     assert [e.title for e in feed.entries][:2] == ["First", "Second"]
     assert feed.warnings
-
-
-def test_entry_memory_dedupes_and_is_bounded():
-    mem = EntryMemory(max_per_source=3)
-    e = [FeedEntry(key=k, title=None, link=None, published=None, engagement=None)
-         for k in "abcde"]
-    assert [x.key for x in mem.new_entries(0, [e[0], e[1], e[0]])] == ["a", "b"]  # dup inside
-    assert mem.new_entries(0, [e[0], e[1]]) == []
-    assert [x.key for x in mem.new_entries(1, [e[0]])] == ["a"]                  # per source
-    assert [x.key for x in mem.new_entries(0, [e[2], e[3], e[0]])] == ["c", "d"]
-    assert mem.seen(0) == 3                     # "b" left the feed and was forgotten
-    assert [x.key for x in mem.new_entries(0, [e[1]])] == ["b"]
-    state = json.loads(json.dumps(mem.state_dict()))
-    clone = EntryMemory(max_per_source=3)
-    clone.load_state_dict(pickle.loads(pickle.dumps(state)))
-    assert clone.new_entries(0, [e[1], e[2]]) == mem.new_entries(0, [e[1], e[2]]) == []
-    assert clone.new_entries(0, [e[0]]) == mem.new_entries(0, [e[0]]) == [e[0]]   # LRU evicted
-    assert clone.new_entries(1, [e[4]]) == mem.new_entries(1, [e[4]])
