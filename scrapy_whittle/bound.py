@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scrapy_whittle.dynamics import geometric_sum
+
 
 @dataclass(frozen=True)
 class UpperBound:
@@ -97,9 +99,7 @@ class _Sources:
         cyc = self.best_cycle(price * self.cost)
         finite = np.isfinite(cyc)
         n = np.where(finite, cyc, 1.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            geo = np.where(self.om > 0, -np.expm1(n * self.la) / np.where(self.om > 0, self.om,
-                                                                           1.0), n)
+        geo = geometric_sum(n, self.la)
         gain = np.where(finite, np.maximum((self.u * geo - price * self.cost) / n, 0.0), 0.0)
         rate = np.where(finite, self.cost / n, 0.0)
         return float(gain.sum()), float(rate.sum()), cyc

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scrapy_whittle.dynamics import alpha_u, pages_alpha_u
+
 
 def _as_float_array(name: str, value, n: int | None = None) -> np.ndarray:
     arr = np.asarray(value, dtype=np.float64)
@@ -68,7 +70,7 @@ class SourceParams:
     @property
     def alpha(self) -> np.ndarray:
         """alpha_i = exp(-mu_i T), the fraction of value left after one epoch."""
-        return np.exp(-self.decay * self.period)
+        return alpha_u(0.0, self.decay, self.period)[0]
 
     @property
     def u(self) -> np.ndarray:
@@ -77,10 +79,7 @@ class SourceParams:
         Lambda xi (1 - e^{-mu T}) / mu, written as Lambda xi T * (-expm1(-mu T)) / (mu T)
         so that mu -> 0 gives the limit Lambda xi T without cancellation.
         """
-        mt = self.decay * self.period
-        with np.errstate(invalid="ignore", divide="ignore"):
-            factor = np.where(mt > 0, -np.expm1(-mt) / np.where(mt > 0, mt, 1.0), 1.0)
-        return self.rate * self.mean_utility * self.period * factor
+        return alpha_u(self.rate * self.mean_utility, self.decay, self.period)[1]
 
     def subset(self, idx) -> SourceParams:
         return SourceParams(self.rate[idx], self.mean_utility[idx], self.decay[idx], self.period)
@@ -148,8 +147,8 @@ class Problem:
         alpha = exp(-lambda), u = m (1 - exp(-lambda))."""
         lam = _as_float_array("change_rate", change_rate)
         m = _as_float_array("importance", importance, lam.shape[0])
-        return cls(n=lam.shape[0], cost=cost, alpha=np.exp(-lam), u=m * -np.expm1(-lam),
-                   **kwargs)
+        alpha, u = pages_alpha_u(lam, m)
+        return cls(n=lam.shape[0], cost=cost, alpha=alpha, u=u, **kwargs)
 
     def without_parameters(self) -> Problem:
         """The same problem as a learner sees it: the true parameters removed."""

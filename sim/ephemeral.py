@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_whittle.dynamics import decayed_integral, geometric_sum
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.problem import Problem, SourceParams
 
@@ -69,21 +70,6 @@ def check_action(action, n: int, cost: np.ndarray, budget: float) -> np.ndarray:
     if total > budget + 1e-9:
         raise ValueError(f"total crawl cost {total:g} exceeds the budget {budget:g}")
     return ids
-
-
-def geometric_sum(k: np.ndarray, log_alpha: np.ndarray) -> np.ndarray:
-    """(1 - alpha^k) / (1 - alpha), stable for alpha -> 1 (= k) and alpha = 0 (= 1 for k >= 1)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        den = -np.expm1(log_alpha)
-        g = -np.expm1(k * log_alpha) / np.where(den > 0, den, 1.0)
-    return np.where(den > 0, g, k)
-
-
-def decayed_integral(s: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """int_0^s exp(-mu a) da = (1 - exp(-mu s)) / mu, = s at mu = 0."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = -np.expm1(-mu * s) / np.where(mu > 0, mu, 1.0)
-    return np.where(mu > 0, v, s)
 
 
 def newest_ages(n: np.ndarray, keep: np.ndarray, rng: np.random.Generator):

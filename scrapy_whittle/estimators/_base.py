@@ -1,8 +1,8 @@
 """Shared plumbing of the online estimators: per-source arrays that grow and persist.
 
 Every estimator is vectorised over N sources. A subclass lists its per-source arrays in
-``per_source`` (name -> fill value for a new source; priors are filled by ``_fill_prior``)
-and its trailing shape in ``trailing`` when an array is 2-D (N x B).
+``per_source`` (name -> fill value or :class:`~scrapy_whittle.columns.Col`; priors are
+filled by ``_fill_prior``).
 
 Garbage in (the one policy every estimator follows): data values that are not finite, are
 negative where they must not be, have a zero or negative exposure/interval, or lie in the
@@ -14,9 +14,11 @@ errors: mismatched shapes, source ids out of range, invalid constructor argument
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
+
+from scrapy_whittle.columns import PerSourceArrays
 
 
 def as_sources(sources, n: int) -> np.ndarray:
@@ -56,44 +58,38 @@ def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return c[offsets[1:]] - c[offsets[:-1]]
 
 
-class VectorEstimator:
-    """Base class: per-source state arrays, ``grow``, ``state_dict`` / ``load_state_dict``."""
-
-    per_source: ClassVar[dict[str, float]] = {}
-    trailing: ClassVar[dict[str, int]] = {}     # name -> B for (N, B) arrays
+class VectorEstimator(PerSourceArrays):
+    """Base class: per-source state arrays (``per_source``, see
+    :mod:`scrapy_whittle.columns`), ``grow``, ``state_dict`` / ``load_state_dict``."""
 
     def __init__(self, n: int = 0) -> None:
         if int(n) < 0:
             raise ValueError(f"n ({n!r}) must be >= 0")
-        for name, fill in self.per_source.items():
-            shape = (0, self.trailing[name]) if name in self.trailing else (0,)
-            setattr(self, name, np.full(shape, fill, dtype=np.float64))
-        self._n = 0
+        self._init_arrays(0)
         self.grow(int(n))
 
     @property
     def n(self) -> int:
-        return self._n
+        return self.n_rows
 
     def grow(self, n_new: int, **prior: Any) -> None:
         """Add ``n_new`` sources (ids n .. n + n_new - 1), with optional prior overrides."""
         if n_new <= 0:
             return
-        for name, fill in self.per_source.items():
-            old = getattr(self, name)
-            new = np.full((n_new, *old.shape[1:]), fill, dtype=np.float64)
-            setattr(self, name, np.concatenate([old, new]))
-        ids = np.arange(self._n, self._n + n_new)
-        self._n += n_new
+        ids = self.grow_arrays(int(n_new))
         self._fill_prior(ids, **prior)
 
     def _fill_prior(self, ids: np.ndarray, **prior: Any) -> None:
         """Set the prior arrays of new sources ``ids`` (subclasses)."""
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"estimator": type(self).__name__, "n": self._n}
-        for name in self.per_source:
-            state[name] = getattr(self, name).copy()
+        state: dict[str, Any] = {"estimator": type(self).__name__, "n": self.n}
+        for name, col in self._cols.items():
+            if col.persist:
+                state[name] = getattr(self, name).copy()
+        blocks = self.export_blocks(np.arange(self.n))
+        if blocks:
+            state["blocks"] = blocks
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -101,14 +97,13 @@ class VectorEstimator:
             raise ValueError(f"state of {state.get('estimator')!r} cannot be loaded into "
                              f"{type(self).__name__}")
         n = int(state["n"])
-        if n > self._n:
-            self.grow(n - self._n)
-        for name in self.per_source:
-            getattr(self, name)[:n] = np.asarray(state[name], dtype=np.float64)
-        self._after_load()
-
-    def _after_load(self) -> None:
-        """Hook: invalidate caches after a restore."""
+        if n > self.n:
+            self.grow(n - self.n)
+        for name, col in self._cols.items():
+            if col.persist and name in state:
+                getattr(self, name)[:n] = np.asarray(state[name], dtype=col.dtype)
+        self.import_blocks(state.get("blocks", {}))
+        self._after_import()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={self._n})"
+        return f"{type(self).__name__}(n={self.n})"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scrapy_whittle.columns import Col
 from scrapy_whittle.estimators._base import (
     VectorEstimator,
     as_column,
@@ -58,8 +59,8 @@ class ChangeRateEstimator(VectorEstimator):
     min_interval, max_interval, bins_per_decade: the grid of interval bins.
     """
 
-    per_source = {"ccount": 0.0, "ctime": 0.0, "unchanged": 0.0, "visits": 0.0,
-                  "total_time": 0.0, "lam0": 0.0, "pw": 0.0, "lam": 0.0, "dirty": 1.0}
+    per_source = {"unchanged": 0.0, "visits": 0.0, "total_time": 0.0, "lam0": 0.0, "pw": 0.0,
+                  "lam": Col(0.0, persist=False), "dirty": Col(True, persist=False)}
 
     def __init__(self, n: int = 0, *, prior_rate=None, prior_weight: float = 1.0,
                  prior_interval: float = 1.0, regularise: float = 0.5,
@@ -82,9 +83,13 @@ class ChangeRateEstimator(VectorEstimator):
         decades = np.log10(self.max_interval / self.min_interval)
         self._log_edges = np.linspace(np.log(self.min_interval), np.log(self.max_interval),
                                       int(np.ceil(decades * self.bins_per_decade)) + 1)
-        nb = self._log_edges.shape[0] - 1
-        self.trailing = {"ccount": nb, "ctime": nb}
+        self.n_bins = self._log_edges.shape[0] - 1
         super().__init__(n)
+
+    def _columns(self) -> dict[str, Col]:
+        width = self.n_bins
+        return {"ccount": Col(0.0, width=width), "ctime": Col(0.0, width=width),
+                **super()._columns()}
 
     def _fill_prior(self, ids, prior_rate=None, prior_weight=None) -> None:
         rate = self.prior_rate if prior_rate is None else prior_rate
@@ -94,7 +99,7 @@ class ChangeRateEstimator(VectorEstimator):
         else:
             self.lam0[ids] = per_source_prior("prior_rate", rate, ids, positive=False)
             self.pw[ids] = self.prior_weight if prior_weight is None else float(prior_weight)
-        self.dirty[ids] = 1.0
+        self.dirty[ids] = True
 
     def set_prior(self, sources, rate, weight: float | None = None) -> None:
         self._fill_prior(as_sources(sources, self.n), rate, weight)
@@ -108,13 +113,13 @@ class ChangeRateEstimator(VectorEstimator):
         ok = np.isfinite(iv) & (iv > 0)
         i, iv, ch = ids[ok], iv[ok], ch[ok]
         b = np.clip(np.searchsorted(self._log_edges, np.log(iv), side="right") - 1,
-                    0, self.trailing["ccount"] - 1)
+                    0, self.n_bins - 1)
         np.add.at(self.ccount, (i[ch], b[ch]), 1.0)
         np.add.at(self.ctime, (i[ch], b[ch]), iv[ch])
         np.add.at(self.unchanged, i[~ch], iv[~ch])
         np.add.at(self.visits, i, 1.0)
         np.add.at(self.total_time, i, iv)
-        self.dirty[i] = 1.0
+        self.dirty[i] = True
         return ok
 
     # -- estimates ------------------------------------------------------------------------
@@ -167,10 +172,10 @@ class ChangeRateEstimator(VectorEstimator):
         lam = np.exp(th)
         lam = np.where(finite, lam, np.where(has_change, np.exp(hi), 0.0))
         self.lam[rows] = lam
-        self.dirty[rows] = 0.0
+        self.dirty[rows] = False
 
     def mean(self) -> np.ndarray:
-        rows = np.flatnonzero(self.dirty > 0)
+        rows = np.flatnonzero(self.dirty)
         if rows.size:
             self._solve(rows)
         return self.lam.copy()
@@ -190,5 +195,5 @@ class ChangeRateEstimator(VectorEstimator):
             fi = fi + np.where(pc > 0, pc * i0**2 * np.exp(-l0) / (-np.expm1(-l0)) ** 2, 0.0)
             return np.where(fi > 0, 1.0 / np.sqrt(fi), np.inf)
 
-    def _after_load(self) -> None:
-        self.dirty[:] = 1.0
+    def _after_import(self) -> None:
+        self.dirty[:] = True

@@ -44,6 +44,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from scrapy_whittle.columns import Col, PerSourceArrays, SparseRows
 from scrapy_whittle.estimators._base import (
     VectorEstimator,
     as_column,
@@ -63,18 +64,37 @@ def prior_from_categories(categories, half_lives: Mapping, default: float) -> np
     return np.array([float(half_lives.get(c, default)) for c in categories], dtype=np.float64)
 
 
+class _SpanStats(PerSourceArrays):
+    """Sufficient statistics of the ``update_span`` evidence on the mu grid (G points), for
+    the sources that have such evidence only (count-only sources of the simulator): the sums
+    of log(R / s), its square, and per grid point of log g(mu s), its square and the product."""
+
+    def __init__(self, grid_size: int) -> None:
+        self.grid_size = grid_size
+        self._init_arrays(0)
+
+    def _columns(self) -> dict[str, Col]:
+        g = self.grid_size
+        return {"gn": Col(0.0), "gly": Col(0.0), "gly2": Col(0.0),
+                "glg": Col(0.0, width=g), "glg2": Col(0.0, width=g), "glyg": Col(0.0, width=g),
+                "scale": Col(np.nan, persist=False)}           # A_hat at the last fit
+
+
 class DecayEstimator(VectorEstimator):
     """Decay rate mu_i of each source (per unit of time).
 
     prior_half_life: prior half-life (same unit of time): scalar, array or callable(ids).
     prior_weight: pseudo-observations the prior is worth (w0).
     min_half_life, max_half_life: bounds the estimate is kept within.
+
+    Per source: the prior mu_0 and ten least-squares sums (88 bytes), a one-byte "refit"
+    flag and the cached estimate; the grid sums of ``update_span`` evidence (3 x G + 3
+    numbers) only for the sources that have such evidence.
     """
 
-    per_source = {"mu0": 0.0, "w0": 0.0, "sxx": 0.0, "sxy": 0.0, "syy": 0.0, "nobs": 0.0,
+    per_source = {"mu0": 0.0, "sxx": 0.0, "sxy": 0.0, "syy": 0.0, "nobs": 0.0,
                   "s0": 0.0, "s1": 0.0, "s2": 0.0, "t0": 0.0, "t1": 0.0, "t2": 0.0,
-                  "gn": 0.0, "gly": 0.0, "gly2": 0.0, "glg": 0.0, "glg2": 0.0, "glyg": 0.0,
-                  "dirty": 1.0, "c_mu": 0.0, "c_info": 0.0, "c_scale": np.nan}
+                  "dirty": Col(True, persist=False), "c_mu": Col(0.0, persist=False)}
 
     def __init__(self, n: int = 0, *, prior_half_life=24.0, prior_weight: float = 1.0,
                  min_half_life: float = 1e-3, max_half_life: float = 1e6,
@@ -94,21 +114,27 @@ class DecayEstimator(VectorEstimator):
         decades = np.log10(self.max_half_life / self.min_half_life)
         self._grid = np.geomspace(LN2 / self.max_half_life, LN2 / self.min_half_life,
                                   int(np.ceil(decades * self.grid_per_decade)) + 1)
-        g = self._grid.shape[0]
-        self.trailing = {"glg": g, "glg2": g, "glyg": g}
+        self.span = _SpanStats(self._grid.shape[0])
+        self.span_rows = SparseRows(lambda ids: self.span.grow_arrays(ids.shape[0]))
         super().__init__(n)
 
-    def _fill_prior(self, ids, prior_half_life=None, prior_weight=None) -> None:
+    def grow(self, n_new: int, **prior) -> None:
+        super().grow(n_new, **prior)
+        self.span_rows.grow(max(int(n_new), 0))
+
+    def _sparse_children(self):
+        return {"span": (self.span_rows, self.span)}
+
+    def _fill_prior(self, ids, prior_half_life=None) -> None:
         h = per_source_prior("prior_half_life", self.prior_half_life if prior_half_life is None
                              else prior_half_life, ids)
         h = np.clip(h, self.min_half_life, self.max_half_life)
         self.mu0[ids] = LN2 / h
-        self.w0[ids] = self.prior_weight if prior_weight is None else float(prior_weight)
-        self.dirty[ids] = 1.0
+        self.dirty[ids] = True
 
-    def set_prior(self, sources, half_life, weight: float | None = None) -> None:
+    def set_prior(self, sources, half_life) -> None:
         """Replace the prior of ``sources`` (e.g. from their category)."""
-        self._fill_prior(as_sources(sources, self.n), half_life, weight)
+        self._fill_prior(as_sources(sources, self.n), half_life)
 
     # -- evidence -------------------------------------------------------------------------
     def update(self, sources, value, age, base_value=None, weight=None) -> np.ndarray:
@@ -132,7 +158,7 @@ class DecayEstimator(VectorEstimator):
                              (self.t0, ww * y), (self.t1, ww * aa * y), (self.t2, ww * y * y)):
                 np.add.at(arr, i, val)
             np.add.at(self.nobs, i, 1.0)
-            self.dirty[i] = 1.0
+            self.dirty[i] = True
         return ok
 
     def report(self, source: int, value_at_capture: float, age: float,
@@ -172,7 +198,7 @@ class DecayEstimator(VectorEstimator):
         self.sxy[source] += weight * np.dot(ac, yc)
         self.syy[source] += weight * np.dot(yc, yc)
         self.nobs[source] += a.shape[0] - 1
-        self.dirty[source] = 1.0
+        self.dirty[source] = True
         return True
 
     def update_batch(self, sources, captured, offsets, ages, base_values) -> np.ndarray:
@@ -227,13 +253,14 @@ class DecayEstimator(VectorEstimator):
         i, ly = ids[ok], np.log(r[ok] / sp[ok])
         z = self._grid[None, :] * sp[ok][:, None]
         lg = np.log(-np.expm1(-z) / z)
-        np.add.at(self.gn, i, 1.0)
-        np.add.at(self.gly, i, ly)
-        np.add.at(self.gly2, i, ly * ly)
-        np.add.at(self.glg, i, lg)
-        np.add.at(self.glg2, i, lg * lg)
-        np.add.at(self.glyg, i, ly[:, None] * lg)
-        self.dirty[i] = 1.0
+        rows, b = self.span_rows.rows(i, create=True), self.span
+        np.add.at(b.gn, rows, 1.0)
+        np.add.at(b.gly, rows, ly)
+        np.add.at(b.gly2, rows, ly * ly)
+        np.add.at(b.glg, rows, lg)
+        np.add.at(b.glg2, rows, lg * lg)
+        np.add.at(b.glyg, rows, ly[:, None] * lg)
+        self.dirty[i] = True
         return ok
 
     def _add_origin(self, ids, a, y, w) -> None:
@@ -241,7 +268,7 @@ class DecayEstimator(VectorEstimator):
         np.add.at(self.sxy, ids, w * a * y)
         np.add.at(self.syy, ids, w * y * y)
         np.add.at(self.nobs, ids, 1.0)
-        self.dirty[ids] = 1.0
+        self.dirty[ids] = True
 
     # -- estimates ------------------------------------------------------------------------
     def _sums(self, rows):
@@ -254,9 +281,9 @@ class DecayEstimator(VectorEstimator):
         cyy = np.maximum(self.t2[rows] - t0 * t0 * inv, 0.0)
         return self.sxx[rows] + cxx, self.sxy[rows] + cxy, self.syy[rows] + cyy
 
-    def _prior(self, rows) -> np.ndarray:
+    def _prior(self, rows) -> float:
         """Curvature of the log-space prior, in units of the residual variance sigma_0^2."""
-        return self.w0[rows] * LN2 * LN2 / SIGMA0_SQ
+        return self.prior_weight * LN2 * LN2 / SIGMA0_SQ
 
     def _bounds(self) -> tuple[float, float]:
         return LN2 / self.max_half_life, LN2 / self.min_half_life
@@ -293,13 +320,14 @@ class DecayEstimator(VectorEstimator):
         """(mu, data residual sum of squares, curvature of the data part in mu, grid position)
         of sources ``rows``, all with span evidence (the other arguments are over ``rows``)."""
         grid = self._grid
-        gn = self.gn[rows][:, None]
-        sse = (self.gly2[rows][:, None] - 2 * self.glyg[rows] + self.glg2[rows]
-               - (self.gly[rows][:, None] - self.glg[rows]) ** 2 / gn)
+        b, br = self.span, self.span_rows.rows(rows)
+        gn = b.gn[br][:, None]
+        sse = (b.gly2[br][:, None] - 2 * b.glyg[br] + b.glg2[br]
+               - (b.gly[br][:, None] - b.glg[br]) ** 2 / gn)
         data = (syy[:, None] - 2 * grid * sxy[:, None] + grid * grid * sxx[:, None]
                 + np.maximum(sse, 0.0))
         th0 = np.log(self.mu0[rows])[:, None]
-        q = data / sigma2[:, None] + self._prior(rows)[:, None] * (np.log(grid) - th0) ** 2
+        q = data / sigma2[:, None] + self._prior(rows) * (np.log(grid) - th0) ** 2
         j = np.clip(np.argmin(q, axis=1), 1, grid.shape[0] - 2)
         r = np.arange(rows.shape[0])
         q0, q1, q2 = q[r, j - 1], q[r, j], q[r, j + 1]
@@ -313,19 +341,20 @@ class DecayEstimator(VectorEstimator):
         curv = np.maximum(d0 - 2 * d1 + d2, 0.0) / (step * mu) ** 2    # d2(data)/dmu2
         return mu, np.maximum(d1, 0.0), curv, pos
 
-    def _refresh(self) -> None:
-        """Refit the sources whose evidence changed since the last fit.
+    def _fit(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mu_hat, curvature of the objective at it) of sources ``rows``; the span scale
+        A_hat of the rows with span evidence is stored in their block.
 
         A few passes: the first with sigma^2 = sigma_0^2, the next with the residual variance
         of the previous, so that consistent (e.g. noise-free) evidence outweighs the prior."""
-        rows = np.flatnonzero(self.dirty > 0)
-        if rows.size == 0:
-            return
         sxx, sxy, syy = self._sums(rows)
-        span = self.gn[rows] > 0
+        has_span = self.span_rows.has(rows)
+        span_count = np.zeros(rows.shape[0])
+        span_count[has_span] = self.span.gn[self.span_rows.rows(rows[has_span])]
+        span = span_count > 0
         sr = rows[span]
         dof = (1.0 + np.maximum(self.nobs[rows] - (self.s0[rows] > 0), 0.0)
-               + np.maximum(self.gn[rows] - 1, 0.0))
+               + np.maximum(span_count - 1, 0.0))
         sigma2 = np.full(rows.shape[0], SIGMA0_SQ)
         mu = np.zeros(rows.shape[0])
         info = np.zeros(rows.shape[0])
@@ -349,19 +378,26 @@ class DecayEstimator(VectorEstimator):
             if act.size == 0:
                 break
         mu = np.clip(mu, *self._bounds())
-        self.c_mu[rows] = mu
-        self.c_info[rows] = 0.5 * info / sigma2 + self._prior(rows) / mu**2
-        self.c_scale[rows] = np.nan
+        info = 0.5 * info / sigma2 + self._prior(rows) / mu**2
         if sr.size:
+            b, br = self.span, self.span_rows.rows(sr)
             pos = pos[span]
             lo = np.clip(np.floor(pos).astype(np.int64), 0, self._grid.shape[0] - 2)
             f = pos - lo
             r = np.arange(sr.shape[0])
-            base = self.gly[sr] / self.gn[sr]
-            v0 = base - self.glg[sr][r, lo] / self.gn[sr]
-            v1 = base - self.glg[sr][r, lo + 1] / self.gn[sr]
-            self.c_scale[sr] = np.exp((1 - f) * v0 + f * v1)
-        self.dirty[rows] = 0.0
+            base = b.gly[br] / b.gn[br]
+            v0 = base - b.glg[br][r, lo] / b.gn[br]
+            v1 = base - b.glg[br][r, lo + 1] / b.gn[br]
+            b.scale[br] = np.exp((1 - f) * v0 + f * v1)
+        return mu, info
+
+    def _refresh(self) -> None:
+        """Refit the sources whose evidence changed since the last fit."""
+        rows = np.flatnonzero(self.dirty)
+        if rows.size == 0:
+            return
+        self.c_mu[rows], _ = self._fit(rows)
+        self.dirty[rows] = False
 
     def mean(self) -> np.ndarray:
         self._refresh()
@@ -372,15 +408,18 @@ class DecayEstimator(VectorEstimator):
     def span_scale(self) -> np.ndarray:
         """A_hat = (Lambda xi_bar)_hat from ``update_span`` evidence (NaN without any)."""
         self._refresh()
-        return self.c_scale.copy()
+        out = np.full(self.n, np.nan)
+        has = self.span_rows.has()
+        out[has] = self.span.scale[self.span_rows.row[has]]
+        return out
 
     def half_life(self) -> np.ndarray:
         return LN2 / self.mean()
 
     def std(self) -> np.ndarray:
         """Standard error of mu_hat: the inverse square root of the objective's curvature."""
-        self._refresh()
-        return 1.0 / np.sqrt(self.c_info)
+        _, info = self._fit(np.arange(self.n))
+        return 1.0 / np.sqrt(info)
 
-    def _after_load(self) -> None:
-        self.dirty[:] = 1.0
+    def _after_import(self) -> None:
+        self.dirty[:] = True

@@ -27,6 +27,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from scrapy_whittle.columns import Col
 from scrapy_whittle.estimators._base import (
     VectorEstimator,
     as_column,
@@ -43,8 +44,9 @@ class RateEstimator(VectorEstimator):
     future_tolerance: clock skew allowed between a publication time and the crawl time.
     """
 
-    per_source = {"shape": 0.0, "rate": 0.0, "last_time": np.nan, "missed": 0.0,
-                  "entries": 0.0, "exposure": 0.0}
+    per_source = {"shape": 0.0, "rate": 0.0, "last_time": np.nan,
+                  "missed": Col(0.0, np.float32),        # entries lost to full windows (stats)
+                  "updates": Col(0, np.uint32)}          # accepted updates (0: nothing learnt)
 
     def __init__(self, n: int = 0, *, prior_rate=1.0, prior_exposure: float = 1.0,
                  future_tolerance: float = 0.0) -> None:
@@ -77,8 +79,7 @@ class RateEstimator(VectorEstimator):
         ok = np.isfinite(c) & (c >= 0) & np.isfinite(e) & (e > 0)
         np.add.at(self.shape, ids[ok], c[ok])
         np.add.at(self.rate, ids[ok], e[ok])
-        np.add.at(self.entries, ids[ok], c[ok])
-        np.add.at(self.exposure, ids[ok], e[ok])
+        np.add.at(self.updates, ids[ok], 1)
         return ok
 
     def observe_crawls(self, sources, times, offsets, published, window_full=None,

@@ -33,7 +33,7 @@ class ValueEstimator(VectorEstimator):
     prior_cv: prior coefficient of variation of single values (for the uncertainty only).
     """
 
-    per_source = {"m0": 0.0, "w0": 0.0, "count": 0.0, "total": 0.0, "total_sq": 0.0}
+    per_source = {"m0": 0.0, "count": 0.0, "total": 0.0, "total_sq": 0.0}
 
     def __init__(self, n: int = 0, *, prior_mean=1.0, prior_weight: float = 2.0,
                  prior_cv: float = 1.0) -> None:
@@ -46,13 +46,12 @@ class ValueEstimator(VectorEstimator):
         self.prior_cv = float(prior_cv)
         super().__init__(n)
 
-    def _fill_prior(self, ids, prior_mean=None, prior_weight=None) -> None:
+    def _fill_prior(self, ids, prior_mean=None) -> None:
         self.m0[ids] = per_source_prior(
             "prior_mean", self.prior_mean if prior_mean is None else prior_mean, ids)
-        self.w0[ids] = self.prior_weight if prior_weight is None else float(prior_weight)
 
-    def set_prior(self, sources, mean, weight: float | None = None) -> None:
-        self._fill_prior(as_sources(sources, self.n), mean, weight)
+    def set_prior(self, sources, mean) -> None:
+        self._fill_prior(as_sources(sources, self.n), mean)
 
     def update(self, sources, values, weight=None) -> np.ndarray:
         """Add observed values (NaN = unknown, skipped; negative or inf rejected).
@@ -70,13 +69,15 @@ class ValueEstimator(VectorEstimator):
         return bool(self.update([source], [value], [weight])[0])
 
     def mean(self) -> np.ndarray:
-        return (self.w0 * self.m0 + self.total) / (self.w0 + self.count)
+        w0 = self.prior_weight
+        return (w0 * self.m0 + self.total) / (w0 + self.count)
 
     get = mean
 
     def std(self) -> np.ndarray:
         m = self.mean()
         dev = np.maximum(self.total_sq - 2 * m * self.total + m * m * self.count, 0.0)
-        prior_dev = self.w0 * ((self.prior_cv * self.m0) ** 2 + (self.m0 - m) ** 2)
-        s2 = (prior_dev + dev) / (self.w0 + self.count)
-        return np.sqrt(s2 / (self.w0 + self.count))
+        w0 = self.prior_weight
+        prior_dev = w0 * ((self.prior_cv * self.m0) ** 2 + (self.m0 - m) ** 2)
+        s2 = (prior_dev + dev) / (w0 + self.count)
+        return np.sqrt(s2 / (w0 + self.count))

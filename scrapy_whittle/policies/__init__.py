@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.policies.base import BasePolicy, Policy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 
 # name -> "module:Class" (relative to scrapy_whittle.policies)
@@ -31,7 +31,7 @@ POLICIES: dict[str, str] = {
 }
 
 
-def policy_class(name: str) -> type[BasePolicy]:
+def policy_class(name: str) -> type[Policy]:
     try:
         target = POLICIES[name]
     except KeyError:
@@ -55,4 +55,4 @@ def make_policy(name: str, problem: Problem, rng: np.random.Generator | int | No
     return policy_class(name)(problem, rng=rng, **options)
 
 
-__all__ = ["POLICIES", "BasePolicy", "Policy", "make_policy", "policy_class"]
+__all__ = ["POLICIES", "Policy", "make_policy", "policy_class"]

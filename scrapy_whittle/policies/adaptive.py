@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_whittle.columns import Col, SparseRows
+from scrapy_whittle.dynamics import alpha_u, expected_state, pages_alpha_u
 from scrapy_whittle.estimators import (
     ChangeRateEstimator,
     DecayEstimator,
@@ -48,11 +50,11 @@ from scrapy_whittle.estimators import (
 from scrapy_whittle.estimators._base import segment_sum
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
 
-UNKNOWN, EPHEMERAL, PAGE, COUNTS = 0.0, 1.0, 2.0, 3.0
+UNKNOWN, EPHEMERAL, PAGE, COUNTS = 0, 1, 2, 3
 MODELS = ("auto", "ephemeral", "pages")
 
 
@@ -65,7 +67,15 @@ def _rows(off: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return new_off, idx
 
 
-class AdaptiveWhittlePolicy(BasePolicy):
+def _prior_at(value, ids: np.ndarray):
+    """A prior given as a scalar, an array over all sources or ``callable(ids)``, for ``ids``."""
+    if callable(value):
+        return value(ids)
+    arr = np.asarray(value, dtype=np.float64)
+    return arr if arr.ndim == 0 else arr[ids]
+
+
+class AdaptiveWhittlePolicy(Policy):
     """Whittle index at online estimates (``"adaptive-whittle"``).
 
     prior_rate: prior arrival rate of entries (ephemeral) and change rate (pages), per unit of
@@ -85,7 +95,7 @@ class AdaptiveWhittlePolicy(BasePolicy):
     name = "adaptive-whittle"
     needs_parameters = False
     per_source = {"last_epoch": np.nan, "last_time": np.nan, "added_epoch": np.nan,
-                  "kind": UNKNOWN}
+                  "kind": Col(UNKNOWN, np.uint8)}
     scalar_state = ("missed_total", "last_missed")
 
     def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
@@ -108,13 +118,37 @@ class AdaptiveWhittlePolicy(BasePolicy):
         self.decay = DecayEstimator(n, prior_half_life=self.prior_half_life,
                                     prior_weight=self.prior_weight,
                                     min_half_life=1e-3 * period, max_half_life=1e6 * period)
-        # pages: intervals in epochs, rates per epoch
-        self.changes = ChangeRateEstimator(n, prior_rate=self._per_epoch(self.prior_rate),
+        # pages (intervals in epochs, rates per epoch), only for the sources seen as pages:
+        # row page_rows.row[i] of both estimators belongs to source i
+        self.changes = ChangeRateEstimator(0, prior_rate=self._per_epoch(self.prior_rate),
                                            prior_weight=self.prior_weight)
-        self.importance = ValueEstimator(n, prior_mean=self.weights,
-                                         prior_weight=self.prior_weight)
+        self.importance = ValueEstimator(0, prior_mean=1.0, prior_weight=self.prior_weight)
+        self.page_rows = SparseRows(self._allocate_pages)
+        self.page_rows.grow(n)
+        if model == "pages":
+            self.page_rows.rows(np.arange(n), create=True)
         self.missed_total = 0.0
         self.last_missed = 0.0
+
+    def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
+        start = self.changes.n
+        self.changes.grow(ids.shape[0], prior_rate=_prior_at(self._per_epoch(self.prior_rate),
+                                                              ids))
+        self.importance.grow(ids.shape[0], prior_mean=self.values.m0[ids])
+        return np.arange(start, start + ids.shape[0])
+
+    def _row_children(self):
+        return {"rates": self.rates, "values": self.values, "decay": self.decay}
+
+    def _sparse_children(self):
+        return {"changes": (self.page_rows, self.changes),
+                "importance": (self.page_rows, self.importance)}
+
+    def rate_estimator(self) -> RateEstimator:
+        return self.rates
+
+    def set_prior_half_life(self, ids, half_life) -> None:
+        self.decay.set_prior(ids, half_life)
 
     def _per_epoch(self, rate):
         period = float(self.problem.period)
@@ -122,48 +156,43 @@ class AdaptiveWhittlePolicy(BasePolicy):
             return lambda ids: np.asarray(rate(ids), dtype=np.float64) * period
         return np.asarray(rate, dtype=np.float64) * period
 
-    @property
-    def _estimators(self) -> dict[str, Any]:
-        return {"rates": self.rates, "values": self.values, "decay": self.decay,
-                "changes": self.changes, "importance": self.importance}
-
     # -- the index --------------------------------------------------------------------------
     def parameters(self) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, u) of every source at the current estimates."""
-        period = float(self.problem.period)
-        mt = self.decay.mean() * period
-        alpha_e = np.exp(-mt)
-        factor = np.where(mt > 0, -np.expm1(-mt) / np.where(mt > 0, mt, 1.0), 1.0)
         scale = self.rates.mean() * self.values.mean()          # Lambda xi
-        span_scale = self.decay.span_scale()
-        scale = np.where((self.kind == COUNTS) & np.isfinite(span_scale), span_scale, scale)
-        u_e = scale * period * factor
-        lam = self.changes.mean()
-        alpha_p = np.exp(-lam)
-        u_p = self.importance.mean() * -np.expm1(-lam)
+        counts = self.kind == COUNTS
+        if counts.any():
+            span_scale = self.decay.span_scale()
+            scale = np.where(counts & np.isfinite(span_scale), span_scale, scale)
+        alpha, u = alpha_u(scale, self.decay.mean(), float(self.problem.period))
         page = (self.kind == PAGE) | ((self.kind == UNKNOWN) & (self.model == "pages"))
-        return np.where(page, alpha_p, alpha_e), np.where(page, u_p, u_e)
+        if page.any():
+            ids = np.flatnonzero(page)
+            rows = self.page_rows.rows(ids)
+            alpha[ids], u[ids] = pages_alpha_u(self.changes.mean()[rows],
+                                               self.importance.mean()[rows])
+        return alpha, u
 
     def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
         alpha, u = self.parameters()
         never = ~self.explored()
-        k = np.where(never, 0.0, epoch - self.last_epoch)
-        k = np.maximum(k, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            la = np.log(alpha)
-            geo = np.where(la < 0, np.expm1(k * la) / np.expm1(la), k)
-        geo = np.where(np.isfinite(geo), geo, k)
+        k = np.maximum(np.where(never, 0.0, epoch - self.last_epoch), 0.0)
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
-        x = np.where(never, u * waited, u * geo)
+        x = np.where(never, u * waited, expected_state(0.0, alpha, u, k))
         return x, alpha, u
 
     def explored(self) -> np.ndarray:
-        """bool[N]: some crawl of the source taught something (an exposure of the rate
+        """bool[N]: some crawl of the source taught something (an update of the rate
         estimator or a visit of the change-rate one). A crawl of an empty feed at the very
         start, say, does not: the source keeps its optimistic priority."""
-        return (self.rates.exposure > 0) | (self.changes.visits > 0)
+        out = self.rates.updates > 0
+        pages = self.page_rows.has()
+        if pages.any():
+            ids = np.flatnonzero(pages)
+            out[ids] |= self.changes.visits[self.page_rows.rows(ids)] > 0
+        return out
 
     def priority(self, epoch: int) -> np.ndarray:
         x, alpha, u = self.expected_state(epoch)
@@ -171,9 +200,9 @@ class AdaptiveWhittlePolicy(BasePolicy):
         gamma = IndexTable(alpha, u, cost).index(x)
         return np.where(self.explored(), gamma, x / cost)
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
-        return select_top(self.priority(epoch), self.problem.cost, budget)
+        return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:
@@ -210,9 +239,10 @@ class AdaptiveWhittlePolicy(BasePolicy):
                 self.kind[src] = PAGE
             else:
                 new = obs.new_items[sel]
-                seen = self.importance.count[src] > 0
-                m_prev = self.importance.total[src] / np.where(seen, self.importance.count[src],
-                                                               1.0)
+                rows = self.page_rows.rows(src)
+                seen = self.importance.count[rows] > 0
+                m_prev = self.importance.total[rows] / np.where(
+                    seen, self.importance.count[rows], 1.0)
                 varies = seen & (new > 0) & (np.abs(reward - m_prev)
                                              > 1e-9 * np.maximum(1.0, m_prev))
                 counts = ((self.kind[src] == COUNTS) | (self.model == "ephemeral")
@@ -257,8 +287,9 @@ class AdaptiveWhittlePolicy(BasePolicy):
 
     def _observe_changes(self, obs, sel, src, t, reward) -> None:
         changed = (obs.new_items[sel] > 0)
-        self.changes.update(src, self._since(obs, src, t), changed)
-        self.importance.update(src[changed], reward[changed])
+        rows = self.page_rows.rows(src, create=True)
+        self.changes.update(rows, self._since(obs, src, t), changed)
+        self.importance.update(rows[changed], reward[changed])
 
     def _observe_counts(self, obs, sel, src, t, reward) -> None:
         span = self._since(obs, src, t) * float(self.problem.period)
@@ -267,20 +298,35 @@ class AdaptiveWhittlePolicy(BasePolicy):
 
     # -- outputs for the Scrapy glue --------------------------------------------------------
     def estimates(self) -> dict[str, np.ndarray]:
-        """Current estimates and their standard errors, arrays over sources."""
+        """Current estimates and their standard errors, arrays over sources (a page's change
+        rate and importance: their prior where the source was never seen as a page)."""
         alpha, u = self.parameters()
         lo, hi = self.rates.interval(0.9)
+        period = float(self.problem.period)
+        change, change_std = np.full(self.n, np.nan), np.full(self.n, np.nan)
+        importance, importance_std = self.values.m0.copy(), np.full(self.n, np.nan)
+        ids = np.flatnonzero(self.page_rows.has())
+        if ids.size:
+            rows = self.page_rows.rows(ids)
+            change[ids] = self.changes.mean()[rows] / period
+            change_std[ids] = self.changes.std()[rows] / period
+            importance[ids] = self.importance.mean()[rows]
+            importance_std[ids] = self.importance.std()[rows]
         return {
             "rate": self.rates.mean(), "rate_std": self.rates.std(),
             "rate_lo90": lo, "rate_hi90": hi,
             "mean_utility": self.values.mean(), "mean_utility_std": self.values.std(),
             "decay": self.decay.mean(), "decay_std": self.decay.std(),
-            "change_rate": self.changes.mean() / float(self.problem.period),
-            "change_rate_std": self.changes.std() / float(self.problem.period),
-            "importance": self.importance.mean(), "importance_std": self.importance.std(),
+            "change_rate": change, "change_rate_std": change_std,
+            "importance": importance, "importance_std": importance_std,
             "alpha": alpha, "u": u, "kind": self.kind.copy(),
-            "missed": self.rates.missed.copy(),
+            "missed": self.rates.missed.astype(np.float64),
         }
+
+    def summary(self, ids) -> dict[str, np.ndarray]:
+        ids = np.asarray(ids, dtype=np.int64)
+        return {"rate": self.rates.mean()[ids], "half_life": self.decay.half_life()[ids],
+                "value": self.values.mean()[ids]}
 
     def report_value(self, source: int, value_at_capture: float, age: float,
                      base_value: float | None = None) -> bool:
@@ -300,19 +346,14 @@ class AdaptiveWhittlePolicy(BasePolicy):
         super().grow(n_new, cost)
         self.rates.grow(n_new)
         self.decay.grow(n_new)
-        self.changes.grow(n_new)
         self.values.grow(n_new, prior_mean=weights)
-        self.importance.grow(n_new, prior_mean=weights)
+        self.page_rows.grow(n_new)
+        if self.model == "pages":
+            self.page_rows.rows(np.arange(self.n - n_new, self.n), create=True)
 
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state["model"] = self.model
-        for key, est in self._estimators.items():
-            state[key] = est.state_dict()
-        return state
+    def global_state(self) -> dict[str, Any]:
+        return {**super().global_state(), "model": self.model}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
+    def load_global_state(self, state: dict[str, Any]) -> None:
+        super().load_global_state(state)
         self.model = state.get("model", self.model)
-        for key, est in self._estimators.items():
-            est.load_state_dict(state[key])

@@ -1,64 +1,65 @@
-"""The one interface every crawl policy implements.
+"""The one contract every crawl policy implements, and the plumbing they share.
 
 A policy is told the :class:`~scrapy_whittle.problem.Problem` when it is built, then, epoch
 after epoch:
 
-1. ``select(epoch, budget)`` returns the ids of the sources to crawl now, whose total cost
-   (``problem.cost``) is at most ``budget``;
-2. ``observe(obs)`` receives what those crawls (and possibly crawls made at other times, in
-   Scrapy) showed.
+1. ``select(epoch, budget, eligible)`` returns the ids of the sources to crawl now: at most
+   ``budget`` in total cost (``problem.cost``), and only sources that ``eligible`` (a bool
+   mask, None = all) allows; the re-crawl service masks sources that are in flight, backing
+   off, crawled less than their minimum interval ago, or on a saturated host;
+2. ``observe(obs)`` receives what crawls showed (a batch, possibly of several epochs' crawls,
+   never the hidden parameters).
 
-A policy that ranks sources may also expose ``priority(epoch) -> float[N]`` (higher first,
-per unit of cost): the Scrapy scheduler then picks the top sources among those it may fetch
-now (politeness, back-off) instead of calling ``select``.
+Everything else the re-crawl service calls is named here too, with a default where a policy
+may have nothing to say: ``priority`` (the ranking of a ranking policy, None otherwise),
+``grow`` (sources added while a crawl runs), ``set_cost`` (a crawl cost changed, e.g. by a
+robots.txt Crawl-delay), ``report_value`` (feedback on what an entry was worth),
+``rate_estimator`` (the publishing-rate estimates, if the policy keeps them, so the service
+does not estimate them a second time), ``summary`` (learned estimates per source, for the
+state store and the report), and persistence.
 
-Time is counted in epochs of length ``problem.period``; the Scrapy scheduler maps real time
-onto epochs. Sources may be added while a crawl runs (``grow``), and a policy's learned state
-is saved and restored with the crawl (``state_dict`` / ``load_state_dict``), so a crawl
-restarted from the same JOBDIR continues learning.
+Persistence has two layers. The per-source state lives in arrays declared in ``per_source``
+(and in the estimators named by ``_row_children``): the state store writes them row by row,
+only for the sources that changed (:mod:`scrapy_whittle.columns`). So a policy changes a
+source's persisted row only in ``observe``, ``grow``, ``set_cost``, ``report_value`` and
+``set_prior_half_life`` for the sources they name, and in ``select`` only for sources added
+since its previous selection; state that moves for every source every epoch is either derived
+(not persisted, rebuilt in ``_after_import``) or global. Everything else (the random
+generator, scalars in ``scalar_state``, a network's weights) is the policy's *global* state
+(``global_state`` / ``load_global_state``). ``state_dict`` / ``load_state_dict`` bundle both,
+for an in-memory copy. The problem's costs and (oracle) parameters are not learned state:
+whoever restores a policy builds it with the current ones.
 
-:class:`BasePolicy` gives per-source state arrays that grow and persist for free: a subclass
-lists them in ``per_source`` with their fill value and keeps its scalar state in
-``scalar_state``.
+Time is counted in epochs of length ``problem.period``; the re-crawl service maps real time
+onto epochs.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from scrapy_whittle.columns import PerSourceArrays
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.problem import Problem
+from scrapy_whittle.selection import select_top
+
+if TYPE_CHECKING:
+    from scrapy_whittle.estimators import RateEstimator
 
 
-@runtime_checkable
-class Policy(Protocol):
-    name: ClassVar[str]
-    problem: Problem
-
-    def select(self, epoch: int, budget: float) -> np.ndarray: ...
-
-    def observe(self, obs: Observation) -> None: ...
-
-    def grow(self, n_new: int, cost: np.ndarray | float = 1.0) -> None: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-class BasePolicy:
-    """Shared plumbing: problem bookkeeping, per-source arrays, growth, persistence.
+class Policy(PerSourceArrays, ABC):
+    """Base class of every policy (see the module docstring).
 
     Subclasses set ``name``, declare ``per_source = {"attr": fill_value, ...}`` (arrays of
-    length N created by ``_init_arrays``), optionally ``scalar_state = ("attr", ...)``,
-    and implement ``select`` and ``observe``.
+    length N), optionally ``scalar_state = ("attr", ...)``, and implement ``select`` (or
+    ``priority``, which the default ``select`` ranks by) and ``observe``.
     """
 
     name: ClassVar[str] = "base"
-    per_source: ClassVar[dict[str, Any]] = {}
     scalar_state: ClassVar[tuple[str, ...]] = ()
     needs_parameters: ClassVar[bool] = False
 
@@ -70,18 +71,52 @@ class BasePolicy:
         self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         self._init_arrays(problem.n)
 
-    def _init_arrays(self, n: int) -> None:
-        for attr, fill in self.per_source.items():
-            dtype = np.asarray(fill).dtype
-            setattr(self, attr, np.full(n, fill, dtype=dtype))
-
     @property
     def n(self) -> int:
         return self.problem.n
 
-    # -- growth -------------------------------------------------------------------------
+    # -- acting and learning --------------------------------------------------------------
+    def priority(self, epoch: int) -> np.ndarray | None:
+        """Ranking of the sources at ``epoch`` (higher first, per unit of cost), or None for
+        a policy that does not rank (it then implements ``select`` itself)."""
+        return None
+
+    def select(self, epoch: int, budget: float, eligible: np.ndarray | None = None
+               ) -> np.ndarray:
+        """Sources to crawl at ``epoch``: the top of ``priority`` within ``budget``."""
+        prio = self.priority(epoch)
+        if prio is None:
+            raise NotImplementedError(f"policy {self.name!r} must implement select or priority")
+        return select_top(prio, self.problem.cost, budget, eligible)
+
+    @abstractmethod
+    def observe(self, obs: Observation) -> None:
+        """Learn from what crawls showed."""
+
+    def report_value(self, source: int, value_at_capture: float, age: float,
+                     base_value: float | None = None) -> bool:
+        """Feedback: an entry of ``source`` was worth ``value_at_capture`` at ``age`` (time
+        since publication). Returns whether the policy used it (by default it does not)."""
+        return False
+
+    def set_prior_half_life(self, ids, half_life) -> None:
+        """Prior half-life of readers' interest for sources ``ids`` (``WHITTLE_HALF_LIFE``,
+        in the problem's unit of time); policies that learn no decay ignore it."""
+
+    def rate_estimator(self) -> RateEstimator | None:
+        """The policy's publishing-rate estimator, if it keeps one (fed by ``observe``)."""
+        return None
+
+    def summary(self, ids) -> dict[str, np.ndarray]:
+        """Learned estimates of sources ``ids`` in the problem's unit of time, for people:
+        any of ``rate`` (entries per unit of time), ``half_life`` (of readers' interest),
+        ``value`` (mean value of an entry). Policies that learn none return {}."""
+        return {}
+
+    # -- the problem changes ----------------------------------------------------------------
     def grow(self, n_new: int, cost: np.ndarray | float = 1.0, alpha=None, u=None) -> None:
-        """Add ``n_new`` sources at the end (ids n .. n + n_new - 1)."""
+        """Add ``n_new`` sources at the end (ids n .. n + n_new - 1); ``alpha``, ``u``: their
+        parameters, for policies that know them."""
         if n_new <= 0:
             return
         p = self.problem
@@ -101,58 +136,66 @@ class BasePolicy:
             n=p.n + n_new, cost=np.concatenate([p.cost, cost]), period=p.period,
             alpha=cat(p.alpha, alpha, 0.0), u=cat(p.u, u, 0.0), groups=groups,
             initial_state=cat(p.initial_state, None, 0.0))
-        for attr, fill in self.per_source.items():
-            old = getattr(self, attr)
-            setattr(self, attr, np.concatenate([old, np.full(n_new, fill, dtype=old.dtype)]))
+        self.grow_arrays(n_new)
 
     def set_cost(self, ids, cost) -> None:
-        """Change the crawl cost C_i of sources ``ids`` (e.g. a robots.txt Crawl-delay just
-        learned); subclasses caching anything derived from costs refresh it in
-        ``_costs_changed``."""
+        """Change the crawl cost C_i of sources ``ids``."""
         new = self.problem.cost.copy()
         new[np.asarray(ids, dtype=np.int64)] = cost
         self.problem = replace(self.problem, cost=new)
         self._costs_changed()
 
     def _costs_changed(self) -> None:
-        pass
+        """Hook: refresh anything derived from the costs."""
 
-    # -- persistence --------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        p = self.problem
+    # -- persistence ------------------------------------------------------------------------
+    def global_state(self) -> dict[str, Any]:
+        """Everything learned that is not a per-source row (see the module docstring)."""
         state: dict[str, Any] = {"policy": self.name, "n": self.n,
-                                 "rng": self.rng.bit_generator.state,
-                                 "cost": p.cost.copy(),
-                                 "alpha": None if p.alpha is None else p.alpha.copy(),
-                                 "u": None if p.u is None else p.u.copy()}
-        for attr in self.per_source:
-            state[attr] = getattr(self, attr).copy()
+                                 "rng": self.rng.bit_generator.state}
         for attr in self.scalar_state:
             state[attr] = getattr(self, attr)
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_global_state(self, state: dict[str, Any]) -> None:
         if state.get("policy") != self.name:
             raise ValueError(f"state of policy {state.get('policy')!r} cannot be loaded "
                              f"into policy {self.name!r}")
-        n = int(state["n"])
-        if n > self.n:                      # sources added during the saved crawl
-            n0 = self.n
-
-            def tail(key):
-                saved = state.get(key)
-                return None if saved is None else np.asarray(saved)[n0:n]
-
-            cost = tail("cost")
-            extra = {} if self.problem.alpha is None else {"alpha": tail("alpha"),
-                                                           "u": tail("u")}
-            self.grow(n - n0, 1.0 if cost is None else cost, **extra)
-        for attr in self.per_source:
-            saved = np.asarray(state[attr])
-            getattr(self, attr)[: saved.shape[0]] = saved
         for attr in self.scalar_state:
-            setattr(self, attr, state[attr])
+            if attr in state:
+                setattr(self, attr, state[attr])
         self.rng.bit_generator.state = state["rng"]
+        self._after_import()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole state (global, every source's rows, and the problem's costs and
+        parameters), for an in-memory copy."""
+        ids = np.arange(self.n)
+        p = self.problem
+        return {"global": self.global_state(), "rows": self.export_rows(ids),
+                "blocks": self.export_blocks(ids),
+                "problem": {"cost": p.cost.copy(),
+                            "alpha": None if p.alpha is None else p.alpha.copy(),
+                            "u": None if p.u is None else p.u.copy()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict``; sources it has beyond this policy's are added with the
+        costs (and parameters) they had."""
+        rows = state["rows"]
+        n0, n = self.n, rows.shape[0]
+        if n > n0:
+            saved = state.get("problem", {})
+
+            def tail(key, default):
+                value = saved.get(key)
+                return default if value is None else np.asarray(value)[n0:n]
+
+            params = ({} if self.problem.alpha is None
+                      else {"alpha": tail("alpha", 0.0), "u": tail("u", 0.0)})
+            self.grow(n - n0, tail("cost", 1.0), **params)
+        self.import_rows(np.arange(n), rows)
+        self.import_blocks(state.get("blocks", {}))
+        self.load_global_state(state["global"])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n={self.n})"

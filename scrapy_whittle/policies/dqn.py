@@ -32,7 +32,6 @@ epsilon); every chosen arm gives one transition (s, k, r_k, s') in replay.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
@@ -43,7 +42,7 @@ from torch import nn
 from torch.nn.utils import skip_init
 
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.policies.groups import RoundRobinArms, arm_of_sources
 from scrapy_whittle.problem import Problem
 
@@ -124,7 +123,7 @@ def _resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-class DQNPolicy(BasePolicy):
+class DQNPolicy(Policy):
     """FG-DQN crawl policy over arms (groups of sources, round-robin inside)."""
 
     name = "dqn"
@@ -184,7 +183,7 @@ class DQNPolicy(BasePolicy):
             s = torch.as_tensor(self.features(self.x, self.y), device=self.device)
             return self.q(s[None])[0].cpu().numpy().astype(np.float64)
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         k = self.arms.k
         if k == 0:
             return np.zeros(0, dtype=np.int64)
@@ -196,7 +195,7 @@ class DQNPolicy(BasePolicy):
         else:               # each arm is promoted to a random top rank w.p. epsilon
             explore = self.rng.random(k) < eps
             prio = np.where(explore, np.max(prio) + 1.0 + self.rng.random(k), prio)
-        return self.arms.select(prio, self.problem.cost, budget)
+        return self.arms.select(prio, self.problem.cost, budget, eligible)
 
     # -- learning -------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:
@@ -281,16 +280,19 @@ class DQNPolicy(BasePolicy):
             return out
         self.buf_s, self.buf_s2 = widen(self.buf_s), widen(self.buf_s2)
 
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
+    def global_state(self) -> dict[str, Any]:
+        """Everything the network learned, as numpy arrays (no torch object, so the state
+        store can save it without pickle)."""
+        state = super().global_state()
         n = self.buf_len
         state.update(
             config=asdict(self.config),
             arm=self.arms.arm.copy(), pointer=self.arms.pointer.copy(),
             x=self.x.copy(), y=self.y.copy(),
-            network={k: v.detach().cpu().clone() for k, v in self.q.state_dict().items()},
-            optimizer=copy.deepcopy(self.opt.state_dict()),
-            torch_generator=self.gen.get_state().clone(),
+            network={k: v.detach().cpu().numpy().copy()
+                     for k, v in self.q.state_dict().items()},
+            optimizer=_to_numpy(self.opt.state_dict()),
+            torch_generator=self.gen.get_state().numpy().copy(),
             replay={"s": self.buf_s[:n].copy(), "a": self.buf_a[:n].copy(),
                     "r": self.buf_r[:n].copy(), "s2": self.buf_s2[:n].copy(),
                     "pos": self.buf_pos, "capacity": self.buf_s.shape[0]},
@@ -298,23 +300,25 @@ class DQNPolicy(BasePolicy):
         )
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
+    def load_global_state(self, state: dict[str, Any]) -> None:
+        super().load_global_state(state)
         arm = np.asarray(state["arm"])
         self.arms = RoundRobinArms(arm)
         self.arms.pointer[:] = state["pointer"]
         k = self.arms.k
         if self.q.net[-1].out_features != k:
             self.q = QNetwork(k, tuple(self.config.hidden), self.gen).to(self.device)
-        self.q.load_state_dict({key: v.to(self.device) for key, v in state["network"].items()})
+        self.q.load_state_dict({key: torch.as_tensor(np.asarray(v)).to(self.device)
+                                for key, v in state["network"].items()})
         self.opt = self._make_optimizer()
-        self.opt.load_state_dict(copy.deepcopy(state["optimizer"]))
-        self.gen.set_state(state["torch_generator"])
+        self.opt.load_state_dict(_to_torch(state["optimizer"], self.device))
+        self.gen.set_state(torch.as_tensor(np.asarray(state["torch_generator"],
+                                                      dtype=np.uint8)))
         self.x = np.array(state["x"], dtype=np.float64)
         self.y = np.array(state["y"], dtype=np.float64)
         rep = state["replay"]
         cap = int(rep["capacity"])
-        n = rep["s"].shape[0]
+        n = np.asarray(rep["s"]).shape[0]
         self.buf_s = np.zeros((cap, 2 * k), dtype=np.float32)
         self.buf_s2 = np.zeros((cap, 2 * k), dtype=np.float32)
         self.buf_a = np.zeros(cap, dtype=np.int64)
@@ -323,3 +327,30 @@ class DQNPolicy(BasePolicy):
         self.buf_a[:n], self.buf_r[:n] = rep["a"], rep["r"]
         self.buf_pos, self.buf_len = int(rep["pos"]), n
         self.steps, self.updates = int(state["steps"]), int(state["updates"])
+
+
+def _to_numpy(obj: Any) -> Any:
+    """An optimiser state dict with its tensors as numpy arrays (nested dicts and lists)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().numpy().copy()
+    if isinstance(obj, dict):
+        return {k: _to_numpy(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_to_numpy(v) for v in obj)
+    return obj
+
+
+def _to_torch(obj: Any, device) -> Any:
+    """Inverse of :func:`_to_numpy` (arrays back to tensors; Adam's step counts stay on the
+    CPU, as torch keeps them)."""
+    if isinstance(obj, np.ndarray):
+        return torch.as_tensor(obj)
+    if isinstance(obj, dict):
+        out = {k: _to_torch(v, device) for k, v in obj.items()}
+        for key in ("exp_avg", "exp_avg_sq", "momentum_buffer"):
+            if isinstance(out.get(key), torch.Tensor):
+                out[key] = out[key].to(device)
+        return out
+    if isinstance(obj, list | tuple):
+        return type(obj)(_to_torch(v, device) for v in obj)
+    return obj

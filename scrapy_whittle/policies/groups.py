@@ -104,12 +104,15 @@ class RoundRobinArms:
         self.advance(arms)
         return sources
 
-    def select(self, priority: np.ndarray, cost: np.ndarray, budget: float) -> np.ndarray:
-        """Top arms by ``priority`` whose next pages fit in ``budget``; returns source ids."""
+    def select(self, priority: np.ndarray, cost: np.ndarray, budget: float,
+               eligible: np.ndarray | None = None) -> np.ndarray:
+        """Top arms by ``priority`` whose next pages fit in ``budget``; returns source ids.
+        An arm whose next page may not be crawled now (``eligible``) waits."""
         if self.k == 0:
             return np.zeros(0, dtype=np.int64)
         nxt = self.current(np.arange(self.k))
-        arms = select_top(priority, np.asarray(cost)[nxt], budget)
+        arms = select_top(priority, np.asarray(cost)[nxt], budget,
+                          None if eligible is None else eligible[nxt])
         return self.pick(arms)
 
     def add_sources(self, arm_of_new: np.ndarray) -> None:

@@ -52,9 +52,10 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_whittle.dynamics import expected_state
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
-from scrapy_whittle.policies.thompson import EphemeralEstimator, expected_state
+from scrapy_whittle.policies.base import Policy
+from scrapy_whittle.policies.thompson import EphemeralEstimator
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
 
@@ -100,7 +101,7 @@ def logistic(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))   # overflow-free
 
 
-class LSPEPolicy(BasePolicy):
+class LSPEPolicy(Policy):
     """Allerton 2019 learner: LSPE(0) critic, policy gradient on Whittle thresholds."""
 
     name = "lspe"
@@ -138,7 +139,7 @@ class LSPEPolicy(BasePolicy):
         return self.estimator.alpha_u(lam, xi, mu)
 
     def state(self, epoch: int, alpha, u) -> np.ndarray:
-        return expected_state(alpha, u, epoch - self.last_crawl)
+        return expected_state(0.0, alpha, u, epoch - self.last_crawl)
 
     def psi(self, x: np.ndarray) -> np.ndarray:
         """(N, 3): psi(x_{-i}) = (1, S_i, S_i^2), S_i = sum_{k != i} x_k / x_scale."""
@@ -154,14 +155,14 @@ class LSPEPolicy(BasePolicy):
         return logistic(self.config.kappa * (margin - 0.5)), margin
 
     # -- acting ---------------------------------------------------------------------------
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         self._epoch = epoch
         alpha, u = self.model()
         x = self.state(epoch, alpha, u)
         f, margin = self.activation(x, alpha, u)
-        eligible = None
         if self.config.act == "sample":
-            eligible = self.rng.random(self.n) < f
+            drawn = self.rng.random(self.n) < f
+            eligible = drawn if eligible is None else drawn & eligible
         chosen = select_top(margin, self.problem.cost, budget, eligible=eligible)
         self._pending = {"x": x, "f": f}
         return chosen
@@ -222,20 +223,22 @@ class LSPEPolicy(BasePolicy):
 
     _arrays = ("r", "B", "A", "bvec", "q")
 
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
+    def _row_children(self):
+        return {"estimator": self.estimator}
+
+    def rate_estimator(self):
+        return self.estimator.rates
+
+    def global_state(self) -> dict[str, Any]:
+        state = super().global_state()
         state.update({k: getattr(self, k).copy() for k in self._arrays})
-        state["estimator"] = self.estimator.state_dict()
         state["config"] = asdict(self.config)
         state["pending"] = (None if self._pending is None
                             else {k: v.copy() for k, v in self._pending.items()})
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        if self.estimator.n < self.n:
-            self.estimator.grow(self.n - self.estimator.n)
-        self.estimator.load_state_dict(state["estimator"])
+    def load_global_state(self, state: dict[str, Any]) -> None:
+        super().load_global_state(state)
         for k in self._arrays:
             setattr(self, k, np.array(state[k], dtype=np.float64))
         pend = state.get("pending")

@@ -14,9 +14,13 @@ that are due (next check <= now); here the most overdue first within the budget,
 no due feed needs is left unused.
 
 weekly_count counts every entry the policy has seen (from any earlier check) whose publication
-time lies in the 7 days before the check. Publication times come from the observation's item
-times; when it carries none (deterministic simulator), the ``new_items`` entries are spread
-evenly over the time since the previous check (or over the last week at the first check).
+time lies in the 7 days before the check. Miniflux counts them in its database; here each
+source keeps the counts of the last eight days (36 bytes), and the oldest day, which the
+7-day window cuts, is counted in proportion to the part of it inside the window (uniform
+within the day): exact to the day, approximate within the oldest one. Publication times come
+from the observation's item times; when it carries none (deterministic simulator), the
+``new_items`` entries are spread evenly over the time since the previous check (or over the
+last week at the first check).
 
 Units. Minutes are converted to the problem's time unit with ``time_unit_hours`` (hours per time
 unit; default 1: one epoch of the ``news-mix`` scenario is one hour). The entry times of
@@ -27,8 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from scrapy_whittle.columns import Col
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
 
@@ -45,7 +50,7 @@ def entry_frequency_interval(weekly_count, min_minutes: float = 5.0,
     return np.where(weekly > 0, minutes, max_minutes)
 
 
-class MinifluxPolicy(BasePolicy):
+class MinifluxPolicy(Policy):
     """Miniflux entry_frequency scheduler (see module doc). Learns from observations only.
 
     min_interval_minutes, max_interval_minutes, factor: Miniflux's
@@ -54,7 +59,9 @@ class MinifluxPolicy(BasePolicy):
     """
 
     name = "miniflux"
-    per_source = {"next_check": 0.0, "last_check": np.nan, "weekly_count": 0}
+    per_source = {"next_check": 0.0, "last_check": np.nan, "weekly_count": 0,
+                  "day_counts": Col(0, np.uint32, width=8),     # entries per day, oldest first
+                  "newest_day": Col(np.iinfo(np.int32).min, np.int32)}
 
     def __init__(self, problem: Problem, rng=None, min_interval_minutes: float = 5.0,
                  max_interval_minutes: float = 1440.0, factor: float = 1.0,
@@ -69,14 +76,16 @@ class MinifluxPolicy(BasePolicy):
         self.max_interval_minutes = float(max_interval_minutes)
         self.factor = float(factor)
         self.time_unit_hours = float(time_unit_hours)
-        self._week = MINUTES_PER_WEEK / 60.0 / self.time_unit_hours   # 7 days in time units
-        self._entries: dict[int, np.ndarray] = {}   # publication times seen in the last week
+        self._day = 24.0 / self.time_unit_hours                        # one day in time units
+        self._week = 7 * self._day
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         if self.n == 0 or budget <= 0:
             return np.zeros(0, dtype=np.int64)
         overdue = epoch * self.problem.period - self.next_check
-        return select_top(overdue, self.problem.cost, budget, eligible=overdue >= 0)
+        due = overdue >= 0
+        return select_top(overdue, self.problem.cost, budget,
+                          due if eligible is None else due & eligible)
 
     def _entry_times(self, obs: Observation, j: int, i: int) -> np.ndarray:
         if obs.item_offsets is not None:
@@ -96,11 +105,7 @@ class MinifluxPolicy(BasePolicy):
         for j in np.flatnonzero(obs.ok):
             i = int(ids[j])
             now = float(obs.time[j])
-            times = np.concatenate([self._entries.get(i, np.zeros(0)),
-                                    self._entry_times(obs, int(j), i)])
-            times = times[times > now - self._week]
-            self._entries[i] = times
-            self.weekly_count[i] = int(np.count_nonzero(times <= now))
+            self._count_entries(i, now, self._entry_times(obs, int(j), i))
             self.last_check[i] = now
         ok_ids = ids[obs.ok]
         minutes = entry_frequency_interval(self.weekly_count[ok_ids], self.min_interval_minutes,
@@ -108,19 +113,31 @@ class MinifluxPolicy(BasePolicy):
         interval = minutes / 60.0 / self.time_unit_hours
         self.next_check[ok_ids] = obs.epoch * self.problem.period + interval
 
+    def _count_entries(self, i: int, now: float, times: np.ndarray) -> None:
+        """Add entries published at ``times`` to source i's day counts; weekly_count at now."""
+        days = self.day_counts.shape[1]
+        today = int(np.floor(now / self._day))
+        shift = today - int(self.newest_day[i])
+        counts = self.day_counts[i]
+        if shift >= days:
+            counts[:] = 0
+        elif shift > 0:
+            counts[:-shift] = counts[shift:].copy()
+            counts[-shift:] = 0
+        if shift > 0:
+            self.newest_day[i] = today
+        newest = int(self.newest_day[i])
+        slot = np.floor(np.asarray(times, dtype=np.float64) / self._day).astype(np.int64)
+        slot = slot - newest + days - 1
+        slot = slot[(slot >= 0) & (slot < days)]
+        np.add.at(counts, slot, 1)
+        # the window (now - 7 days, now]: the last seven days whole, the cut day in part
+        inside = 1.0 - (now / self._day - today)
+        self.weekly_count[i] = round(float(counts[1:].sum()) + inside * float(counts[0]))
+
     def interval(self, ids=None) -> np.ndarray:
         """The current next-check interval (time units) of ``ids`` (default all)."""
         ids = np.arange(self.n) if ids is None else np.asarray(ids, dtype=np.int64)
         minutes = entry_frequency_interval(self.weekly_count[ids], self.min_interval_minutes,
                                            self.max_interval_minutes, self.factor)
         return minutes / 60.0 / self.time_unit_hours
-
-    def state_dict(self) -> dict:
-        state = super().state_dict()
-        state["entries"] = {int(k): v.copy() for k, v in self._entries.items()}
-        return state
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self._entries = {int(k): np.asarray(v, dtype=np.float64)
-                         for k, v in state.get("entries", {}).items()}

@@ -35,14 +35,14 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
 
 SECONDS_PER_DAY = 86_400.0
 
 
-class NutchAdaptivePolicy(BasePolicy):
+class NutchAdaptivePolicy(Policy):
     """Nutch AdaptiveFetchSchedule (see module doc). Learns from observations only.
 
     initial_interval: first re-fetch interval (time units); None: N mean(C) / budget epochs.
@@ -88,7 +88,7 @@ class NutchAdaptivePolicy(BasePolicy):
             self.initial_interval = max(1.0, cycle) * self.problem.period
         return float(np.clip(self.initial_interval, self.min_interval, self.max_interval))
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         if self.n == 0 or budget <= 0:
             return np.zeros(0, dtype=np.int64)
         fresh = np.isnan(self.interval)
@@ -96,7 +96,9 @@ class NutchAdaptivePolicy(BasePolicy):
             self.interval[fresh] = self._start_interval(budget)
         now = epoch * self.problem.period
         overdue = now - self.next_fetch
-        return select_top(overdue, self.problem.cost, budget, eligible=overdue >= 0)
+        due = overdue >= 0
+        return select_top(overdue, self.problem.cost, budget,
+                          due if eligible is None else due & eligible)
 
     def observe(self, obs: Observation) -> None:
         ok = obs.ok

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.policies.whittle import ExpectedStatePolicy
 from scrapy_whittle.selection import select_top
 
@@ -24,19 +24,19 @@ class GreedyPolicy(ExpectedStatePolicy):
         return self.x / self.problem.cost
 
 
-class UniformPolicy(BasePolicy):
+class UniformPolicy(Policy):
     """Crawl sources chosen uniformly at random (the 2021 paper's naive baseline)."""
 
     name = "uniform"
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
-        return select_top(self.rng.random(self.n), self.problem.cost, budget)
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        return select_top(self.rng.random(self.n), self.problem.cost, budget, eligible)
 
     def observe(self, obs: Observation) -> None:
         pass
 
 
-class RoundRobinPolicy(BasePolicy):
+class RoundRobinPolicy(Policy):
     """Crawl sources in a fixed cyclic order, as many as the budget allows per epoch.
 
     This is what re-crawling with Scrapy's FIFO scheduler amounts to: every source is
@@ -50,14 +50,21 @@ class RoundRobinPolicy(BasePolicy):
         super().__init__(problem, rng)
         self.next_source = 0
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The next sources in the cycle that fit the budget; a source that may not be
+        crawled now (``eligible``) is passed over until the cycle comes round again, as a
+        FIFO queue re-queues a request that cannot go yet."""
         n = self.n
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         cost = self.problem.cost
         cmin = float(cost.min())
         k = min(n, int(np.floor(budget / cmin + 1e-9)))
-        order = (self.next_source + np.arange(k)) % n
+        if eligible is None:
+            order = (self.next_source + np.arange(k)) % n
+        else:
+            order = (self.next_source + np.arange(n)) % n
+            order = order[eligible[order]][:k]
         fits = np.cumsum(cost[order]) <= budget + 1e-9
         chosen = order[fits]
         if chosen.size:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
 
@@ -99,7 +99,7 @@ def static_distribution(alpha, u, budget: float, cost=1.0,
     return p
 
 
-class StaticPolicy(BasePolicy):
+class StaticPolicy(Policy):
     """Crawl sources drawn from the static optimum p* each epoch (oracle: needs alpha, u).
 
     objective: "freshness" (Azar et al., as in ICC 2021; default) or "reward".
@@ -122,7 +122,9 @@ class StaticPolicy(BasePolicy):
         p = self.problem
         return static_distribution(p.alpha, p.u, budget, p.cost, self.objective)
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """A draw from p* (systematic sampling); drawn sources that may not be crawled now
+        (``eligible``) are dropped, not replaced: p* is a per-epoch probability."""
         if self.n == 0 or budget <= 0:
             return np.zeros(0, dtype=np.int64)
         if self._order is None or self._order.shape[0] != self.n:
@@ -138,6 +140,8 @@ class StaticPolicy(BasePolicy):
         points = self.rng.random() + np.arange(int(np.ceil(total)))
         points = points[points < total]
         chosen = np.unique(self._order[np.searchsorted(cum, points, side="right")])
+        if eligible is not None:
+            chosen = chosen[eligible[chosen]]
         cost = self.problem.cost
         if cost[chosen].sum() > budget + 1e-9:
             keep = select_top(self.rng.random(chosen.shape[0]), cost[chosen], budget)

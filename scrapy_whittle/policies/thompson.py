@@ -27,16 +27,18 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_whittle.columns import Col, PerSourceArrays
+from scrapy_whittle.dynamics import alpha_u, expected_state
 from scrapy_whittle.estimators.rate import RateEstimator
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.policies.groups import RoundRobinArms, arm_of_sources
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
 
 
-class ThompsonPolicy(BasePolicy):
+class ThompsonPolicy(Policy):
     """Beta-Bernoulli Thompson sampling over arms (ICC 2021 baseline)."""
 
     name = "thompson"
@@ -61,8 +63,8 @@ class ThompsonPolicy(BasePolicy):
             theta = theta * np.where(changes > 0, self.reward_sum / np.maximum(changes, 1), 1.0)
         return theta
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
-        return self.arms.select(self.sample(), self.problem.cost, budget)
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        return self.arms.select(self.sample(), self.problem.cost, budget, eligible)
 
     def observe(self, obs: Observation) -> None:
         ok = obs.ok
@@ -83,14 +85,14 @@ class ThompsonPolicy(BasePolicy):
         self.b = np.concatenate([self.b, np.full(pad, self.prior[1])])
         self.reward_sum = np.concatenate([self.reward_sum, np.zeros(pad)])
 
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
+    def global_state(self) -> dict[str, Any]:
+        state = super().global_state()
         state.update(a=self.a.copy(), b=self.b.copy(), reward_sum=self.reward_sum.copy(),
                      pointer=self.arms.pointer.copy(), arm=self.arms.arm.copy())
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
+    def load_global_state(self, state: dict[str, Any]) -> None:
+        super().load_global_state(state)
         self.arms = RoundRobinArms(np.asarray(state["arm"]))
         self.arms.pointer[:] = state["pointer"]
         self.a = np.array(state["a"], dtype=np.float64)
@@ -103,7 +105,7 @@ class ThompsonPolicy(BasePolicy):
 MU_GRID = np.logspace(-3, 2, 26)   # candidate decay rates (per unit of time) for the mu fit
 
 
-class EphemeralEstimator:
+class EphemeralEstimator(PerSourceArrays):
     """Per-source estimates of (Lambda, xi, mu) of the ephemeral-content model from crawls.
 
     * Lambda: Gamma(rate_shape + items, rate_exposure + exposure) posterior, kept by
@@ -132,19 +134,17 @@ class EphemeralEstimator:
         self.start_time = float(start_time)
         self.rates = RateEstimator(n, prior_rate=self.rate_shape / self.rate_exposure,
                                    prior_exposure=self.rate_exposure)
-        self.value_sum = np.zeros(n)
-        self.value_n = np.zeros(n)
-        self.reward_sum = np.zeros(n)
-        self.fit_crawls = np.zeros(n)
-        self.s_grid = np.zeros((n, MU_GRID.size))
-        self.last_time = np.full(n, np.nan)
+        self._init_arrays(n)
 
-    _arrays = ("value_sum", "value_n", "reward_sum", "fit_crawls",
-               "s_grid", "last_time")
+    per_source = {"value_sum": 0.0, "value_n": 0.0, "reward_sum": 0.0, "fit_crawls": 0.0,
+                  "s_grid": Col(0.0, width=MU_GRID.size), "last_time": np.nan}
 
     @property
     def n(self) -> int:
-        return self.value_sum.shape[0]
+        return self.n_rows
+
+    def _row_children(self):
+        return {"rates": self.rates}
 
     def update(self, obs: Observation) -> None:
         sel = np.flatnonzero(obs.ok)
@@ -217,42 +217,14 @@ class EphemeralEstimator:
 
     def alpha_u(self, lam, xi, mu) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, u) of the 2018 paper for parameters (Lambda, xi, mu) and epoch length T."""
-        mt = mu * self.period
-        alpha = np.exp(-mt)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            factor = np.where(mt > 0, -np.expm1(-mt) / np.where(mt > 0, mt, 1.0), 1.0)
-        return alpha, lam * xi * self.period * factor
+        return alpha_u(lam * xi, mu, self.period)
 
     def grow(self, n_new: int) -> None:
         self.rates.grow(n_new)
-        for name in self._arrays:
-            old = getattr(self, name)
-            fill = np.nan if name == "last_time" else 0.0
-            new = np.full((n_new, *old.shape[1:]), fill)
-            setattr(self, name, np.concatenate([old, new]))
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {name: getattr(self, name).copy() for name in self._arrays}
-        state["rates"] = self.rates.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name in self._arrays:
-            setattr(self, name, np.array(state[name], dtype=np.float64))
-        self.rates.load_state_dict(state["rates"])
+        self.grow_arrays(n_new)
 
 
-def expected_state(alpha: np.ndarray, u: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """x = u (1 - alpha^k) / (1 - alpha): value waiting k epochs after an empty state
-    (k u when alpha = 1), computed stably."""
-    k = np.asarray(k, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        la = np.log(alpha)
-        geo = np.where(la < 0, np.expm1(k * la) / np.expm1(la), k)
-    return u * np.where(np.isfinite(geo), geo, 1.0)
-
-
-class ThompsonWhittlePolicy(BasePolicy):
+class ThompsonWhittlePolicy(Policy):
     """Whittle index of a posterior sample of each source's parameters (ephemeral content)."""
 
     name = "thompson-whittle"
@@ -265,15 +237,26 @@ class ThompsonWhittlePolicy(BasePolicy):
         self._estimator_options = estimator_options
         self._epoch = 0
 
+    def _row_children(self):
+        return {"estimator": self.estimator}
+
+    def rate_estimator(self) -> RateEstimator:
+        return self.estimator.rates
+
+    def summary(self, ids) -> dict[str, np.ndarray]:
+        lam, xi, mu = self.estimator.point()
+        ids = np.asarray(ids, dtype=np.int64)
+        return {"rate": lam[ids], "half_life": np.log(2.0) / mu[ids], "value": xi[ids]}
+
     def priority(self, epoch: int) -> np.ndarray:
         lam, xi, mu = self.estimator.sample(self.rng)
         alpha, u = self.estimator.alpha_u(lam, xi, mu)
-        x = expected_state(alpha, u, epoch - self.last_crawl)
+        x = expected_state(0.0, alpha, u, epoch - self.last_crawl)
         return IndexTable(alpha, u, self.problem.cost).index(x)
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         self._epoch = epoch
-        return select_top(self.priority(epoch), self.problem.cost, budget)
+        return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
 
     def observe(self, obs: Observation) -> None:
         self.estimator.update(obs)
@@ -285,14 +268,3 @@ class ThompsonWhittlePolicy(BasePolicy):
         super().grow(n_new, cost, alpha, u)
         self.last_crawl[-n_new:] = self._epoch
         self.estimator.grow(n_new)
-
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state["estimator"] = self.estimator.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        if self.estimator.n < self.n:
-            self.estimator.grow(self.n - self.estimator.n)
-        self.estimator.load_state_dict(state["estimator"])

@@ -10,31 +10,49 @@ from __future__ import annotations
 
 import numpy as np
 
+from scrapy_whittle.columns import Col
+from scrapy_whittle.dynamics import expected_state
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies.base import BasePolicy
+from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import TopSelector, select_top
 
 
-class ExpectedStatePolicy(BasePolicy):
-    """Tracks x_i, the expected value waiting at each source, from known (alpha, u)."""
+class ExpectedStatePolicy(Policy):
+    """Tracks x_i, the expected value waiting at each source, from known (alpha, u).
 
-    per_source = {"x": 0.0}
+    x is advanced in place every epoch (two passes over N), and is derived state: what is
+    persisted is the epoch each source was last emptied (``emptied``; NaN: never, x then
+    evolves from the initial state since the first epoch, ``_start``), from which
+    ``_after_import`` rebuilds x exactly."""
+
+    per_source = {"x": Col(0.0, persist=False), "emptied": np.nan}
     needs_parameters = True
+    scalar_state = ("_advanced_to", "_start")
 
     def __init__(self, problem: Problem, rng=None) -> None:
         super().__init__(problem, rng)
         if problem.initial_state is not None:
             self.x[:] = problem.initial_state
         self._advanced_to: int | None = None
+        self._start: int | None = None
         self._unit_cost = bool(np.all(problem.cost == 1.0))
         self._top = TopSelector()
+
+    def _after_import(self) -> None:
+        if self._advanced_to is None:
+            return
+        p = self.problem
+        never = np.isnan(self.emptied)
+        x0 = np.where(never, 0.0 if p.initial_state is None else p.initial_state, 0.0)
+        since = np.where(never, self._start, self.emptied)
+        self.x[...] = expected_state(x0, p.alpha, p.u, self._advanced_to - since)
 
     def _advance(self, epoch: int) -> None:
         """Bring x to the start of ``epoch`` (x is the value present at that moment)."""
         if self._advanced_to is None:
-            self._advanced_to = epoch
+            self._advanced_to = self._start = epoch
             return
         steps = epoch - self._advanced_to
         if steps <= 0:
@@ -44,22 +62,18 @@ class ExpectedStatePolicy(BasePolicy):
             self.x *= a
             self.x += u
         else:  # k passive steps at once: x <- a^k x + u (1 - a^k) / (1 - a)
-            ak = a ** steps
-            with np.errstate(divide="ignore", invalid="ignore"):
-                geo = np.where(a < 1, (1 - ak) / np.where(a < 1, 1 - a, 1.0), steps)
-            self.x = ak * self.x + u * geo
+            self.x[...] = expected_state(self.x, a, u, steps)
         self._advanced_to = epoch
 
     def observe(self, obs: Observation) -> None:
         self._advance(obs.epoch)
         crawled = obs.sources[obs.ok]
         self.x[crawled] = 0.0          # emptied now; the next epoch adds u
+        self.emptied[crawled] = self._advanced_to
 
-    def priority(self, epoch: int) -> np.ndarray:
-        """Ranking of the sources at ``epoch`` (higher first, already per unit of cost)."""
-        raise NotImplementedError
-
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        if eligible is not None:
+            return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
         return self._top(self.priority(epoch), None if self._unit_cost else self.problem.cost,
                          budget)
 
@@ -67,12 +81,12 @@ class ExpectedStatePolicy(BasePolicy):
         if alpha is None or u is None:
             raise ValueError(f"policy {self.name!r} needs alpha and u of new sources")
         super().grow(n_new, cost, alpha, u)
+        if self._advanced_to is not None:        # new sources start empty, now
+            self.emptied[-n_new:] = self._advanced_to
         self._costs_changed()
 
     def _costs_changed(self) -> None:
         self._unit_cost = bool(np.all(self.problem.cost == 1.0))
-
-    scalar_state = ("_advanced_to",)
 
 
 class WhittlePolicy(ExpectedStatePolicy):
@@ -101,14 +115,17 @@ class WhittlePolicy(ExpectedStatePolicy):
         self._advance(epoch)
         return self._table.index(self.x, out=self._out)
 
-    def select(self, epoch: int, budget: float) -> np.ndarray:
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         self._advance(epoch)
         k = int(np.floor(budget + 1e-9))
         if not self._unit_cost or k <= 0 or k >= self.n:
-            return super().select(epoch, budget)
+            return super().select(epoch, budget, eligible)
         if self._cut is not None and self._cut > 0:
             threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
-            candidates = np.flatnonzero(self.x >= threshold)
+            keep = self.x >= threshold
+            if eligible is not None:
+                keep &= eligible
+            candidates = np.flatnonzero(keep)
             if k <= candidates.shape[0] <= self.n // 2:
                 gamma = self._table.index_at(candidates, self.x[candidates])
                 top = select_top(gamma, None, budget)
@@ -116,7 +133,10 @@ class WhittlePolicy(ExpectedStatePolicy):
                     self._cut = float(gamma[top[-1]])
                     self.pruned_decisions += 1
                     return candidates[top]
-        chosen = self._top(self.priority(epoch), None, budget)
+        if eligible is not None:
+            chosen = select_top(self.priority(epoch), None, budget, eligible)
+        else:
+            chosen = self._top(self.priority(epoch), None, budget)
         self._cut = float(self._out[chosen].min()) if chosen.shape[0] else None
         return chosen
 

@@ -12,7 +12,6 @@ from scrapy_whittle.policies.thompson import (
     EphemeralEstimator,
     ThompsonPolicy,
     ThompsonWhittlePolicy,
-    expected_state,
 )
 from scrapy_whittle.problem import Problem
 from sim.scenarios import make_scenario
@@ -108,14 +107,6 @@ def test_estimator_matches_batch_counts_and_recovers_decay():
     np.testing.assert_allclose(lam, 250.0, rtol=0.05)
     np.testing.assert_allclose(xi, sc.params.mean_utility, rtol=0.1)
     np.testing.assert_allclose(mu, sc.params.decay, rtol=0.15)
-
-
-def test_expected_state_is_the_mean_dynamics():
-    alpha, u = np.array([0.5, 1.0]), np.array([2.0, 3.0])
-    x = np.zeros(2)
-    for k in range(1, 6):
-        x = alpha * x + u
-        np.testing.assert_allclose(expected_state(alpha, u, np.full(2, k)), x)
 
 
 def test_thompson_whittle_deterministic_round_trip_and_beats_uniform():

@@ -1,0 +1,64 @@
+"""The ephemeral-content recursion x' = alpha x + u, written once.
+
+Avrachenkov & Borkar, *Whittle Index Policy for Crawling Ephemeral Content* (IEEE TCNS 2018,
+eq. (1)-(3)): entries arrive at rate Lambda with mean base value xi and lose interest at rate
+mu; over epochs of length T the value waiting at a source left alone follows x' = alpha x + u
+with
+
+    alpha = exp(-mu T),   u = Lambda xi (1 - exp(-mu T)) / mu = Lambda xi T g(mu T),
+    g(z) = (1 - e^{-z}) / z   (g(0) = 1: no decay, u = Lambda xi T).
+
+Changing pages (Avrachenkov, Borkar & Patil, ICC 2021) share it through the bridge
+alpha = exp(-lambda), u = m (1 - exp(-lambda)).
+
+k epochs after a crawl (x = 0) the value waiting is u (1 - alpha^k) / (1 - alpha) = u G_k,
+G_k the geometric sum, k when alpha = 1 and 1 for every k >= 1 when alpha = 0. Every module
+that needs alpha, u or G_k calls these functions, so that the edge cases agree everywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def decayed_integral(s, mu) -> np.ndarray:
+    """int_0^s exp(-mu a) da = (1 - exp(-mu s)) / mu, = s at mu = 0."""
+    s = np.asarray(s, dtype=np.float64)
+    mu = np.asarray(mu, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = -np.expm1(-mu * s) / np.where(mu > 0, mu, 1.0)
+    return np.where(mu > 0, v, s)
+
+
+def alpha_u(rate_value, decay, period: float) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, u) of sources whose entries bring ``rate_value`` = Lambda xi of value per unit
+    of time and decay at rate ``decay`` = mu, over epochs of length ``period``."""
+    decay = np.asarray(decay, dtype=np.float64)
+    alpha = np.exp(-decay * period)
+    return alpha, np.asarray(rate_value, dtype=np.float64) * decayed_integral(period, decay)
+
+
+def pages_alpha_u(change_rate, importance) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, u) of changing pages: change rate lambda per epoch, importance m."""
+    lam = np.asarray(change_rate, dtype=np.float64)
+    return np.exp(-lam), np.asarray(importance, dtype=np.float64) * -np.expm1(-lam)
+
+
+def geometric_sum(k, log_alpha) -> np.ndarray:
+    """G_k = (1 - alpha^k) / (1 - alpha) from log alpha (<= 0): k at alpha = 1, 1 for k >= 1
+    at alpha = 0 (log alpha = -inf), 0 at k = 0; stable as alpha -> 1."""
+    k = np.asarray(k, dtype=np.float64)
+    log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = -np.expm1(log_alpha)
+        g = -np.expm1(k * log_alpha) / np.where(den > 0, den, 1.0)
+    return np.where(k == 0, 0.0, np.where(den > 0, g, k))
+
+
+def expected_state(x0, alpha, u, k) -> np.ndarray:
+    """The value waiting k epochs after a state x0: alpha^k x0 + u G_k."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        la = np.log(alpha)
+    k = np.asarray(k, dtype=np.float64)
+    return np.power(alpha, k) * x0 + np.asarray(u, dtype=np.float64) * geometric_sum(k, la)
