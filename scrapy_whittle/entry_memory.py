@@ -1,65 +1,188 @@
-"""Which entries of each source were already seen, so that a crawl reports only new ones."""
+"""Which entries of each source were already seen, so that a crawl reports only new ones.
+
+An entry is remembered by a 64-bit hash of its key (``FeedEntry.key``: id, else link, else a
+digest of title and summary): BLAKE2b, so the hashes are the same in every process and can be
+stored. Two different keys of one source collide with probability about k^2 / 2^65 for k keys
+remembered (below 1e-11 for k = 10,000).
+
+Per source the memory is a list of hashes, oldest first, in one shared pool (a source costs 16
+bytes of book-keeping plus 8 bytes per hash, nothing before its first crawl). Its capacity
+follows the feed: at least every entry the feed has shown at once (up to ``max_per_source``),
+plus a slack of a quarter of that (at least ``min_slack``) for entries that drop out of the
+feed and come back. The hashes a crawl sees are moved to the recent end (least recently seen
+are forgotten first), so an entry still shown by the feed is never forgotten, and a feed with
+20,000 entries does not report 19,000 of them as new at every crawl.
+
+A feed showing more than ``max_per_source`` entries is read only up to that many (in feed
+order, the same entries at every crawl); the caller counts it (``too_many_entries``).
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from scrapy_whittle.columns import Col, PerSourceArrays
 from scrapy_whittle.feeds import FeedEntry
 
+HARD_MAX = 1_000_000
 
-class EntryMemory:
-    """The keys of the entries already seen, per source, bounded to the ``max_per_source``
-    most recently seen (LRU: a key still shown by the feed is refreshed at every crawl, so it
-    is never forgotten before keys that left the feed; keep the bound above the feed's window).
+
+def entry_hashes(keys: Sequence[str]) -> np.ndarray:
+    """uint64 BLAKE2b-64 hashes of entry keys (stable across processes)."""
+    b2 = hashlib.blake2b
+    raw = b"".join(b2(k.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+                   for k in keys)
+    return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+
+
+class EntryMemory(PerSourceArrays):
+    """Hashes of the entries seen per source (see the module docstring).
+
+    max_per_source: hard bound on the hashes kept per source, and on the entries read from
+        one crawl of a feed.
+    min_slack: hashes kept beyond the most entries the feed has shown at once (at least).
     """
 
-    def __init__(self, max_per_source: int = 1000) -> None:
-        if int(max_per_source) < 1:
-            raise ValueError(f"max_per_source ({max_per_source!r}) must be >= 1")
-        self.max_per_source = int(max_per_source)
-        self._seen: dict[int, OrderedDict[str, None]] = {}
+    per_source = {"start": Col(0, np.int64), "cap": Col(0, np.int32),
+                  "size": Col(0, np.int32)}
 
-    def new_entries(self, source: int, entries: Iterable[FeedEntry]) -> list[FeedEntry]:
+    def __init__(self, n: int = 0, *, max_per_source: int = 10_000, min_slack: int = 8) -> None:
+        if not 1 <= int(max_per_source) <= HARD_MAX:
+            raise ValueError(f"max_per_source ({max_per_source!r}) must be in 1..{HARD_MAX}")
+        if int(min_slack) < 0:
+            raise ValueError(f"min_slack ({min_slack!r}) must be >= 0")
+        self.max_per_source = int(max_per_source)
+        self.min_slack = int(min_slack)
+        self.pool = np.zeros(1024, dtype=np.uint64)
+        self.used = 0                   # pool[:used] is allocated
+        self.live = 0                   # of which in use by some source's capacity
+        self._init_arrays(n)
+
+    def grow(self, n_new: int) -> None:
+        self.grow_arrays(n_new)
+
+    @property
+    def n(self) -> int:
+        return self.n_rows
+
+    # -- the pool ---------------------------------------------------------------------------
+    def keys(self, source: int) -> np.ndarray:
+        """The hashes remembered for ``source``, oldest first (a copy)."""
+        s = int(self.start[source])
+        return self.pool[s:s + int(self.size[source])].copy()
+
+    def set_keys(self, source: int, hashes: np.ndarray, capacity: int | None = None) -> None:
+        """Replace the hashes of ``source`` (oldest first), keeping the newest ``capacity``
+        (default: all of them); the source's block grows to that, never beyond the bound."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        want = hashes.shape[0] if capacity is None else int(capacity)
+        want = min(want, self.max_per_source)
+        if want > int(self.cap[source]):
+            self._relocate(source, want)
+        keep = min(hashes.shape[0], want)
+        s = int(self.start[source])
+        self.pool[s:s + keep] = hashes[hashes.shape[0] - keep:]
+        self.size[source] = keep
+
+    def _relocate(self, source: int, cap: int) -> None:
+        if self.used + cap > self.pool.shape[0]:
+            if 2 * self.live < self.used:
+                self._compact()
+            if self.used + cap > self.pool.shape[0]:
+                pool = np.zeros(max(self.used + cap, int(self.pool.shape[0] * 1.5)),
+                                dtype=np.uint64)
+                pool[:self.used] = self.pool[:self.used]
+                self.pool = pool
+        s, old = int(self.start[source]), int(self.cap[source])
+        size = int(self.size[source])
+        self.pool[self.used:self.used + size] = self.pool[s:s + size]
+        self.start[source] = self.used
+        self.cap[source] = cap
+        self.used += cap
+        self.live += cap - old
+
+    def _compact(self) -> None:
+        """Move every source's block to the front of a fresh pool, in source order."""
+        has = np.flatnonzero(self.cap > 0)
+        caps = self.cap[has].astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
+        pool = np.zeros(max(int(caps.sum()) * 3 // 2 + 1024, 1024), dtype=np.uint64)
+        for sid, new_start, cap in zip(has, starts, caps, strict=True):
+            old = int(self.start[sid])
+            pool[new_start:new_start + cap] = self.pool[old:old + cap]
+        self.start[has] = starts
+        self.pool = pool
+        self.used = self.live = int(caps.sum())
+
+    # -- what a crawl saw -------------------------------------------------------------------
+    def new_entries(self, source: int, entries: Sequence[FeedEntry]) -> list[FeedEntry]:
         """The entries not seen before (first occurrence of a key inside ``entries`` too), in
-        feed order; all of ``entries`` are remembered as seen."""
-        seen = self._seen.setdefault(int(source), OrderedDict())
-        batch: set[str] = set()
-        new: list[FeedEntry] = []
-        keys: list[str] = []
+        feed order; all of ``entries`` (up to ``max_per_source``) are remembered as seen."""
+        first: dict[str, FeedEntry] = {}
         for entry in entries:
-            if entry.key in batch:
-                continue
-            batch.add(entry.key)
-            keys.append(entry.key)
-            if entry.key not in seen:
-                new.append(entry)
-        # feeds list newest first: insert oldest first so the newest end up most recent
-        for key in reversed(keys):
-            seen[key] = None
-            seen.move_to_end(key)
-        while len(seen) > self.max_per_source:
-            seen.popitem(last=False)
-        return new
+            if entry.key not in first:
+                first[entry.key] = entry
+                if len(first) >= self.max_per_source:
+                    break
+        visible = list(first.values())
+        fresh = self.observe(source, entry_hashes([e.key for e in visible]))
+        return [e for e, new in zip(visible, fresh, strict=True) if new]
+
+    def observe(self, source: int, hashes: np.ndarray) -> np.ndarray:
+        """A crawl of ``source`` showed the distinct ``hashes`` (feed order, newest first);
+        returns which were new, and remembers them all as the most recently seen."""
+        hashes = np.asarray(hashes, dtype=np.uint64)[:self.max_per_source]
+        old = self.keys(source)
+        known = set(old.tolist())
+        fresh = np.fromiter((h not in known for h in hashes.tolist()), dtype=bool,
+                            count=hashes.shape[0])
+        shown = set(hashes.tolist())
+        kept = old[np.fromiter((h not in shown for h in old.tolist()), dtype=bool,
+                               count=old.shape[0])]
+        visible = hashes.shape[0]
+        cap = max(int(self.cap[source]),
+                  visible + max(self.min_slack, visible // 4))
+        self.set_keys(source, np.concatenate([kept, hashes[::-1]]),
+                      capacity=min(cap, self.max_per_source))
+        return fresh
 
     def seen(self, source: int) -> int:
-        return len(self._seen.get(int(source), ()))
+        return int(self.size[source])
 
     def forget(self, source: int) -> None:
-        self._seen.pop(int(source), None)
+        self.size[source] = 0
+
+    # -- persistence ------------------------------------------------------------------------
+    def export_keys(self, ids) -> list[bytes]:
+        """The hashes of sources ``ids`` as little-endian bytes, oldest first (for the store)."""
+        return [self.pool[int(self.start[i]):int(self.start[i]) + int(self.size[i])]
+                .astype("<u8").tobytes() for i in np.asarray(ids, dtype=np.int64)]
+
+    def import_keys(self, ids, blobs: Sequence[bytes | None]) -> None:
+        """Inverse of :meth:`export_keys` (None or b"" = nothing remembered)."""
+        for sid, blob in zip(np.asarray(ids, dtype=np.int64), blobs, strict=True):
+            hashes = np.frombuffer(blob or b"", dtype="<u8").astype(np.uint64)
+            slack = max(self.min_slack, hashes.shape[0] // 4)
+            self.set_keys(int(sid), hashes, capacity=hashes.shape[0] + slack)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"max_per_source": self.max_per_source,
-                "seen": {str(s): list(keys) for s, keys in self._seen.items()}}
+        ids = np.flatnonzero(self.size > 0)
+        return {"max_per_source": self.max_per_source, "n": self.n,
+                "seen": {int(i): blob.hex() for i, blob in zip(ids, self.export_keys(ids),
+                                                               strict=True)}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._seen = {}
-        for s, keys in state["seen"].items():
-            od: OrderedDict[str, None] = OrderedDict((str(k), None) for k in keys)
-            while len(od) > self.max_per_source:
-                od.popitem(last=False)
-            self._seen[int(s)] = od
+        n = int(state.get("n", 0))
+        if n > self.n:
+            self.grow(n - self.n)
+        for i, blob in state["seen"].items():
+            if int(i) >= self.n:
+                self.grow(int(i) + 1 - self.n)
+            self.import_keys([int(i)], [bytes.fromhex(blob)])
 
     def __repr__(self) -> str:
-        return f"EntryMemory(max_per_source={self.max_per_source})"
+        return f"EntryMemory(n={self.n}, max_per_source={self.max_per_source})"

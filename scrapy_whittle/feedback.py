@@ -38,8 +38,10 @@ def report_value(crawler: Crawler, *, source: str | int, value: float, published
     """Pass the observed value of one entry to the crawl's policy; see the module docstring.
     Returns whether it was used (False with a WhittleScheduler-less crawl, an unknown source,
     a policy that learns no decay, or an implausible report)."""
-    scheduler = getattr(getattr(crawler, "engine", None), "scheduler", None)
-    if scheduler is None or not hasattr(scheduler, "report_value"):
+    from scrapy_whittle.middleware import service_of
+
+    service = service_of(crawler)
+    if service is None:
         return False
-    return scheduler.report_value(source, value, published=published, at=at,
-                                  base_value=base_value)
+    return service.report_value(source, value, published=published, at=at,
+                                base_value=base_value)

@@ -1,9 +1,10 @@
 """Every ``WHITTLE_*`` setting: defaults in one place, validated once at start-up.
 
-:func:`WhittleConfig.from_settings` reads a Scrapy ``Settings`` object and raises
-``NotConfigured`` naming the setting and its value for anything it cannot use, so a typo
-stops the crawl before the first request instead of an hour into it. The table of settings
-with their meaning is in ``docs/scrapy.md``.
+:func:`WhittleConfig.from_settings` reads a Scrapy ``Settings`` object (or any mapping: the
+module imports nothing of Scrapy, so the re-crawl service and the simulator use the same
+configuration) and raises :class:`InvalidSetting` naming the setting and its value for
+anything it cannot use, so a typo stops the crawl before the first request instead of an hour
+into it. The table of settings with their meaning is in ``docs/scrapy.md``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from scrapy.exceptions import NotConfigured
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -32,11 +31,14 @@ DEFAULTS: dict[str, Any] = {
     "WHITTLE_BACKOFF_MAX": 86400.0,     # cap of the exponential back-off
     "WHITTLE_CONDITIONAL_GET": True,    # send If-None-Match / If-Modified-Since
     "WHITTLE_MAX_FEED_SIZE": 10 * 1024 * 1024,  # bytes; larger bodies are an error "too_large"
-    "WHITTLE_MAX_ENTRIES_PER_SOURCE": 1000,     # entry ids remembered per source
+    "WHITTLE_MAX_ENTRIES_PER_SOURCE": 10_000,   # entries read per feed / remembered per source
     "WHITTLE_ENGAGEMENT_SCALE": 1.0,    # item value = engagement / scale
     "WHITTLE_ITEM_VALUE": 1.0,          # value of an entry without engagement (x source weight)
     "WHITTLE_LOGSTATS_INTERVAL": 60.0,  # seconds between progress lines; 0 disables
     "WHITTLE_STATE": True,              # save / restore learned state in JOBDIR
+    "WHITTLE_CHECKPOINT_INTERVAL": 5.0,  # seconds between two checkpoints of the state
+    "WHITTLE_MAX_EPOCHS": None,         # stop after this many epochs (None: never)
+    "WHITTLE_CLOCK": None,              # a clock object (scrapy_whittle.clock); None: system
     "WHITTLE_HALF_LIFE": None,          # prior half-life of interest (s): number, or a dict
                                         # {url or category: seconds, "*": fallback}
 }
@@ -46,12 +48,13 @@ POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
 
 
 class InvalidSetting(ValueError):
-    """A ``WHITTLE_*`` setting cannot be used. Raised where ``NotConfigured`` would merely
-    disable a component (Scrapy's meaning of it), so that the crawl stops before it starts."""
+    """A ``WHITTLE_*`` setting (or the sources file it names) cannot be used. The message
+    names the setting, its value and what is allowed. (Not Scrapy's ``NotConfigured``, which
+    would merely disable a middleware and let the crawl run without it.)"""
 
 
-def _fail(name: str, value: Any, why: str) -> NotConfigured:
-    return NotConfigured(f"{name} ({value!r}) {why}")
+def _fail(name: str, value: Any, why: str) -> InvalidSetting:
+    return InvalidSetting(f"{name} ({value!r}) {why}")
 
 
 def _number(settings, name: str, *, minimum: float | None = None, strict: bool = False,
@@ -95,6 +98,15 @@ def _half_life(settings) -> float | dict[str, float] | None:
     return seconds("WHITTLE_HALF_LIFE", raw)
 
 
+def _clock(settings) -> Any:
+    clock = settings.get("WHITTLE_CLOCK", None)
+    if clock is not None and not (callable(getattr(clock, "now", None))
+                                  and callable(getattr(clock, "wait", None))):
+        raise _fail("WHITTLE_CLOCK", clock, "must be a clock object with now() and wait() "
+                    "(scrapy_whittle.clock.SimulatedClock), or None for the system clock")
+    return clock
+
+
 def _bool(settings, name: str) -> bool:
     raw = settings.get(name, DEFAULTS[name])
     if isinstance(raw, bool):
@@ -130,6 +142,9 @@ class WhittleConfig:
     logstats_interval: float = 60.0
     state: bool = True
     half_life: float | dict[str, float] | None = None
+    checkpoint_interval: float = 5.0
+    max_epochs: int | None = None
+    clock: Any = None
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
@@ -196,4 +211,9 @@ class WhittleConfig:
             item_value=_number(settings, "WHITTLE_ITEM_VALUE", minimum=0),
             logstats_interval=_number(settings, "WHITTLE_LOGSTATS_INTERVAL", minimum=0),
             state=_bool(settings, "WHITTLE_STATE"),
+            checkpoint_interval=_number(settings, "WHITTLE_CHECKPOINT_INTERVAL", minimum=0,
+                                        strict=True),
+            max_epochs=(None if settings.get("WHITTLE_MAX_EPOCHS", None) is None
+                        else _number(settings, "WHITTLE_MAX_EPOCHS", minimum=1, integer=True)),
+            clock=_clock(settings),
         )

@@ -1,41 +1,36 @@
-"""What the scheduler knows of each source, in arrays indexed by source id.
+"""What the re-crawl service knows of each source, in arrays indexed by source id.
 
 The registry (URL <-> id), the crawl costs C_i and what they are made of (minimum intervals,
 download-slot delays, robots.txt ``Crawl-delay``), the prior half-life of interest from
-``WHITTLE_HALF_LIFE``, the crawl book-keeping (in flight, last crawl, back-off) and the
-publishing-rate estimates behind the ``missed_items`` stat. The scheduler decides *when* to
-ask the policy and *what* to send; this table answers *which sources may go now* and *what
-one costs*.
+``WHITTLE_HALF_LIFE``, the crawl book-keeping (in flight, last crawl, back-off). It answers
+*which sources may go now* and *what one costs*; the service decides *when* to ask the policy.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from scrapy_whittle.estimators import RateEstimator
+from scrapy_whittle.columns import Col, PerSourceArrays
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.sources import SourceRegistry, SourceSpec
 
-# per-source arrays and their fill value for a new source
-_ARRAYS: tuple[tuple[str, Any], ...] = (
-    ("busy_until", 0.0),       # in flight until (0: not in flight)
-    ("last_crawl", -np.inf),   # dispatch time of the last finished crawl
-    ("retry_at", 0.0),         # back-off: not before
-    ("failures", 0),           # consecutive failures
-    ("min_interval", 0.0),     # seconds between two crawls of the source
-    ("cost", 1.0),             # C_i
-    ("weight", 1.0),           # value of an entry without engagement
-    ("host", 0),               # host id
-    ("half_life", np.nan),     # WHITTLE_HALF_LIFE prior (NaN: the policy's own)
-)
-_SAVED = ("last_crawl", "retry_at", "failures")
 
+class SourceTable(PerSourceArrays):
+    per_source = {
+        "busy_until": Col(0.0, persist=False),     # in flight until (0: not in flight)
+        "last_crawl": -np.inf,                     # dispatch time of the last finished crawl
+        "retry_at": 0.0,                           # back-off: not before
+        "failures": Col(0, np.int32),              # consecutive failures
+        "min_interval": Col(0.0, np.float32, persist=False),   # s between two crawls
+        "weight": Col(1.0, np.float32, persist=False),         # value of an entry w/o engagement
+        "host": Col(0, np.int32, persist=False),   # host id
+        "half_life": Col(np.nan, np.float32, persist=False),   # WHITTLE_HALF_LIFE prior
+        "cost": Col(1.0, persist=False),           # C_i
+    }
 
-class SourceTable:
     def __init__(self, config: WhittleConfig, slot_delays: dict[str, float] | None = None
                  ) -> None:
         self.config = config
@@ -43,12 +38,8 @@ class SourceTable:
         self.slot_delays = dict(slot_delays or {})
         self.crawl_delays: dict[str, float] = {}
         self.hosts: dict[str, int] = {}
-        for name, fill in _ARRAYS:
-            setattr(self, name, np.zeros(0, dtype=np.asarray(fill).dtype))
-        # publishing rates, for the estimate of entries lost to full feed windows (whatever
-        # the policy; learning policies keep their own estimates)
-        self.rates = RateEstimator(0, prior_rate=1.0 / config.period,
-                                   prior_exposure=config.period)
+        self.host_names: list[str] = []
+        self._init_arrays(0)
 
     def __len__(self) -> int:
         return len(self.registry)
@@ -64,20 +55,20 @@ class SourceTable:
         """(ids of ``specs``' URLs, ids of those that were new); arrays grow once a batch."""
         sids, new = [], []
         for spec in specs:
-            sid, is_new = self.registry.add(spec)
+            sid, is_new = self.registry.add(spec.url)
             sids.append(sid)
             if is_new:
                 new.append((sid, spec))
         if not new:
             return sids, []
-        k = len(new)
-        for name, fill in _ARRAYS:
-            old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.full(k, fill, dtype=old.dtype)]))
-        self.rates.grow(k)
+        self.grow_arrays(len(new))
         for sid, spec in new:
             host = urlsplit(spec.url).hostname or ""
-            self.host[sid] = self.hosts.setdefault(host, len(self.hosts))
+            hid = self.hosts.get(host)
+            if hid is None:
+                hid = self.hosts[host] = len(self.host_names)
+                self.host_names.append(host)
+            self.host[sid] = hid
             self.min_interval[sid] = max(spec.min_interval, self.config.min_interval)
             self.cost[sid] = self.cost_of(float(self.min_interval[sid]), host)
             self.weight[sid] = spec.weight
@@ -122,7 +113,7 @@ class SourceTable:
     def half_life_prior(self, ids) -> np.ndarray:
         """Prior half-lives (seconds) of sources ``ids`` for the policy's decay estimator:
         the configured ones, four epochs where none is configured."""
-        h = self.half_life[np.asarray(ids, dtype=np.int64)]
+        h = self.half_life[np.asarray(ids, dtype=np.int64)].astype(np.float64)
         return np.where(np.isnan(h), 4.0 * self.config.period, h)
 
     # -- crawl book-keeping ---------------------------------------------------------------
@@ -152,27 +143,3 @@ class SourceTable:
                     self.config.backoff_base * 2.0 ** (int(self.failures[sid]) - 1))
         self.retry_at[sid] = now + delay
         return delay
-
-    def estimate_missed(self, sid: int, when: float, published: np.ndarray,
-                        window_full: bool) -> float:
-        """Entries source ``sid`` published but its feed no longer showed when crawled at
-        ``when`` (seconds since t0), estimated from its rate; 0 unless the window was full."""
-        _, missed = self.rates.observe_crawls([sid], [when], [0, len(published)], published,
-                                              window_full=[window_full])
-        return float(missed[0])
-
-    # -- persistence ----------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {"registry": self.registry.state_dict(), "rates": self.rates.state_dict(),
-                **{name: getattr(self, name).copy() for name in _SAVED}}
-
-    def register_saved(self, state: dict[str, Any]) -> None:
-        """Register the saved sources first, so that they keep their ids."""
-        self.add([SourceSpec(**d) for d in state["registry"]["specs"]])
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        n = len(state["registry"]["specs"])
-        for name in _SAVED:
-            getattr(self, name)[:n] = state[name]
-        if state.get("rates") is not None:
-            self.rates.load_state_dict(state["rates"])

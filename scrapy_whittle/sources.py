@@ -147,35 +147,38 @@ def load_sources(value: str | list | None) -> list[SourceSpec]:
 
 
 class SourceRegistry:
-    """URL <-> id, plus what the scheduler remembers per source (kept small: plain lists)."""
+    """URL <-> id. Only the URLs are kept in memory (a list and a dict); what else a source
+    list says (title, category, weight, minimum interval) goes to the source table's arrays
+    and the state store."""
 
     def __init__(self) -> None:
-        self.specs: list[SourceSpec] = []
+        self.urls: list[str] = []
         self.ids: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return len(self.specs)
+        return len(self.urls)
 
-    def add(self, spec: SourceSpec) -> tuple[int, bool]:
-        """(id, is_new) of ``spec.url``; a URL already known keeps its id."""
-        sid = self.ids.get(spec.url)
+    def add(self, spec: SourceSpec | str) -> tuple[int, bool]:
+        """(id, is_new) of the source's URL; a URL already known keeps its id."""
+        url = spec if isinstance(spec, str) else spec.url
+        sid = self.ids.get(url)
         if sid is not None:
             return sid, False
-        sid = len(self.specs)
-        self.specs.append(spec)
-        self.ids[spec.url] = sid
+        sid = len(self.urls)
+        self.urls.append(url)
+        self.ids[url] = sid
         return sid, True
 
     def url(self, sid: int) -> str:
-        return self.specs[sid].url
+        return self.urls[sid]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"specs": [vars(s).copy() for s in self.specs]}
+        return {"urls": list(self.urls)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.specs, self.ids = [], {}
-        for d in state["specs"]:
-            self.add(SourceSpec(**d))
+        self.urls, self.ids = [], {}
+        for url in state["urls"]:
+            self.add(url)
 
 
 def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
@@ -183,11 +186,11 @@ def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
 
     Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
     "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
-    path of a JSON file holding either. Raises ``NotConfigured`` naming the setting."""
-    from scrapy.exceptions import NotConfigured
+    path of a JSON file holding either. Raises ``InvalidSetting`` naming the setting."""
+    from scrapy_whittle.settings import InvalidSetting
 
-    def fail(why: str) -> NotConfigured:
-        return NotConfigured(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
+    def fail(why: str) -> InvalidSetting:
+        return InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
 
     doc: Any = value
     if isinstance(value, str):

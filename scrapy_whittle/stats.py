@@ -28,7 +28,8 @@ PREFIX = "whittle/"
 
 
 class WhittleStats:
-    """Thin wrapper over Scrapy's stats collector plus the periodic log line."""
+    """The re-crawl service's stats (``scrapy_whittle.service.Stats``) in Scrapy's stats
+    collector, under ``whittle/``, plus the periodic log line."""
 
     def __init__(self, stats: Any, interval: float = 60.0, policy: str = "") -> None:
         self.stats = stats
@@ -47,12 +48,6 @@ class WhittleStats:
 
     def get(self, key: str, default: Any = 0) -> Any:
         return self.stats.get_value(PREFIX + key, default) if self.stats is not None else default
-
-    def decision(self, seconds: float, calls: int = 1) -> None:
-        """Time spent in the policy (select and observe); ``calls`` counts selections."""
-        self.inc(f"decision/{self.policy}/seconds", seconds)
-        if calls:
-            self.inc(f"decision/{self.policy}/calls", calls)
 
     # -- periodic line ------------------------------------------------------------------
     def start(self) -> None:

@@ -48,19 +48,24 @@ BAD_CASES = ("malformed", "html", "empty", "huge", "latin1", "nodates", "future"
 
 
 class VirtualClock:
-    """Scenario time (units) <-> real unix time: v = (r - r0) * speed / unit."""
+    """Scenario time (units) <-> the crawler's unix time r: v = (r - r0) * speed / unit.
 
-    def __init__(self, speed: float, unit: float, real0: float | None = None) -> None:
+    ``time_source`` gives r (default the wall clock; a ``scrapy_whittle.clock`` clock's ``now``
+    when the crawler and the server share simulated time in one process)."""
+
+    def __init__(self, speed: float, unit: float, real0: float | None = None,
+                 time_source=time.time) -> None:
         if not (speed > 0 and unit > 0):
             raise ValueError("speed and unit must be > 0")
         self.speed, self.unit = float(speed), float(unit)
-        self.real0 = time.time() if real0 is None else real0
+        self.time_source = time_source
+        self.real0 = time_source() if real0 is None else real0
 
     def reset(self, real0: float | None = None) -> None:
-        self.real0 = time.time() if real0 is None else real0
+        self.real0 = self.time_source() if real0 is None else real0
 
     def now(self) -> float:
-        return self.virtual(time.time())
+        return self.virtual(self.time_source())
 
     def virtual(self, real: float) -> float:
         return (real - self.real0) * self.speed / self.unit
@@ -226,7 +231,7 @@ class SimWebResource(Resource):
 
     def bad(self, request: Request, case: str):
         base = self.base(request)
-        now = time.time()
+        now = self.clock.time_source()
         good_items = "".join(
             f"<item><title>t{k}</title><link>{base}/x/{k}</link><guid>g{k}</guid>"
             f"<pubDate>{formatdate(now - 60 * k, usegmt=True)}</pubDate></item>"
@@ -314,15 +319,19 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  port: int = 0, seed: int = 0, window: int = 20, unit: float | None = None,
                  engagement_scale: float = 1000.0, latency: float = 0.0,
                  error_rate: float = 0.0, crawl_delay: float | None = None,
-                 reactor=None) -> SimServer:
-    """Start serving in this process on the running (or about to run) Twisted reactor."""
+                 reactor=None, clock=None) -> SimServer:
+    """Start serving in this process on the running (or about to run) Twisted reactor.
+
+    ``clock``: a ``scrapy_whittle.clock`` clock shared with an in-process crawl (its time is
+    the server's "real" time); default the wall clock."""
     if reactor is None:
         from twisted.internet import reactor
     sc = make_scenario(scenario, n=n, seed=seed)
     if sc.kind != "ephemeral":
         raise ValueError(f"scenario {scenario!r} is not about feeds (kind {sc.kind!r})")
     web = FeedWeb(sc.params, seed=seed, window=window)
-    clock = VirtualClock(speed, default_unit(scenario) if unit is None else unit)
+    clock = VirtualClock(speed, default_unit(scenario) if unit is None else unit,
+                         time_source=time.time if clock is None else clock.now)
     resource = SimWebResource(web, clock, scenario=scenario, engagement_scale=engagement_scale,
                               latency=latency, error_rate=error_rate, seed=seed,
                               crawl_delay=crawl_delay, reactor=reactor)

@@ -52,6 +52,34 @@ def sim_server():
     server.stop()
 
 
+START = 1_700_000_000.0          # simulated crawls start at this unix time
+
+
+class VirtualWeb:
+    """A simulated web served in this process, on the crawl's simulated clock.
+
+    The crawl gets ``clock`` as ``WHITTLE_CLOCK``: it stands still while anything is being
+    downloaded and jumps to the next due time when the crawler is idle, so a test of many
+    simulated hours takes as long as its downloads. ``speed``: scenario seconds per
+    simulated crawler second (1: an hour of news-mix is an hour of crawl)."""
+
+    def __init__(self, scenario: str = "news-mix", *, n: int | None = 20, seed: int = 0,
+                 speed: float = 1.0, **options) -> None:
+        from scrapy_whittle.clock import SimulatedClock
+        from sim.serve import start_server
+
+        self.clock = SimulatedClock(start=START, speed=0.0)
+        self.server = start_server(scenario, n=n, speed=speed, seed=seed, clock=self.clock,
+                                   **options)
+        self.url = self.server.url
+
+    def feeds(self, n: int, start: int = 0) -> list[str]:
+        return [f"{self.url}/feed/{i}.xml" for i in range(start, start + n)]
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+
 def make_crawler(spidercls=None, **settings):
     from scrapy_whittle.spiders import FeedSpider
 

@@ -37,13 +37,13 @@ async def test_bad_feeds_do_not_stop_the_crawl(sim_server, caplog):
         WHITTLE_MAX_FEED_SIZE=1_000_000, WHITTLE_BACKOFF_BASE=0.5, WHITTLE_BACKOFF_MAX=10)
 
     def opened(spider):
-        sched = crawler.engine.scheduler
-        original = sched.observe
+        policy = crawler.engine.scheduler.service.policy
+        original = policy.observe
 
         def spy(obs):
             observed.append(obs)
             original(obs)
-        sched.observe = spy
+        policy.observe = spy
 
     crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
     caplog.set_level(logging.INFO, logger="scrapy_whittle")

@@ -3,11 +3,11 @@ downloader, middleware, feed parsing) against sim.serve: with the oracle Whittle
 capture the same utility within 5%.
 
 tcns2018 (Table I of *Whittle Index Policy for Crawling Ephemeral Content*, IEEE TCNS 2018),
-M = 1, served with one time unit = 1 real second (parsing 500-entry feeds takes ~0.4 s).
-The oracle's choices do not depend on
-what crawls find, so the pure simulator in deterministic mode gives the expected utility of
-exactly the schedule Scrapy follows; ``sim.feedweb.simulate`` replays the very items the
-server published, at exact epoch instants.
+M = 1, served with one time unit = one second of the crawl's simulated clock, which the
+server shares: the crawl takes as long as its downloads and parsing, and crawls happen at
+exact epoch instants. The oracle's choices do not depend on what crawls find, so the pure
+simulator in deterministic mode gives the expected utility of exactly the schedule Scrapy
+follows; ``sim.feedweb.simulate`` replays the very items the server published.
 """
 
 import numpy as np
@@ -15,13 +15,14 @@ import pytest
 import pytest_twisted
 from scrapy import signals
 
+from scrapy_whittle.clock import SimulatedClock
 from scrapy_whittle.policies import make_policy
 from sim.feedweb import FeedWeb, simulate
 from sim.scenarios import make_scenario
 from sim.serve import start_server
 from tests.scrapy.conftest import make_crawler, run, whittle
 
-PERIOD = 1.0      # real seconds per epoch (speed 1, one time unit per epoch)
+PERIOD = 1.0      # simulated seconds per epoch (speed 1, one time unit per epoch)
 EPOCHS = 20
 
 
@@ -41,17 +42,19 @@ def pure_expected(epochs: int) -> float:
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_scrapy_stack_matches_pure_simulator():
-    server = start_server("tcns2018", speed=1.0 / PERIOD, unit=1.0, seed=3, window=600)
+    clock = SimulatedClock(start=1_700_000_000.0)
+    server = start_server("tcns2018", speed=1.0 / PERIOD, unit=1.0, seed=3, window=600,
+                          clock=clock)
     try:
         urls = [f"{server.url}/feed/{i}.xml" for i in range(4)]
         crawler = make_crawler(
             WHITTLE_SOURCES=urls, WHITTLE_POLICY="oracle",
             WHITTLE_ORACLE_PARAMS=server.resource.params(server.url), WHITTLE_BUDGET=1,
-            WHITTLE_PERIOD=PERIOD, WHITTLE_ENGAGEMENT_SCALE=1000,
-            CLOSESPIDER_TIMEOUT=(EPOCHS - 0.5) * PERIOD, DOWNLOAD_TIMEOUT=10)
+            WHITTLE_PERIOD=PERIOD, WHITTLE_ENGAGEMENT_SCALE=1000, WHITTLE_MAX_EPOCHS=EPOCHS,
+            WHITTLE_CLOCK=clock, DOWNLOAD_TIMEOUT=10)
 
-        def opened(spider):                  # virtual time 0 = the scheduler's epoch origin
-            server.clock.reset(crawler.engine.scheduler.t0)
+        def opened(spider):                  # virtual time 0 = the service's epoch origin
+            server.clock.reset(crawler.engine.scheduler.service.origin)
 
         crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
         w = whittle(await run(crawler))

@@ -6,10 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from scrapy.exceptions import NotConfigured
 
-from scrapy_whittle.scheduler import WhittleScheduler
-from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.service import RecrawlService
+from scrapy_whittle.settings import InvalidSetting, WhittleConfig
 from scrapy_whittle.sources import parse_opml
 
 OPML = b"""<?xml version="1.0"?>
@@ -30,30 +29,29 @@ def test_opml_categories_from_attribute_or_folder():
 @pytest.mark.parametrize("value", [0, -5, "soon", float("inf"), True, {"Sports": 0},
                                    {"Sports": "x"}])
 def test_bad_half_life_names_the_setting_and_value(value):
-    with pytest.raises(NotConfigured, match=r"WHITTLE_HALF_LIFE"):
+    with pytest.raises(InvalidSetting, match=r"WHITTLE_HALF_LIFE"):
         WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_HALF_LIFE": value})
 
 
-def _scheduler(half_life):
+def _service(half_life):
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 600,
                                           "WHITTLE_HALF_LIFE": half_life})
-    sched = WhittleScheduler(inner=None, config=config, sources=parse_opml(OPML))
-    sched._register_many(sched._initial)
-    return sched
+    service = RecrawlService(config)
+    service.open(parse_opml(OPML))
+    return service
 
 
 def test_prior_by_url_then_category_then_star_then_policy_default():
-    sched = _scheduler({"https://a.example/scores.xml": 1800, "Gossip": 7200, "*": 86400})
-    np.testing.assert_array_equal(sched.sources.half_life_prior([0, 1, 2]), [1800, 7200, 86400])
-    sched = _scheduler({"Sports": 3600})
-    h = sched.sources.half_life_prior([0, 1, 2])
+    service = _service({"https://a.example/scores.xml": 1800, "Gossip": 7200, "*": 86400})
+    np.testing.assert_array_equal(service.sources.half_life_prior([0, 1, 2]), [1800, 7200, 86400])
+    service = _service({"Sports": 3600})
+    h = service.sources.half_life_prior([0, 1, 2])
     assert h[0] == 3600 and h[1] == h[2] == 4 * 600      # unconfigured: four epochs
-    assert np.all(np.isnan(_scheduler(None).sources.half_life[:3]))
-    assert _scheduler(5000).sources.half_life_prior([2])[0] == 5000
+    assert np.all(np.isnan(_service(None).sources.half_life[:3]))
+    assert _service(5000).sources.half_life_prior([2])[0] == 5000
 
 
 def test_the_adaptive_policy_starts_from_the_configured_prior():
-    sched = _scheduler({"Sports": 3600, "*": 86400})
-    policy = sched._build_policy(3)
-    mu0 = policy.decay.mu0
+    service = _service({"Sports": 3600, "*": 86400})
+    mu0 = service.policy.decay.mu0
     np.testing.assert_allclose(mu0, math.log(2) / np.array([3600, 86400, 86400]))

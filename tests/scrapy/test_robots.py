@@ -25,9 +25,9 @@ async def test_crawl_delay_raises_costs_and_limits_crawls(slow_host):
                            ROBOTSTXT_OBEY=True)
     box = keep_scheduler(crawler)
     w = whittle(await run(crawler))
-    sched = box["scheduler"]
-    assert sched.sources.crawl_delays == {"127.0.0.1": 0.25}
-    assert list(sched.policy.problem.cost) == [2.0] * 6
+    service = box["scheduler"].service
+    assert service.sources.crawl_delays == {"127.0.0.1": 0.25}
+    assert list(service.policy.problem.cost) == [2.0] * 6
     # epoch 0 was planned before robots.txt arrived: its 6 crawls cost 1 each; every later
     # crawl costs 2, so each of the 3 later epochs (3.5 s) affords at most 4 crawls
     later = w["crawls"] - 6

@@ -1,9 +1,8 @@
 import pytest
-from scrapy.exceptions import NotConfigured
 
 from scrapy_whittle.middleware import FeedObserverMiddleware
 from scrapy_whittle.scheduler import WhittleScheduler
-from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.settings import InvalidSetting, WhittleConfig
 from tests.scrapy.conftest import make_crawler
 
 GOOD = {"WHITTLE_BUDGET": 2, "WHITTLE_POLICY": "round_robin",
@@ -36,7 +35,7 @@ GOOD = {"WHITTLE_BUDGET": 2, "WHITTLE_POLICY": "round_robin",
 ])
 def test_bad_setting_names_setting_and_value(name, value, fragment):
     crawler = make_crawler(**{**GOOD, name: value})
-    with pytest.raises(NotConfigured) as info:
+    with pytest.raises(InvalidSetting) as info:
         WhittleScheduler.from_crawler(crawler)
     message = str(info.value)
     assert name in message and repr(value) in message and fragment in message
@@ -48,7 +47,7 @@ def test_oracle_params_are_validated(tmp_path):
                    '"mean_utility": 1, "decay": 0.1}]}')
     crawler = make_crawler(**{**GOOD, "WHITTLE_POLICY": "oracle",
                               "WHITTLE_ORACLE_PARAMS": str(bad)})
-    with pytest.raises(NotConfigured, match="WHITTLE_ORACLE_PARAMS"):
+    with pytest.raises(InvalidSetting, match="WHITTLE_ORACLE_PARAMS"):
         WhittleScheduler.from_crawler(crawler)
 
 
@@ -56,6 +55,7 @@ def test_good_settings_and_defaults():
     crawler = make_crawler(**GOOD)
     sched = WhittleScheduler.from_crawler(crawler)
     assert sched.config.period == 3600.0 and sched.config.budget == 2.0
+    assert sched.service.config is sched.config
     assert WhittleConfig.from_settings({"WHITTLE_BUDGET": "3"}).core_policy == "adaptive-whittle"
     assert WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_SPREAD": "true"}).spread
     assert isinstance(FeedObserverMiddleware.from_crawler(crawler), FeedObserverMiddleware)
@@ -69,9 +69,7 @@ def test_public_names():
 
 
 def test_bad_settings_stop_the_crawl_before_it_starts():
-    from scrapy_whittle.settings import InvalidSetting
-
-    # the middleware is built with the engine: NotConfigured there would only disable it
+    # the middleware is built with the engine, before the spider opens
     crawler = make_crawler(**{**GOOD, "WHITTLE_BUDGET": -1})
     with pytest.raises(InvalidSetting, match=r"WHITTLE_BUDGET \(-1\) must be > 0"):
         FeedObserverMiddleware.from_crawler(crawler)

@@ -1,0 +1,81 @@
+"""Clocks of the re-crawl service: the system's, and a simulated one that jumps when idle.
+
+The service reads the time from a clock (``now()``, seconds, unix-like) and the Scrapy glue
+asks it how long to wait before a due time (``wait(until, idle)``, real seconds, or None when
+the wait should instead end with the next download). :class:`SystemClock` is the wall clock.
+:class:`SimulatedClock` is a discrete-event clock for simulations and tests: time runs at
+``speed`` simulated seconds per real second (0: only jumps move it), and when the crawler is
+idle (nothing being downloaded) a wait does not sleep: the clock jumps to the due time. A crawl
+of 100 simulated hours on a local simulated web then takes as long as its downloads, and with
+``speed=0`` its trajectory no longer depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def wait(self, until: float, idle: bool) -> float | None: ...
+
+
+class SystemClock:
+    """The wall clock (``time.time``)."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def wait(self, until: float, idle: bool) -> float | None:
+        return max(0.0, until - time.time())
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+class SimulatedClock:
+    """Simulated time: ``start`` + ``speed`` x real seconds elapsed + the jumps made.
+
+    start: the simulated time when the clock is made (default: the wall clock's).
+    speed: simulated seconds per real second between jumps (0: time stands still while the
+        crawler is busy, so a download takes no simulated time).
+    """
+
+    def __init__(self, start: float | None = None, speed: float = 0.0) -> None:
+        if not speed >= 0:
+            raise ValueError(f"speed ({speed!r}) must be >= 0")
+        self.speed = float(speed)
+        self._real0 = time.monotonic()
+        self._base = time.time() if start is None else float(start)
+        self.jumps = 0
+
+    def now(self) -> float:
+        return self._base + self.speed * (time.monotonic() - self._real0)
+
+    def advance_to(self, t: float) -> None:
+        """Jump forward to simulated time ``t`` (never backwards)."""
+        now = self.now()
+        if t > now:
+            self._base += t - now
+            self.jumps += 1
+
+    def wait(self, until: float, idle: bool) -> float | None:
+        if idle:
+            self.advance_to(until)
+            return 0.0
+        if self.speed > 0:
+            return max(0.0, (until - self.now()) / self.speed)
+        return None
+
+    def __copy__(self) -> SimulatedClock:
+        return self
+
+    def __deepcopy__(self, memo) -> SimulatedClock:
+        # one clock is shared by everything that simulates together (Scrapy deep-copies its
+        # settings when it builds a crawler: the copy must be the same clock)
+        return self
+
+    def __repr__(self) -> str:
+        return f"SimulatedClock(now={self.now():.3f}, speed={self.speed:g})"

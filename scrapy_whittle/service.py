@@ -1,0 +1,699 @@
+"""The re-crawl service: one crawl of a set of feeds, with no Scrapy in it.
+
+It owns the sources (:class:`~scrapy_whittle.source_table.SourceTable`), the entries already
+seen (:class:`~scrapy_whittle.entry_memory.EntryMemory`), the conditional-GET validators, the
+epoch clock, the policy and the state store, behind a narrow API that Scrapy's scheduler and
+middleware, the simulator and the benchmarks all drive:
+
+* ``open(specs)`` / ``close()``; ``add_sources(specs)``; ``set_crawl_delay(host, s)``;
+* ``next_crawl(busy_hosts)`` -> a :class:`Crawl` (URL, conditional-GET headers, epoch) or
+  None, and then ``wake_at``: when to ask again;
+* what a crawl showed: ``feed_fetched(crawl, entries, etag=, last_modified=)`` (returns the
+  new entries and their values), ``not_modified(...)``, ``crawl_failed(crawl, kind, cause)``;
+* ``report_value(...)``: feedback from a pipeline; ``checkpoint()``.
+
+Time. Epoch k is [origin + k T, origin + (k + 1) T), T = ``WHITTLE_PERIOD``; the origin is
+the first run's start (kept by the store), so a resumed crawl continues its epochs. At the
+first ``next_crawl`` of an epoch the policy picks sources of total cost at most M =
+``WHITTLE_BUDGET`` among those that may be fetched now (not in flight, not backing off, past
+their minimum interval, host not saturated); they are handed out as the downloader takes them
+(or spread evenly over the epoch with ``WHITTLE_SPREAD``); what an epoch does not use is lost.
+
+Learning. What crawls showed is buffered and given to the policy in batches (one
+``Observation`` per epoch of dispatch): before each selection, before feedback or a
+checkpoint, and whenever the oldest buffered crawl is ``FLUSH_AFTER`` seconds old. The policy
+time unit is the second, counted from the origin.
+
+Persistence (with a store): a checkpoint every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (the
+caller decides when: ``checkpoint_due``) and at close writes what changed since the previous
+one: the sources registered, the rows of the sources crawled or otherwise touched (book-
+keeping, validators, counters, the policy's per-source state, the entries seen), the policy's
+global state and the epochs' aggregates. After a crash the crawl restarts from the last
+checkpoint: an entry handed out before it is never handed out again; entries first seen in
+the last checkpoint interval before the crash are handed out a second time (at least once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from email.utils import formatdate, parsedate_to_datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from scrapy_whittle.clock import SystemClock
+from scrapy_whittle.columns import Col, PerSourceArrays
+from scrapy_whittle.entry_memory import EntryMemory
+from scrapy_whittle.estimators import RateEstimator
+from scrapy_whittle.feeds import FeedEntry
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.policies import Policy, make_policy
+from scrapy_whittle.problem import Problem, SourceParams
+from scrapy_whittle.settings import InvalidSetting, WhittleConfig
+from scrapy_whittle.source_table import SourceTable
+from scrapy_whittle.sources import SourceSpec
+from scrapy_whittle.state_codec import StateDecodeError, decode, encode
+from scrapy_whittle.store import Checkpoint, SavedState, StateStore
+
+logger = logging.getLogger(__name__)
+
+FLUSH_AFTER = 0.25          # seconds a crawl result may wait before the policy learns it
+
+
+class Stats(Protocol):
+    def inc(self, key: str, count: float = 1) -> None: ...
+
+    def set(self, key: str, value: Any) -> None: ...
+
+    def get(self, key: str, default: Any = 0) -> Any: ...
+
+
+class DictStats:
+    """Stats in a plain dict (the service without Scrapy)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def inc(self, key: str, count: float = 1) -> None:
+        self.values[key] = self.values.get(key, 0) + count
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def get(self, key: str, default: Any = 0) -> Any:
+        return self.values.get(key, default)
+
+
+@dataclass(frozen=True)
+class Crawl:
+    """One fetch of a source, as handed to the downloader."""
+
+    source: int
+    url: str
+    epoch: int
+    sent_at: float
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """The new entries a fetch found, their values at capture, and whether every entry
+    the feed showed was new (older new ones may have been lost)."""
+
+    entries: list[FeedEntry]
+    values: list[float]
+    window_full: bool
+
+
+class _SourceState(PerSourceArrays):
+    """Per-source validators and counters kept by the service."""
+
+    per_source = {"modified": np.nan,                       # Last-Modified (unix s)
+                  "crawls": Col(0, np.uint32), "errors": Col(0, np.uint32),
+                  "new_items": Col(0, np.uint32), "utility": Col(0.0, np.float32)}
+
+    def __init__(self) -> None:
+        self.etag: list[str | None] = []
+        self._init_arrays(0)
+
+    def grow(self, k: int) -> None:
+        self.grow_arrays(k)
+        self.etag.extend([None] * k)
+
+
+class RecrawlService:
+    """See the module docstring. ``config`` holds the validated ``WHITTLE_*`` settings."""
+
+    def __init__(self, config: WhittleConfig, *, clock=None, store: StateStore | None = None,
+                 oracle: dict[str, tuple[float, float, float]] | None = None,
+                 slot_delays: dict[str, float] | None = None, max_flight: float = 600.0,
+                 stats: Stats | None = None) -> None:
+        self.config = config
+        self.clock = clock or config.clock or SystemClock()
+        self.store = store
+        self.oracle = oracle
+        self.max_flight = float(max_flight)
+        self.stats: Stats = stats if stats is not None else DictStats()
+        self.sources = SourceTable(config, slot_delays)
+        self.memory = EntryMemory(max_per_source=config.max_entries_per_source)
+        self.state = _SourceState()
+        self.policy: Policy | None = None
+        self.origin: float | None = None
+        self.epoch = -1                  # epoch of the current plan
+        self.first_epoch: int | None = None
+        self.plan: list[int] = []
+        self.spent = 0.0
+        self.wake_at = math.inf          # when next_crawl may give something again
+        self._pending_grow: list[int] = []
+        self._grown_since_select: list[int] = []
+        self._buffer: list[tuple] = []
+        self._buffer_since = math.inf
+        self._own_rates: RateEstimator | None = None
+        self._logged: set[tuple[int, str]] = set()
+        self._dirty: set[int] = set()
+        self._new: list[tuple] = []
+        self._epochs: dict[int, list[float]] = defaultdict(lambda: [0, 0.0, 0, 0.0, 0, 0])
+        self._last_checkpoint = -math.inf
+        self._policy_touched = True
+
+    # -- construction -----------------------------------------------------------------------
+    def open(self, specs: list[SourceSpec] = ()) -> None:
+        """Restore the stored state (if any), register ``specs``, build the policy."""
+        saved = self._load()
+        if saved is not None:
+            self._register([SourceSpec(url=r["url"], title=r["title"] or "",
+                                       weight=r["weight"], min_interval=r["min_interval"],
+                                       category=r["category"] or "") for r in saved.sources],
+                           stored=True)
+        self._register(list(specs))
+        now = self.clock.now()
+        self.origin = float(saved.meta["origin"]) if saved and "origin" in saved.meta else now
+        self.policy = self._build_policy(len(self.sources))
+        self._pending_grow = []
+        self._grown_since_select = list(range(len(self.sources)))
+        if saved is not None:
+            self._restore(saved)
+        self._set_half_life_priors(np.arange(len(self.sources)))
+        if self._own_rates is None and self.policy.rate_estimator() is None:
+            self._own_rates = RateEstimator(len(self.sources), prior_rate=1 / self.config.period,
+                                            prior_exposure=self.config.period)
+        self.first_epoch = self.epoch_of(now)
+        self.stats.set("sources", len(self.sources))
+        logger.info("re-crawl service: %d sources, policy %s, budget %g per %g s%s",
+                    len(self.sources), self.config.policy, self.config.budget,
+                    self.config.period, f", state in {self.store.path}" if self.store else "")
+
+    def _load(self) -> SavedState | None:
+        if self.store is None:
+            return None
+        return self.store.load()
+
+    def _build_policy(self, n: int) -> Policy:
+        alpha = u = None
+        if self.oracle is not None:
+            alpha, u = self._oracle_au(range(n), strict=True)
+        problem = Problem(n=n, cost=self.sources.cost[:n].copy(), period=self.config.period,
+                          alpha=alpha, u=u)
+        return make_policy(self.config.core_policy, problem, rng=self.config.seed,
+                           **self.config.policy_options)
+
+    def _oracle_au(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        rows = []
+        for sid in sids:
+            url = self.sources.url(sid)
+            params = self.oracle.get(url)
+            if params is None:
+                if strict:
+                    raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r})"
+                                         f" has no parameters for source {url}")
+                self._log_once(sid, "oracle", url, "no oracle parameters: never crawled")
+                params = (0.0, 0.0, 0.0)
+            rows.append(params)
+        arr = np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+        p = SourceParams(arr[:, 0], arr[:, 1], arr[:, 2], period=self.config.period)
+        return p.alpha, p.u
+
+    def _set_half_life_priors(self, ids: np.ndarray) -> None:
+        h = self.sources.half_life[ids]
+        ids = ids[~np.isnan(h)]
+        if ids.size:
+            self.policy.set_prior_half_life(ids, self.sources.half_life[ids].astype(float))
+
+    # -- sources ----------------------------------------------------------------------------
+    def add_sources(self, specs: list[SourceSpec]) -> list[int]:
+        """Register sources (a URL already known keeps its id); the policy learns of new ones
+        at the next selection."""
+        sids = self._register(specs)
+        self.stats.set("sources", len(self.sources))
+        return sids
+
+    def _register(self, specs: list[SourceSpec], stored: bool = False) -> list[int]:
+        sids, new = self.sources.add(specs)
+        if new:
+            self.memory.grow(len(new))
+            self.state.grow(len(new))
+            if self._own_rates is not None:
+                self._own_rates.grow(len(new))
+            if self.policy is not None:
+                self._pending_grow.extend(new)
+            if not stored:
+                by_id = dict(zip(sids, specs, strict=True))
+                self._new.extend((sid, by_id[sid]) for sid in new)
+                self._dirty.update(new)
+        return sids
+
+    def url(self, sid: int) -> str:
+        return self.sources.url(sid)
+
+    def source_id(self, url: str) -> int | None:
+        return self.sources.id_of(url)
+
+    def set_crawl_delay(self, host: str, delay: float) -> bool:
+        """A robots.txt ``Crawl-delay`` for ``host``: it enters the cost C_i of every source on
+        the host (now and when registered later). Returns whether it changed anything."""
+        changed = self.sources.set_crawl_delay(host, delay)
+        if changed is None:
+            return False
+        known = changed[changed < self.policy.n] if self.policy is not None else changed[:0]
+        if known.size:
+            self.policy.set_cost(known, self.sources.cost[known])
+        return True
+
+    def _grow_policy(self) -> None:
+        if not self._pending_grow:
+            return
+        sids = np.asarray(self._pending_grow, dtype=np.int64)
+        self._pending_grow = []
+        extra = {}
+        if self.oracle is not None:
+            extra["alpha"], extra["u"] = self._oracle_au(sids)
+        self.policy.grow(len(sids), self.sources.cost[sids], **extra)
+        self._set_half_life_priors(sids)
+        self._grown_since_select.extend(sids.tolist())
+        self._policy_touched = True
+
+    # -- time -------------------------------------------------------------------------------
+    def epoch_of(self, when: float) -> int:
+        return math.floor((when - self.origin) / self.config.period)
+
+    @property
+    def finished(self) -> bool:
+        """True once ``WHITTLE_MAX_EPOCHS`` epochs of this run have passed."""
+        limit = self.config.max_epochs
+        return limit is not None and self.epoch_of(self.clock.now()) >= self.first_epoch + limit
+
+    # -- handing out crawls -----------------------------------------------------------------
+    def next_crawl(self, busy_hosts=()) -> Crawl | None:
+        """The next source to fetch now, or None (then ``wake_at`` says when to ask again).
+        ``busy_hosts``: host names whose download slot is saturated."""
+        if not len(self.sources) or self.finished:
+            self.wake_at = math.inf
+            return None
+        now = self.clock.now()
+        if self._buffer and now - self._buffer_since >= FLUSH_AFTER:
+            self.flush()
+        k = self.epoch_of(now)
+        busy = {self.sources.hosts[h] for h in busy_hosts if h in self.sources.hosts}
+        if k != self.epoch:
+            self._start_epoch(k, now, busy)
+        period = self.config.period
+        epoch_end = self.origin + (k + 1) * period
+        later = epoch_end
+        for j, sid in enumerate(self.plan):
+            if self.config.spread:
+                release = self.origin + k * period + self.spent * period / self.config.budget
+                if release > now + 1e-9:
+                    self.wake_at = release
+                    return None
+            not_before = self.sources.not_before(sid)
+            if not_before > now + 1e-6:
+                later = min(later, not_before)
+                continue
+            if busy and int(self.sources.host[sid]) in busy:
+                continue                   # asked again when a download of the slot ends
+            del self.plan[j]
+            self.spent += float(self.sources.cost[sid])
+            return self._dispatch(sid, now, k)
+        self.wake_at = later
+        return None
+
+    def _start_epoch(self, k: int, now: float, busy: set[int]) -> None:
+        self.flush()
+        if self.plan:
+            self.stats.inc("skipped", len(self.plan))
+        self.epoch, self.spent = k, 0.0
+        self._grow_policy()
+        eligible = self.sources.eligible(now, busy)
+        t = time.perf_counter()
+        chosen = self.policy.select(k, self.config.budget, None if eligible.all() else eligible)
+        self._decision_time(time.perf_counter() - t, calls=1)
+        self._policy_touched = True
+        # a policy may set up the rows of sources added since its last selection
+        self._dirty.update(self._grown_since_select)
+        self._grown_since_select = []
+        self.stats.inc("epochs")
+        self.plan = [int(s) for s in chosen]
+
+    def _dispatch(self, sid: int, now: float, epoch: int) -> Crawl:
+        self.sources.busy_until[sid] = now + self.max_flight
+        cost = float(self.sources.cost[sid])
+        self.stats.inc("crawls")
+        self.stats.inc("crawls/cost", cost)
+        agg = self._epochs[epoch]
+        agg[0] += 1
+        agg[1] += cost
+        self.state.crawls[sid] += 1
+        self._dirty.add(sid)
+        headers = {}
+        if self.config.conditional_get:
+            etag = self.state.etag[sid]
+            if etag:
+                headers["If-None-Match"] = etag
+            modified = float(self.state.modified[sid])
+            if math.isfinite(modified):
+                headers["If-Modified-Since"] = formatdate(modified, usegmt=True)
+        return Crawl(source=sid, url=self.sources.url(sid), epoch=epoch, sent_at=now,
+                     headers=headers)
+
+    # -- what crawls showed -----------------------------------------------------------------
+    def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
+                     etag: str | None = None, last_modified: str | None = None
+                     ) -> FetchResult:
+        """A fetch of ``crawl`` returned a feed with ``entries`` (feed order)."""
+        sid = crawl.source
+        now = self.clock.now()
+        self._remember_validators(sid, etag, last_modified)
+        had_before = self.memory.seen(sid) > 0
+        visible = len({e.key for e in entries})
+        new = self.memory.new_entries(sid, entries)
+        window_full = bool(had_before and visible > 0 and len(new) == visible)
+        weight = float(self.sources.weight[sid]) * self.config.item_value
+        scale = self.config.engagement_scale
+        values = [e.engagement / scale if e.engagement is not None else weight for e in new]
+        published = [e.published if e.published is not None else now for e in new]
+        reward = float(sum(values))
+        self._observe(crawl, now, True, len(new), reward, window_full, published)
+        self.stats.inc("fetched")
+        self.stats.inc("new_items", len(new))
+        self.stats.inc("utility", reward)
+        if window_full:
+            self.stats.inc("window_full")
+        agg = self._epochs[crawl.epoch]
+        agg[2] += len(new)
+        agg[3] += reward
+        self.state.new_items[sid] += len(new)
+        self.state.utility[sid] += reward
+        return FetchResult(new, values, window_full)
+
+    def not_modified(self, crawl: Crawl, *, etag: str | None = None,
+                     last_modified: str | None = None) -> None:
+        """The server answered 304 Not Modified: a successful crawl that found nothing new."""
+        self._remember_validators(crawl.source, etag, last_modified)
+        self.stats.inc("not_modified")
+        self._epochs[crawl.epoch][5] += 1
+        self._observe(crawl, self.clock.now(), True, 0, 0.0, False, [])
+        self.stats.inc("fetched")
+
+    def crawl_failed(self, crawl: Crawl, kind: str, cause: str) -> float:
+        """The fetch failed (``kind``: the stats key under ``errors/``); the source backs off.
+        Logged once per source and kind. Returns the back-off in seconds."""
+        now = self.clock.now()
+        backoff = self._observe(crawl, now, False, 0, 0.0, False, [])
+        self.stats.inc(f"errors/{kind}")
+        self._epochs[crawl.epoch][4] += 1
+        self.state.errors[crawl.source] += 1
+        self._log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
+        return backoff
+
+    def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
+        """A usable feed had problems (a parser's complaints): counted, logged once."""
+        self.stats.inc("warnings")
+        self._log_once(crawl.source, "warning", crawl.url, "; ".join(warnings), logging.INFO)
+
+    def _observe(self, crawl: Crawl, now: float, ok: bool, new_items: int, reward: float,
+                 window_full: bool, published: list[float]) -> float:
+        sid = crawl.source
+        if not self._buffer:
+            self._buffer_since = now
+        self._buffer.append((crawl.epoch, sid, now - self.origin, new_items, reward, ok,
+                             window_full, published))
+        self._dirty.add(sid)
+        backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now)
+        if now - self._buffer_since >= FLUSH_AFTER:
+            self.flush()
+        return backoff
+
+    def _remember_validators(self, sid: int, etag: str | None, last_modified: str | None
+                             ) -> None:
+        if etag:
+            self.state.etag[sid] = etag
+        if last_modified:
+            try:
+                self.state.modified[sid] = parsedate_to_datetime(last_modified).timestamp()
+            except (TypeError, ValueError, IndexError, OverflowError):
+                pass        # an unreadable date: no If-Modified-Since, ETag still works
+
+    def flush(self) -> None:
+        """Give the buffered crawl results to the policy (one Observation per epoch)."""
+        if not self._buffer or self.policy is None:
+            return
+        buffered, self._buffer, self._buffer_since = self._buffer, [], math.inf
+        self._grow_policy()
+        by_epoch: dict[int, list[tuple]] = defaultdict(list)
+        for row in buffered:
+            by_epoch[row[0]].append(row)
+        t = time.perf_counter()
+        for epoch in sorted(by_epoch):
+            rows = by_epoch[epoch]
+            lengths = [len(r[7]) for r in rows]
+            obs = Observation(
+                epoch=epoch, sources=[r[1] for r in rows], time=[r[2] for r in rows],
+                new_items=[r[3] for r in rows], reward=[r[4] for r in rows],
+                ok=[r[5] for r in rows], window_full=[r[6] for r in rows],
+                item_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+                item_published=np.fromiter((p - self.origin for r in rows for p in r[7]),
+                                           dtype=np.float64, count=sum(lengths)))
+            self._observe_missed(obs)
+        self._decision_time(time.perf_counter() - t, calls=0)
+        self._policy_touched = True
+
+    def _observe_missed(self, obs: Observation) -> None:
+        """``policy.observe``, and the ``missed_items`` stat: entries lost to full windows,
+        from the policy's rate estimates (or the service's own, for a policy without)."""
+        rates = self.policy.rate_estimator()
+        if rates is not None:
+            ids = np.unique(obs.sources[obs.ok])
+            before = float(rates.missed[ids].sum(dtype=np.float64))
+            self.policy.observe(obs)
+            missed = float(rates.missed[ids].sum(dtype=np.float64)) - before
+        else:
+            self.policy.observe(obs)
+            missed = self._own_missed(obs)
+        if missed > 0:
+            self.stats.inc("missed_items", missed)
+
+    def _own_missed(self, obs: Observation) -> float:
+        rates, total = self._own_rates, 0.0
+        ok = np.flatnonzero(obs.ok)
+        # one crawl per source per call: later crawls of a source in later passes
+        order = ok[np.lexsort((obs.time[ok], obs.sources[ok]))]
+        while order.size:
+            _, first = np.unique(obs.sources[order], return_index=True)
+            take, order = order[first], np.delete(order, first)
+            off = obs.item_offsets
+            lengths = off[take + 1] - off[take]
+            idx = np.concatenate([np.arange(off[j], off[j + 1]) for j in take]).astype(np.int64)
+            _, missed = rates.observe_crawls(
+                obs.sources[take], obs.time[take], np.concatenate([[0], np.cumsum(lengths)]),
+                obs.item_published[idx], obs.window_full[take])
+            total += float(missed.sum())
+        return total
+
+    def report_value(self, source: str | int, value: float, *, published: float,
+                     at: float | None = None, base_value: float | None = None) -> bool:
+        """Feedback from the spider: an entry of ``source`` (its URL or id), published at unix
+        time ``published``, was worth ``value`` at unix time ``at`` (default now). Garbage
+        (unknown source, non-finite or negative value, ``at`` before ``published``) is
+        refused and counted under ``feedback/refused``. Returns whether the policy used it."""
+        sid = self.sources.id_of(source) if isinstance(source, str) else source
+        at = self.clock.now() if at is None else at
+        usable = (isinstance(sid, int | np.integer) and 0 <= sid < len(self.sources)
+                  and self.policy is not None)
+        try:
+            age = float(at) - float(published)
+            value = float(value)
+        except (TypeError, ValueError):
+            usable = False
+        usable = usable and math.isfinite(age) and age >= 0 and math.isfinite(value) \
+            and value >= 0
+        accepted = False
+        if usable:
+            self.flush()
+            self._grow_policy()
+            accepted = bool(self.policy.report_value(int(sid), value, age, base_value))
+        if accepted:
+            self._dirty.add(int(sid))
+            self._policy_touched = True
+        self.stats.inc("feedback/accepted" if accepted else "feedback/refused")
+        return accepted
+
+    # -- closing and stats ------------------------------------------------------------------
+    def budget_used(self) -> float | None:
+        """Cost spent over the completed epochs of this run / (M x those epochs)."""
+        if self.origin is None or self.first_epoch is None:
+            return None
+        done = self.epoch_of(self.clock.now())
+        epochs = [k for k in range(self.first_epoch, done) if k in self._epochs]
+        n_epochs = done - self.first_epoch
+        if n_epochs <= 0:
+            return None
+        spent = sum(self._epochs[k][1] for k in epochs)
+        return spent / (self.config.budget * n_epochs)
+
+    def close(self) -> None:
+        """Flush, write the last checkpoint, close the store."""
+        used = self.budget_used()
+        if used is not None:
+            self.stats.set("budget_used", used)
+        self.flush()
+        if self.store is not None and self.policy is not None:
+            self.store.write(self.prepare_checkpoint())
+            self.store.close()
+
+    def _decision_time(self, seconds: float, calls: int) -> None:
+        name = self.config.policy
+        self.stats.inc(f"decision/{name}/seconds", seconds)
+        if calls:
+            self.stats.inc(f"decision/{name}/calls", calls)
+
+    def _log_once(self, sid: int, kind: str, url: str, message: str,
+                  level: int = logging.WARNING) -> None:
+        if (sid, kind) in self._logged:
+            logger.debug("source %d (%s): %s", sid, url, message)
+            return
+        self._logged.add((sid, kind))
+        logger.log(level, "source %d (%s): %s", sid, url, message)
+
+    # -- persistence --------------------------------------------------------------------------
+    def checkpoint_due(self) -> bool:
+        return (self.store is not None and self.policy is not None
+                and time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval)
+
+    def checkpoint(self) -> None:
+        """Write what changed since the previous checkpoint (blocking)."""
+        if self.store is not None and self.policy is not None:
+            self.store.write(self.prepare_checkpoint())
+
+    def prepare_checkpoint(self) -> Checkpoint:
+        """What changed since the previous checkpoint, ready for ``StateStore.write`` (which
+        may run in another thread: nothing here is shared with the live state)."""
+        self.flush()
+        self._grow_policy()
+        self._last_checkpoint = time.monotonic()
+        cp = Checkpoint(taken_at=self.clock.now(), meta={
+            "origin": self.origin, "period": self.config.period, "budget": self.config.budget,
+            "policy": self.config.core_policy})
+        cp.new_sources = [(sid, spec.url, spec.title, spec.category, float(spec.weight),
+                           float(spec.min_interval)) for sid, spec in self._new]
+        self._new = []
+        ids = np.array(sorted(self._dirty), dtype=np.int64)
+        self._dirty = set()
+        if ids.size:
+            cp.source_rows = self._source_rows(ids)
+            for name, (sub, rows) in self.policy.export_blocks(ids).items():
+                raw, size = rows.tobytes(), rows.dtype.itemsize
+                cp.blocks += [(int(s), name, raw[j * size:(j + 1) * size])
+                              for j, s in enumerate(sub)]
+        if self._policy_touched:
+            layout = json.dumps(self.policy.row_dtype().descr)
+            cp.policy = (self.policy.name, layout, encode(self.policy.global_state()))
+            self._policy_touched = False
+        cp.epochs = [(k, int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), int(a[5]))
+                     for k, a in self._epochs.items()]
+        current = self.epoch_of(self.clock.now())
+        for k in [k for k in self._epochs if k < current - 1]:
+            del self._epochs[k]          # written; kept only while they can still change
+        return cp
+
+    def _source_rows(self, ids: np.ndarray) -> list[tuple]:
+        src, st = self.sources, self.state
+        rows = self.policy.export_rows(ids)
+        raw, size = rows.tobytes(), rows.dtype.itemsize
+        summary = self.policy.summary(ids)
+        hour = 3600.0
+
+        def column(key, scale):
+            values = summary.get(key)
+            if values is None:
+                return [None] * ids.shape[0]
+            return [float(v) * scale if math.isfinite(v) else None for v in values]
+
+        rate, half, value = (column("rate", hour), column("half_life", 1 / hour),
+                             column("value", 1.0))
+        entries = self.memory.export_keys(ids)
+        out = []
+        for j, sid in enumerate(ids.tolist()):
+            modified = float(st.modified[sid])
+            out.append((
+                _finite(src.last_crawl[sid]), float(src.retry_at[sid]), int(src.failures[sid]),
+                st.etag[sid], formatdate(modified, usegmt=True) if math.isfinite(modified)
+                else None, int(st.crawls[sid]), int(st.errors[sid]), int(st.new_items[sid]),
+                float(st.utility[sid]), rate[j], half[j], value[j],
+                raw[j * size:(j + 1) * size] if size else None, entries[j], sid))
+        return out
+
+    def _restore(self, saved: SavedState) -> None:
+        rows = saved.sources
+        ids = np.array([r["id"] for r in rows], dtype=np.int64)
+        src, st = self.sources, self.state
+        for r in rows:
+            sid = r["id"]
+            src.last_crawl[sid] = r["last_crawl"] if r["last_crawl"] is not None else -np.inf
+            src.retry_at[sid] = r["retry_at"] or 0.0
+            src.failures[sid] = r["failures"] or 0
+            st.etag[sid] = r["etag"]
+            self._remember_validators(sid, None, r["last_modified"])
+            st.crawls[sid], st.errors[sid] = r["crawls"], r["errors"]
+            st.new_items[sid], st.utility[sid] = r["new_items"], r["utility"]
+        self.memory.import_keys(ids, [r["entries"] for r in rows])
+        for r in saved.epochs:
+            self._epochs[r["epoch"]] = [r["crawls"], r["cost"], r["new_items"], r["utility"],
+                                        r["errors"], r["not_modified"]]
+        self._restore_policy(saved, ids)
+        self._policy_touched = False
+        logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
+                    len(rows), self.store.path, saved.meta.get("checkpoint_seq"))
+
+    def _restore_policy(self, saved: SavedState, ids: np.ndarray) -> None:
+        if saved.policy is None:
+            return
+        name, layout, blob = saved.policy
+        if name != self.policy.name:
+            logger.warning("the stored state was learned by policy %r, not %r: the policy "
+                           "starts from scratch (the sources, their entries and validators "
+                           "are kept)", name, self.policy.name)
+            return
+        try:
+            dtype = _dtype_from_descr(json.loads(layout))
+            with_rows = [r for r in saved.sources if r["policy_row"] is not None]
+            if with_rows and dtype.itemsize:
+                raw = b"".join(r["policy_row"] for r in with_rows)
+                self.policy.import_rows([r["id"] for r in with_rows],
+                                        np.frombuffer(raw, dtype=dtype))
+            blocks: dict[str, tuple[list[int], list[bytes]]] = defaultdict(lambda: ([], []))
+            for sid, block, data in saved.blocks:
+                blocks[block][0].append(sid)
+                blocks[block][1].append(data)
+            self.policy.import_blocks(self._decode_blocks(blocks))
+            self.policy.load_global_state(decode(blob))
+        except (ValueError, TypeError, KeyError, StateDecodeError) as exc:
+            logger.error("the stored state of policy %r cannot be restored (%s): it starts "
+                         "from scratch", name, exc)
+            self.policy = self._build_policy(len(self.sources))
+
+    def _decode_blocks(self, blocks) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        dtypes = self.policy.block_dtypes()
+        out = {}
+        for name, (sids, datas) in blocks.items():
+            dtype = dtypes.get(name)
+            if dtype is None or any(len(d) != dtype.itemsize for d in datas):
+                raise ValueError(f"block {name!r} does not match this policy's layout")
+            out[name] = (np.asarray(sids, dtype=np.int64),
+                         np.frombuffer(b"".join(datas), dtype=dtype))
+        return out
+
+
+def _dtype_from_descr(descr: list) -> np.dtype:
+    """The structured dtype of a JSON-decoded ``dtype.descr`` (lists back to tuples)."""
+    return np.dtype([(f[0], f[1]) if len(f) == 2 else (f[0], f[1], tuple(f[2]))
+                     for f in descr])
+
+
+def _finite(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
