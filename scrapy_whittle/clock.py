@@ -52,6 +52,8 @@ class SimulatedClock:
         self.jumps = 0
 
     def now(self) -> float:
+        if not self.speed:
+            return self._base
         return self._base + self.speed * (time.monotonic() - self._real0)
 
     def advance_to(self, t: float) -> None:

@@ -93,7 +93,10 @@ class WhittleScheduler(BaseScheduler):
             sources = load_sources(config.sources)
         except SourceListError as exc:
             raise InvalidSetting(f"WHITTLE_SOURCES ({config.sources!r}): {exc}") from None
-        oracle = load_oracle(config.oracle_params) if config.policy == "oracle" else None
+        from scrapy_whittle.policies import policy_class
+
+        needs = policy_class(config.core_policy).needs_parameters
+        oracle = load_oracle(config.oracle_params) if needs else None
         slots = settings.getdict("DOWNLOAD_SLOTS")
         slot_delays = {k: float(v.get("delay", 0.0)) for k, v in slots.items()
                        if isinstance(v, dict)}
@@ -146,8 +149,8 @@ class WhittleScheduler(BaseScheduler):
             self._checkpoints.stop()
         if self._writing is not None:              # let a checkpoint in progress finish
             await deferred_to_future(self._writing)
-        self.service.stats.stop()
         self.service.close()
+        self.service.stats.stop()
         result = self.inner.close(reason)
         if result is not None:
             await maybe_deferred_to_future(result)
@@ -223,8 +226,8 @@ class WhittleScheduler(BaseScheduler):
                 "whittle_source_url": crawl.url, "dont_cache": True}
         template = self.templates.get(crawl.source)
         if template is None:
-            return Request(crawl.url, dont_filter=True, meta=meta, headers=crawl.headers,
-                           errback=_quiet_errback)
+            return Request(crawl.url, dont_filter=True, meta=meta,
+                           headers=crawl.headers or None, errback=_quiet_errback)
         request = template.replace(meta={**template.meta, **meta})
         for key, value in crawl.headers.items():
             request.headers[key] = value

@@ -9,13 +9,12 @@ download-slot delays, robots.txt ``Crawl-delay``), the prior half-life of intere
 from __future__ import annotations
 
 import math
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from scrapy_whittle.columns import Col, PerSourceArrays
 from scrapy_whittle.settings import WhittleConfig
-from scrapy_whittle.sources import SourceRegistry, SourceSpec
+from scrapy_whittle.sources import SourceRegistry, SourceSpec, url_host
 
 
 class SourceTable(PerSourceArrays):
@@ -53,34 +52,61 @@ class SourceTable(PerSourceArrays):
     # -- registration -------------------------------------------------------------------
     def add(self, specs: list[SourceSpec]) -> tuple[list[int], list[int]]:
         """(ids of ``specs``' URLs, ids of those that were new); arrays grow once a batch."""
+        return self.add_columns([s.url for s in specs], [s.weight for s in specs],
+                                [s.min_interval for s in specs], [s.category for s in specs])
+
+    def add_columns(self, urls: list[str], weights, min_intervals, categories
+                    ) -> tuple[list[int], list[int]]:
+        """:meth:`add` for sources given as columns (a restore of a million rows)."""
+        add = self.registry.add
         sids, new = [], []
-        for spec in specs:
-            sid, is_new = self.registry.add(spec.url)
+        for j, url in enumerate(urls):
+            sid, is_new = add(url)
             sids.append(sid)
             if is_new:
-                new.append((sid, spec))
+                new.append(j)
         if not new:
             return sids, []
-        self.grow_arrays(len(new))
-        for sid, spec in new:
-            host = urlsplit(spec.url).hostname or ""
-            hid = self.hosts.get(host)
-            if hid is None:
-                hid = self.hosts[host] = len(self.host_names)
-                self.host_names.append(host)
-            self.host[sid] = hid
-            self.min_interval[sid] = max(spec.min_interval, self.config.min_interval)
-            self.cost[sid] = self.cost_of(float(self.min_interval[sid]), host)
-            self.weight[sid] = spec.weight
-            self.half_life[sid] = self.configured_half_life(spec)
-        return sids, [sid for sid, _ in new]
+        ids = self.grow_arrays(len(new))
+        every = len(new) == len(urls)
+
+        def pick(values):
+            return values if every else [values[j] for j in new]
+
+        new_urls = pick(urls)
+        self.host[ids] = [self._host_id(url_host(url) or "") for url in new_urls]
+        self.min_interval[ids] = np.maximum(np.asarray(pick(min_intervals), dtype=float),
+                                            self.config.min_interval)
+        self.weight[ids] = pick(weights)
+        if self.config.half_life is not None:
+            self.half_life[ids] = [self.configured_half_life(u, c) for u, c in
+                                   zip(new_urls, pick(categories), strict=True)]
+        self.cost[ids] = self.costs(ids)
+        return sids, ids.tolist()
+
+    def _host_id(self, host: str) -> int:
+        hid = self.hosts.get(host)
+        if hid is None:
+            hid = self.hosts[host] = len(self.host_names)
+            self.host_names.append(host)
+        return hid
 
     # -- costs ----------------------------------------------------------------------------
-    def cost_of(self, interval: float, host: str) -> float:
-        """C_i = max(1, d M / T): a crawl that must be d seconds apart from the next one to its
-        source or host uses d seconds of a budget of M crawls per T seconds."""
-        delay = max(interval, self.slot_delays.get(host, 0.0), self.crawl_delays.get(host, 0.0))
-        return max(1.0, delay * self.config.budget / self.config.period)
+    def costs(self, ids: np.ndarray) -> np.ndarray:
+        """C_i = max(1, d M / T) of sources ``ids``: a crawl that must be d seconds apart from
+        the next one to its source or host uses d seconds of a budget of M crawls per T
+        seconds; d is the largest of the source's minimum interval and its host's slot delay
+        and robots.txt Crawl-delay."""
+        delays = {**self.slot_delays}
+        for host, delay in self.crawl_delays.items():
+            delays[host] = max(delays.get(host, 0.0), delay)
+        by_host = np.zeros(len(self.host_names))
+        for host, delay in delays.items():
+            hid = self.hosts.get(host)
+            if hid is not None:
+                by_host[hid] = delay
+        d = np.maximum(self.min_interval[ids].astype(np.float64), by_host[self.host[ids]])
+        return np.maximum(1.0, d * self.config.budget / self.config.period)
 
     def set_crawl_delay(self, host: str, delay: float) -> np.ndarray | None:
         """Record a robots.txt ``Crawl-delay``; the ids whose cost it changed, or None when
@@ -92,20 +118,19 @@ class SourceTable(PerSourceArrays):
         if hid is None:
             return np.zeros(0, dtype=np.int64)
         sids = np.flatnonzero(self.host == hid)
-        for sid in sids:
-            self.cost[sid] = self.cost_of(float(self.min_interval[sid]), host)
+        self.cost[sids] = self.costs(sids)
         return sids
 
     # -- the interest-decay prior -----------------------------------------------------------
-    def configured_half_life(self, spec: SourceSpec) -> float:
-        """WHITTLE_HALF_LIFE for this source: by URL, else by category, else "*"; NaN when
-        the setting says nothing (the policy's own prior then applies)."""
+    def configured_half_life(self, url: str, category: str) -> float:
+        """WHITTLE_HALF_LIFE for a source: by URL, else by category, else "*"; NaN when the
+        setting says nothing (the policy's own prior then applies)."""
         setting = self.config.half_life
         if setting is None:
             return math.nan
         if not isinstance(setting, dict):
             return float(setting)
-        for key in (spec.url, spec.category, "*"):
+        for key in (url, category, "*"):
             if key and key in setting:
                 return setting[key]
         return math.nan

@@ -28,29 +28,43 @@ PREFIX = "whittle/"
 
 
 class WhittleStats:
-    """The re-crawl service's stats (``scrapy_whittle.service.Stats``) in Scrapy's stats
-    collector, under ``whittle/``, plus the periodic log line."""
+    """The re-crawl service's stats (``scrapy_whittle.service.Stats``) and the periodic log
+    line. The counts are kept here, in a plain dict, and copied into Scrapy's stats collector
+    (under ``whittle/``) every ``SYNC_EVERY`` seconds and when the crawl closes: each crawl
+    updates several of them, and Scrapy's collector costs microseconds per call."""
+
+    SYNC_EVERY = 1.0
 
     def __init__(self, stats: Any, interval: float = 60.0, policy: str = "") -> None:
         self.stats = stats
         self.interval = interval
         self.policy = policy
+        self.values: dict[str, Any] = {}
         self._task = None
+        self._sync_task = None
         self._prev: tuple[float, float, float] | None = None
 
     def inc(self, key: str, count: float = 1) -> None:
-        if self.stats is not None:
-            self.stats.inc_value(PREFIX + key, count)
+        values = self.values
+        values[key] = values.get(key, 0) + count
 
     def set(self, key: str, value: Any) -> None:
-        if self.stats is not None:
-            self.stats.set_value(PREFIX + key, value)
+        self.values[key] = value
 
     def get(self, key: str, default: Any = 0) -> Any:
-        return self.stats.get_value(PREFIX + key, default) if self.stats is not None else default
+        return self.values.get(key, default)
+
+    def sync(self) -> None:
+        """Copy the counts into Scrapy's stats collector."""
+        if self.stats is not None:
+            for key, value in self.values.items():
+                self.stats.set_value(PREFIX + key, value)
 
     # -- periodic line ------------------------------------------------------------------
     def start(self) -> None:
+        if self._sync_task is None:
+            self._sync_task = create_looping_call(self.sync)
+            self._sync_task.start(self.SYNC_EVERY, now=False)
         if self.interval > 0 and self._task is None:
             self._prev = (time.monotonic(), self.get("crawls"), self.get("utility", 0.0))
             self._task = create_looping_call(self.log)
@@ -61,8 +75,7 @@ class WhittleStats:
         crawls, utility = self.get("crawls"), self.get("utility", 0.0)
         t_prev, c_prev, u_prev = self._prev or (now, 0, 0.0)
         minutes = max(now - t_prev, 1e-9) / 60.0
-        errors = sum(v for k, v in (self.stats.get_stats().items() if self.stats else ())
-                     if k.startswith(PREFIX + "errors/"))
+        errors = sum(v for k, v in self.values.items() if k.startswith("errors/"))
         logger.info(
             "Whittle (%s): %d crawls (at %.1f/min), %d new items, utility %.4g "
             "(at %.4g/min), %d not modified, %d errors, %d sources",
@@ -71,10 +84,12 @@ class WhittleStats:
         self._prev = (now, crawls, utility)
 
     def stop(self) -> None:
-        if self._task is not None and self._task.running:
-            self._task.stop()
-        self._task = None
+        for task in (self._task, self._sync_task):
+            if task is not None and task.running:
+                task.stop()
+        self._task = self._sync_task = None
         crawls = self.get("crawls")
         seconds = self.get(f"decision/{self.policy}/seconds", 0.0)
         if crawls:
             self.set(f"decision/{self.policy}/us_per_crawl", 1e6 * seconds / crawls)
+        self.sync()

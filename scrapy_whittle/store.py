@@ -37,6 +37,7 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,31 +90,42 @@ class StoreError(RuntimeError):
 
 @dataclass
 class Checkpoint:
-    """What changed since the previous checkpoint (built by the re-crawl service)."""
+    """What changed since the previous checkpoint (built by the re-crawl service).
+
+    ``new_sources`` (rows of NEW_COLUMNS) and ``source_rows`` (STATE_COLUMNS + id) are
+    functions returning the rows, so that turning the service's snapshot into a million
+    tuples happens in the writer's thread, not on the reactor; ``n_new`` and ``n_changed``
+    count them."""
 
     taken_at: float
     meta: dict[str, Any] = field(default_factory=dict)
-    new_sources: list[tuple] = field(default_factory=list)      # NEW_COLUMNS
-    source_rows: list[tuple] = field(default_factory=list)      # STATE_COLUMNS + (id,)
+    new_sources: Callable[[], Iterable[tuple]] = lambda: ()
+    source_rows: Callable[[], Iterable[tuple]] = lambda: ()
+    n_new: int = 0
+    n_changed: int = 0
     blocks: list[tuple[int, str, bytes]] = field(default_factory=list)
     policy: tuple[str, str, bytes] | None = None                 # name, row layout, global
     epochs: list[tuple] = field(default_factory=list)           # epochs table rows
 
-    @property
-    def empty(self) -> bool:
-        return not (self.new_sources or self.source_rows or self.blocks or self.epochs
-                    or self.policy)
+
+#: columns of ``sources`` read back by a restore, in this order
+LOAD_COLUMNS = ("id", "url", "title", "category", "weight", "min_interval", *STATE_COLUMNS)
 
 
 @dataclass
 class SavedState:
-    """What a store held when it was opened."""
+    """What a store held when it was opened: ``sources`` maps each of LOAD_COLUMNS to its
+    values in id order."""
 
     meta: dict[str, Any]
-    sources: list[sqlite3.Row]
+    sources: dict[str, tuple]
     blocks: list[tuple[int, str, bytes]]
     policy: tuple[str, str, bytes] | None
-    epochs: list[sqlite3.Row]
+    epochs: list[tuple]
+
+    @property
+    def n_sources(self) -> int:
+        return len(self.sources["id"])
 
 
 class StateStore:
@@ -146,7 +158,6 @@ class StateStore:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.row_factory = sqlite3.Row
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         return db
@@ -193,16 +204,20 @@ class StateStore:
         """Everything stored, or None for a fresh store."""
         with self._lock:
             db = self._db
-            meta = {r[0]: r[1] for r in db.execute("SELECT key, value FROM meta")}
-            sources = db.execute("SELECT * FROM sources ORDER BY id").fetchall()
-            if not sources and "origin" not in meta:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            rows = db.execute(f"SELECT {', '.join(LOAD_COLUMNS)} FROM sources "
+                              "ORDER BY id").fetchall()
+            if not rows and "origin" not in meta:
                 return None
-            blocks = [tuple(r) for r in db.execute("SELECT id, block, data FROM source_blocks")]
+            columns = list(zip(*rows, strict=True)) or [() for _ in LOAD_COLUMNS]
+            del rows
+            blocks = db.execute("SELECT id, block, data FROM source_blocks").fetchall()
             row = db.execute("SELECT policy, row_layout, global_state FROM policy_state"
                              ).fetchone()
-            epochs = db.execute("SELECT * FROM epochs ORDER BY epoch").fetchall()
-        return SavedState(meta=meta, sources=sources, blocks=blocks,
-                          policy=tuple(row) if row is not None else None, epochs=epochs)
+            epochs = db.execute("SELECT epoch, crawls, cost, new_items, utility, errors, "
+                                "not_modified FROM epochs ORDER BY epoch").fetchall()
+        return SavedState(meta=meta, sources=dict(zip(LOAD_COLUMNS, columns, strict=True)),
+                          blocks=blocks, policy=row, epochs=epochs)
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint) -> None:
@@ -212,13 +227,13 @@ class StateStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                if cp.new_sources:
+                if cp.n_new:
                     db.executemany(
                         f"INSERT OR IGNORE INTO sources ({', '.join(NEW_COLUMNS)}) "
-                        f"VALUES ({', '.join('?' * len(NEW_COLUMNS))})", cp.new_sources)
-                if cp.source_rows:
+                        f"VALUES ({', '.join('?' * len(NEW_COLUMNS))})", cp.new_sources())
+                if cp.n_changed:
                     db.executemany(f"UPDATE sources SET {set_cols} WHERE id = ?",
-                                   cp.source_rows)
+                                   cp.source_rows())
                 if cp.blocks:
                     db.executemany("INSERT OR REPLACE INTO source_blocks VALUES (?, ?, ?)",
                                    cp.blocks)

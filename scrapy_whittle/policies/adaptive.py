@@ -129,6 +129,8 @@ class AdaptiveWhittlePolicy(Policy):
             self.page_rows.rows(np.arange(n), create=True)
         self.missed_total = 0.0
         self.last_missed = 0.0
+        self._cut: float | None = None       # last selection's smallest priority (pruning)
+        self.pruned_decisions = 0            # selections decided on the pruned path
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
         start = self.changes.n
@@ -197,12 +199,49 @@ class AdaptiveWhittlePolicy(Policy):
     def priority(self, epoch: int) -> np.ndarray:
         x, alpha, u = self.expected_state(epoch)
         cost = self.problem.cost
-        gamma = IndexTable(alpha, u, cost).index(x)
-        return np.where(self.explored(), gamma, x / cost)
+        prio = x / cost                       # unexplored sources: x / C
+        ids = np.flatnonzero(self.explored())
+        prio[ids] = IndexTable(alpha[ids], u[ids], cost[ids]).index(x[ids])
+        return prio
+
+    #: the cut-off of the next selection is guessed this much below the last one
+    PRUNE_MARGIN = 0.05
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget``; with unit costs exactly so, computing the
+        index only for the sources that can make the top.
+
+        The index never exceeds x / C (``IndexTable``) and an unexplored source's priority is
+        x / C, so a source with x / C below the last selection's cut-off (lowered by
+        ``PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it; when
+        they do not, the full computation runs. The choice is the same either way (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
-        return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
+        cost = self.problem.cost
+        k = int(np.floor(budget + 1e-9))
+        if not 0 < k < self.n or not np.all(cost == 1.0):
+            return select_top(self.priority(epoch), cost, budget, eligible)
+        x, alpha, u = self.expected_state(epoch)
+        explored = self.explored()
+        if self._cut is not None:
+            threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
+            keep = x >= threshold
+            if eligible is not None:
+                keep &= eligible
+            cand = np.flatnonzero(keep)
+            if k <= cand.shape[0] <= self.n // 2:
+                prio = np.where(explored[cand],
+                                IndexTable(alpha[cand], u[cand], 1.0).index(x[cand]), x[cand])
+                top = select_top(prio, None, budget)
+                if prio[top[-1]] >= threshold:        # nothing pruned could have made it
+                    self._cut = float(prio[top[-1]])
+                    self.pruned_decisions += 1
+                    return cand[top]
+        prio = x.copy()                       # unexplored: x / C (C = 1), no index needed
+        ids = np.flatnonzero(explored)
+        prio[ids] = IndexTable(alpha[ids], u[ids], 1.0).index(x[ids])
+        chosen = select_top(prio, None, budget, eligible)
+        self._cut = float(prio[chosen[-1]]) if chosen.shape[0] else None
+        return chosen
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:

@@ -20,6 +20,7 @@ from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies import make_policy
 from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
 from scrapy_whittle.problem import Problem
+from scrapy_whittle.selection import select_top
 from sim.scenarios import make_scenario
 
 TCNS_M1_ORACLE = 260.39       # long-run average of the oracle Whittle policy (papers' README)
@@ -141,3 +142,21 @@ def test_report_value_feeds_the_decay_estimator():
     assert not pol.report_value(1, value_at_capture=float("nan"), age=1.0)
     assert pol.estimates()["decay"][1] == pytest.approx(np.log(2), rel=0.05)
     assert pol.estimates()["decay"][0] == pytest.approx(np.log(2) / 10.0)
+
+
+def test_pruned_selection_is_the_full_top_m():
+    """select() computes the index only where it can matter; the choice is exactly the top M
+    of priority(), epoch after epoch, with and without an eligibility mask."""
+    sc = make_scenario("news-mix", n=3000, seed=4, stochastic=True)
+    env = sc.make_env()
+    env.reset(seed=4)
+    pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=4)
+    rng = np.random.default_rng(4)
+    for t in range(150):
+        eligible = rng.random(3000) < 0.97 if t % 3 == 0 else None
+        full = select_top(pol.priority(t), None, sc.budget, eligible)
+        chosen = pol.select(t, sc.budget, eligible)
+        np.testing.assert_array_equal(np.sort(chosen), np.sort(full))
+        obs, *_ = env.step(chosen)
+        pol.observe(obs)
+    assert pol.pruned_decisions > 50         # the pruned path was taken, and agreed

@@ -184,3 +184,34 @@ async def test_jobdir_state_is_saved_and_restored(tmp_path, caplog):
     # epochs continue from the first run's origin; the budget use is this run's own
     assert w1["budget_used"] == pytest.approx(1.0) and w2["budget_used"] == pytest.approx(1.0)
     assert w2["crawls"] == 2 * 5
+
+
+class _Boom:
+    """Unpickling this object writes a file: a state loader that unpickles runs it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_pickled_state_of_an_older_version_is_never_loaded(tmp_path, caplog):
+    import pickle
+
+    job = tmp_path / "job"
+    job.mkdir()
+    marker = tmp_path / "pwned"
+    (job / "whittle.state.pickle").write_bytes(pickle.dumps(_Boom(str(marker))))
+    web = VirtualWeb(n=2)
+    try:
+        crawler = on_clock(web, WHITTLE_SOURCES=web.feeds(2), WHITTLE_POLICY="round_robin",
+                           WHITTLE_BUDGET=2, WHITTLE_PERIOD=600, WHITTLE_MAX_EPOCHS=1,
+                           JOBDIR=str(job))
+        w = whittle(await run(crawler))
+    finally:
+        await web.stop()
+    assert not marker.exists()
+    assert (job / "whittle.state.pickle.ignored").exists()
+    assert "is not loaded" in caplog.text and w["crawls"] == 2

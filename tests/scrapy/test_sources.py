@@ -57,3 +57,17 @@ def test_oracle_formats():
     doc = {"sources": [{"url": "http://a/", "rate": 1, "mean_utility": 2, "decay": 0.5}]}
     assert load_oracle(doc) == {"http://a/": (1.0, 2.0, 0.5)}
     assert load_oracle({"http://a/": {"rate": 1, "mean_utility": 2, "decay": 0}})
+
+
+def test_url_host_agrees_with_urlsplit():
+    from urllib.parse import urlsplit
+
+    from scrapy_whittle.sources import url_host
+
+    for url in ["http://a.example/x", "HTTPS://User:pw@Host.Example:8080/p?q#f",
+                "http://[::1]:8000/feed", "http://127.0.0.1:5/feed/1.xml", "https://a.b.c",
+                "http://a.example?x=1", "http://a.example#x", "https://xn--bcher-kva.example/"]:
+        assert url_host(url) == urlsplit(url).hostname, url
+    assert url_host("file:///tmp/feed.xml") == ""
+    for bad in ["ftp://x/y", "http://", "not a url", "http://a.example/ x", "", "mailto:a@b"]:
+        assert url_host(bad) is None, bad

@@ -1,0 +1,91 @@
+"""A crawl to kill: ``python -m tests.scrapy.crash_crawl URL N JOBDIR ITEMS DUMP SECONDS``.
+
+Crawls N feeds of a running ``sim.serve`` with JOBDIR state, appending every item to ITEMS
+(one JSON line, flushed and fsynced: an item in the file was emitted) and, once the state is
+restored, writing to DUMP what the service holds (policy rows, validators, back-offs), for
+``test_crash.py`` to compare with the checkpoint it killed the previous run after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+from scrapy import signals
+from scrapy.crawler import CrawlerProcess
+
+from scrapy_whittle.spiders import FeedSpider
+
+
+class SyncedItems:
+    """Writes each item as a JSON line and fsyncs it before the next one."""
+
+    def __init__(self, path: str) -> None:
+        self.file = open(path, "a", encoding="utf-8")
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings["CRASH_ITEMS"])
+
+    def process_item(self, item):
+        self.file.write(json.dumps(dict(item)) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        return item
+
+    def close_spider(self):
+        self.file.close()
+
+
+class DumpRestored:
+    """At spider_opened (the state is restored by then), write what the service holds."""
+
+    def __init__(self, crawler) -> None:
+        self.crawler = crawler
+        crawler.signals.connect(self.opened, signal=signals.spider_opened)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def opened(self, spider):
+        service = self.crawler.engine.scheduler.service
+        n = len(service.sources)
+        ids = np.arange(n)
+        rows = service.policy.export_rows(ids)
+        size = rows.dtype.itemsize
+        raw = rows.tobytes()
+        dump = {"n": n, "origin": service.origin,
+                "policy_rows": [raw[i * size:(i + 1) * size].hex() for i in range(n)],
+                "entries": [b.hex() for b in service.memory.export_keys(ids)],
+                "etag": list(service.state.etag),
+                "retry_at": service.sources.retry_at.tolist(),
+                "failures": service.sources.failures.tolist()}
+        with open(self.crawler.settings["CRASH_DUMP"], "w", encoding="utf-8") as f:
+            json.dump(dump, f)
+
+
+def main(argv: list[str]) -> int:
+    server, n, jobdir, items, dump, seconds = argv
+    feeds = [f"{server}/feed/{i}.xml" for i in range(int(n))]
+    process = CrawlerProcess({
+        "SCHEDULER": "scrapy_whittle.WhittleScheduler",
+        "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540},
+        "ITEM_PIPELINES": {f"{__name__}.SyncedItems": 100},
+        "EXTENSIONS": {f"{__name__}.DumpRestored": 0},
+        "WHITTLE_SOURCES": feeds, "WHITTLE_BUDGET": 20, "WHITTLE_PERIOD": 0.25,
+        "WHITTLE_CHECKPOINT_INTERVAL": 0.2, "WHITTLE_ENGAGEMENT_SCALE": 1000,
+        "WHITTLE_LOGSTATS_INTERVAL": 0, "LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "INFO",
+        "JOBDIR": jobdir, "CRASH_ITEMS": items, "CRASH_DUMP": dump,
+        "CLOSESPIDER_TIMEOUT": float(seconds), "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 5,
+        "CONCURRENT_REQUESTS": 16, "TELNETCONSOLE_ENABLED": False,
+    })
+    process.crawl(FeedSpider)
+    process.start()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
