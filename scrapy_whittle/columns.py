@@ -218,3 +218,58 @@ class SparseRows:
 
     def has(self, ids=None) -> np.ndarray:
         return (self.row if ids is None else self.row[np.asarray(ids, dtype=np.int64)]) >= 0
+
+
+class StringColumn(PerSourceArrays):
+    """One optional string per source (an ETag), packed in a byte string: 6 bytes a source
+    plus the string's UTF-8 bytes, where a Python string would cost 49 bytes more. A string
+    replaced leaves its old bytes behind until they outweigh the live ones, then the column
+    is packed again. Strings longer than ``max_length`` bytes are not kept (None)."""
+
+    per_source = {"_off": Col(0, np.uint32), "_len": Col(0, np.uint16)}
+    max_length = 4096
+
+    def __init__(self) -> None:
+        self._blob = bytearray()
+        self._garbage = 0
+        self._init_arrays(0)
+
+    def get(self, i: int) -> str | None:
+        n = int(self._len[i])
+        if not n:
+            return None
+        o = int(self._off[i])
+        return self._blob[o:o + n].decode("utf-8", "surrogatepass")
+
+    def get_many(self, ids) -> list[str | None]:
+        return [self.get(i) for i in np.asarray(ids, dtype=np.int64).tolist()]
+
+    def set(self, i: int, value: str | None) -> None:
+        raw = value.encode("utf-8", "surrogatepass") if value else b""
+        n_old = int(self._len[i])
+        if n_old == len(raw) and n_old:
+            o = int(self._off[i])
+            if self._blob[o:o + n_old] == raw:
+                return
+        self._garbage += n_old
+        if not raw or len(raw) > self.max_length:
+            self._off[i] = self._len[i] = 0
+            return
+        if len(self._blob) + len(raw) >= 2**32:
+            self._pack()
+        self._off[i] = len(self._blob)
+        self._len[i] = len(raw)
+        self._blob += raw
+        if self._garbage > 2**20 and self._garbage > len(self._blob) - self._garbage:
+            self._pack()
+
+    def _pack(self) -> None:
+        live = np.flatnonzero(self._len)
+        parts, off = [], 0
+        for i in live.tolist():
+            o, n = int(self._off[i]), int(self._len[i])
+            parts.append(self._blob[o:o + n])
+            self._off[i] = off
+            off += n
+        self._blob = bytearray(b"".join(parts))
+        self._garbage = 0

@@ -98,7 +98,9 @@ class EntryMemory(PerSourceArrays):
             if 2 * self.live < self.used:
                 self._compact()
             if self.used + cap > self.pool.shape[0]:
-                pool = np.zeros(max(self.used + cap, int(self.pool.shape[0] * 1.5)),
+                # grown by an eighth: at a million feeds the pool is most of the memory,
+                # and its spare room is paid for by every source
+                pool = np.zeros(max(self.used + cap, int(self.pool.shape[0] * 1.125) + 4096),
                                 dtype=np.uint64)
                 pool[:self.used] = self.pool[:self.used]
                 self.pool = pool
@@ -115,7 +117,7 @@ class EntryMemory(PerSourceArrays):
         has = np.flatnonzero(self.cap > 0)
         caps = self.cap[has].astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
-        pool = np.zeros(max(int(caps.sum()) * 3 // 2 + 1024, 1024), dtype=np.uint64)
+        pool = np.zeros(int(caps.sum()) * 9 // 8 + 4096, dtype=np.uint64)
         for sid, new_start, cap in zip(has, starts, caps, strict=True):
             old = int(self.start[sid])
             pool[new_start:new_start + cap] = self.pool[old:old + cap]

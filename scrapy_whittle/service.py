@@ -47,7 +47,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from scrapy_whittle.clock import SystemClock
-from scrapy_whittle.columns import Col, PerSourceArrays
+from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn
 from scrapy_whittle.entry_memory import EntryMemory
 from scrapy_whittle.estimators import RateEstimator
 from scrapy_whittle.feeds import FeedEntry
@@ -110,19 +110,20 @@ class FetchResult:
 
 
 class _SourceState(PerSourceArrays):
-    """Per-source validators and counters kept by the service."""
+    """Per-source validators and counters kept by the service (Last-Modified as unix
+    seconds, 0 = none; the ETags packed in a StringColumn)."""
 
-    per_source = {"modified": np.nan,                       # Last-Modified (unix s)
+    per_source = {"modified": Col(0, np.uint32),
                   "crawls": Col(0, np.uint32), "errors": Col(0, np.uint32),
                   "new_items": Col(0, np.uint32), "utility": Col(0.0, np.float32)}
 
     def __init__(self) -> None:
-        self.etag: list[str | None] = []
+        self.etag = StringColumn()
         self._init_arrays(0)
 
     def grow(self, k: int) -> None:
         self.grow_arrays(k)
-        self.etag.extend([None] * k)
+        self.etag.grow_arrays(k)
 
 
 class RecrawlService:
@@ -348,7 +349,7 @@ class RecrawlService:
         self.plan = [int(s) for s in chosen]
 
     def _dispatch(self, sid: int, now: float, epoch: int) -> Crawl:
-        self.sources.busy_until[sid] = now + self.max_flight
+        self.sources.dispatched(sid, now + self.max_flight)
         cost = float(self.sources.cost[sid])
         self.stats.inc("crawls")
         self.stats.inc("crawls/cost", cost)
@@ -359,11 +360,11 @@ class RecrawlService:
         self._touch(sid)
         headers = {}
         if self.config.conditional_get:
-            etag = self.state.etag[sid]
+            etag = self.state.etag.get(sid)
             if etag:
                 headers["If-None-Match"] = etag
-            modified = float(self.state.modified[sid])
-            if math.isfinite(modified):
+            modified = int(self.state.modified[sid])
+            if modified:
                 headers["If-Modified-Since"] = http_date(modified)
         return Crawl(source=sid, url=self.sources.url(sid), epoch=epoch, sent_at=now,
                      headers=headers)
@@ -444,10 +445,10 @@ class RecrawlService:
     def _remember_validators(self, sid: int, etag: str | None, last_modified: str | None
                              ) -> None:
         if etag:
-            self.state.etag[sid] = etag
+            self.state.etag.set(sid, etag)
         if last_modified:
-            when = _parse_http_date(last_modified)
-            if math.isfinite(when):       # unreadable: no If-Modified-Since, ETag still works
+            when = _unix_seconds(last_modified)
+            if when:                      # unreadable: no If-Modified-Since, ETag still works
                 self.state.modified[sid] = when
 
     def flush(self) -> None:
@@ -624,7 +625,7 @@ class RecrawlService:
         rows = self.policy.export_rows(ids)
         etags = st.etag
         return {"ids": ids, "last_crawl": src.last_crawl[ids], "retry_at": src.retry_at[ids],
-                "failures": src.failures[ids], "etag": [etags[i] for i in ids.tolist()],
+                "failures": src.failures[ids], "etag": etags.get_many(ids),
                 "modified": st.modified[ids], "crawls": st.crawls[ids],
                 "errors": st.errors[ids], "new_items": st.new_items[ids],
                 "utility": st.utility[ids], "rate": summary.get("rate"),
@@ -642,8 +643,10 @@ class RecrawlService:
         src.last_crawl[ids] = array("last_crawl", -np.inf)
         src.retry_at[ids] = array("retry_at", 0.0)
         src.failures[ids] = array("failures", 0, np.int64)
-        st.etag[:n] = cols["etag"]
-        st.modified[ids] = [_parse_http_date(v) for v in cols["last_modified"]]
+        for sid, etag in enumerate(cols["etag"]):
+            if etag:
+                st.etag.set(sid, etag)
+        st.modified[ids] = [_unix_seconds(v) for v in cols["last_modified"]]
         for name in ("crawls", "errors", "new_items", "utility"):
             getattr(st, name)[ids] = array(name, 0)
         self.memory.import_keys(ids, cols["entries"])
@@ -711,13 +714,16 @@ def http_date(t: float) -> str:
             f"{g.tm_hour:02d}:{g.tm_min:02d}:{g.tm_sec:02d} GMT")
 
 
-def _parse_http_date(value: str | None) -> float:
+def _unix_seconds(value: str | None) -> int:
+    """An HTTP date as whole unix seconds in 1..2^32-1, or 0 when absent or unreadable."""
     if value:
         try:
-            return parsedate_to_datetime(value).timestamp()
+            t = parsedate_to_datetime(value).timestamp()
         except (TypeError, ValueError, IndexError, OverflowError):
-            pass
-    return math.nan
+            return 0
+        if 0 < t < 2**32:
+            return int(t)
+    return 0
 
 
 class _SourceRows:
@@ -743,7 +749,7 @@ class _SourceRows:
         columns = zip(
             [x if math.isfinite(x) else None for x in s["last_crawl"].tolist()],
             s["retry_at"].tolist(), s["failures"].tolist(), s["etag"],
-            [http_date(m) if math.isfinite(m) else None for m in s["modified"].tolist()],
+            [http_date(m) if m else None for m in s["modified"].tolist()],
             s["crawls"].tolist(), s["errors"].tolist(), s["new_items"].tolist(),
             s["utility"].tolist(), readable("rate", hour), readable("half_life", 1 / hour),
             readable("value", 1.0),

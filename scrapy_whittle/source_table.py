@@ -19,7 +19,6 @@ from scrapy_whittle.sources import SourceRegistry, SourceSpec, url_host
 
 class SourceTable(PerSourceArrays):
     per_source = {
-        "busy_until": Col(0.0, persist=False),     # in flight until (0: not in flight)
         "last_crawl": -np.inf,                     # dispatch time of the last finished crawl
         "retry_at": 0.0,                           # back-off: not before
         "failures": Col(0, np.int32),              # consecutive failures
@@ -38,6 +37,7 @@ class SourceTable(PerSourceArrays):
         self.crawl_delays: dict[str, float] = {}
         self.hosts: dict[str, int] = {}
         self.host_names: list[str] = []
+        self.in_flight: dict[int, float] = {}      # source id -> in flight until
         self._init_arrays(0)
 
     def __len__(self) -> int:
@@ -47,7 +47,7 @@ class SourceTable(PerSourceArrays):
         return self.registry.url(sid)
 
     def id_of(self, url: str) -> int | None:
-        return self.registry.ids.get(url)
+        return self.registry.get(url)
 
     # -- registration -------------------------------------------------------------------
     def add(self, specs: list[SourceSpec]) -> tuple[list[int], list[int]]:
@@ -58,13 +58,15 @@ class SourceTable(PerSourceArrays):
     def add_columns(self, urls: list[str], weights, min_intervals, categories
                     ) -> tuple[list[int], list[int]]:
         """:meth:`add` for sources given as columns (a restore of a million rows)."""
-        add = self.registry.add
-        sids, new = [], []
-        for j, url in enumerate(urls):
-            sid, is_new = add(url)
-            sids.append(sid)
-            if is_new:
-                new.append(j)
+        if len(urls) > 64:
+            sids, new = self.registry.add_many(urls)
+        else:
+            sids, new = [], []
+            for j, url in enumerate(urls):
+                sid, is_new = self.registry.add(url)
+                sids.append(sid)
+                if is_new:
+                    new.append(j)
         if not new:
             return sids, []
         ids = self.grow_arrays(len(new))
@@ -144,20 +146,27 @@ class SourceTable(PerSourceArrays):
     # -- crawl book-keeping ---------------------------------------------------------------
     def not_before(self, sid: int) -> float:
         """Earliest time source ``sid`` may be fetched (in flight, back-off, min interval)."""
-        return max(self.busy_until[sid], self.retry_at[sid],
+        return max(self.in_flight.get(sid, 0.0), self.retry_at[sid],
                    self.last_crawl[sid] + self.min_interval[sid])
 
     def eligible(self, now: float, busy_hosts: set[int]) -> np.ndarray:
         """bool[N]: sources that may be fetched now."""
-        ok = ((self.busy_until <= now) & (self.retry_at <= now)
-              & (self.last_crawl + self.min_interval <= now + 1e-6))
+        ok = (self.retry_at <= now) & (self.last_crawl + self.min_interval <= now + 1e-6)
+        busy = [sid for sid, until in self.in_flight.items() if until > now]
+        if busy:
+            ok[busy] = False
         if busy_hosts:
             ok &= ~np.isin(self.host, list(busy_hosts))
         return ok
 
+    def dispatched(self, sid: int, until: float) -> None:
+        """Source ``sid`` is being fetched; it may be fetched again after ``until`` at the
+        latest (a crawl that never reports back does not block its source for ever)."""
+        self.in_flight[sid] = until
+
     def crawl_done(self, sid: int, *, when: float, ok: bool, now: float) -> float:
         """A finished crawl dispatched at ``when``; returns the back-off (s) now applied."""
-        self.busy_until[sid] = 0.0
+        self.in_flight.pop(sid, None)
         self.last_crawl[sid] = when
         if ok:
             self.failures[sid] = 0

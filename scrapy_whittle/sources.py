@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import xxhash
+
 
 class SourceListError(ValueError):
     """A source list that cannot be read; the message says which file and why."""
@@ -166,36 +169,122 @@ def load_sources(value: str | list | None) -> list[SourceSpec]:
 
 
 class SourceRegistry:
-    """URL <-> id. Only the URLs are kept in memory (a list and a dict); what else a source
-    list says (title, category, weight, minimum interval) goes to the source table's arrays
-    and the state store."""
+    """URL <-> id, compactly: at a million feeds the URLs are most of what a crawl holds.
+
+    The URLs are kept as one UTF-8 byte string with an offset per source (about 8 bytes plus
+    the URL's length, where a Python string and a dict entry would cost over 150); a URL is
+    found through a sorted array of 64-bit XXH3 hashes (12 bytes a source; equal hashes are
+    told apart by comparing the URLs), with the URLs added since its last rebuild in a small
+    dict."""
+
+    REBUILD_AFTER = 4096
 
     def __init__(self) -> None:
-        self.urls: list[str] = []
-        self.ids: dict[str, int] = {}
+        self._blob = bytearray()
+        self._offsets = np.zeros(1024, dtype=np.int64)
+        self._hashes = np.zeros(1024, dtype=np.uint64)
+        self._n = 0
+        self._sorted_hashes = np.zeros(0, dtype=np.uint64)
+        self._sorted_ids = np.zeros(0, dtype=np.int32)
+        self._recent: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return len(self.urls)
+        return self._n
+
+    def url(self, sid: int) -> str:
+        off = self._offsets
+        return self._blob[off[sid]:off[sid + 1]].decode("utf-8", "surrogatepass")
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.url(i) for i in range(self._n)]
+
+    def get(self, url: str) -> int | None:
+        """The id of ``url``, or None."""
+        sid = self._recent.get(url)
+        if sid is not None:
+            return sid
+        h = np.uint64(xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass")))
+        lo = int(np.searchsorted(self._sorted_hashes, h, side="left"))
+        hi = int(np.searchsorted(self._sorted_hashes, h, side="right"))
+        for sid in self._sorted_ids[lo:hi].tolist():
+            if self.url(sid) == url:
+                return sid
+        return None
 
     def add(self, spec: SourceSpec | str) -> tuple[int, bool]:
         """(id, is_new) of the source's URL; a URL already known keeps its id."""
         url = spec if isinstance(spec, str) else spec.url
-        sid = self.ids.get(url)
+        sid = self.get(url)
         if sid is not None:
             return sid, False
-        sid = len(self.urls)
-        self.urls.append(url)
-        self.ids[url] = sid
+        sid = self._n
+        raw = url.encode("utf-8", "surrogatepass")
+        if sid + 2 > self._offsets.shape[0]:
+            size = int(self._offsets.shape[0] * 1.5) + 1024
+            self._offsets = np.resize(self._offsets, size)
+            self._hashes = np.resize(self._hashes, size)
+        self._blob += raw
+        self._offsets[sid + 1] = len(self._blob)
+        self._hashes[sid] = xxhash.xxh3_64_intdigest(raw)
+        self._n += 1
+        self._recent[url] = sid
+        if len(self._recent) > max(self.REBUILD_AFTER, self._n // 8):
+            self._rebuild()
         return sid, True
 
-    def url(self, sid: int) -> str:
-        return self.urls[sid]
+    def add_many(self, urls: list[str]) -> tuple[list[int], list[int]]:
+        """:meth:`add` for many URLs at once: (their ids, the positions in ``urls`` of those
+        that were new); one pass over numpy arrays instead of a lookup each."""
+        raws = [u.encode("utf-8", "surrogatepass") for u in urls]
+        h = xxhash.xxh3_64_intdigest
+        hashes = np.fromiter((h(r) for r in raws), dtype=np.uint64, count=len(raws))
+        lo = np.searchsorted(self._sorted_hashes, hashes, side="left")
+        hi = np.searchsorted(self._sorted_hashes, hashes, side="right")
+        sids: list[int] = []
+        new: list[int] = []
+        batch: dict[str, int] = {}
+        start = self._n
+        lo_l, hi_l = lo.tolist(), hi.tolist()
+        for j, url in enumerate(urls):
+            sid = self._recent.get(url)
+            if sid is None and hi_l[j] > lo_l[j]:
+                for cand in self._sorted_ids[lo_l[j]:hi_l[j]].tolist():
+                    if self.url(cand) == url:
+                        sid = cand
+                        break
+            if sid is None:
+                sid = batch.get(url)
+                if sid is None:
+                    sid = batch[url] = start + len(new)
+                    new.append(j)
+            sids.append(sid)
+        if new:
+            n_new = len(new)
+            need = start + n_new + 1
+            if need > self._offsets.shape[0]:
+                self._offsets = np.resize(self._offsets, need + 1024)
+                self._hashes = np.resize(self._hashes, need + 1024)
+            lengths = np.fromiter((len(raws[j]) for j in new), dtype=np.int64, count=n_new)
+            self._offsets[start + 1:start + n_new + 1] = len(self._blob) + np.cumsum(lengths)
+            self._blob += b"".join(raws[j] for j in new)
+            self._hashes[start:start + n_new] = hashes[new]
+            self._n += n_new
+            self._rebuild()
+        return sids, new
+
+    def _rebuild(self) -> None:
+        hashes = self._hashes[:self._n]
+        order = np.argsort(hashes, kind="stable")
+        self._sorted_hashes = hashes[order]
+        self._sorted_ids = order.astype(np.int32)
+        self._recent = {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"urls": list(self.urls)}
+        return {"urls": self.urls}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.urls, self.ids = [], {}
+        self.__init__()
         for url in state["urls"]:
             self.add(url)
 

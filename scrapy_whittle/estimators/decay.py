@@ -80,6 +80,16 @@ class _SpanStats(PerSourceArrays):
                 "scale": Col(np.nan, persist=False)}           # A_hat at the last fit
 
 
+class _OriginStats(PerSourceArrays):
+    """Sums of the regressions through the origin (base value known: the simulator, or a
+    pipeline's reports with it; engagement curves), for the sources that have such evidence."""
+
+    per_source = {"sxx": 0.0, "sxy": 0.0, "syy": 0.0}
+
+    def __init__(self) -> None:
+        self._init_arrays(0)
+
+
 class DecayEstimator(VectorEstimator):
     """Decay rate mu_i of each source (per unit of time).
 
@@ -87,12 +97,13 @@ class DecayEstimator(VectorEstimator):
     prior_weight: pseudo-observations the prior is worth (w0).
     min_half_life, max_half_life: bounds the estimate is kept within.
 
-    Per source: the prior mu_0 and ten least-squares sums (88 bytes), a one-byte "refit"
-    flag and the cached estimate; the grid sums of ``update_span`` evidence (3 x G + 3
-    numbers) only for the sources that have such evidence.
+    Per source: the prior mu_0, the observation count and the six sums of the fit with a
+    free intercept (64 bytes), a one-byte "refit" flag and the cached estimate; the three sums
+    of the fits through the origin, and the grid sums of ``update_span`` evidence (3 x G + 3
+    numbers), only for the sources that have such evidence.
     """
 
-    per_source = {"mu0": 0.0, "sxx": 0.0, "sxy": 0.0, "syy": 0.0, "nobs": 0.0,
+    per_source = {"mu0": 0.0, "nobs": 0.0,
                   "s0": 0.0, "s1": 0.0, "s2": 0.0, "t0": 0.0, "t1": 0.0, "t2": 0.0,
                   "dirty": Col(True, persist=False), "c_mu": Col(0.0, persist=False)}
 
@@ -116,14 +127,17 @@ class DecayEstimator(VectorEstimator):
                                   int(np.ceil(decades * self.grid_per_decade)) + 1)
         self.span = _SpanStats(self._grid.shape[0])
         self.span_rows = SparseRows(lambda ids: self.span.grow_arrays(ids.shape[0]))
+        self.origin = _OriginStats()
+        self.origin_rows = SparseRows(lambda ids: self.origin.grow_arrays(ids.shape[0]))
         super().__init__(n)
 
     def grow(self, n_new: int, **prior) -> None:
         super().grow(n_new, **prior)
         self.span_rows.grow(max(int(n_new), 0))
+        self.origin_rows.grow(max(int(n_new), 0))
 
     def _sparse_children(self):
-        return {"span": (self.span_rows, self.span)}
+        return {"span": (self.span_rows, self.span), "origin": (self.origin_rows, self.origin)}
 
     def _fill_prior(self, ids, prior_half_life=None) -> None:
         h = per_source_prior("prior_half_life", self.prior_half_life if prior_half_life is None
@@ -194,9 +208,10 @@ class DecayEstimator(VectorEstimator):
             return False
         y = -np.log(e)
         ac, yc = a - a.mean(), y - y.mean()
-        self.sxx[source] += weight * np.dot(ac, ac)
-        self.sxy[source] += weight * np.dot(ac, yc)
-        self.syy[source] += weight * np.dot(yc, yc)
+        (row,) = self.origin_rows.rows([source], create=True)
+        self.origin.sxx[row] += weight * np.dot(ac, ac)
+        self.origin.sxy[row] += weight * np.dot(ac, yc)
+        self.origin.syy[row] += weight * np.dot(yc, yc)
         self.nobs[source] += a.shape[0] - 1
         self.dirty[source] = True
         return True
@@ -264,9 +279,10 @@ class DecayEstimator(VectorEstimator):
         return ok
 
     def _add_origin(self, ids, a, y, w) -> None:
-        np.add.at(self.sxx, ids, w * a * a)
-        np.add.at(self.sxy, ids, w * a * y)
-        np.add.at(self.syy, ids, w * y * y)
+        rows = self.origin_rows.rows(ids, create=True)
+        np.add.at(self.origin.sxx, rows, w * a * a)
+        np.add.at(self.origin.sxy, rows, w * a * y)
+        np.add.at(self.origin.syy, rows, w * y * y)
         np.add.at(self.nobs, ids, 1.0)
         self.dirty[ids] = True
 
@@ -279,7 +295,13 @@ class DecayEstimator(VectorEstimator):
         cxx = np.maximum(self.s2[rows] - s1 * s1 * inv, 0.0)
         cxy = self.t1[rows] - s1 * t0 * inv
         cyy = np.maximum(self.t2[rows] - t0 * t0 * inv, 0.0)
-        return self.sxx[rows] + cxx, self.sxy[rows] + cxy, self.syy[rows] + cyy
+        has = self.origin_rows.has(rows)
+        if has.any():
+            r = self.origin_rows.rows(rows[has])
+            cxx[has] += self.origin.sxx[r]
+            cxy[has] += self.origin.sxy[r]
+            cyy[has] += self.origin.syy[r]
+        return cxx, cxy, cyy
 
     def _prior(self, rows) -> float:
         """Curvature of the log-space prior, in units of the residual variance sigma_0^2."""

@@ -94,7 +94,7 @@ class AdaptiveWhittlePolicy(Policy):
 
     name = "adaptive-whittle"
     needs_parameters = False
-    per_source = {"last_epoch": np.nan, "last_time": np.nan, "added_epoch": np.nan,
+    per_source = {"last_epoch": np.nan, "added_epoch": np.nan,
                   "kind": Col(UNKNOWN, np.uint8)}
     scalar_state = ("missed_total", "last_missed")
 
@@ -263,7 +263,7 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
         src, t = obs.sources[sel], obs.time[sel]
-        newer = ~(t <= self.last_time[src])                 # drops stale reports
+        newer = ~(t <= self.rates.last_time[src])                 # drops stale reports
         sel = sel.copy()
         sel[np.flatnonzero(sel)[~newer]] = False
         src, t, reward = obs.sources[sel], obs.time[sel], obs.reward[sel]
@@ -289,7 +289,7 @@ class AdaptiveWhittlePolicy(Policy):
                 self.kind[src] = np.where(counts, COUNTS, PAGE)
                 self._observe_counts(obs, sel, src, t, reward)
         self.last_epoch[src] = obs.epoch
-        self.last_time[src] = t
+        self.rates.last_time[src] = t
 
     def _observe_items(self, obs, sel, src, t, reward) -> None:
         off, idx = _rows(obs.item_offsets, sel)
@@ -320,9 +320,9 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _since(self, obs, src, t) -> np.ndarray:
         """Time since each source's previous crawl, in epochs (since it was added, first)."""
-        first = np.isnan(self.last_time[src])
+        first = np.isnan(self.rates.last_time[src])
         return np.where(first, (obs.epoch - self.added_epoch[src]) * 1.0,
-                        (t - self.last_time[src]) / float(self.problem.period))
+                        (t - self.rates.last_time[src]) / float(self.problem.period))
 
     def _observe_changes(self, obs, sel, src, t, reward) -> None:
         changed = (obs.new_items[sel] > 0)

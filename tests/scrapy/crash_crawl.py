@@ -60,7 +60,7 @@ class DumpRestored:
         dump = {"n": n, "origin": service.origin,
                 "policy_rows": [raw[i * size:(i + 1) * size].hex() for i in range(n)],
                 "entries": [b.hex() for b in service.memory.export_keys(ids)],
-                "etag": list(service.state.etag),
+                "etag": service.state.etag.get_many(ids),
                 "retry_at": service.sources.retry_at.tolist(),
                 "failures": service.sources.failures.tolist()}
         with open(self.crawler.settings["CRASH_DUMP"], "w", encoding="utf-8") as f:

@@ -50,7 +50,8 @@ def test_registry_keeps_ids():
     assert reg.add(SourceSpec("http://a/")) == (0, False)
     other = SourceRegistry()
     other.load_state_dict(reg.state_dict())
-    assert other.ids == reg.ids
+    assert other.urls == reg.urls == ["http://a/", "http://b/"]
+    assert other.get("http://b/") == 1 and other.get("http://c/") is None
 
 
 def test_oracle_formats():
@@ -71,3 +72,22 @@ def test_url_host_agrees_with_urlsplit():
     assert url_host("file:///tmp/feed.xml") == ""
     for bad in ["ftp://x/y", "http://", "not a url", "http://a.example/ x", "", "mailto:a@b"]:
         assert url_host(bad) is None, bad
+
+
+@pytest.mark.parametrize("colliding", [False, True])
+def test_registry_finds_every_url_one_by_one_or_in_bulk(monkeypatch, colliding):
+    import scrapy_whittle.sources as sources
+
+    if colliding:            # every URL gets one of three hashes: found by comparing URLs
+        monkeypatch.setattr(sources.xxhash, "xxh3_64_intdigest", lambda raw: len(raw) % 3)
+    reg = SourceRegistry()
+    urls = [f"https://h{i % 7}.example/feed/{i}.xml" for i in range(3000)]
+    assert reg.add_many(urls[:1000]) == (list(range(1000)), list(range(1000)))
+    for i, url in enumerate(urls[1000:2500], 1000):          # crosses index rebuilds
+        assert reg.add(url) == (i, True)
+    ids, new = reg.add_many(urls[2000:] + urls[:10] + [urls[2999]])
+    assert ids == list(range(2000, 3000)) + list(range(10)) + [2999]
+    assert new == list(range(500, 1000))
+    assert all(reg.get(u) == i for i, u in enumerate(urls))
+    assert reg.get("https://elsewhere.example/") is None and len(reg) == 3000
+    assert reg.url(1234) == urls[1234]
