@@ -63,6 +63,7 @@ class EntryMemory(PerSourceArrays):
         self.max_per_source = int(max_per_source)
         self.min_slack = int(min_slack)
         self.pool = np.zeros(1024, dtype=np.uint64)
+        self.last_visible = 0           # distinct entries the last new_entries() call read
         self.used = 0                   # pool[:used] is allocated
         self.live = 0                   # of which in use by some source's capacity
         self._init_arrays(n)
@@ -134,6 +135,7 @@ class EntryMemory(PerSourceArrays):
             first.setdefault(entry.key, entry)
         if len(first) > self.max_per_source:
             first = dict(list(first.items())[:self.max_per_source])
+        self.last_visible = len(first)
         fresh = self.observe(source, key_hashes(first))
         return [e for e, new in zip(first.values(), fresh, strict=True) if new]
 
@@ -154,7 +156,8 @@ class EntryMemory(PerSourceArrays):
         kept = [h for h in old if h not in shown]
         cap = max(int(self.cap[source]), visible + max(self.min_slack, visible // 8))
         hashes.reverse()
-        self.set_keys(source, np.array(kept + hashes, dtype=np.uint64),
+        kept += hashes
+        self.set_keys(source, np.fromiter(kept, dtype=np.uint64, count=len(kept)),
                       capacity=min(cap, self.max_per_source))
         return fresh
 

@@ -64,6 +64,31 @@ def _quiet_errback(failure):
     return None
 
 
+class DownloadSlots:
+    """The downloader's slots as the service's ``HostLoad``: a host is saturated when its
+    slot has as many requests active as it may, or a delay and requests waiting."""
+
+    def __init__(self, crawler: Crawler | None) -> None:
+        self.crawler = crawler
+
+    def _slots(self) -> dict:
+        try:
+            return self.crawler.engine.downloader.slots
+        except (AttributeError, RuntimeError):
+            return {}
+
+    @staticmethod
+    def _full(slot) -> bool:
+        return len(slot.active) >= slot.concurrency or bool(slot.delay and slot.queue)
+
+    def saturated(self, host: str) -> bool:
+        slot = self._slots().get(host)
+        return slot is not None and self._full(slot)
+
+    def all_saturated(self) -> list[str]:
+        return [key for key, slot in self._slots().items() if self._full(slot)]
+
+
 class WhittleScheduler(BaseScheduler):
     """See the module docstring; settings in ``scrapy_whittle.settings`` / docs/scrapy.md."""
 
@@ -82,6 +107,7 @@ class WhittleScheduler(BaseScheduler):
         self._wakeup_at = math.inf
         self._checkpoints = None
         self._writing = None
+        self._slots = DownloadSlots(crawler)
         self.polls = 0                        # next_request calls that looked at sources
 
     # -- construction -------------------------------------------------------------------
@@ -207,19 +233,12 @@ class WhittleScheduler(BaseScheduler):
         if not len(self.service.sources):
             return None
         self.polls += 1
-        crawl = self.service.next_crawl(self._saturated_hosts())
+        crawl = self.service.next_crawl(self._slots)
         if crawl is None:
             self._schedule_wakeup(self.service.wake_at)
             return None
         return self._request(crawl)
 
-    def _saturated_hosts(self) -> set[str]:
-        try:
-            slots = self.crawler.engine.downloader.slots
-        except (AttributeError, RuntimeError):
-            return set()
-        return {key for key, slot in slots.items()
-                if len(slot.active) >= slot.concurrency or (slot.delay and slot.queue)}
 
     def _request(self, crawl: Crawl) -> Request:
         meta = {META_CRAWL: crawl, "whittle_source_id": crawl.source,

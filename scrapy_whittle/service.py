@@ -6,8 +6,9 @@ epoch clock, the policy and the state store, behind a narrow API that Scrapy's s
 middleware, the simulator and the benchmarks all drive:
 
 * ``open(specs)`` / ``close()``; ``add_sources(specs)``; ``set_crawl_delay(host, s)``;
-* ``next_crawl(busy_hosts)`` -> a :class:`Crawl` (URL, conditional-GET headers, epoch) or
-  None, and then ``wake_at``: when to ask again;
+* ``next_crawl(hosts)`` -> a :class:`Crawl` (URL, conditional-GET headers, epoch) or None,
+  and then ``wake_at``: when to ask again (``hosts``: which hosts are saturated, a
+  :class:`HostLoad`);
 * what a crawl showed: ``feed_fetched(crawl, entries, etag=, last_modified=)`` (returns the
   new entries and their values), ``not_modified(...)``, ``crawl_failed(crawl, kind, cause)``;
 * ``report_value(...)``: feedback from a pipeline; ``checkpoint()``.
@@ -35,12 +36,13 @@ the last checkpoint interval before the crash are handed out a second time (at l
 
 from __future__ import annotations
 
+import calendar
 import json
 import logging
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple, Protocol
 
@@ -73,6 +75,27 @@ class Stats(Protocol):
     def get(self, key: str, default: Any = 0) -> Any: ...
 
 
+class HostLoad(Protocol):
+    """Which hosts cannot take another request now (Scrapy: a saturated download slot)."""
+
+    def saturated(self, host: str) -> bool: ...
+
+    def all_saturated(self) -> Iterable[str]: ...
+
+
+class NoLoad:
+    """Every host can take a request (the service without a downloader)."""
+
+    def saturated(self, host: str) -> bool:
+        return False
+
+    def all_saturated(self) -> Iterable[str]:
+        return ()
+
+
+NO_LOAD = NoLoad()
+
+
 class DictStats:
     """Stats in a plain dict (the service without Scrapy)."""
 
@@ -99,8 +122,7 @@ class Crawl(NamedTuple):
     headers: dict[str, str]
 
 
-@dataclass(frozen=True)
-class FetchResult:
+class FetchResult(NamedTuple):
     """The new entries a fetch found, their values at capture, and whether every entry
     the feed showed was new (older new ones may have been lost)."""
 
@@ -296,9 +318,11 @@ class RecrawlService:
         return limit is not None and self.epoch_of(self.clock.now()) >= self.first_epoch + limit
 
     # -- handing out crawls -----------------------------------------------------------------
-    def next_crawl(self, busy_hosts=()) -> Crawl | None:
+    def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         """The next source to fetch now, or None (then ``wake_at`` says when to ask again).
-        ``busy_hosts``: host names whose download slot is saturated."""
+        ``hosts`` says which hosts cannot take a request now: they are asked about all at an
+        epoch's start (to mask their sources out of the choice), and about one source's host
+        before it is handed out."""
         if not len(self.sources) or self.finished:
             self.wake_at = math.inf
             return None
@@ -306,8 +330,9 @@ class RecrawlService:
         if self._buffer and now - self._buffer_since >= FLUSH_AFTER:
             self.flush()
         k = self.epoch_of(now)
-        busy = {self.sources.hosts[h] for h in busy_hosts if h in self.sources.hosts}
         if k != self.epoch:
+            busy = {self.sources.hosts[h] for h in hosts.all_saturated()
+                    if h in self.sources.hosts}
             self._start_epoch(k, now, busy)
         period = self.config.period
         epoch_end = self.origin + (k + 1) * period
@@ -322,7 +347,7 @@ class RecrawlService:
             if not_before > now + 1e-6:
                 later = min(later, not_before)
                 continue
-            if busy and int(self.sources.host[sid]) in busy:
+            if hosts.saturated(self.sources.host_names[int(self.sources.host[sid])]):
                 continue                   # asked again when a download of the slot ends
             del self.plan[j]
             self.spent += float(self.sources.cost[sid])
@@ -378,8 +403,8 @@ class RecrawlService:
         now = self.clock.now()
         self._remember_validators(sid, etag, last_modified)
         had_before = self.memory.seen(sid) > 0
-        visible = len({e.key for e in entries})
         new = self.memory.new_entries(sid, entries)
+        visible = self.memory.last_visible
         window_full = bool(had_before and visible > 0 and len(new) == visible)
         weight = float(self.sources.weight[sid]) * self.config.item_value
         scale = self.config.engagement_scale
@@ -714,16 +739,27 @@ def http_date(t: float) -> str:
             f"{g.tm_hour:02d}:{g.tm_min:02d}:{g.tm_sec:02d} GMT")
 
 
+_MONTH_NUMBER = {m: i for i, m in enumerate(_MONTHS, 1)}
+
+
 def _unix_seconds(value: str | None) -> int:
-    """An HTTP date as whole unix seconds in 1..2^32-1, or 0 when absent or unreadable."""
-    if value:
-        try:
+    """An HTTP date as whole unix seconds in 1..2^32-1, or 0 when absent or unreadable. The
+    IMF-fixdate servers send ("Sun, 06 Nov 1994 08:49:37 GMT") is read directly; other forms
+    (RFC 850, asctime) through ``email.utils``."""
+    if not value:
+        return 0
+    parts = value.split()
+    try:
+        if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTH_NUMBER:
+            day, h, m, sec = int(parts[1]), *(int(x) for x in parts[4].split(":"))
+            if not (1 <= day <= 31 and 0 <= h < 24 and 0 <= m < 60 and 0 <= sec <= 60):
+                return 0
+            t = calendar.timegm((int(parts[3]), _MONTH_NUMBER[parts[2]], day, h, m, sec))
+        else:
             t = parsedate_to_datetime(value).timestamp()
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return 0
-        if 0 < t < 2**32:
-            return int(t)
-    return 0
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0
+    return int(t) if 0 < t < 2**32 else 0
 
 
 class _SourceRows:

@@ -232,3 +232,15 @@ def test_a_state_file_of_a_newer_schema_is_refused_not_moved(tmp_path):
     with pytest.raises(StoreError, match="newer scrapy-whittle"):
         StateStore(path)
     assert path.exists() and not list(tmp_path.glob("*.corrupt-*"))
+
+
+def test_http_dates_are_read_in_every_form_servers_send():
+    from scrapy_whittle.service import _unix_seconds
+
+    t = 784111777                                    # Sun, 06 Nov 1994 08:49:37 GMT
+    for text in ("Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
+                 "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 09:49:37 +0100"):
+        assert _unix_seconds(text) == t, text
+    for bad in (None, "", "yesterday", "Sun, 99 Nov 1994 08:49:37 GMT", "Thu, 01 Jan 1970 "
+                "00:00:00 GMT", "Sun, 06 Nov 2200 08:49:37 GMT"):
+        assert _unix_seconds(bad) == 0, bad
