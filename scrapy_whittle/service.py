@@ -180,6 +180,8 @@ class RecrawlService:
         self._dirty: set[int] = set()
         self._new: list[tuple] = []
         self._epochs: dict[int, list[float]] = defaultdict(lambda: [0, 0.0, 0, 0.0, 0, 0])
+        self._epoch_errors: dict[tuple[int, str], int] = defaultdict(int)
+        self._run_cost = 0.0             # cost dispatched in this run
         self._last_checkpoint = -math.inf
         self._policy_touched = True
 
@@ -381,6 +383,7 @@ class RecrawlService:
         agg = self._epochs[epoch]
         agg[0] += 1
         agg[1] += cost
+        self._run_cost += cost
         self.state.crawls[sid] += 1
         self._touch(sid)
         headers = {}
@@ -440,6 +443,7 @@ class RecrawlService:
         backoff = self._observe(crawl, now, False, 0, 0.0, False, [])
         self.stats.inc(f"errors/{kind}")
         self._epochs[crawl.epoch][4] += 1
+        self._epoch_errors[crawl.epoch, kind] += 1
         self.state.errors[crawl.source] += 1
         self._log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
         return backoff
@@ -566,11 +570,10 @@ class RecrawlService:
         if self.origin is None or self.first_epoch is None:
             return None
         done = self.epoch_of(self.clock.now())
-        epochs = [k for k in range(self.first_epoch, done) if k in self._epochs]
         n_epochs = done - self.first_epoch
         if n_epochs <= 0:
             return None
-        spent = sum(self._epochs[k][1] for k in epochs)
+        spent = self._run_cost - (self.spent if self.epoch >= done else 0.0)
         return spent / (self.config.budget * n_epochs)
 
     def close(self) -> None:
@@ -638,9 +641,12 @@ class RecrawlService:
             self._policy_touched = False
         cp.epochs = [(k, int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), int(a[5]))
                      for k, a in self._epochs.items()]
+        cp.epoch_errors = [(k, kind, n) for (k, kind), n in self._epoch_errors.items()]
         current = self.epoch_of(self.clock.now())
         for k in [k for k in self._epochs if k < current - 1]:
             del self._epochs[k]          # written; kept only while they can still change
+        for key in [key for key in self._epoch_errors if key[0] < current - 1]:
+            del self._epoch_errors[key]
         return cp
 
     def _snapshot(self, ids: np.ndarray) -> dict[str, Any]:

@@ -16,6 +16,7 @@ Tables (schema version 1; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 * ``source_blocks(id, block, data)``: per-source state that only some sources have;
 * ``policy_state(policy, row_layout, global_state)``: the rest of what the policy learned;
 * ``epochs``: per epoch, crawls, their cost, new entries, utility, errors, not modified;
+  ``epoch_errors(epoch, kind, count)``: the errors of each epoch by kind;
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -68,6 +69,8 @@ CREATE TABLE policy_state (policy TEXT PRIMARY KEY, row_layout TEXT NOT NULL,
 CREATE TABLE epochs (epoch INTEGER PRIMARY KEY, crawls INTEGER NOT NULL, cost REAL NOT NULL,
                      new_items INTEGER NOT NULL, utility REAL NOT NULL,
                      errors INTEGER NOT NULL, not_modified INTEGER NOT NULL);
+CREATE TABLE epoch_errors (epoch INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL,
+                           PRIMARY KEY (epoch, kind)) WITHOUT ROWID;
 CREATE VIEW feeds AS
     SELECT id, url, title, category, rate_per_hour, half_life_hours, mean_value,
            crawls, new_items, utility, errors, failures,
@@ -106,6 +109,7 @@ class Checkpoint:
     blocks: list[tuple[int, str, bytes]] = field(default_factory=list)
     policy: tuple[str, str, bytes] | None = None                 # name, row layout, global
     epochs: list[tuple] = field(default_factory=list)           # epochs table rows
+    epoch_errors: list[tuple] = field(default_factory=list)     # (epoch, kind, count)
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -243,6 +247,9 @@ class StateStore:
                 if cp.epochs:
                     db.executemany("INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?)",
                                    cp.epochs)
+                if cp.epoch_errors:
+                    db.executemany("INSERT OR REPLACE INTO epoch_errors VALUES (?, ?, ?)",
+                                   cp.epoch_errors)
                 meta = {**cp.meta, "checkpoint_at": cp.taken_at}
                 db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                [(k, _meta_value(v)) for k, v in meta.items()])
