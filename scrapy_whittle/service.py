@@ -131,6 +131,15 @@ class FetchResult(NamedTuple):
     window_full: bool
 
 
+def entry_values(entries: list[FeedEntry], weight: float, config: WhittleConfig
+                 ) -> list[float]:
+    """The value of new entries at capture: engagement / ``WHITTLE_ENGAGEMENT_SCALE`` when the
+    feed shows one, else ``WHITTLE_ITEM_VALUE`` x the source's weight."""
+    default = weight * config.item_value
+    scale = config.engagement_scale
+    return [e.engagement / scale if e.engagement is not None else default for e in entries]
+
+
 class _SourceState(PerSourceArrays):
     """Per-source validators and counters kept by the service (Last-Modified as unix
     seconds, 0 = none; the ETags packed in a StringColumn)."""
@@ -401,31 +410,41 @@ class RecrawlService:
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                      etag: str | None = None, last_modified: str | None = None
                      ) -> FetchResult:
-        """A fetch of ``crawl`` returned a feed with ``entries`` (feed order)."""
+        """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
+        valued, are returned, and the crawl is recorded (:meth:`record_fetch`)."""
         sid = crawl.source
-        now = self.clock.now()
-        self._remember_validators(sid, etag, last_modified)
         had_before = self.memory.seen(sid) > 0
         new = self.memory.new_entries(sid, entries)
         visible = self.memory.last_visible
         window_full = bool(had_before and visible > 0 and len(new) == visible)
-        weight = float(self.sources.weight[sid]) * self.config.item_value
-        scale = self.config.engagement_scale
-        values = [e.engagement / scale if e.engagement is not None else weight for e in new]
-        published = [e.published if e.published is not None else now for e in new]
-        reward = float(sum(values))
-        self._observe(crawl, now, True, len(new), reward, window_full, published)
+        found = FetchResult(new, entry_values(new, float(self.sources.weight[sid]),
+                                              self.config), window_full)
+        now = self.clock.now()
+        self.record_fetch(crawl, len(new), float(sum(found.values)), window_full,
+                          [e.published if e.published is not None else now for e in new],
+                          etag=etag, last_modified=last_modified, now=now)
+        return found
+
+    def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
+                     published: list[float], *, etag: str | None = None,
+                     last_modified: str | None = None, now: float | None = None) -> None:
+        """A fetch of ``crawl`` found ``new_items`` new entries worth ``reward`` in all,
+        published at ``published`` (unix seconds): the policy learns it, the stats count it.
+        (Where the entries were told new elsewhere: a cluster's workers.)"""
+        sid = crawl.source
+        now = self.clock.now() if now is None else now
+        self._remember_validators(sid, etag, last_modified)
+        self._observe(crawl, now, True, new_items, reward, window_full, published)
         self.stats.inc("fetched")
-        self.stats.inc("new_items", len(new))
+        self.stats.inc("new_items", new_items)
         self.stats.inc("utility", reward)
         if window_full:
             self.stats.inc("window_full")
         agg = self._epochs[crawl.epoch]
-        agg[2] += len(new)
+        agg[2] += new_items
         agg[3] += reward
-        self.state.new_items[sid] += len(new)
+        self.state.new_items[sid] += new_items
         self.state.utility[sid] += reward
-        return FetchResult(new, values, window_full)
 
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                      last_modified: str | None = None) -> None:
