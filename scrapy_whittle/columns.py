@@ -24,6 +24,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 
+def dtype_from_descr(descr: list) -> np.dtype:
+    """The structured dtype of a JSON-decoded ``dtype.descr`` (lists back to tuples)."""
+    return np.dtype([(f[0], f[1]) if len(f) == 2 else (f[0], f[1], tuple(f[2]))
+                     for f in descr])
+
+
 class Col:
     """Declaration of one per-source array."""
 

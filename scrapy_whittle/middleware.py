@@ -29,6 +29,7 @@ response has ``response.meta["whittle_error"]`` set to its kind.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -62,15 +63,21 @@ def exception_kind(exc: BaseException) -> str:
 
 
 def service_of(crawler: Crawler | None) -> RecrawlService | None:
-    """The re-crawl service of ``crawler``'s crawl (None without a ``WhittleScheduler``, or
-    before the crawl starts)."""
+    """What ``crawler``'s crawl reports fetches to: its re-crawl service, or in a cluster
+    the process's node (the same methods, as coroutines). None without a
+    ``WhittleScheduler``, or before the crawl starts."""
     from scrapy_whittle.scheduler import WhittleScheduler
 
     try:
         scheduler = crawler.engine.scheduler
     except (AttributeError, RuntimeError):
         return None
-    return scheduler.service if isinstance(scheduler, WhittleScheduler) else None
+    return scheduler.sink if isinstance(scheduler, WhittleScheduler) else None
+
+
+async def _settle(result):
+    """The value of a call to the service (plain) or to a cluster node (a coroutine)."""
+    return await result if inspect.isawaitable(result) else result
 
 
 class FeedObserverMiddleware:
@@ -85,7 +92,7 @@ class FeedObserverMiddleware:
         return cls(crawler, WhittleConfig.from_settings(crawler.settings))
 
     # -- hooks --------------------------------------------------------------------------
-    def process_response(self, request: Request, response: Response) -> Response:
+    async def process_response(self, request: Request, response: Response) -> Response:
         service = service_of(self.crawler)
         crawl = request.meta.get(META_CRAWL)
         if service is None:
@@ -95,7 +102,7 @@ class FeedObserverMiddleware:
                 self._read_crawl_delay(service, response)
             return response
         if response.status == 304:
-            service.not_modified(crawl, **self._validators(response))
+            await _settle(service.not_modified(crawl, **self._validators(response)))
             request.meta.update(whittle_entries=[], whittle_values=[],
                                 whittle_time=service.clock.now())
             return response
@@ -103,7 +110,7 @@ class FeedObserverMiddleware:
             kind, cause = f"http_{response.status}", f"HTTP {response.status}"
             if 300 <= response.status < 400:
                 kind, cause = "redirect", f"HTTP {response.status} not followed"
-            self._failure(service, crawl, request, kind, cause)
+            await self._failure(service, crawl, request, kind, cause)
             return response
         from scrapy_whittle.feeds import FeedError, parse_feed
 
@@ -114,27 +121,28 @@ class FeedObserverMiddleware:
                                 content_type=ctype.decode("latin-1") if ctype else None,
                                 max_bytes=self.config.max_feed_size)
         except FeedError as exc:
-            self._failure(service, crawl, request, exc.kind, str(exc))
+            await self._failure(service, crawl, request, exc.kind, str(exc))
             return response
         if parsed.warnings:
             service.feed_warnings(crawl, parsed.warnings)
-        found = service.feed_fetched(crawl, parsed.entries, **self._validators(response))
+        found = await _settle(service.feed_fetched(crawl, parsed.entries,
+                                                   **self._validators(response)))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=now)
         return response
 
-    def process_exception(self, request: Request, exception: BaseException) -> None:
+    async def process_exception(self, request: Request, exception: BaseException) -> None:
         service = service_of(self.crawler)
         crawl = request.meta.get(META_CRAWL)
         if service is not None and crawl is not None:
-            self._failure(service, crawl, request, exception_kind(exception),
-                          f"{type(exception).__name__}: {exception}")
+            await self._failure(service, crawl, request, exception_kind(exception),
+                                f"{type(exception).__name__}: {exception}")
         return None
 
     @staticmethod
-    def _failure(service: RecrawlService, crawl, request: Request, kind: str,
-                 cause: str) -> None:
-        service.crawl_failed(crawl, kind, cause)
+    async def _failure(service: RecrawlService, crawl, request: Request, kind: str,
+                       cause: str) -> None:
+        await _settle(service.crawl_failed(crawl, kind, cause))
         request.meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
 
     @staticmethod

@@ -92,12 +92,12 @@ class DownloadSlots:
 class WhittleScheduler(BaseScheduler):
     """See the module docstring; settings in ``scrapy_whittle.settings`` / docs/scrapy.md."""
 
-    def __init__(self, inner: Scheduler | Any, service: RecrawlService, *,
-                 sources: list[SourceSpec] | None = None, crawler: Crawler | None = None,
-                 jobdir: str | None = None) -> None:
+    def __init__(self, inner: Scheduler | Any, service: RecrawlService | None, *,
+                 config: WhittleConfig | None = None, sources: list[SourceSpec] | None = None,
+                 crawler: Crawler | None = None, jobdir: str | None = None) -> None:
         self.inner = inner
-        self.service = service
-        self.config: WhittleConfig = service.config
+        self.service = service         # None in a cluster process (ClusterScheduler)
+        self.config: WhittleConfig = service.config if service is not None else config
         self.crawler = crawler
         self.jobdir = jobdir
         self._initial = list(sources or [])
@@ -134,6 +134,11 @@ class WhittleScheduler(BaseScheduler):
                    for k, v in mws.items()):
             logger.warning("WhittleScheduler without FeedObserverMiddleware in "
                            "DOWNLOADER_MIDDLEWARES: the policy will learn nothing")
+        if config.redis_url:
+            from scrapy_whittle.cluster.scheduler import ClusterScheduler
+
+            return ClusterScheduler.build(crawler, config, sources=sources, oracle=oracle,
+                                          slot_delays=slot_delays, max_flight=max_flight)
         stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy)
         service = RecrawlService(config, oracle=oracle, slot_delays=slot_delays,
                                  max_flight=max_flight, stats=stats)
@@ -141,6 +146,11 @@ class WhittleScheduler(BaseScheduler):
                   jobdir=job_dir(settings))
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
+
+    @property
+    def sink(self) -> RecrawlService:
+        """What the middleware reports fetches to."""
+        return self.service
 
     # -- open / close -------------------------------------------------------------------
     def open(self, spider: Spider):

@@ -36,23 +36,22 @@ the last checkpoint interval before the crash are handed out a second time (at l
 
 from __future__ import annotations
 
-import calendar
 import json
 import logging
 import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from scrapy_whittle.clock import SystemClock
-from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn
+from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn, dtype_from_descr
 from scrapy_whittle.entry_memory import EntryMemory
 from scrapy_whittle.estimators import RateEstimator
 from scrapy_whittle.feeds import FeedEntry
+from scrapy_whittle.httpdates import http_date, unix_seconds
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies import Policy, make_policy
 from scrapy_whittle.problem import Problem, SourceParams
@@ -112,14 +111,33 @@ class DictStats:
         return self.values.get(key, default)
 
 
+class PrefixedStats:
+    """Stats under a prefix of another sink's (a cluster's planner beside its worker)."""
+
+    def __init__(self, stats: Stats, prefix: str) -> None:
+        self.stats, self.prefix = stats, prefix
+
+    def inc(self, key: str, count: float = 1) -> None:
+        self.stats.inc(self.prefix + key, count)
+
+    def set(self, key: str, value: Any) -> None:
+        self.stats.set(self.prefix + key, value)
+
+    def get(self, key: str, default: Any = 0) -> Any:
+        return self.stats.get(self.prefix + key, default)
+
+
 class Crawl(NamedTuple):
-    """One fetch of a source, as handed to the downloader (a tuple: cheap to make)."""
+    """One fetch of a source, as handed to the downloader (a tuple: cheap to make). ``cid``
+    and ``weight``: a cluster's crawl id and the source's weight, carried with the task."""
 
     source: int
     url: str
     epoch: int
     sent_at: float
     headers: dict[str, str]
+    cid: str = ""
+    weight: float = 1.0
 
 
 class FetchResult(NamedTuple):
@@ -191,6 +209,7 @@ class RecrawlService:
         self._epochs: dict[int, list[float]] = defaultdict(lambda: [0, 0.0, 0, 0.0, 0, 0])
         self._epoch_errors: dict[tuple[int, str], int] = defaultdict(int)
         self._run_cost = 0.0             # cost dispatched in this run
+        self._spent_before: dict[int, float] = {}   # epoch -> cost spent by a previous planner
         self._last_checkpoint = -math.inf
         self._policy_touched = True
 
@@ -366,6 +385,11 @@ class RecrawlService:
         self.wake_at = later
         return None
 
+    def resume_spent(self, spent: dict[int, float]) -> None:
+        """Budget already spent in some epochs (by a cluster's previous planner): the plan of
+        such an epoch gets only what remains."""
+        self._spent_before.update(spent)
+
     def _start_epoch(self, k: int, now: float, busy: set[int]) -> None:
         self.flush()
         if self.plan:
@@ -373,8 +397,9 @@ class RecrawlService:
         self.epoch, self.spent = k, 0.0
         self._grow_policy()
         eligible = self.sources.eligible(now, busy)
+        budget = self.config.budget - self._spent_before.pop(k, 0.0)
         t = time.perf_counter()
-        chosen = self.policy.select(k, self.config.budget, None if eligible.all() else eligible)
+        chosen = self.policy.select(k, budget, None if eligible.all() else eligible)
         self._decision_time(time.perf_counter() - t, calls=1)
         self._policy_touched = True
         # a policy may set up the rows of sources added since its last selection
@@ -495,7 +520,7 @@ class RecrawlService:
         if etag:
             self.state.etag.set(sid, etag)
         if last_modified:
-            when = _unix_seconds(last_modified)
+            when = unix_seconds(last_modified)
             if when:                      # unreadable: no If-Modified-Since, ETag still works
                 self.state.modified[sid] = when
 
@@ -658,14 +683,12 @@ class RecrawlService:
             layout = json.dumps(self.policy.row_dtype().descr)
             cp.policy = (self.policy.name, layout, encode(self.policy.global_state()))
             self._policy_touched = False
+        # the epochs' aggregates since the last checkpoint: the store adds them up
         cp.epochs = [(k, int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), int(a[5]))
                      for k, a in self._epochs.items()]
         cp.epoch_errors = [(k, kind, n) for (k, kind), n in self._epoch_errors.items()]
-        current = self.epoch_of(self.clock.now())
-        for k in [k for k in self._epochs if k < current - 1]:
-            del self._epochs[k]          # written; kept only while they can still change
-        for key in [key for key in self._epoch_errors if key[0] < current - 1]:
-            del self._epoch_errors[key]
+        self._epochs.clear()
+        self._epoch_errors.clear()
         return cp
 
     def _snapshot(self, ids: np.ndarray) -> dict[str, Any]:
@@ -696,12 +719,10 @@ class RecrawlService:
         for sid, etag in enumerate(cols["etag"]):
             if etag:
                 st.etag.set(sid, etag)
-        st.modified[ids] = [_unix_seconds(v) for v in cols["last_modified"]]
+        st.modified[ids] = [unix_seconds(v) for v in cols["last_modified"]]
         for name in ("crawls", "errors", "new_items", "utility"):
             getattr(st, name)[ids] = array(name, 0)
         self.memory.import_keys(ids, cols["entries"])
-        for r in saved.epochs:
-            self._epochs[r[0]] = list(r[1:])
         self._restore_policy(saved)
         self._policy_touched = False
         logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
@@ -717,7 +738,7 @@ class RecrawlService:
                            "are kept)", name, self.policy.name)
             return
         try:
-            dtype = _dtype_from_descr(json.loads(layout))
+            dtype = dtype_from_descr(json.loads(layout))
             blobs = saved.sources["policy_row"]
             with_rows = [i for i, b in enumerate(blobs) if b is not None]
             if with_rows and dtype.itemsize:
@@ -744,47 +765,6 @@ class RecrawlService:
             out[name] = (np.asarray(sids, dtype=np.int64),
                          np.frombuffer(b"".join(datas), dtype=dtype))
         return out
-
-
-def _dtype_from_descr(descr: list) -> np.dtype:
-    """The structured dtype of a JSON-decoded ``dtype.descr`` (lists back to tuples)."""
-    return np.dtype([(f[0], f[1]) if len(f) == 2 else (f[0], f[1], tuple(f[2]))
-                     for f in descr])
-
-
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
-def http_date(t: float) -> str:
-    """An HTTP date (RFC 9110 IMF-fixdate) of unix time ``t``, as ``email.utils.formatdate(t,
-    usegmt=True)`` writes it, five times faster (it is sent with most feed requests)."""
-    g = time.gmtime(t)
-    return (f"{_DAYS[g.tm_wday]}, {g.tm_mday:02d} {_MONTHS[g.tm_mon - 1]} {g.tm_year} "
-            f"{g.tm_hour:02d}:{g.tm_min:02d}:{g.tm_sec:02d} GMT")
-
-
-_MONTH_NUMBER = {m: i for i, m in enumerate(_MONTHS, 1)}
-
-
-def _unix_seconds(value: str | None) -> int:
-    """An HTTP date as whole unix seconds in 1..2^32-1, or 0 when absent or unreadable. The
-    IMF-fixdate servers send ("Sun, 06 Nov 1994 08:49:37 GMT") is read directly; other forms
-    (RFC 850, asctime) through ``email.utils``."""
-    if not value:
-        return 0
-    parts = value.split()
-    try:
-        if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTH_NUMBER:
-            day, h, m, sec = int(parts[1]), *(int(x) for x in parts[4].split(":"))
-            if not (1 <= day <= 31 and 0 <= h < 24 and 0 <= m < 60 and 0 <= sec <= 60):
-                return 0
-            t = calendar.timegm((int(parts[3]), _MONTH_NUMBER[parts[2]], day, h, m, sec))
-        else:
-            t = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return 0
-    return int(t) if 0 < t < 2**32 else 0
 
 
 class _SourceRows:

@@ -39,6 +39,12 @@ DEFAULTS: dict[str, Any] = {
     "WHITTLE_CHECKPOINT_INTERVAL": 5.0,  # seconds between two checkpoints of the state
     "WHITTLE_MAX_EPOCHS": None,         # stop after this many epochs (None: never)
     "WHITTLE_CLOCK": None,              # a clock object (scrapy_whittle.clock); None: system
+    # many processes, one crawl (docs/cluster.md); unset URL: one process, state in JOBDIR
+    "WHITTLE_REDIS_URL": None,          # redis://host:port/db (else REDIS_URL, else none)
+    "WHITTLE_REDIS_PREFIX": "whittle:{spider}",  # key prefix of the crawl ({spider}: name)
+    "WHITTLE_REDIS_LEASE": None,        # s a worker may hold a crawl; None: as for JOBDIR
+    "WHITTLE_REDIS_LOCK_TTL": 10.0,     # s the planner's lock lives without renewal
+    "WHITTLE_REDIS_BACKLOG": 256,       # crawls in flight across the cluster, at most
     "WHITTLE_HALF_LIFE": None,          # prior half-life of interest (s): number, or a dict
                                         # {url or category: seconds, "*": fallback}
 }
@@ -107,6 +113,24 @@ def _clock(settings) -> Any:
     return clock
 
 
+def _redis(settings) -> dict[str, Any]:
+    url = settings.get("WHITTLE_REDIS_URL", None) or settings.get("REDIS_URL", None)
+    if url is not None and not (isinstance(url, str) and url.split("://")[0] in
+                                ("redis", "rediss", "unix")):
+        raise _fail("WHITTLE_REDIS_URL", url, "must be a redis://, rediss:// or unix:// URL")
+    prefix = settings.get("WHITTLE_REDIS_PREFIX", DEFAULTS["WHITTLE_REDIS_PREFIX"])
+    if not isinstance(prefix, str) or not prefix.strip():
+        raise _fail("WHITTLE_REDIS_PREFIX", prefix, "must be a non-empty string")
+    lease = None
+    if settings.get("WHITTLE_REDIS_LEASE", None) is not None:
+        lease = _number(settings, "WHITTLE_REDIS_LEASE", minimum=0, strict=True)
+    return {"redis_url": url or None, "redis_prefix": prefix, "redis_lease": lease,
+            "redis_lock_ttl": _number(settings, "WHITTLE_REDIS_LOCK_TTL", minimum=0,
+                                      strict=True),
+            "redis_backlog": _number(settings, "WHITTLE_REDIS_BACKLOG", minimum=1,
+                                     integer=True)}
+
+
 def _bool(settings, name: str) -> bool:
     raw = settings.get(name, DEFAULTS[name])
     if isinstance(raw, bool):
@@ -145,6 +169,11 @@ class WhittleConfig:
     checkpoint_interval: float = 5.0
     max_epochs: int | None = None
     clock: Any = None
+    redis_url: str | None = None
+    redis_prefix: str = "whittle:{spider}"
+    redis_lease: float | None = None
+    redis_lock_ttl: float = 10.0
+    redis_backlog: int = 256
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
@@ -216,4 +245,5 @@ class WhittleConfig:
             max_epochs=(None if settings.get("WHITTLE_MAX_EPOCHS", None) is None
                         else _number(settings, "WHITTLE_MAX_EPOCHS", minimum=1, integer=True)),
             clock=_clock(settings),
+            **_redis(settings),
         )

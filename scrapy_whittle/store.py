@@ -108,8 +108,8 @@ class Checkpoint:
     n_changed: int = 0
     blocks: list[tuple[int, str, bytes]] = field(default_factory=list)
     policy: tuple[str, str, bytes] | None = None                 # name, row layout, global
-    epochs: list[tuple] = field(default_factory=list)           # epochs table rows
-    epoch_errors: list[tuple] = field(default_factory=list)     # (epoch, kind, count)
+    epochs: list[tuple] = field(default_factory=list)           # epochs rows, increments
+    epoch_errors: list[tuple] = field(default_factory=list)     # (epoch, kind, increment)
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -244,12 +244,18 @@ class StateStore:
                 if cp.policy is not None:
                     db.execute("DELETE FROM policy_state")
                     db.execute("INSERT INTO policy_state VALUES (?, ?, ?)", cp.policy)
-                if cp.epochs:
-                    db.executemany("INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                   cp.epochs)
+                if cp.epochs:          # added to what the epochs already hold
+                    db.executemany(
+                        "INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(epoch) "
+                        "DO UPDATE SET crawls = crawls + excluded.crawls, "
+                        "cost = cost + excluded.cost, new_items = new_items + "
+                        "excluded.new_items, utility = utility + excluded.utility, "
+                        "errors = errors + excluded.errors, "
+                        "not_modified = not_modified + excluded.not_modified", cp.epochs)
                 if cp.epoch_errors:
-                    db.executemany("INSERT OR REPLACE INTO epoch_errors VALUES (?, ?, ?)",
-                                   cp.epoch_errors)
+                    db.executemany(
+                        "INSERT INTO epoch_errors VALUES (?, ?, ?) ON CONFLICT(epoch, kind) "
+                        "DO UPDATE SET count = count + excluded.count", cp.epoch_errors)
                 meta = {**cp.meta, "checkpoint_at": cp.taken_at}
                 db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                [(k, _meta_value(v)) for k, v in meta.items()])

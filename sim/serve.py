@@ -142,6 +142,8 @@ class SimWebResource(Resource):
         self.reactor = reactor
         self.requests = 0
         self.not_modified = 0
+        self.serving: dict[int, int] = {}       # feed -> responses being sent (latency)
+        self.max_concurrent = 0                 # most requests of one feed served at once
 
     # -- helpers ------------------------------------------------------------------------
     def base(self, request: Request) -> str:
@@ -177,7 +179,8 @@ class SimWebResource(Resource):
                               "application/json")
         if path == "/stats.json":
             stats = {**self.web.totals(), "virtual_time": self.clock.now(),
-                     "requests": self.requests, "not_modified": self.not_modified}
+                     "requests": self.requests, "not_modified": self.not_modified,
+                     "max_concurrent_per_feed": self.max_concurrent}
             return self._send(request, json.dumps(stats).encode(), "application/json")
         if path.startswith("/feed/") and path.endswith(".xml"):
             try:
@@ -191,6 +194,15 @@ class SimWebResource(Resource):
         return self._send(request, b"not found", "text/plain", 404)
 
     def feed(self, request: Request, i: int):
+        """Feed i; with ``--latency`` the requests of one feed served at once are counted."""
+        if not self.latency:
+            return self._feed(request, i)
+        self.serving[i] = self.serving.get(i, 0) + 1
+        self.max_concurrent = max(self.max_concurrent, self.serving[i])
+        request.notifyFinish().addBoth(lambda _: self.serving.__setitem__(i, self.serving[i] - 1))
+        return self._feed(request, i)
+
+    def _feed(self, request: Request, i: int):
         if self.error_rate and self.rng.random() < self.error_rate:
             return self._send(request, b"injected error", "text/plain", 503)
         v = self.clock.now()

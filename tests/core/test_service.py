@@ -62,7 +62,7 @@ def crawl_epochs(service, clock, feeds, epochs):
 def test_http_dates_are_those_of_the_standard_library():
     from email.utils import formatdate
 
-    from scrapy_whittle.service import http_date
+    from scrapy_whittle.httpdates import http_date
 
     for t in np.random.default_rng(0).uniform(0, 4e9, 2000):
         assert http_date(t) == formatdate(t, usegmt=True)
@@ -175,7 +175,9 @@ def test_checkpoints_write_only_what_changed(tmp_path):
         rows = db.execute("select url, rate_per_hour, half_life_hours, crawls from feeds "
                           "where crawls > 0").fetchall()
         seq = db.execute("select value from meta where key = 'checkpoint_seq'").fetchone()[0]
+        epochs = db.execute("select epoch, crawls, cost from epochs order by epoch").fetchall()
     assert sum(r[3] for r in rows) == 20 and seq == 2
+    assert epochs == [(k, 5, 5.0) for k in range(4)]      # added up across checkpoints
     assert all(r[1] > 0 and r[2] > 0 for r in rows)          # readable estimates
 
 
@@ -235,12 +237,12 @@ def test_a_state_file_of_a_newer_schema_is_refused_not_moved(tmp_path):
 
 
 def test_http_dates_are_read_in_every_form_servers_send():
-    from scrapy_whittle.service import _unix_seconds
+    from scrapy_whittle.httpdates import unix_seconds
 
     t = 784111777                                    # Sun, 06 Nov 1994 08:49:37 GMT
     for text in ("Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
                  "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 09:49:37 +0100"):
-        assert _unix_seconds(text) == t, text
+        assert unix_seconds(text) == t, text
     for bad in (None, "", "yesterday", "Sun, 99 Nov 1994 08:49:37 GMT", "Thu, 01 Jan 1970 "
                 "00:00:00 GMT", "Sun, 06 Nov 2200 08:49:37 GMT"):
-        assert _unix_seconds(bad) == 0, bad
+        assert unix_seconds(bad) == 0, bad

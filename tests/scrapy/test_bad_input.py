@@ -79,12 +79,13 @@ def test_exception_kinds():
     assert exception_kind(ValueError()) == "valueerror"
 
 
-def test_middleware_ignores_non_source_requests():
+@pytest_twisted.ensureDeferred
+async def test_middleware_ignores_non_source_requests():
     from scrapy import Request
     from scrapy.http import Response
 
     mw = FeedObserverMiddleware.from_crawler(make_crawler(WHITTLE_BUDGET=1,
                                                           WHITTLE_POLICY="round_robin"))
     response = Response("http://127.0.0.1:1/x", status=500)
-    assert mw.process_response(Request("http://127.0.0.1:1/x"), response) is response
-    assert mw.process_exception(Request("http://127.0.0.1:1/x"), ValueError()) is None
+    assert await mw.process_response(Request("http://127.0.0.1:1/x"), response) is response
+    assert await mw.process_exception(Request("http://127.0.0.1:1/x"), ValueError()) is None

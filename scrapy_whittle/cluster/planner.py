@@ -1,0 +1,349 @@
+"""The cluster's planner: the one process (elected) that decides what the cluster crawls.
+
+It holds the Redis lock ``Keys.planner`` (a random token with a time-to-live, renewed every
+third of it; a planner that cannot renew stops planning at once) and runs the re-crawl
+service: each epoch's selection, the budget, the politeness of every host (its crawls in
+flight across the cluster, its delay), and the learning from the workers' results.
+
+* **Dispatch.** A crawl the service hands out becomes a task on the stream ``Keys.tasks``, in
+  one transaction with its in-flight record (``Keys.in_flight``: deadline and crawl id) and
+  the epoch's spent budget (``Keys.spent``). At most ``backlog`` crawls are in flight.
+* **Results.** Workers add what each fetch showed to ``Keys.results``; the planner learns
+  them and acknowledges them in the transaction of the next checkpoint, so a new planner
+  learns again what the last one had not checkpointed. A result whose crawl id is not the
+  source's current one (a crawl taken back from a slow worker) is counted and dropped.
+* **Leases.** A task a worker has held longer than ``lease`` seconds without an answer (the
+  worker died) is taken back with XAUTOCLAIM and handed out again.
+* **Take-over.** A new planner restores the last checkpoint (``RedisStateStore``), the
+  crawls in flight, the epoch's spent budget and the pending results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import secrets
+import time
+from collections import defaultdict
+
+from scrapy_whittle.cluster.keys import Keys
+from scrapy_whittle.cluster.retry import Retrier
+from scrapy_whittle.cluster.state import RedisStateStore
+from scrapy_whittle.cluster.tasks import task_fields
+from scrapy_whittle.service import Crawl, PrefixedStats, RecrawlService
+from scrapy_whittle.sources import SourceSpec
+
+logger = logging.getLogger(__name__)
+
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class ClusterHosts:
+    """``HostLoad`` across the cluster: a host is saturated while it has ``concurrency``
+    crawls in flight, or less than its delay has passed since its last dispatch."""
+
+    def __init__(self, concurrency: int, delay: float, delays: dict[str, float]) -> None:
+        self.concurrency = max(1, int(concurrency))
+        self.delay = float(delay)
+        self.delays = dict(delays)
+        self.in_flight: dict[str, int] = defaultdict(int)
+        self.next_allowed: dict[str, float] = {}
+        self.now = time.time
+
+    def dispatched(self, host: str, now: float) -> None:
+        self.in_flight[host] += 1
+        self.next_allowed[host] = now + max(self.delay, self.delays.get(host, 0.0))
+
+    def done(self, host: str) -> None:
+        if self.in_flight.get(host, 0) > 0:
+            self.in_flight[host] -= 1
+
+    def saturated(self, host: str) -> bool:
+        return (self.in_flight.get(host, 0) >= self.concurrency
+                or self.next_allowed.get(host, 0.0) > self.now())
+
+    def all_saturated(self) -> list[str]:
+        now = self.now()
+        return [h for h in set(self.in_flight) | set(self.next_allowed)
+                if self.in_flight.get(h, 0) >= self.concurrency
+                or self.next_allowed.get(h, 0.0) > now]
+
+
+class Planner:
+    def __init__(self, node, *, lock_ttl: float, lease: float, backlog: int,
+                 hosts: ClusterHosts) -> None:
+        self.node = node
+        self.keys: Keys = node.keys
+        self.lock_ttl = lock_ttl
+        self.lease = lease
+        self.backlog = backlog
+        self.hosts = hosts
+        self.token = secrets.token_hex(8)
+        self.consumer = f"planner-{self.token}"
+        self.service: RecrawlService | None = None
+        self.in_flight: dict[int, str] = {}       # source id -> crawl id
+        self.deadline: dict[int, float] = {}
+        self._acks: list[str] = []
+        self._seq = 0
+        self._renewed = 0.0
+        self._reclaimed = 0.0
+        self._writing: asyncio.Future | None = None
+        self.retry = Retrier("planner", node.stats, stopping=lambda: node.stopping)
+
+    @property
+    def leader(self) -> bool:
+        return self.service is not None
+
+    # -- leadership ---------------------------------------------------------------------------
+    async def step(self) -> float:
+        """One round; returns how long to sleep before the next."""
+        r = self.node.redis
+        if not self.leader:
+            got = await self.retry(lambda: r.set(self.keys.planner, self.token, nx=True,
+                                                 px=int(self.lock_ttl * 1000)), "electing")
+            if not got:
+                return self.lock_ttl / 3
+            await self._take_over()
+        now = time.monotonic()
+        if now - self._renewed > self.lock_ttl / 3:
+            kept = await self.retry(lambda: r.eval(RENEW, 1, self.keys.planner, self.token,
+                                                   int(self.lock_ttl * 1000)), "renewing")
+            if not kept:
+                logger.warning("planner %s lost its lock: it stops planning", self.token)
+                self.service = None
+                self.node.stats.inc("cluster/planner_lost")
+                return 0.0
+            self._renewed = now
+        busy = await self._inbox()
+        busy += await self._results()
+        busy += await self._dispatch()
+        if now - self._reclaimed > min(self.lease / 4, 5.0):
+            busy += await self._reclaim()
+            self._reclaimed = now
+        if self.service.checkpoint_due():
+            await self.checkpoint()
+        if self.service.finished:
+            await self.retry(lambda: r.hset(self.keys.meta, "finished", 1), "finishing")
+        if busy:
+            return 0.0
+        wait = self.service.wake_at - self.service.clock.now()
+        return min(max(wait, 0.0), 0.05) if math.isfinite(wait) else 0.05
+
+    async def _take_over(self) -> None:
+        node, r, k = self.node, self.node.redis, self.keys
+        store = RedisStateStore(node.sync_redis, k, label=node.redis_label)
+        service = RecrawlService(node.config, clock=node.clock, store=store,
+                                 oracle=node.oracle, slot_delays=node.slot_delays,
+                                 max_flight=self.lease * 3,
+                                 stats=PrefixedStats(node.stats, "planner/"))
+        await asyncio.to_thread(service.open, node.specs)
+        flights = await self.retry(lambda: r.hgetall(k.in_flight), "restoring")
+        for sid_raw, value in flights.items():
+            sid = int(sid_raw)
+            deadline, cid = value.decode().split(" ", 1)
+            if sid < len(service.sources):
+                self.in_flight[sid] = cid
+                self.deadline[sid] = float(deadline)
+                service.sources.dispatched(sid, float(deadline))
+                self.hosts.in_flight[self._host(service, sid)] += 1
+        spent = await self.retry(lambda: r.hgetall(k.spent), "restoring")
+        service.resume_spent({int(e): float(c) for e, c in spent.items()})
+        self.service = service
+        await self._results(claim=True)
+        await self.checkpoint()
+        logger.info("planner %s took over: %d sources, %d crawls in flight", self.token,
+                    len(service.sources), len(self.in_flight))
+        node.stats.inc("cluster/takeovers")
+
+    @staticmethod
+    def _host(service: RecrawlService, sid: int) -> str:
+        return service.sources.host_names[int(service.sources.host[sid])]
+
+    # -- handing out crawls -------------------------------------------------------------------
+    async def _dispatch(self) -> int:
+        service, r, k = self.service, self.node.redis, self.keys
+        tasks = []
+        while len(self.in_flight) + len(tasks) < self.backlog:
+            crawl = service.next_crawl(self.hosts)
+            if crawl is None:
+                break
+            self._seq += 1
+            cid = f"{self.token}:{self._seq}"
+            deadline = crawl.sent_at + self.lease * 3
+            self.in_flight[crawl.source] = cid
+            self.deadline[crawl.source] = deadline
+            self.hosts.dispatched(self._host(service, crawl.source), time.time())
+            tasks.append((crawl._replace(cid=cid, weight=float(
+                service.sources.weight[crawl.source])), cid, deadline))
+        if not tasks:
+            return 0
+
+        async def send():
+            pipe = r.pipeline(transaction=True)
+            for crawl, cid, deadline in tasks:
+                pipe.xadd(k.tasks, task_fields(crawl))
+                pipe.hset(k.in_flight, crawl.source, f"{deadline} {cid}")
+                pipe.hincrbyfloat(k.spent, crawl.epoch,
+                                  float(service.sources.cost[crawl.source]))
+            return await pipe.execute()
+
+        await self.retry(send, "dispatching")
+        return len(tasks)
+
+    async def _reclaim(self) -> int:
+        """Take back the tasks workers hold past the lease, hand them out again; forget the
+        crawls whose deadline passed without a trace."""
+        r, k = self.node.redis, self.keys
+        claimed = await self.retry(
+            lambda: r.xautoclaim(k.tasks, "workers", self.consumer,
+                                 min_idle_time=int(self.lease * 1000), start_id="0-0",
+                                 count=500), "reclaiming")
+        entries = claimed[1] if claimed else []
+        again = []
+        for entry_id, fields in entries:
+            if not fields:
+                continue
+            sid = int(fields[b"sid"])
+            if self.in_flight.get(sid) == fields[b"cid"].decode():
+                again.append((entry_id, fields))
+            else:
+                again.append((entry_id, None))
+        if again:
+            async def resend():
+                pipe = r.pipeline(transaction=True)
+                for entry_id, fields in again:
+                    if fields is not None:
+                        pipe.xadd(k.tasks, {key.decode(): v for key, v in fields.items()})
+                    pipe.xack(k.tasks, "workers", entry_id)
+                    pipe.xdel(k.tasks, entry_id)
+                return await pipe.execute()
+
+            await self.retry(resend, "handing out again")
+            self.node.stats.inc("cluster/reclaimed", sum(f is not None for _, f in again))
+        now = self.service.clock.now()
+        lost = [sid for sid, d in self.deadline.items() if d < now]
+        for sid in lost:
+            self._forget(sid)
+        if lost:
+            self.node.stats.inc("cluster/lost_crawls", len(lost))
+            await self.retry(lambda: r.hdel(k.in_flight, *lost), "forgetting")
+        return len(again)
+
+    def _forget(self, sid: int) -> None:
+        if self.in_flight.pop(sid, None) is not None:
+            self.hosts.done(self._host(self.service, sid))
+        self.deadline.pop(sid, None)
+
+    # -- learning -------------------------------------------------------------------------------
+    async def _results(self, claim: bool = False) -> int:
+        r, k = self.node.redis, self.keys
+        if claim:          # results pending on planners that died: learnt again from here
+            start, batch = "0-0", []
+            while True:
+                got = await self.retry(lambda start=start: r.xautoclaim(
+                    k.results, "planner", self.consumer, min_idle_time=0, start_id=start,
+                    count=1000), "claiming results")
+                batch += [e for e in got[1] if e[1]]
+                start = got[0]
+                if start in (b"0-0", "0-0"):
+                    break
+            entries = batch
+        else:
+            got = await self.retry(lambda: r.xreadgroup(
+                "planner", self.consumer, {k.results: ">"}, count=1000), "reading results")
+            entries = got[0][1] if got else []
+        done = []
+        for entry_id, fields in entries:
+            sid = self._learn(fields)
+            self._acks.append(entry_id.decode() if isinstance(entry_id, bytes) else entry_id)
+            if sid is not None:
+                done.append(sid)
+        if done:
+            await self.retry(lambda: r.hdel(k.in_flight, *done), "recording results")
+        return len(entries)
+
+    def _learn(self, f: dict) -> int | None:
+        service = self.service
+        sid = int(f[b"sid"])
+        if sid >= len(service.sources) or self.in_flight.get(sid) != f[b"cid"].decode():
+            self.node.stats.inc("cluster/stale_results")
+            return None
+        self._forget(sid)
+        crawl = Crawl(sid, service.url(sid), int(f[b"epoch"]), float(f[b"sent_at"]), {})
+        kind = f[b"kind"].decode()
+        etag = f[b"etag"].decode() or None
+        modified = f[b"modified"].decode() or None
+        if kind == "ok":
+            published = json.loads(f[b"published"])
+            service.record_fetch(crawl, int(f[b"new"]), float(f[b"reward"]),
+                                 f[b"full"] == b"1", published, etag=etag,
+                                 last_modified=modified, now=float(f[b"at"]))
+        elif kind == "not_modified":
+            service.not_modified(crawl, etag=etag, last_modified=modified)
+        else:
+            service.crawl_failed(crawl, kind, f[b"cause"].decode())
+        return sid
+
+    async def _inbox(self) -> int:
+        r, k = self.node.redis, self.keys
+        items = await self.retry(lambda: r.lpop(k.inbox, 500), "reading the inbox")
+        for raw in items or ():
+            msg = json.loads(raw)
+            if msg["type"] == "source":
+                self.service.add_sources([SourceSpec(url=msg["url"])])
+            elif msg["type"] == "crawl_delay":
+                self.service.set_crawl_delay(msg["host"], msg["delay"])
+                self.hosts.delays[msg["host"]] = max(self.hosts.delays.get(msg["host"], 0.0),
+                                                     msg["delay"])
+            elif msg["type"] == "value":
+                self.service.report_value(msg["source"], msg["value"],
+                                          published=msg["published"], at=msg["at"],
+                                          base_value=msg.get("base_value"))
+        return len(items or ())
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    async def checkpoint(self) -> None:
+        """Write what changed and acknowledge the results it learnt from (in a thread)."""
+        if self._writing is not None:
+            await self._writing
+        cp = self.service.prepare_checkpoint()
+        acks, self._acks = self._acks, []
+        store = self.service.store
+        epoch = self.service.epoch_of(self.service.clock.now())
+
+        def write():
+            store.write(cp, acks=acks)
+            old = [e for e in self.node.sync_redis.hkeys(self.keys.spent)
+                   if int(e) < epoch - 1]
+            if old:
+                self.node.sync_redis.hdel(self.keys.spent, *old)
+
+        self._writing = asyncio.ensure_future(
+            self.retry(lambda: asyncio.to_thread(write), "checkpointing"))
+        try:
+            await self._writing
+        finally:
+            self._writing = None
+
+    async def resign(self) -> None:
+        """Last checkpoint, then give the lock up (a graceful close)."""
+        if not self.leader:
+            return
+        await self.checkpoint()
+        await self.retry(lambda: self.node.redis.eval(RELEASE, 1, self.keys.planner,
+                                                      self.token), "resigning")
+        used = self.service.budget_used()
+        if used is not None:
+            self.service.stats.set("budget_used", used)
+        self.service = None

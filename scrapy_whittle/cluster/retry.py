@@ -1,0 +1,53 @@
+"""Redis calls that survive an outage: retried with back-off, logged once per outage."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, OSError)
+
+
+class Retrier:
+    """Runs Redis calls until they succeed: on a connection error it waits (0.1 s, doubling
+    up to ``max_delay``) and tries again; the first failure of an outage is logged as a
+    warning with its cause, the recovery once at INFO. ``stopping()`` ends the retries of a
+    closing crawl (the call then raises ``asyncio.CancelledError``)."""
+
+    def __init__(self, name: str, stats=None, max_delay: float = 5.0,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
+        self.name = name
+        self.stats = stats
+        self.max_delay = max_delay
+        self.stopping = stopping
+        self.down_since: float | None = None
+
+    async def __call__(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        delay = 0.1
+        while True:
+            try:
+                result = await call()
+            except TRANSIENT as exc:
+                if self.down_since is None:
+                    self.down_since = asyncio.get_running_loop().time()
+                    logger.warning("%s: Redis unreachable while %s (%s: %s); retrying with "
+                                   "back-off", self.name, what, type(exc).__name__, exc)
+                    if self.stats is not None:
+                        self.stats.inc("cluster/redis_outages")
+                if self.stopping():
+                    raise asyncio.CancelledError from exc
+                await asyncio.sleep(delay)
+                delay = min(self.max_delay, delay * 2)
+                continue
+            if self.down_since is not None:
+                lasted = asyncio.get_running_loop().time() - self.down_since
+                logger.info("%s: Redis reachable again after %.1f s", self.name, lasted)
+                self.down_since = None
+            return result

@@ -1,0 +1,163 @@
+"""The crawl's learned state in Redis: what the SQLite store keeps, for a cluster's planner.
+
+The planner's re-crawl service checkpoints here exactly as a single process does into
+``JOBDIR/whittle.sqlite`` (same ``Checkpoint``, same ``SavedState``), so a planner elected
+after another died restores what the last one learned. Layout (``keys.Keys``), sized for a
+million sources at a few hundred bytes each:
+
+* each source is a fixed-size record (book-keeping, validators, counters, then the policy's
+  per-source row) inside a string of ``CHUNK`` records, written in place with SETRANGE: a
+  checkpoint costs one command per changed source and Redis stores no per-source key;
+* the URLs are a list (index = source id); ETags and categories small hashes;
+* the policy's global state one string; the epochs' aggregates a hash.
+
+A checkpoint is one MULTI/EXEC transaction, with the acknowledgement of the results it
+learned from: a planner that dies between two checkpoints leaves those results pending in
+the stream, and the next planner learns them again from the restored state.
+
+The calls are blocking (the ``redis`` client's synchronous API): the planner runs them in a
+thread, never on the reactor.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from scrapy_whittle.cluster.keys import CHUNK, Keys
+from scrapy_whittle.columns import dtype_from_descr
+from scrapy_whittle.httpdates import http_date, unix_seconds
+from scrapy_whittle.store import LOAD_COLUMNS, Checkpoint, SavedState
+
+#: last_crawl, retry_at, failures, modified (unix s), crawls, errors, new_items, utility,
+#: weight, min_interval (the last two written when the source is registered)
+HEADER = struct.Struct("<ddiIIIIfff")
+STATE_PART = struct.calcsize("<ddiIIIIf")
+EPOCH_FIELDS = ("crawls", "cost", "new_items", "utility", "errors", "not_modified")
+
+
+class RedisStateStore:
+    """``StateStore``'s interface (``load``, ``write``, ``close``, ``path``) on Redis."""
+
+    def __init__(self, client, keys: Keys, label: str = "redis") -> None:
+        self.client = client
+        self.keys = keys
+        self.path = f"{label} ({keys.prefix})"
+        self.moved_aside = None
+
+    # -- writing ----------------------------------------------------------------------------
+    def write(self, cp: Checkpoint, acks: list[str] | None = None) -> None:
+        k = self.keys
+        pipe = self.client.pipeline(transaction=True)
+        layout = None
+        if cp.policy is not None:
+            name, layout, blob = cp.policy
+            pipe.set(k.global_state, blob)
+            pipe.hset(k.meta, mapping={"policy_name": name, "layout": layout})
+        else:
+            layout = self.client.hget(k.meta, "layout")
+            layout = layout.decode() if isinstance(layout, bytes) else layout
+        row_size = _row_size(layout)
+        record = HEADER.size + row_size
+        for sid, url, _title, category, weight, min_interval in cp.new_sources():
+            pipe.rpush(k.urls, url)
+            if category:
+                pipe.hset(k.categories, sid, category)
+            pipe.setrange(k.rows(sid), (sid % CHUNK) * record + STATE_PART,
+                          struct.pack("<ff", weight, min_interval))
+        for row in cp.source_rows():
+            (last_crawl, retry_at, failures, etag, last_modified, crawls, errors, new_items,
+             utility, _rate, _half, _value, policy_row, _entries, sid) = row
+            state = struct.pack("<ddiIIIIf", -1.0 if last_crawl is None else last_crawl,
+                                retry_at, failures, unix_seconds(last_modified), crawls,
+                                errors, new_items, utility)
+            offset = (sid % CHUNK) * record
+            pipe.setrange(k.rows(sid), offset, state)
+            if row_size and policy_row:
+                pipe.setrange(k.rows(sid), offset + HEADER.size, policy_row)
+            if etag:
+                pipe.hset(k.etags(sid), sid, etag)
+        for sid, block, data in cp.blocks:
+            pipe.hset(k.blocks, f"{block}:{sid}", data)
+        for epoch, *values in cp.epochs:          # increments since the last checkpoint
+            for name, value in zip(EPOCH_FIELDS, values, strict=True):
+                if value:
+                    pipe.hincrbyfloat(k.epochs, f"{epoch}:{name}", value)
+        for epoch, kind, count in cp.epoch_errors:
+            pipe.hincrby(k.epoch_errors, f"{epoch}:{kind}", count)
+        pipe.hset(k.meta, mapping={key: json.dumps(value) for key, value in
+                                   {**cp.meta, "checkpoint_at": cp.taken_at}.items()})
+        pipe.hincrby(k.meta, "checkpoint_seq", 1)
+        if acks:
+            pipe.xack(k.results, "planner", *acks)
+            pipe.xdel(k.results, *acks)
+        pipe.execute()
+
+    # -- reading ----------------------------------------------------------------------------
+    def load(self) -> SavedState | None:
+        k = self.keys
+        raw_meta = self.client.hgetall(k.meta)
+        meta = {_s(key): _s(value) for key, value in raw_meta.items()}
+        if "origin" not in meta:
+            return None
+        parsed: dict[str, Any] = {}
+        for key, value in meta.items():
+            try:
+                parsed[key] = json.loads(value)
+            except (TypeError, ValueError):
+                parsed[key] = value
+        urls = [_s(u) for u in self.client.lrange(k.urls, 0, -1)]
+        n = len(urls)
+        layout = meta.get("layout")
+        row_size = _row_size(layout)
+        record = HEADER.size + row_size
+        chunks = self.client.mget([k.rows(c * CHUNK) for c in range(-(-n // CHUNK))]) if n \
+            else []
+        data = b"".join((c or b"").ljust(CHUNK * record, b"\0") for c in chunks)
+        categories = {int(i): _s(c) for i, c in self.client.hgetall(k.categories).items()}
+        etags: dict[int, str] = {}
+        for b in range(-(-n // 64)):
+            etags.update({int(i): _s(e) for i, e in self.client.hgetall(k.etags(b * 64)).items()})
+        cols: dict[str, list] = {name: [] for name in LOAD_COLUMNS}
+        for sid in range(n):
+            off = sid * record
+            (last_crawl, retry_at, failures, modified, crawls, errors, new_items, utility,
+             weight, min_interval) = HEADER.unpack_from(data, off)
+            for name, value in (
+                    ("id", sid), ("url", urls[sid]), ("title", ""),
+                    ("category", categories.get(sid, "")), ("weight", weight),
+                    ("min_interval", min_interval),
+                    ("last_crawl", None if last_crawl < 0 else last_crawl),
+                    ("retry_at", retry_at), ("failures", failures), ("etag", etags.get(sid)),
+                    ("last_modified", http_date(modified) if modified else None),
+                    ("crawls", crawls), ("errors", errors), ("new_items", new_items),
+                    ("utility", utility), ("rate_per_hour", None),
+                    ("half_life_hours", None), ("mean_value", None),
+                    ("policy_row", bytes(data[off + HEADER.size:off + record])
+                     if row_size else None),
+                    ("entries", None)):
+                cols[name].append(value)
+        blocks = [(int(_s(key).rsplit(":", 1)[1]), _s(key).rsplit(":", 1)[0], value)
+                  for key, value in self.client.hgetall(k.blocks).items()]
+        glob = self.client.get(k.global_state)
+        policy = (meta.get("policy_name"), layout, glob) if glob is not None else None
+        by_epoch: dict[int, list[float]] = {}
+        for key, value in self.client.hgetall(k.epochs).items():
+            epoch, name = _s(key).split(":")
+            by_epoch.setdefault(int(epoch), [0.0] * len(EPOCH_FIELDS))[
+                EPOCH_FIELDS.index(name)] = float(value)
+        epochs = sorted((e, *v) for e, v in by_epoch.items())
+        return SavedState(meta=parsed, sources={key: tuple(v) for key, v in cols.items()},
+                          blocks=blocks, policy=policy, epochs=epochs)
+
+    def close(self) -> None:
+        """Nothing to release: the client belongs to the caller."""
+
+
+def _s(value) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
+
+
+def _row_size(layout: str | None) -> int:
+    return dtype_from_descr(json.loads(layout)).itemsize if layout else 0

@@ -1,0 +1,69 @@
+"""One process of a cluster crawl, for the cluster tests and benchmark:
+``python -m tests.cluster.cluster_crawl REDIS_URL SERVER_URL N ITEMS SECONDS [SETTINGS_JSON]``.
+
+Crawls N feeds of a running ``sim.serve`` as one process of the cluster on REDIS_URL,
+appending every item to ITEMS (one JSON line, flushed and fsynced) and, at the end, the
+process's ``whittle/*`` stats as a last line ``{"stats": {...}}``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from scrapy import signals
+from scrapy.crawler import CrawlerProcess
+
+from scrapy_whittle.spiders import FeedSpider
+
+
+class SyncedItems:
+    def __init__(self, path: str) -> None:
+        self.file = open(path, "a", encoding="utf-8")
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        obj = cls(crawler.settings["CLUSTER_ITEMS"])
+        crawler.signals.connect(obj.closed, signal=signals.spider_closed)
+        obj.crawler = crawler
+        return obj
+
+    def process_item(self, item):
+        self.file.write(json.dumps(dict(item)) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        return item
+
+    def closed(self, spider):
+        stats = {k: v for k, v in self.crawler.stats.get_stats().items()
+                 if k.startswith("whittle/")}
+        self.file.write(json.dumps({"stats": stats, "pid": os.getpid()}) + "\n")
+        self.file.close()
+
+
+def main(argv: list[str]) -> int:
+    redis_url, server, n, items, seconds, *extra = argv
+    feeds = [f"{server}/feed/{i}.xml" for i in range(int(n))]
+    settings = {
+        "SCHEDULER": "scrapy_whittle.WhittleScheduler",
+        "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540},
+        "ITEM_PIPELINES": {f"{__name__}.SyncedItems": 100},
+        "WHITTLE_SOURCES": feeds, "WHITTLE_BUDGET": 10, "WHITTLE_PERIOD": 0.5,
+        "WHITTLE_REDIS_URL": redis_url, "WHITTLE_REDIS_PREFIX": "test:{spider}",
+        "WHITTLE_REDIS_LEASE": 2.0, "WHITTLE_REDIS_LOCK_TTL": 1.5,
+        "WHITTLE_CHECKPOINT_INTERVAL": 0.3, "WHITTLE_ENGAGEMENT_SCALE": 1000,
+        "WHITTLE_LOGSTATS_INTERVAL": 0, "LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "INFO",
+        "CLUSTER_ITEMS": items, "CLOSESPIDER_TIMEOUT": float(seconds),
+        "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 5, "CONCURRENT_REQUESTS": 8,
+        "TELNETCONSOLE_ENABLED": False,
+    }
+    if extra:
+        settings.update(json.loads(extra[0]))
+    process = CrawlerProcess(settings)
+    process.crawl(FeedSpider)
+    process.start()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
