@@ -22,7 +22,10 @@ from collections import deque
 
 import redis
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.retry import Retry as SyncRetry
 
 from scrapy_whittle.cluster.entries import DEDUPE, packed_hashes
 from scrapy_whittle.cluster.keys import BUCKET, Keys
@@ -53,14 +56,22 @@ class ClusterNode:
         self.slot_delays = dict(slot_delays or {})
         self.capacity = capacity
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-        self.redis = aioredis.from_url(redis_url)
-        self.sync_redis = redis.Redis.from_url(redis_url)
+        # a stale pooled connection (the server restarted) is retried at once by the client;
+        # a server that stays away goes to the Retrier, which waits with back-off
+        options = {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+                   "retry_on_error": [ConnectionError, TimeoutError],
+                   "health_check_interval": 10}
+        self.redis = aioredis.from_url(redis_url, **options)
+        self.sync_redis = redis.Redis.from_url(
+            redis_url, retry=SyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+            retry_on_error=[ConnectionError, TimeoutError], health_check_interval=10)
         self.stopping = False
         self.finished = False
         self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
         self.taken: dict[str, str] = {}                    # crawl id -> task id, started
         self.on_tasks = None                              # callback: tasks arrived
-        self.retry = Retrier("worker", stats, stopping=lambda: self.stopping)
+        self.retry = Retrier(f"cluster node {self.consumer}", stats,
+                             stopping=lambda: self.stopping)
         self.planner = Planner(self, lock_ttl=lock_ttl, lease=lease, backlog=backlog,
                                hosts=ClusterHosts(host_concurrency, download_delay,
                                                   self.slot_delays))

@@ -29,7 +29,6 @@ import time
 from collections import defaultdict
 
 from scrapy_whittle.cluster.keys import Keys
-from scrapy_whittle.cluster.retry import Retrier
 from scrapy_whittle.cluster.state import RedisStateStore
 from scrapy_whittle.cluster.tasks import task_fields
 from scrapy_whittle.service import Crawl, PrefixedStats, RecrawlService
@@ -99,7 +98,7 @@ class Planner:
         self._renewed = 0.0
         self._reclaimed = 0.0
         self._writing: asyncio.Future | None = None
-        self.retry = Retrier("planner", node.stats, stopping=lambda: node.stopping)
+        self.retry = node.retry          # one outage, logged once per process
 
     @property
     def leader(self) -> bool:

@@ -17,17 +17,21 @@ TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, OSError)
 
 class Retrier:
     """Runs Redis calls until they succeed: on a connection error it waits (0.1 s, doubling
-    up to ``max_delay``) and tries again; the first failure of an outage is logged as a
-    warning with its cause, the recovery once at INFO. ``stopping()`` ends the retries of a
-    closing crawl (the call then raises ``asyncio.CancelledError``)."""
+    up to ``max_delay``) and tries again. One outage is logged once: its first failure as a
+    warning with the cause, the recovery at INFO; failures within ``settle`` seconds of a
+    recovery (connections that died with the server, found one by one) belong to the same
+    outage and are not logged again. ``stopping()`` ends the retries of a closing crawl (the
+    call then raises ``asyncio.CancelledError``)."""
 
-    def __init__(self, name: str, stats=None, max_delay: float = 5.0,
+    def __init__(self, name: str, stats=None, max_delay: float = 5.0, settle: float = 30.0,
                  stopping: Callable[[], bool] = lambda: False) -> None:
         self.name = name
         self.stats = stats
         self.max_delay = max_delay
+        self.settle = settle
         self.stopping = stopping
         self.down_since: float | None = None
+        self.recovered_at = -float("inf")
 
     async def __call__(self, call: Callable[[], Awaitable[T]], what: str) -> T:
         delay = 0.1
@@ -35,19 +39,28 @@ class Retrier:
             try:
                 result = await call()
             except TRANSIENT as exc:
+                now = asyncio.get_running_loop().time()
                 if self.down_since is None:
-                    self.down_since = asyncio.get_running_loop().time()
-                    logger.warning("%s: Redis unreachable while %s (%s: %s); retrying with "
-                                   "back-off", self.name, what, type(exc).__name__, exc)
-                    if self.stats is not None:
-                        self.stats.inc("cluster/redis_outages")
+                    self.down_since = now
+                    if now - self.recovered_at > self.settle:
+                        logger.warning("%s: Redis unreachable while %s (%s: %s); retrying "
+                                       "with back-off", self.name, what, type(exc).__name__,
+                                       exc)
+                        if self.stats is not None:
+                            self.stats.inc("cluster/redis_outages")
+                    else:
+                        logger.debug("%s: Redis failed again while %s (%s)", self.name,
+                                     what, exc)
                 if self.stopping():
                     raise asyncio.CancelledError from exc
                 await asyncio.sleep(delay)
                 delay = min(self.max_delay, delay * 2)
                 continue
             if self.down_since is not None:
-                lasted = asyncio.get_running_loop().time() - self.down_since
-                logger.info("%s: Redis reachable again after %.1f s", self.name, lasted)
+                now = asyncio.get_running_loop().time()
+                if now - self.recovered_at > self.settle:
+                    logger.info("%s: Redis reachable again after %.1f s", self.name,
+                                now - self.down_since)
                 self.down_since = None
+                self.recovered_at = now
             return result
