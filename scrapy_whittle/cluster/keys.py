@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: sources per chunk of packed per-source records, and per hash of entry memories / ETags
-CHUNK = 4096
+#: sources per chunk of packed per-source records (a chunk is allocated whole when first
+#: written, so Redis keeps no growth slack in it), and per hash of entry memories / ETags
+CHUNK = 512
 BUCKET = 64
 
 

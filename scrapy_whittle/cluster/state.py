@@ -61,6 +61,8 @@ class RedisStateStore:
         row_size = _row_size(layout)
         record = HEADER.size + row_size
         for sid, url, _title, category, weight, min_interval in cp.new_sources():
+            if sid % CHUNK == 0:       # a new chunk: its whole length at once, no slack
+                pipe.setrange(k.rows(sid), CHUNK * record - 1, b"\0")
             pipe.rpush(k.urls, url)
             if category:
                 pipe.hset(k.categories, sid, category)

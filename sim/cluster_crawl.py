@@ -1,9 +1,10 @@
-"""One process of a cluster crawl, for the cluster tests and benchmark:
-``python -m tests.cluster.cluster_crawl REDIS_URL SERVER_URL N ITEMS SECONDS [SETTINGS_JSON]``.
+"""One crawler process on the simulated web, for the cluster tests and benchmark:
+``python -m sim.cluster_crawl REDIS_URL SERVER_URL N ITEMS SECONDS [SETTINGS_JSON]``.
 
-Crawls N feeds of a running ``sim.serve`` as one process of the cluster on REDIS_URL,
-appending every item to ITEMS (one JSON line, flushed and fsynced) and, at the end, the
-process's ``whittle/*`` stats as a last line ``{"stats": {...}}``."""
+Crawls N feeds of a running ``sim.serve`` for SECONDS as one process of the cluster on
+REDIS_URL ("-": a single process, no Redis), appending every item to ITEMS (one JSON line,
+flushed and fsynced) and, at the end, the process's ``whittle/*`` stats as a last line
+``{"stats": {...}}``. SETTINGS_JSON overrides settings."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def main(argv: list[str]) -> int:
         "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540},
         "ITEM_PIPELINES": {f"{__name__}.SyncedItems": 100},
         "WHITTLE_SOURCES": feeds, "WHITTLE_BUDGET": 10, "WHITTLE_PERIOD": 0.5,
-        "WHITTLE_REDIS_URL": redis_url, "WHITTLE_REDIS_PREFIX": "test:{spider}",
+        "WHITTLE_REDIS_URL": None if redis_url == "-" else redis_url,
+        "WHITTLE_REDIS_PREFIX": "test:{spider}",
         "WHITTLE_REDIS_LEASE": 2.0, "WHITTLE_REDIS_LOCK_TTL": 1.5,
         "WHITTLE_CHECKPOINT_INTERVAL": 0.3, "WHITTLE_ENGAGEMENT_SCALE": 1000,
         "WHITTLE_LOGSTATS_INTERVAL": 0, "LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "INFO",
