@@ -178,12 +178,8 @@ class SourceRegistry:
             self.add(SourceSpec(**d))
 
 
-def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
-    """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second.
-
-    Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
-    "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
-    path of a JSON file holding either. Raises ``NotConfigured`` naming the setting."""
+def _oracle_rows(value: str | dict):
+    """(URL -> row dict, error factory) of a ``WHITTLE_ORACLE_PARAMS`` value."""
     from scrapy.exceptions import NotConfigured
 
     def fail(why: str) -> NotConfigured:
@@ -201,6 +197,42 @@ def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
         rows = doc
     else:
         raise fail("must be a JSON object")
+    return rows, fail
+
+
+def load_oracle_profiles(value: str | dict) -> dict[str, tuple[list[float], float, float]]:
+    """The daily rhythms in ``WHITTLE_ORACLE_PARAMS`` (what a rhythm-aware oracle needs
+    besides rate, mean_utility and decay): URL -> (bins, bin_seconds, origin), from each
+    source's optional ``"profile": {"bins": [p_0, ...], "bin_seconds": s, "origin": t}``
+    (rate multipliers of mean 1 on bins of s seconds making one period, bin 0 starting at
+    unix time t), as ``sim.serve`` publishes them for ``news-diurnal``. Sources without a
+    profile are left out; a malformed one raises ``NotConfigured`` naming the setting."""
+    rows, fail = _oracle_rows(value)
+    out = {}
+    for url, row in rows.items():
+        prof = row.get("profile") if isinstance(row, dict) else None
+        if prof is None:
+            continue
+        try:
+            bins = [float(b) for b in prof["bins"]]
+            width, origin = float(prof["bin_seconds"]), float(prof.get("origin", 0.0))
+        except (KeyError, TypeError, ValueError):
+            raise fail(f"entry {url!r}: profile needs numeric bins, bin_seconds "
+                       "(and origin)") from None
+        if not bins or width <= 0 or not all(b >= 0 and b < float("inf") for b in bins) \
+                or origin != origin:
+            raise fail(f"entry {url!r}: profile bins must be >= 0 and bin_seconds > 0")
+        out[str(url)] = (bins, width, origin)
+    return out
+
+
+def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
+    """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second.
+
+    Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
+    "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
+    path of a JSON file holding either. Raises ``NotConfigured`` naming the setting."""
+    rows, fail = _oracle_rows(value)
     out = {}
     for url, row in rows.items():
         try:
