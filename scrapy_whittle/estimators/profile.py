@@ -267,8 +267,9 @@ class ProfileEstimator(VectorEstimator):
         with np.errstate(divide="ignore", invalid="ignore"):
             flat = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0), span)
         theta = self.omega * np.arange(1, h + 1)
-        pb = np.multiply.outer(np.mod(b, self.day) * self.omega, np.arange(1, h + 1))
-        pa = pb - np.multiply.outer(span, theta)
+        # phases of a and b separately: a scalar end (the current time) costs H cosines
+        pb = np.multiply.outer(np.mod(b, self.day), theta)
+        pa = np.multiply.outer(np.mod(a, self.day), theta)
         cb, sb, ca, sa = np.cos(pb), np.sin(pb), np.cos(pa), np.sin(pa)
         m = mu[..., None]
         e = decay[..., None]

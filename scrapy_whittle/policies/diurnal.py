@@ -8,12 +8,16 @@ Ephemeral Content* (IEEE TCNS 2018):
   t_i, is x_i(t) = Lambda_i xi_i int_{t_i}^t p_i(s) exp(-mu_i (t - s)) ds, a source in its
   night holds far less than Lambda_i xi_i (1 - alpha^k) / mu_i, one at its peak more;
 * **the index** (a plug-in): Theorem 1 is the index of a source whose arrivals are the same
-  every epoch. We evaluate it at the exact x_i(t) with u frozen at the arrivals of the coming
-  epoch, u_i(t) = Lambda_i xi_i int_t^{t+T} p_i(s) exp(-mu_i (t + T - s)) ds: the index of
-  the stationary source that looks like source i right now. It is exact when p_i is constant
-  and is not the index of the periodic problem (which need not even be indexable); on
-  ``news-diurnal`` it beats freezing u at the daily mean or at averages over the next hours
-  (docs/diurnal.md).
+  every epoch. We evaluate it at the exact x_i(t) with u frozen at
+
+      u_i = (1 - A_i) u_i(t) + A_i u_bar_i,     A_i = alpha_i^K (the value left after a day),
+
+  u_i(t) = Lambda_i xi_i int_t^{t+T} p_i(s) exp(-mu_i (t + T - s)) ds the arrivals of the
+  coming epoch and u_bar_i their daily mean: content that is stale by tomorrow is worth
+  crawling for what arrives now, content that lasts for days for what arrives on average.
+  It is exact when p_i is constant and is not the index of the periodic problem (which need
+  not even be indexable); on ``news-diurnal`` it beats freezing u at the coming epoch's
+  arrivals, at the daily mean, or at averages over the next hours (docs/diurnal.md).
 
 ``diurnal-oracle`` knows alpha_i and u_i(tau) for every phase tau of the period
 (``PeriodicArrivals``) and tracks x exactly by the periodic recursion. ``diurnal-whittle``
@@ -38,12 +42,35 @@ from scrapy_whittle.policies.base import BasePolicy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import TopSelector
 
+ARRIVALS = ("blend", "now", "mean", "ahead:L")
+
+
+def _parse_arrivals(arrivals: str) -> int:
+    """Epochs averaged by an ``arrivals`` choice (1 for "now"; 0 for "blend" and "mean")."""
+    if arrivals in ("blend", "mean"):
+        return 0
+    if arrivals == "now":
+        return 1
+    if isinstance(arrivals, str) and arrivals.startswith("ahead:"):
+        try:
+            ahead = int(arrivals[6:])
+        except ValueError:
+            ahead = 0
+        if ahead >= 1:
+            return ahead
+    raise ValueError(f"arrivals ({arrivals!r}) must be one of {', '.join(ARRIVALS)} "
+                     "(L an integer >= 1)")
+
 
 class DiurnalOraclePolicy(BasePolicy):
     """The rhythm-aware index with the true alpha_i and u_i(tau) (``"diurnal-oracle"``).
 
     periodic: ``PeriodicArrivals`` of the sources (alpha, u per phase, phase of epoch 0), for
         epochs of ``problem.period``; its alpha must be the problem's.
+    arrivals: the u the index is evaluated at: ``"blend"`` (the default, see the module
+        docstring), ``"now"`` (the coming epoch's), ``"mean"`` (the period's mean: the exact
+        state with rhythm-blind arrivals) or ``"ahead:L"`` (the mean over the next L epochs).
+        For comparisons (docs/diurnal.md).
     """
 
     name = "diurnal-oracle"
@@ -52,8 +79,10 @@ class DiurnalOraclePolicy(BasePolicy):
     scalar_state = ("_advanced_to",)
 
     def __init__(self, problem: Problem, rng=None, *,
-                 periodic: PeriodicArrivals | None = None) -> None:
+                 periodic: PeriodicArrivals | None = None, arrivals: str = "blend") -> None:
         super().__init__(problem, rng)
+        self.arrivals = arrivals
+        self._ahead = _parse_arrivals(arrivals)
         if periodic is None:
             raise ValueError("policy 'diurnal-oracle' needs periodic= (the sources' arrivals "
                              "per phase of the day, scrapy_whittle.periodic.PeriodicArrivals)")
@@ -79,9 +108,15 @@ class DiurnalOraclePolicy(BasePolicy):
     def _table(self, phase: int) -> IndexTable:
         table = self._tables.get(phase)
         if table is None:
-            table = self._tables[phase] = IndexTable(self.periodic.alpha,
-                                                     self.periodic.u[:, phase],
-                                                     self.problem.cost)
+            p = self.periodic
+            if self.arrivals == "mean":
+                u = p.mean_u
+            elif self.arrivals == "blend":
+                survive = p.alpha ** p.k
+                u = (1.0 - survive) * p.u[:, phase] + survive * p.mean_u
+            else:
+                u = p.u[:, (phase + np.arange(self._ahead)) % p.k].mean(axis=1)
+            table = self._tables[phase] = IndexTable(p.alpha, u, self.problem.cost)
         return table
 
     def priority(self, epoch: int) -> np.ndarray:
@@ -127,6 +162,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         smallest crawl time minus epoch x period (0 in ``sim``, the crawl's start in Scrapy).
     groups: shrinkage group of each source (array, or callable(ids) -> ints, e.g. OPML
         categories); default one group.
+    arrivals: ``"blend"`` (default), ``"now"`` or ``"mean"``, as for ``diurnal-oracle``.
     Other arguments: as ``AdaptiveWhittlePolicy``.
     """
 
@@ -137,7 +173,8 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
     def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
                  model: str = "auto", day: float = 86400.0, harmonics: int = 2,
-                 time_origin: float | None = None, groups=None) -> None:
+                 time_origin: float | None = None, groups=None,
+                 arrivals: str = "blend") -> None:
         super().__init__(problem, rng, prior_rate=prior_rate, prior_half_life=prior_half_life,
                          weights=weights, prior_exposure=prior_exposure,
                          prior_weight=prior_weight, model=model)
@@ -145,6 +182,9 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
             raise ValueError(f"day ({day!r}) must be > 0")
         if time_origin is not None and not np.isfinite(time_origin):
             raise ValueError(f"time_origin ({time_origin!r}) must be finite")
+        if arrivals not in ("blend", "now", "mean"):
+            raise ValueError(f"arrivals ({arrivals!r}) must be one of blend, now, mean")
+        self.arrivals = arrivals
         self.day = float(day)
         self.profile = ProfileEstimator(problem.n, day=self.day, harmonics=harmonics)
         self.fixed_origin = time_origin is not None
@@ -167,9 +207,10 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
     def rhythm_state(self, epoch: int, stationary=None) -> tuple[np.ndarray, np.ndarray,
                                                                  np.ndarray, np.ndarray]:
         """(x, alpha, u, rhythmic): the expected value waiting at ``epoch`` and the arrivals
-        of the coming epoch under the learned rhythm, where a source has shown dated items
-        (``rhythmic``); elsewhere the stationary ``expected_state`` (or ``stationary``, that
-        triple already computed)."""
+        the index is evaluated at (``arrivals``) under the learned rhythm, where a source has
+        shown dated items (``rhythmic``); elsewhere the stationary ``expected_state`` (or
+        ``stationary``, that triple already computed). The daily mean of the learned
+        arrivals is the stationary u (the profile has mean 1)."""
         x0, alpha, u0 = self.expected_state(epoch) if stationary is None else stationary
         rhythmic = self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
         if not rhythmic.any():
@@ -185,10 +226,11 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         now = self.time_of(epoch)
         last = np.minimum(self.crawl_time[ids], now)
         x, u = x0.copy(), u0.copy()
-        x[ids] = scale * self.profile.decayed_integral(last, np.full(ids.shape, now), mu, ids)
-        u[ids] = scale * self.profile.decayed_integral(np.full(ids.shape, now),
-                                                       np.full(ids.shape, now + period), mu,
-                                                       ids)
+        x[ids] = scale * self.profile.decayed_integral(last, now, mu, ids)
+        if self.arrivals != "mean":
+            coming = scale * self.profile.decayed_integral(now, now + period, mu, ids)
+            survive = 0.0 if self.arrivals == "now" else np.exp(-mu * self.day)
+            u[ids] = (1.0 - survive) * coming + survive * u0[ids]
         return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
 
     def priority(self, epoch: int) -> np.ndarray:
