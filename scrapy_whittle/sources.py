@@ -178,8 +178,12 @@ class SourceRegistry:
             self.add(SourceSpec(**d))
 
 
-def _oracle_rows(value: str | dict):
-    """(URL -> row dict, error factory) of a ``WHITTLE_ORACLE_PARAMS`` value."""
+def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
+    """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second.
+
+    Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
+    "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
+    path of a JSON file holding either. Raises ``NotConfigured`` naming the setting."""
     from scrapy.exceptions import NotConfigured
 
     def fail(why: str) -> NotConfigured:
@@ -197,7 +201,16 @@ def _oracle_rows(value: str | dict):
         rows = doc
     else:
         raise fail("must be a JSON object")
-    return rows, fail
+    out = {}
+    for url, row in rows.items():
+        try:
+            params = tuple(float(row[k]) for k in ("rate", "mean_utility", "decay"))
+        except (KeyError, TypeError, ValueError):
+            raise fail(f"entry {url!r} needs numeric rate, mean_utility and decay") from None
+        if not all(p >= 0 and p < float("inf") for p in params):
+            raise fail(f"entry {url!r} has a negative or infinite parameter")
+        out[str(url)] = params
+    return out
 
 
 def load_oracle_profiles(value: str | dict) -> dict[str, tuple[list[float], float, float]]:
@@ -205,9 +218,24 @@ def load_oracle_profiles(value: str | dict) -> dict[str, tuple[list[float], floa
     besides rate, mean_utility and decay): URL -> (bins, bin_seconds, origin), from each
     source's optional ``"profile": {"bins": [p_0, ...], "bin_seconds": s, "origin": t}``
     (rate multipliers of mean 1 on bins of s seconds making one period, bin 0 starting at
-    unix time t), as ``sim.serve`` publishes them for ``news-diurnal``. Sources without a
-    profile are left out; a malformed one raises ``NotConfigured`` naming the setting."""
-    rows, fail = _oracle_rows(value)
+    unix time t), as ``sim.serve`` publishes them for ``news-diurnal``. Accepts what
+    ``load_oracle`` accepts. Sources without a profile are left out; a malformed one raises
+    ``NotConfigured`` naming the setting."""
+    from scrapy.exceptions import NotConfigured
+
+    def fail(why: str) -> NotConfigured:
+        return NotConfigured(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
+
+    doc: Any = value
+    if isinstance(value, str):
+        try:
+            doc = json.loads(Path(value).expanduser().read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise fail(f"cannot be read as JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise fail("must be a JSON object")
+    rows = ({r.get("url"): r for r in doc["sources"] if isinstance(r, dict)}
+            if isinstance(doc.get("sources"), list) else doc)
     out = {}
     for url, row in rows.items():
         prof = row.get("profile") if isinstance(row, dict) else None
@@ -219,27 +247,8 @@ def load_oracle_profiles(value: str | dict) -> dict[str, tuple[list[float], floa
         except (KeyError, TypeError, ValueError):
             raise fail(f"entry {url!r}: profile needs numeric bins, bin_seconds "
                        "(and origin)") from None
-        if not bins or width <= 0 or not all(b >= 0 and b < float("inf") for b in bins) \
+        if not bins or not width > 0 or not all(0 <= b < float("inf") for b in bins) \
                 or origin != origin:
             raise fail(f"entry {url!r}: profile bins must be >= 0 and bin_seconds > 0")
         out[str(url)] = (bins, width, origin)
-    return out
-
-
-def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
-    """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second.
-
-    Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
-    "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
-    path of a JSON file holding either. Raises ``NotConfigured`` naming the setting."""
-    rows, fail = _oracle_rows(value)
-    out = {}
-    for url, row in rows.items():
-        try:
-            params = tuple(float(row[k]) for k in ("rate", "mean_utility", "decay"))
-        except (KeyError, TypeError, ValueError):
-            raise fail(f"entry {url!r} needs numeric rate, mean_utility and decay") from None
-        if not all(p >= 0 and p < float("inf") for p in params):
-            raise fail(f"entry {url!r} has a negative or infinite parameter")
-        out[str(url)] = params
     return out

@@ -40,7 +40,7 @@ from scrapy_whittle.periodic import PeriodicArrivals
 from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
 from scrapy_whittle.policies.base import BasePolicy
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import TopSelector
+from scrapy_whittle.selection import TopSelector, select_top
 
 ARRIVALS = ("blend", "now", "mean", "ahead:L")
 
@@ -239,6 +239,13 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         cost = self.problem.cost
         gamma = IndexTable(alpha, u, cost).index(x)
         return np.where(self.explored(), gamma, stationary[0] / cost)
+
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget`` (among ``eligible`` sources); ranked
+        here, not by ``adaptive-whittle``'s selection, whose shortcuts assume its own
+        expected state."""
+        self.added_epoch[np.isnan(self.added_epoch)] = epoch
+        return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:

@@ -60,3 +60,16 @@ async def test_diurnal_whittle_learns_rhythms_through_scrapy(diurnal_server, tmp
     assert np.isfinite(policy.time_origin)
     state = pickle.loads((tmp_path / "job" / "whittle.state.pickle").read_bytes())
     assert state["policy"]["profile"]["items"].sum() == policy.profile.items.sum()
+
+
+def test_malformed_oracle_profile_names_the_setting():
+    from scrapy.exceptions import NotConfigured
+
+    good = {"http://a/feed": {"rate": 1, "mean_utility": 1, "decay": 0,
+                              "profile": {"bins": [1, 1], "bin_seconds": 60}}}
+    assert load_oracle_profiles(good)["http://a/feed"] == ([1.0, 1.0], 60.0, 0.0)
+    assert load_oracle_profiles({"http://b/feed": {"rate": 1}}) == {}
+    for bad in ({"bins": [1, -1], "bin_seconds": 60}, {"bins": [1]},
+                {"bins": "x", "bin_seconds": 60}, {"bins": [1], "bin_seconds": 0}):
+        with pytest.raises(NotConfigured, match="WHITTLE_ORACLE_PARAMS"):
+            load_oracle_profiles({"http://a/feed": {"profile": bad}})
