@@ -205,8 +205,9 @@ class ProfileEstimator(VectorEstimator):
         coef, var = self.raw()
         out = np.zeros_like(coef)
         groups = self.group.astype(np.int64)
-        for g in np.unique(groups):
-            members = groups == g
+        single = not groups.size or groups.min() == groups.max()
+        for g in (groups[:1] if single else np.unique(groups)):
+            members = np.ones(groups.shape, dtype=bool) if single else groups == g
             has = members & np.isfinite(var)
             if not has.any():
                 continue
@@ -229,16 +230,23 @@ class ProfileEstimator(VectorEstimator):
         return self._cache
 
     def _positive(self, coef: np.ndarray) -> np.ndarray:
-        """Scale the harmonic part down where the profile would fall below ``floor``."""
+        """Scale the harmonic part down where the profile would fall below ``floor``
+        (checked on a grid, only where the amplitudes allow it: p >= 1 - sum_k |(c_k, s_k)|)."""
         h = self.harmonics
+        amp = np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2).sum(axis=1)
+        ids = np.flatnonzero(1.0 - amp < self.floor)
+        if ids.size == 0:
+            return coef
         grid = np.arange(8 * h + 8) * (2.0 * np.pi / (8 * h + 8))
         k = np.arange(1, h + 1)
         basis_c, basis_s = np.cos(np.outer(grid, k)), np.sin(np.outer(grid, k))
-        wave = coef[:, :h] @ basis_c.T + coef[:, h:] @ basis_s.T       # (N, G)
-        low = wave.min(axis=1) if wave.size else np.zeros(coef.shape[0])
+        wave = coef[ids, :h] @ basis_c.T + coef[ids, h:] @ basis_s.T   # (n, G)
+        low = wave.min(axis=1)
         scale = np.where(1.0 + low < self.floor, (1.0 - self.floor) / np.maximum(-low, 1e-300),
                          1.0)
-        return coef * scale[:, None]
+        out = coef.copy()
+        out[ids] *= scale[:, None]
+        return out
 
     def multiplier(self, t, ids=None) -> np.ndarray:
         """p_hat_i(t) for sources ``ids`` (default all), t broadcast against them."""

@@ -146,6 +146,17 @@ def test_diurnal_trace_replays(tmp_path):
     assert total > 0
 
 
+def test_trace_command(tmp_path, capsys):
+    from sim.diurnal import main
+
+    out = tmp_path / "t.csv"
+    assert main(["--n", "5", "--days", "3", "--out", str(out)]) == 0
+    trace = read_trace(out)
+    assert len(trace.names) == 5 and 0 <= trace.time.min() and trace.time.max() < 72
+    assert "written to" in capsys.readouterr().out
+    assert main(["--n", "0", "--out", str(out)]) == 2
+
+
 def test_feed_web_with_a_rhythm():
     scn = make_scenario("news-diurnal", n=6)
     web = FeedWeb(scn.params, seed=0, window=100_000, profile=scn.profile)
