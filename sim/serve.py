@@ -1,6 +1,7 @@
 """Serve a simulated scenario as real feeds over HTTP on 127.0.0.1.
 
     python -m sim.serve --scenario news-mix --n 300 --speed 3600 --port 0 --seed 0
+    python -m sim.serve --scenario news-diurnal --n 300     # the same feeds with daily rhythms
 
 prints ``serving N feeds at http://127.0.0.1:PORT/feeds.opml`` (port 0 picks a free port) and
 serves until interrupted:
