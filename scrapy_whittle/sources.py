@@ -322,3 +322,44 @@ def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
             raise fail(f"entry {url!r} has a negative or infinite parameter")
         out[str(url)] = params
     return out
+
+
+def load_oracle_profiles(value: str | dict) -> dict[str, tuple[list[float], float, float]]:
+    """The daily rhythms in ``WHITTLE_ORACLE_PARAMS`` (what a rhythm-aware oracle needs
+    besides rate, mean_utility and decay): URL -> (bins, bin_seconds, origin), from each
+    source's optional ``"profile": {"bins": [p_0, ...], "bin_seconds": s, "origin": t}``
+    (rate multipliers of mean 1 on bins of s seconds making one period, bin 0 starting at
+    unix time t), as ``sim.serve`` publishes them for ``news-diurnal``. Accepts what
+    ``load_oracle`` accepts. Sources without a profile are left out; a malformed one raises
+    ``InvalidSetting`` naming the setting."""
+    from scrapy_whittle.settings import InvalidSetting
+
+    def fail(why: str) -> InvalidSetting:
+        return InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
+
+    doc: Any = value
+    if isinstance(value, str):
+        try:
+            doc = json.loads(Path(value).expanduser().read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise fail(f"cannot be read as JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise fail("must be a JSON object")
+    rows = ({r.get("url"): r for r in doc["sources"] if isinstance(r, dict)}
+            if isinstance(doc.get("sources"), list) else doc)
+    out = {}
+    for url, row in rows.items():
+        prof = row.get("profile") if isinstance(row, dict) else None
+        if prof is None:
+            continue
+        try:
+            bins = [float(b) for b in prof["bins"]]
+            width, origin = float(prof["bin_seconds"]), float(prof.get("origin", 0.0))
+        except (KeyError, TypeError, ValueError):
+            raise fail(f"entry {url!r}: profile needs numeric bins, bin_seconds "
+                       "(and origin)") from None
+        if not bins or not width > 0 or not all(0 <= b < float("inf") for b in bins) \
+                or origin != origin:
+            raise fail(f"entry {url!r}: profile bins must be >= 0 and bin_seconds > 0")
+        out[str(url)] = (bins, width, origin)
+    return out

@@ -16,11 +16,16 @@ otherwise). Reported per policy:
   while the first 61 epochs from empty sources average 254.66 (the figure the 2018 paper prints);
 * ``upper_bound``: ``scrapy_whittle.upper_bound`` for the scenario's true (alpha, u), costs and
   budget, which bounds the long-run average reward of every policy; ``ratio`` = reward / bound;
+  on a scenario with daily rhythms (``news-diurnal``) the periodic bound
+  (``scrapy_whittle.periodic_bound``, one price per hour of the day);
 * ``decision_ms``: wall time per epoch of the policy's decision, ``select`` plus ``observe``
   (the simulator's own time excluded), averaged over all epochs and seeds.
 
 Policies that learn (``needs_parameters`` false) are built with ``problem.without_parameters()``;
-oracle policies (whittle, greedy, static) with the full problem.
+oracle policies (whittle, greedy, static) with the full problem. On ``news-diurnal`` the
+stationary oracles know the daily mean of each source's arrivals (they are rhythm-blind);
+``diurnal-oracle`` knows u_i per hour of the day, and ``diurnal-whittle`` is told the day's
+length (24 time units).
 
 ``--perf`` measures at N sources (``--n``, default 1,000,000; ``news-mix``, budget 1%): the
 Whittle policy's decision time, the simulator's speed in source-epochs per second (N times the
@@ -42,6 +47,8 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.bound import upper_bound
+from scrapy_whittle.periodic import PeriodicArrivals
+from scrapy_whittle.periodic_bound import periodic_upper_bound
 from scrapy_whittle.policies import make_policy, policy_class
 from sim.scenarios import SCENARIOS, Scenario, make_scenario
 
@@ -69,9 +76,33 @@ def mean_ci95(values) -> tuple[float, float]:
     return float(x.mean()), float(t975(x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
 
 
+def rhythm_options(name: str, scenario: Scenario, problem) -> dict[str, Any]:
+    """What the rhythm-aware policies are told: ``diurnal-oracle`` the arrivals per phase of
+    the day (one phase, i.e. the stationary model, on a scenario without rhythm),
+    ``diurnal-whittle`` the length of the day when the scenario's time unit has one."""
+    if name == "diurnal-oracle":
+        periodic = scenario.periodic
+        if periodic is None:
+            periodic = PeriodicArrivals(problem.alpha, problem.u[:, None])
+        return {"periodic": periodic}
+    if name == "diurnal-whittle" and scenario.day is not None:
+        return {"day": scenario.day}
+    return {}
+
+
+def scenario_bound(scenario: Scenario) -> float:
+    """The upper bound the ratios are taken against: the periodic bound with a rhythm."""
+    problem = scenario.problem
+    periodic = scenario.periodic
+    if periodic is not None:
+        return periodic_upper_bound(periodic, scenario.budget, problem.cost).value
+    return upper_bound(problem.alpha, problem.u, scenario.budget, problem.cost).value
+
+
 def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **options: Any):
     """The policy ``name`` for ``scenario``: oracle policies get the true parameters."""
     problem = scenario.problem if problem is None else problem
+    options = {**rhythm_options(name, scenario, problem), **options}
     if not policy_class(name).needs_parameters:
         problem = problem.without_parameters()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
@@ -108,8 +139,7 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     warmup = horizon // 4 if warmup is None else int(warmup)
     if not 0 <= warmup < horizon:
         raise ValueError(f"warmup ({warmup!r}) must lie in [0, horizon)")
-    problem = scenario.problem
-    bound = upper_bound(problem.alpha, problem.u, scenario.budget, problem.cost).value
+    bound = scenario_bound(scenario)
     results = []
     for name in policies:
         long_run, from_empty, decision = [], [], 0.0

@@ -6,7 +6,10 @@ process of rate Lambda_i; item j has a base utility xi_j ~ Exponential(mean xi_b
 value at time t >= p_j (publication) is xi_j exp(-mu_i (t - p_j)). A crawl at time t captures
 the current value of every item published since the source's previous crawl that is still in
 the feed's window (the newest ``window`` items); items pushed out of the window unseen are
-missed. Time is in the scenario's unit (hours for news-mix).
+missed. Time is in the scenario's unit (hours for news-mix). With a ``profile``
+(``sim.profiles.DiurnalProfile``, the ``news-diurnal`` scenario) the intensity is
+Lambda_i p_i(t): inter-arrival times are drawn in the operational time Lambda_i P_i(t) and
+mapped back through P_i^{-1}, exactly as ``sim.diurnal.DiurnalWeb`` does.
 
 Items are drawn lazily per source, each source from its own generator spawned from one
 ``SeedSequence``, so the item stream of a source does not depend on when or how often other
@@ -37,16 +40,21 @@ class Item:
 class FeedWeb:
     """Items of N sources in continuous time, generated on demand up to the time asked."""
 
-    def __init__(self, params: SourceParams, *, seed: int = 0, window: int = 20) -> None:
+    def __init__(self, params: SourceParams, *, seed: int = 0, window: int = 20,
+                 profile=None) -> None:
         if window < 1:
             raise ValueError(f"window ({window!r}) must be >= 1")
+        if profile is not None and profile.n != params.n:
+            raise ValueError(f"profile describes {profile.n} sources, params {params.n}")
         self.params = params
+        self.profile = profile
         self.seed = seed
         self.window = window
         n = params.n
         self._seqs = np.random.SeedSequence([seed, 2018, 7]).spawn(n)
         self._rngs: list[np.random.Generator | None] = [None] * n
         self._next = np.full(n, np.nan)            # next arrival time (NaN: not drawn yet)
+        self._next_op = np.zeros(n)                # the same in operational time (profile)
         self._count = np.zeros(n, dtype=np.int64)  # items published so far
         self._items: list[deque[Item]] = [deque(maxlen=window) for _ in range(n)]
         self._upto = np.zeros(n)                   # items generated up to this time
@@ -78,7 +86,7 @@ class FeedWeb:
             return
         rng = self._rng(i)
         if np.isnan(self._next[i]):
-            self._next[i] = rng.exponential(1.0 / rate)
+            self._next[i] = self._after(i, 0.0, rng.exponential(1.0 / rate))
         xi_bar = float(self.params.mean_utility[i])
         items = self._items[i]
         while self._next[i] <= t:
@@ -89,8 +97,15 @@ class FeedWeb:
             items.append(Item(i, int(self._count[i]), float(self._next[i]),
                               float(rng.exponential(xi_bar))))
             self._count[i] += 1
-            self._next[i] += rng.exponential(1.0 / rate)
+            self._next[i] = self._after(i, float(self._next[i]), rng.exponential(1.0 / rate))
         self._upto[i] = t
+
+    def _after(self, i: int, t: float, gap: float) -> float:
+        """The arrival ``gap`` after time t: in real time, or in operational time P_i."""
+        if self.profile is None:
+            return t + gap
+        self._next_op[i] += gap
+        return float(self.profile.inverse(np.array([self._next_op[i]]), np.array([i]))[0])
 
     def feed(self, i: int, t: float) -> list[Item]:
         """The window of source i at time t, newest first."""

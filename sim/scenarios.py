@@ -18,6 +18,10 @@ simulator for it. Every scenario speaks the same (alpha, u) language through
 * ``news-mix``: N synthetic news feeds with heavy-tailed publishing rates and item values
   (log-normal), interest half-lives from minutes to days; time unit one hour, epoch T = 1 h,
   default budget 1% of the sources per epoch.
+* ``news-diurnal``: the same sources (same Lambda, xi, mu for the same ``n`` and ``seed``)
+  publishing with daily rhythms (``sim.profiles.draw_profile``: newsroom hours, time zones,
+  day/night ratios 1.5-16; ``weekend=True`` adds a weekend factor), simulated by
+  ``sim.diurnal.DiurnalWeb``; ``scenario.periodic`` gives u_i(tau) for every hour of the day.
 """
 
 from __future__ import annotations
@@ -42,14 +46,16 @@ ICC2021_SINGLE_RATES = np.array([0.6, 0.08, 0.01, 0.3])
 ICC2021_GROUP_RATES = np.array([0.1, 0.002, 0.005, 0.05])
 ICC2021_GROUP_SIZES = np.array([5, 80, 10, 5])
 
-SCENARIOS = ("tcns2018", "allerton2019", "icc2021-single", "icc2021-groups", "news-mix")
+SCENARIOS = ("tcns2018", "allerton2019", "icc2021-single", "icc2021-groups", "news-mix",
+             "news-diurnal")
 
 
 @dataclass(frozen=True)
 class Scenario:
     """A named problem instance.
 
-    kind: "ephemeral" (sim.ephemeral.EphemeralWeb) or "pages" (sim.pages.ChangingPages).
+    kind: "ephemeral" (sim.ephemeral.EphemeralWeb), "pages" (sim.pages.ChangingPages) or
+        "diurnal" (sim.diurnal.DiurnalWeb, with ``profile``).
     params: ephemeral-content parameters (kind "ephemeral").
     change_rate, importance, groups: per-page arrays (kind "pages").
     budget: crawl budget per epoch (cost units; unit costs unless ``cost`` is given).
@@ -66,14 +72,38 @@ class Scenario:
     cost: np.ndarray | None = None
     options: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    profile: Any = None          # sim.profiles.DiurnalProfile (kind "diurnal")
 
     @property
     def n(self) -> int:
         return self.params.n if self.params is not None else int(self.change_rate.shape[0])
 
     @property
+    def periodic(self):
+        """u_i(tau) per phase of the rhythm (``scrapy_whittle.periodic.PeriodicArrivals``);
+        None for scenarios without a rhythm."""
+        if self.kind != "diurnal":
+            return None
+        from sim.diurnal import periodic_arrivals
+
+        return periodic_arrivals(self.params, self.profile)
+
+    @property
+    def day(self) -> float | None:
+        """Length of a day in the scenario's time unit (24 for the news scenarios, whose unit
+        is the hour; None where the time unit is abstract)."""
+        if self.profile is not None:
+            return float(self.profile.day)
+        return 24.0 if self.name == "news-mix" else None
+
+    @property
     def problem(self) -> Problem:
-        """The oracle problem (true parameters included)."""
+        """The oracle problem (true parameters included; for a rhythm, the time-average of
+        u_i(tau): what a rhythm-blind oracle knows)."""
+        if self.kind == "diurnal":
+            periodic = self.periodic
+            return Problem(n=self.n, cost=self.cost, period=self.params.period,
+                           alpha=periodic.alpha, u=periodic.mean_u)
         if self.kind == "ephemeral":
             return Problem.from_params(self.params, cost=self.cost, groups=self.groups,
                                        initial_state=self.options.get("initial_state"))
@@ -85,6 +115,11 @@ class Scenario:
 
     def make_env(self):
         """Build the simulator of this scenario (reset it with a seed before use)."""
+        if self.kind == "diurnal":
+            from sim.diurnal import DiurnalWeb
+
+            return DiurnalWeb(self.params, self.profile, budget=self.budget, cost=self.cost,
+                              **self.options)
         if self.kind == "ephemeral":
             from sim.ephemeral import EphemeralWeb
 
@@ -153,4 +188,17 @@ def make_scenario(name: str, *, budget: float | None = None, n: int | None = Non
                         budget=max(1.0, round(0.01 * n)) if budget is None else budget,
                         params=params, options=opts,
                         description=f"synthetic news mix of {n} heavy-tailed sources")
+    if name == "news-diurnal":
+        from sim.profiles import draw_profile
+
+        n = 10_000 if n is None else int(n)
+        params = news_mix_params(n, seed)
+        weekend = bool(options.pop("weekend", False))
+        opts = {"stochastic": bool(stochastic), **options}
+        return Scenario(name=name, kind="diurnal",
+                        budget=max(1.0, round(0.01 * n)) if budget is None else budget,
+                        params=params, options=opts,
+                        profile=draw_profile(n, seed, day=24.0, weekend=weekend),
+                        description=f"news mix of {n} sources with daily rhythms"
+                                    + (" and weekends" if weekend else ""))
     raise ValueError(f"unknown scenario {name!r}; known scenarios: {', '.join(SCENARIOS)}")

@@ -1,6 +1,7 @@
 """Serve a simulated scenario as real feeds over HTTP on 127.0.0.1.
 
     python -m sim.serve --scenario news-mix --n 300 --speed 3600 --port 0 --seed 0
+    python -m sim.serve --scenario news-diurnal --n 300     # the same feeds with daily rhythms
 
 prints ``serving N feeds at http://127.0.0.1:PORT/feeds.opml`` (port 0 picks a free port) and
 serves until interrupted:
@@ -8,7 +9,9 @@ serves until interrupted:
 * ``/feed/<i>.xml``: source i's newest ``--window`` items, RSS 2.0 for even i, Atom for odd i,
   each with ``slash:comments`` = round(engagement_scale x current value of the item);
 * ``/feeds.opml``: every feed; ``/params.json``: the true parameters per feed URL in *real
-  seconds* (the format of ``WHITTLE_ORACLE_PARAMS``); ``/stats.json``: the ground-truth
+  seconds* (the format of ``WHITTLE_ORACLE_PARAMS``; with ``news-diurnal`` each source also
+  carries its ``profile``: rate multipliers per bin of one period, from unix time
+  ``origin``); ``/stats.json``: the ground-truth
   ledger (utility captured, items missed) and the virtual time;
 * ``/bad/<case>``: broken feeds for tests (see ``BAD_CASES``).
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
@@ -305,8 +308,20 @@ class SimWebResource(Resource):
             "engagement_scale": self.engagement_scale, "window": self.web.window,
             "sources": [{"url": f"{base}/feed/{i}.xml", "rate": float(p.rate[i]) / spu,
                          "mean_utility": float(p.mean_utility[i]),
-                         "decay": float(p.decay[i]) / spu} for i in range(p.n)],
+                         "decay": float(p.decay[i]) / spu, **self._profile(i)}
+                        for i in range(p.n)],
         }
+
+    def _profile(self, i: int) -> dict:
+        """A source's rhythm for a rhythm-aware oracle (``news-diurnal``): p_i on the bins of
+        one period (mean 1), bin 0 starting at unix time ``origin`` (scenario time 0)."""
+        prof = self.web.profile
+        if prof is None:
+            return {}
+        spu = self.clock.seconds_per_unit
+        return {"profile": {"origin": self.clock.real(0.0),
+                            "bin_seconds": prof.bin_width * spu,
+                            "bins": prof.bin_rates([i])[0].round(6).tolist()}}
 
 
 class SimServer:
@@ -324,7 +339,7 @@ class SimServer:
 
 
 def default_unit(scenario: str) -> float:
-    return 3600.0 if scenario == "news-mix" else 1.0
+    return 3600.0 if scenario in ("news-mix", "news-diurnal") else 1.0
 
 
 def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: float = 3600.0,
@@ -339,9 +354,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     if reactor is None:
         from twisted.internet import reactor
     sc = make_scenario(scenario, n=n, seed=seed)
-    if sc.kind != "ephemeral":
+    if sc.kind not in ("ephemeral", "diurnal"):
         raise ValueError(f"scenario {scenario!r} is not about feeds (kind {sc.kind!r})")
-    web = FeedWeb(sc.params, seed=seed, window=window)
+    web = FeedWeb(sc.params, seed=seed, window=window, profile=sc.profile)
     clock = VirtualClock(speed, default_unit(scenario) if unit is None else unit,
                          time_source=time.time if clock is None else clock.now)
     resource = SimWebResource(web, clock, scenario=scenario, engagement_scale=engagement_scale,

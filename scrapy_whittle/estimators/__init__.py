@@ -11,12 +11,15 @@ derivations are in ``docs/estimators.md``.
 * :class:`ValueEstimator`: mean base utility xi_bar (or a page's importance): shrinkage mean.
 * :class:`ChangeRateEstimator`: change rate lambda of a page from changed bits
   (Cho & Garcia-Molina, ACM TOIT 2003).
+* :class:`ProfileEstimator`: a source's daily publishing rhythm (a few Fourier harmonics,
+  shrunk towards its group's), from publication times.
 """
 
 from scrapy_whittle.estimators.change_rate import ChangeRateEstimator, cho_garcia_molina
 from scrapy_whittle.estimators.decay import DecayEstimator, prior_from_categories
+from scrapy_whittle.estimators.profile import ProfileEstimator
 from scrapy_whittle.estimators.rate import RateEstimator
 from scrapy_whittle.estimators.value import ValueEstimator
 
-__all__ = ["ChangeRateEstimator", "DecayEstimator", "RateEstimator", "ValueEstimator",
-           "cho_garcia_molina", "prior_from_categories"]
+__all__ = ["ChangeRateEstimator", "DecayEstimator", "ProfileEstimator", "RateEstimator",
+           "ValueEstimator", "cho_garcia_molina", "prior_from_categories"]

@@ -28,6 +28,8 @@ POLICIES: dict[str, str] = {
     "thompson-whittle": "thompson:ThompsonWhittlePolicy",
     "lspe": "lspe:LSPEPolicy",
     "dqn": "dqn:DQNPolicy",
+    "diurnal-oracle": "diurnal:DiurnalOraclePolicy",
+    "diurnal-whittle": "diurnal:DiurnalWhittlePolicy",
 }
 
 

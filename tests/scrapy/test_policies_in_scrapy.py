@@ -13,10 +13,13 @@ from tests.scrapy.test_crawl import feeds, keep_scheduler
 
 
 @pytest.mark.parametrize("policy", ["whittle", "thompson-whittle", "thompson", "lspe", "dqn",
-                                    "nutch", "miniflux", "uniform", "greedy-needs-oracle"])
+                                    "nutch", "miniflux", "uniform", "greedy-needs-oracle",
+                                    "diurnal-whittle"])
 @pytest_twisted.ensureDeferred
 async def test_policy_crawls_learns_and_saves_state(sim_server, tmp_path, policy):
-    options = {"hidden": (16, 8)} if policy == "dqn" else {}
+    # a simulated day lasts 24 real seconds on the server (one simulated hour per second)
+    options = {"hidden": (16, 8)} if policy == "dqn" else \
+        {"day": 24.0} if policy == "diurnal-whittle" else {}
     if policy == "greedy-needs-oracle":
         # an oracle policy without WHITTLE_ORACLE_PARAMS cannot learn: the crawl refuses to
         # start, naming the setting, instead of crawling blind

@@ -1,0 +1,298 @@
+"""A source's daily publishing rhythm p_i(t), learned from the publication times feeds show.
+
+Model: source i publishes as a Poisson process of intensity Lambda_i p_i(t), with
+
+    p_i(t) = 1 + sum_{k=1..H} c_ik cos(k w t) + s_ik sin(k w t),     w = 2 pi / day,
+
+t the absolute time (unix seconds in Scrapy, where ``day`` = 86400 and t = 0 is midnight UTC;
+the scenario's unit in ``sim``). Time zones need not be known: a phase is a pair (c, s).
+
+Sufficient statistics per source (28 + 16 H bytes: 60 bytes with H = 2 harmonics): the
+number n of dated items and the exposure E_0 (time during which every new item was seen), both
+float64; the sums over items S_k = sum_j (cos k w t_j, sin k w t_j) and the exposure moments
+E_k = int_exposure (cos k w s, sin k w s) ds, float32 (over whole days the E_k cancel, so they
+stay small); the time of the previous crawl (float64) and the shrinkage group (float32).
+
+Estimate: with lambda(t) = b_0 + sum b_k . (cos, sin)(k w t), E[n] = int lambda and
+E[S_k] = int lambda (cos, sin)(k w .): a linear system in b with the Gram matrix of the basis
+over the exposure. Over whole days that matrix is diag(E_0, E_0 / 2, ...); we keep its first
+row and column exactly (E_0, E_k) and drop the partial-day terms of the products of two
+harmonics, which are O(1 day / E_0). Then b_k = (S_k - b_0 E_k) / (E_0 / 2) and
+b_0 (E_0 - 2 sum E_k^2 / E_0) = n - 2 sum S_k E_k / E_0; the raw coefficients are b_k / b_0,
+each with variance about 2 / n (a Poisson moment estimator).
+
+Shrinkage (empirical Bayes): within a group of sources (a category, or all), the raw
+coefficients are shrunk towards the group's precision-weighted mean m_g by
+tau^2 / (tau^2 + 2 / n), tau^2 the spread of the true coefficients in the group (the
+DerSimonian-Laird moment estimate per harmonic, pooling its cosine and sine since a phase
+has no preferred direction, floored at ``tau_min``^2). A source with few items takes its
+group's rhythm; a group of flat sources (no rhythm) shrinks every source to flat. Finally,
+where the estimate would dip below ``floor`` somewhere in the day, its harmonic part is scaled
+down so that its minimum is ``floor``: a rate is never negative.
+
+Which items count (the same censoring as ``RateEstimator``): items published after the
+previous crawl, over the exposure (previous crawl, crawl]; with a full window the exposure
+starts at the oldest visible item; at a first crawl (no previous one) the oldest visible item
+is the time origin and is not counted (unless the window is full). Undated items and crawls
+that go back in time are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.columns import Col
+from scrapy_whittle.estimators._base import VectorEstimator, as_column, as_sources
+
+HARMONIC_ARRAYS = ("item_cos", "item_sin", "exp_cos", "exp_sin")
+
+
+class ProfileEstimator(VectorEstimator):
+    """Per-source daily profiles (see the module docstring).
+
+    day: length of the period in the time unit of the observations (86400 s in Scrapy).
+    harmonics: H, number of harmonics (1..6).
+    floor: smallest value the estimated profile may take.
+    tau_min: smallest spread of true coefficients assumed within a group (keeps some trust in
+        a source's own data even when its group looks flat).
+    prior_tau: spread assumed while a group has too few sources with data to measure it.
+    future_tolerance: clock skew allowed between a publication time and the crawl time.
+    """
+
+    per_source = {"items": 0.0, "exposure": 0.0, "last_time": np.nan,
+                  "group": Col(0.0, np.float32)}
+
+    def __init__(self, n: int = 0, *, day: float = 86400.0, harmonics: int = 2,
+                 floor: float = 0.05, tau_min: float = 0.02, prior_tau: float = 0.3,
+                 future_tolerance: float = 0.0) -> None:
+        if not (np.isfinite(day) and day > 0):
+            raise ValueError(f"day ({day!r}) must be > 0")
+        if int(harmonics) != harmonics or not 1 <= harmonics <= 6:
+            raise ValueError(f"harmonics ({harmonics!r}) must be an integer in 1..6")
+        if not 0 <= floor < 1:
+            raise ValueError(f"floor ({floor!r}) must lie in [0, 1)")
+        if not (tau_min >= 0 and prior_tau > 0):
+            raise ValueError("tau_min must be >= 0 and prior_tau > 0")
+        self.day = float(day)
+        self.harmonics = int(harmonics)
+        self.floor = float(floor)
+        self.tau_min = float(tau_min)
+        self.prior_tau = float(prior_tau)
+        self.future_tolerance = float(future_tolerance)
+        self.omega = 2.0 * np.pi / self.day
+        self._cache: np.ndarray | None = None
+        super().__init__(n)
+
+    def _columns(self) -> dict[str, Col]:
+        h = self.harmonics
+        return {**super()._columns(),
+                **{name: Col(0.0, np.float32, width=h) for name in HARMONIC_ARRAYS}}
+
+    def grow(self, n_new: int, **prior: Any) -> None:
+        super().grow(n_new, **prior)
+        if n_new > 0:
+            self._cache = None
+
+    def _after_import(self) -> None:
+        self._cache = None
+
+    def set_groups(self, sources, groups) -> None:
+        """Put ``sources`` in shrinkage groups (ints >= 0, e.g. OPML categories)."""
+        ids = as_sources(sources, self.n)
+        g = as_column("groups", groups, ids.shape[0])
+        if np.any(~np.isfinite(g) | (g < 0) | (g != np.floor(g))):
+            raise ValueError("groups must be integers >= 0")
+        self.group[ids] = g
+        self._cache = None
+
+    # -- evidence -------------------------------------------------------------------------
+    def _add(self, ids, t_items, item_owner, a, b) -> None:
+        """Items at ``t_items`` (owner index into ids) and exposures (a, b] of ``ids``."""
+        k = np.arange(1, self.harmonics + 1)
+        if t_items.size:
+            ph = np.outer(np.mod(t_items, self.day) * self.omega, k)
+            np.add.at(self.item_cos, ids[item_owner], np.cos(ph).astype(np.float32))
+            np.add.at(self.item_sin, ids[item_owner], np.sin(ph).astype(np.float32))
+            np.add.at(self.items, ids[item_owner], 1.0)
+        pa = np.outer(np.mod(a, self.day) * self.omega, k)
+        pb = pa + np.outer((b - a) * self.omega, k)
+        wk = self.omega * k
+        np.add.at(self.exp_cos, ids, ((np.sin(pb) - np.sin(pa)) / wk).astype(np.float32))
+        np.add.at(self.exp_sin, ids, ((np.cos(pa) - np.cos(pb)) / wk).astype(np.float32))
+        np.add.at(self.exposure, ids, b - a)
+        self._cache = None
+
+    def observe_crawls(self, sources, times, offsets, published, window_full=None,
+                       start=None) -> np.ndarray:
+        """Crawl j of ``sources[j]`` at ``times[j]`` showed the new items published at
+        ``published[offsets[j]:offsets[j+1]]`` (NaN = undated). ``start``: time before which
+        nothing was published (None = unknown). Each source at most once per call. Returns
+        the bool mask of crawls used (a crawl earlier than the previous one is not)."""
+        ids = as_sources(sources, self.n)
+        kk = ids.shape[0]
+        if np.unique(ids).shape[0] != kk:
+            raise ValueError("observe_crawls takes each source at most once per call")
+        t = as_column("times", times, kk)
+        off = np.asarray(offsets, dtype=np.int64)
+        pub = np.asarray(published, dtype=np.float64)
+        if off.shape != (kk + 1,) or off[0] != 0 or np.any(np.diff(off) < 0) \
+                or pub.shape != (off[-1],):
+            raise ValueError("offsets must be k + 1 non-decreasing ints from 0 to len(published)")
+        full = np.zeros(kk, dtype=bool) if window_full is None else \
+            as_column("window_full", window_full, kk, dtype=bool)
+        prev = self.last_time[ids].copy()
+        if start is not None:
+            prev = np.where(np.isnan(prev), float(start), prev)
+        accepted = np.isfinite(t) & ~(t <= self.last_time[ids])
+        owner = np.repeat(np.arange(kk), np.diff(off))
+        dated = np.isfinite(pub) & (pub <= t[owner] + self.future_tolerance) & accepted[owner]
+        dated &= ~(pub <= prev[owner])                  # published after the previous crawl
+        masked = np.where(dated, pub, np.inf)
+        oldest = np.full(kk, np.inf)
+        nonempty = np.diff(off) > 0
+        if np.any(nonempty):
+            oldest[nonempty] = np.minimum.reduceat(masked, off[:-1][nonempty])
+        known = np.isfinite(prev)
+        has = np.isfinite(oldest)
+        # exposure start: the previous crawl, or the oldest visible item when the window was
+        # full or the history is unknown (then that item is the origin, not counted, unless
+        # the window was full)
+        a = np.where(known & ~full, prev, np.where(known, np.maximum(oldest, prev), oldest))
+        use = accepted & (known & ~full | has) & (a < t)
+        drop_origin = use & ~known & ~full
+        keep = dated & use[owner]
+        first_of = np.full(kk, -1)
+        if np.any(drop_origin):
+            cand = np.flatnonzero(keep & drop_origin[owner] & (pub == oldest[owner]))
+            first_of[owner[cand[::-1]]] = cand[::-1]         # one origin item per crawl
+            keep[first_of[first_of >= 0]] = False
+        if np.any(use):
+            sel = np.flatnonzero(use)
+            pos = np.full(kk, -1)
+            pos[sel] = np.arange(sel.shape[0])
+            self._add(ids[sel], pub[keep], pos[owner[keep]], a[sel], t[sel])
+        self.last_time[ids[accepted]] = t[accepted]
+        return accepted
+
+    # -- estimates ------------------------------------------------------------------------
+    def raw(self) -> tuple[np.ndarray, np.ndarray]:
+        """(raw coefficients (N, 2H) = [c_1..c_H, s_1..s_H], their sampling variance (N,));
+        variance inf where a source has no usable data."""
+        e0 = self.exposure
+        ec = self.exp_cos.astype(np.float64)
+        es = self.exp_sin.astype(np.float64)
+        sc = self.item_cos.astype(np.float64)
+        ss = self.item_sin.astype(np.float64)
+        ok = (e0 > 0) & (self.items > 0)
+        e0s = np.where(ok, e0, 1.0)[:, None]
+        num = self.items - 2.0 * ((sc * ec).sum(axis=1) + (ss * es).sum(axis=1)) / e0s[:, 0]
+        den = e0s[:, 0] - 2.0 * ((ec * ec).sum(axis=1) + (es * es).sum(axis=1)) / e0s[:, 0]
+        b0 = num / np.where(den > 0, den, 1.0)
+        ok &= (den > 0) & (b0 > 0)
+        b0s = np.where(ok, b0, 1.0)[:, None]
+        coef = np.concatenate([(sc - b0s * ec), (ss - b0s * es)], axis=1) / (0.5 * e0s * b0s)
+        coef = np.where(ok[:, None], coef, 0.0)
+        var = np.where(ok, 2.0 / np.maximum(self.items, 1.0), np.inf)
+        return coef, var
+
+    def coefficients(self) -> np.ndarray:
+        """Shrunk, non-negative profile coefficients (N, 2H), cached until new evidence."""
+        if self._cache is not None and self._cache.shape[0] == self.n:
+            return self._cache
+        coef, var = self.raw()
+        out = np.zeros_like(coef)
+        groups = self.group.astype(np.int64)
+        single = not groups.size or groups.min() == groups.max()
+        for g in (groups[:1] if single else np.unique(groups)):
+            members = np.ones(groups.shape, dtype=bool) if single else groups == g
+            has = members & np.isfinite(var)
+            if not has.any():
+                continue
+            w = 1.0 / var[has]                                  # precision, n / 2
+            mean = (coef[has] * w[:, None]).sum(axis=0) / w.sum()
+            k = int(has.sum())
+            h = self.harmonics
+            if k >= 5:                          # DerSimonian-Laird, per harmonic (cos, sin)
+                q = (w[:, None] * (coef[has] - mean) ** 2).sum(axis=0)
+                spread = w.sum() - (w * w).sum() / w.sum()
+                tau2 = np.maximum((q - (k - 1)) / spread, 0.0)
+                tau2 = np.maximum(0.5 * (tau2[:h] + tau2[h:]), self.tau_min ** 2)
+                tau2 = np.concatenate([tau2, tau2])
+            else:
+                tau2 = np.full(2 * h, self.prior_tau ** 2)
+            v = np.where(np.isfinite(var), var, np.inf)[members, None]
+            shrink = tau2 / (tau2 + v)
+            out[members] = mean + shrink * (coef[members] - mean)
+        self._cache = self._positive(out)
+        return self._cache
+
+    def _positive(self, coef: np.ndarray) -> np.ndarray:
+        """Scale the harmonic part down where the profile would fall below ``floor``
+        (checked on a grid, only where the amplitudes allow it: p >= 1 - sum_k |(c_k, s_k)|)."""
+        h = self.harmonics
+        amp = np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2).sum(axis=1)
+        ids = np.flatnonzero(1.0 - amp < self.floor)
+        if ids.size == 0:
+            return coef
+        grid = np.arange(8 * h + 8) * (2.0 * np.pi / (8 * h + 8))
+        k = np.arange(1, h + 1)
+        basis_c, basis_s = np.cos(np.outer(grid, k)), np.sin(np.outer(grid, k))
+        wave = coef[ids, :h] @ basis_c.T + coef[ids, h:] @ basis_s.T   # (n, G)
+        low = wave.min(axis=1)
+        scale = np.where(1.0 + low < self.floor, (1.0 - self.floor) / np.maximum(-low, 1e-300),
+                         1.0)
+        out = coef.copy()
+        out[ids] *= scale[:, None]
+        return out
+
+    def multiplier(self, t, ids=None) -> np.ndarray:
+        """p_hat_i(t) for sources ``ids`` (default all), t broadcast against them."""
+        coef = self.coefficients()
+        ids = np.arange(self.n) if ids is None else np.asarray(ids, dtype=np.int64)
+        h = self.harmonics
+        ph = np.mod(np.asarray(t, dtype=np.float64), self.day)[..., None] * self.omega \
+            * np.arange(1, h + 1)
+        return 1.0 + (coef[ids, :h] * np.cos(ph)).sum(axis=-1) + \
+            (coef[ids, h:] * np.sin(ph)).sum(axis=-1)
+
+    def decayed_integral(self, a, b, mu, ids=None) -> np.ndarray:
+        """int_a^b p_hat_i(s) exp(-mu_i (b - s)) ds for every source (arrays aligned with
+        ``ids``, default all; a <= b), in closed form: with theta = k w and
+        D = mu^2 + theta^2, int_a^b cos(theta s) e^{-mu (b - s)} ds =
+        [mu cos(theta b) + theta sin(theta b) - e^{-mu (b - a)} (mu cos(theta a) +
+        theta sin(theta a))] / D, and the same with (cos, sin) -> (sin, -cos) for the sine."""
+        coef = self.coefficients()
+        ids = np.arange(self.n) if ids is None else np.asarray(ids, dtype=np.int64)
+        h = self.harmonics
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        mu = np.asarray(mu, dtype=np.float64)
+        span = np.maximum(b - a, 0.0)
+        decay = np.exp(-mu * span)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            flat = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0), span)
+        theta = self.omega * np.arange(1, h + 1)
+        # phases of a and b separately: a scalar end (the current time) costs H cosines
+        pb = np.multiply.outer(np.mod(b, self.day), theta)
+        pa = np.multiply.outer(np.mod(a, self.day), theta)
+        cb, sb, ca, sa = np.cos(pb), np.sin(pb), np.cos(pa), np.sin(pa)
+        m = mu[..., None]
+        e = decay[..., None]
+        den = m * m + theta * theta
+        int_cos = (m * cb + theta * sb - e * (m * ca + theta * sa)) / den
+        int_sin = (m * sb - theta * cb - e * (m * sa - theta * ca)) / den
+        wave = (coef[ids, :h] * int_cos + coef[ids, h:] * int_sin).sum(axis=-1)
+        return flat + wave
+
+    def mean(self) -> np.ndarray:
+        return self.coefficients()
+
+    get = mean
+
+    def std(self) -> np.ndarray:
+        """Sampling standard deviation of each source's raw coefficients (N,), about
+        sqrt(2 / n); the prior spread where a source has no data."""
+        var = self.raw()[1]
+        return np.sqrt(np.where(np.isfinite(var), var, self.prior_tau ** 2))

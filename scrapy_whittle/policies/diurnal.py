@@ -1,0 +1,319 @@
+"""Rhythm-aware Whittle index policies: crawl when it pays, given each feed's daily rhythm.
+
+With a periodic publishing intensity Lambda_i p_i(t) (``scrapy_whittle.periodic``), two things
+change for the index policy of Avrachenkov & Borkar, *Whittle Index Policy for Crawling
+Ephemeral Content* (IEEE TCNS 2018):
+
+* **the expected state** (exact): the value waiting at source i at time t, last crawled at
+  t_i, is x_i(t) = Lambda_i xi_i int_{t_i}^t p_i(s) exp(-mu_i (t - s)) ds, a source in its
+  night holds far less than Lambda_i xi_i (1 - alpha^k) / mu_i, one at its peak more;
+* **the index** (a plug-in): Theorem 1 is the index of a source whose arrivals are the same
+  every epoch. We evaluate it at the exact x_i(t) with u frozen at
+
+      u_i = (1 - A_i) u_i(t) + A_i u_bar_i,     A_i = alpha_i^K (the value left after a day),
+
+  u_i(t) = Lambda_i xi_i int_t^{t+T} p_i(s) exp(-mu_i (t + T - s)) ds the arrivals of the
+  coming epoch and u_bar_i their daily mean: content that is stale by tomorrow is worth
+  crawling for what arrives now, content that lasts for days for what arrives on average.
+  It is exact when p_i is constant and is not the index of the periodic problem (which need
+  not even be indexable); on ``news-diurnal`` it beats freezing u at the coming epoch's
+  arrivals, at the daily mean, or at averages over the next hours (docs/diurnal.md).
+
+``diurnal-oracle`` knows alpha_i and u_i(tau) for every phase tau of the period
+(``PeriodicArrivals``) and tracks x exactly by the periodic recursion. ``diurnal-whittle``
+learns: Lambda, xi, mu as ``adaptive-whittle`` does (it is that policy, whose estimates it
+reuses through ``parameters()``), and p_i with ``ProfileEstimator`` from the publication
+times the feeds show; where a source has shown no dated item (pages, count-only sources) it
+is ranked exactly as by ``adaptive-whittle``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scrapy_whittle.columns import Col
+from scrapy_whittle.estimators.profile import ProfileEstimator
+from scrapy_whittle.index import IndexTable
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.periodic import PeriodicArrivals
+from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
+from scrapy_whittle.policies.base import Policy
+from scrapy_whittle.problem import Problem
+from scrapy_whittle.selection import TopSelector, select_top
+
+ARRIVALS = ("blend", "now", "mean", "ahead:L")
+
+
+def _parse_arrivals(arrivals: str) -> int:
+    """Epochs averaged by an ``arrivals`` choice (1 for "now"; 0 for "blend" and "mean")."""
+    if arrivals in ("blend", "mean"):
+        return 0
+    if arrivals == "now":
+        return 1
+    if isinstance(arrivals, str) and arrivals.startswith("ahead:"):
+        try:
+            ahead = int(arrivals[6:])
+        except ValueError:
+            ahead = 0
+        if ahead >= 1:
+            return ahead
+    raise ValueError(f"arrivals ({arrivals!r}) must be one of {', '.join(ARRIVALS)} "
+                     "(L an integer >= 1)")
+
+
+class DiurnalOraclePolicy(Policy):
+    """The rhythm-aware index with the true alpha_i and u_i(tau) (``"diurnal-oracle"``).
+
+    periodic: ``PeriodicArrivals`` of the sources (alpha, u per phase, phase of epoch 0), for
+        epochs of ``problem.period``; its alpha must be the problem's.
+    arrivals: the u the index is evaluated at: ``"blend"`` (the default, see the module
+        docstring), ``"now"`` (the coming epoch's), ``"mean"`` (the period's mean: the exact
+        state with rhythm-blind arrivals) or ``"ahead:L"`` (the mean over the next L epochs).
+        For comparisons (docs/diurnal.md).
+    """
+
+    name = "diurnal-oracle"
+    needs_parameters = True
+    # x is derived (it moves for every source every epoch): what persists is the epoch each
+    # source was emptied, from which _after_import replays the periodic recursion
+    per_source = {"x": Col(0.0, persist=False), "emptied": np.nan}
+    scalar_state = ("_advanced_to", "_start")
+
+    def __init__(self, problem: Problem, rng=None, *,
+                 periodic: PeriodicArrivals | None = None, arrivals: str = "blend") -> None:
+        super().__init__(problem, rng)
+        self.arrivals = arrivals
+        self._ahead = _parse_arrivals(arrivals)
+        if periodic is None:
+            raise ValueError("policy 'diurnal-oracle' needs periodic= (the sources' arrivals "
+                             "per phase of the day, scrapy_whittle.periodic.PeriodicArrivals)")
+        if periodic.n != problem.n:
+            raise ValueError(f"periodic describes {periodic.n} sources, the problem "
+                             f"{problem.n}")
+        self.periodic = periodic
+        self._advanced_to: int | None = None
+        self._start: int | None = None
+        self._tables: dict[int, IndexTable] = {}
+        self._top = TopSelector()
+
+    def _after_import(self) -> None:
+        """Replay x <- alpha x + u(phase) from each source's emptying (or the start) to now:
+        O(epochs x sources), done once per restore."""
+        if self._advanced_to is None:
+            return
+        p = self.periodic
+        since = np.where(np.isnan(self.emptied), self._start, self.emptied)
+        x = np.zeros(self.n)
+        for t in range(int(np.min(since)) if since.size else 0, self._advanced_to):
+            live = since <= t
+            x = np.where(live, p.alpha * x + p.u[:, int(p.phase(t))], 0.0)
+        self.x[...] = x
+
+    def _advance(self, epoch: int) -> None:
+        """Bring x to the start of ``epoch``: x <- alpha x + u(phase) once per epoch."""
+        if self._advanced_to is None:
+            self._advanced_to = self._start = epoch
+            return
+        p = self.periodic
+        for t in range(self._advanced_to, epoch):
+            self.x *= p.alpha
+            self.x += p.u[:, int(p.phase(t))]
+        self._advanced_to = max(self._advanced_to, epoch)
+
+    def _table(self, phase: int) -> IndexTable:
+        table = self._tables.get(phase)
+        if table is None:
+            p = self.periodic
+            if self.arrivals == "mean":
+                u = p.mean_u
+            elif self.arrivals == "blend":
+                survive = p.alpha ** p.k
+                u = (1.0 - survive) * p.u[:, phase] + survive * p.mean_u
+            else:
+                u = p.u[:, (phase + np.arange(self._ahead)) % p.k].mean(axis=1)
+            table = self._tables[phase] = IndexTable(p.alpha, u, self.problem.cost)
+        return table
+
+    def priority(self, epoch: int) -> np.ndarray:
+        self._advance(epoch)
+        return self._table(int(self.periodic.phase(epoch))).index(self.x)
+
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        cost = self.problem.cost
+        if eligible is not None:
+            return select_top(self.priority(epoch), cost, budget, eligible)
+        unit = bool(np.all(cost == 1.0))
+        return self._top(self.priority(epoch), None if unit else cost, budget)
+
+    def observe(self, obs: Observation) -> None:
+        self._advance(obs.epoch)
+        crawled = obs.sources[obs.ok]
+        self.x[crawled] = 0.0
+        self.emptied[crawled] = self._advanced_to
+
+    def grow(self, n_new, cost=1.0, alpha=None, u=None, periodic_u=None) -> None:
+        """Add sources; ``periodic_u`` (n_new, K) their arrivals per phase."""
+        if n_new <= 0:
+            return
+        if periodic_u is None or alpha is None:
+            raise ValueError("policy 'diurnal-oracle' needs alpha and periodic_u of new sources")
+        pu = np.asarray(periodic_u, dtype=np.float64).reshape(n_new, self.periodic.k)
+        super().grow(n_new, cost, alpha, pu.mean(axis=1) if u is None else u)
+        if self._advanced_to is not None:        # new sources start empty, now
+            self.emptied[-n_new:] = self._advanced_to
+        p = self.periodic
+        self.periodic = PeriodicArrivals(np.concatenate([p.alpha, np.broadcast_to(
+            np.asarray(alpha, dtype=np.float64), (n_new,))]), np.concatenate([p.u, pu]),
+            p.phase0)
+        self._tables.clear()
+
+    def _costs_changed(self) -> None:
+        self._tables.clear()
+
+
+class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
+    """``adaptive-whittle`` with learned daily rhythms (``"diurnal-whittle"``).
+
+    day: length of a day in the problem's time unit: 86400 (seconds, Scrapy's unit; the
+        default), 24 for ``sim`` scenarios in hours. Times are absolute (unix time in Scrapy,
+        so a day starts at midnight UTC; the phase of each source is learned, time zones
+        need not be known).
+    harmonics: Fourier harmonics of each profile (``ProfileEstimator``).
+    time_origin: time of the start of epoch 0; default: learned from the observations as the
+        smallest crawl time minus epoch x period (0 in ``sim``, the crawl's start in Scrapy).
+    groups: shrinkage group of each source (array, or callable(ids) -> ints, e.g. OPML
+        categories); default one group.
+    arrivals: ``"blend"`` (default), ``"now"`` or ``"mean"``, as for ``diurnal-oracle``.
+    Other arguments: as ``AdaptiveWhittlePolicy``.
+    """
+
+    name = "diurnal-whittle"
+    per_source = {**AdaptiveWhittlePolicy.per_source, "crawl_time": np.nan}
+    scalar_state = (*AdaptiveWhittlePolicy.scalar_state, "time_origin", "fixed_origin")
+
+    def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
+                 weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
+                 model: str = "auto", day: float = 86400.0, harmonics: int = 2,
+                 time_origin: float | None = None, groups=None,
+                 arrivals: str = "blend") -> None:
+        super().__init__(problem, rng, prior_rate=prior_rate, prior_half_life=prior_half_life,
+                         weights=weights, prior_exposure=prior_exposure,
+                         prior_weight=prior_weight, model=model)
+        if not (np.isfinite(day) and day > 0):
+            raise ValueError(f"day ({day!r}) must be > 0")
+        if time_origin is not None and not np.isfinite(time_origin):
+            raise ValueError(f"time_origin ({time_origin!r}) must be finite")
+        if arrivals not in ("blend", "now", "mean"):
+            raise ValueError(f"arrivals ({arrivals!r}) must be one of blend, now, mean")
+        self.arrivals = arrivals
+        self.day = float(day)
+        self.profile = ProfileEstimator(problem.n, day=self.day, harmonics=harmonics)
+        self.fixed_origin = time_origin is not None
+        self.time_origin = float(time_origin) if time_origin is not None else np.nan
+        self.groups = groups
+        self._set_groups(np.arange(problem.n))
+
+    def _set_groups(self, ids: np.ndarray) -> None:
+        if self.groups is None or ids.size == 0:
+            return
+        g = self.groups(ids) if callable(self.groups) else np.asarray(self.groups)[ids]
+        self.profile.set_groups(ids, g)
+
+    # -- the index --------------------------------------------------------------------------
+    def time_of(self, epoch: int) -> float:
+        """Start of ``epoch`` in the problem's time unit."""
+        origin = 0.0 if np.isnan(self.time_origin) else self.time_origin
+        return origin + epoch * float(self.problem.period)
+
+    def rhythm_state(self, epoch: int, stationary=None) -> tuple[np.ndarray, np.ndarray,
+                                                                 np.ndarray, np.ndarray]:
+        """(x, alpha, u, rhythmic): the expected value waiting at ``epoch`` and the arrivals
+        the index is evaluated at (``arrivals``) under the learned rhythm, where a source has
+        shown dated items (``rhythmic``); elsewhere the stationary ``expected_state`` (or
+        ``stationary``, that triple already computed). The daily mean of the learned
+        arrivals is the stationary u (the profile has mean 1)."""
+        x0, alpha, u0 = self.expected_state(epoch) if stationary is None else stationary
+        rhythmic = self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
+        if not rhythmic.any():
+            return x0, alpha, u0, rhythmic
+        period = float(self.problem.period)
+        ids = np.flatnonzero(rhythmic)
+        a = np.clip(alpha[ids], 1e-300, 1.0)
+        mu = -np.log(a) / period
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_epoch = np.where(mu > 0, -np.expm1(-mu * period) / np.where(mu > 0, mu, 1.0),
+                                 period)
+        scale = u0[ids] / per_epoch                      # Lambda xi (value per unit of time)
+        now = self.time_of(epoch)
+        last = np.minimum(self.crawl_time[ids], now)
+        x, u = x0.copy(), u0.copy()
+        x[ids] = scale * self.profile.decayed_integral(last, now, mu, ids)
+        if self.arrivals != "mean":
+            coming = scale * self.profile.decayed_integral(now, now + period, mu, ids)
+            survive = 0.0 if self.arrivals == "now" else np.exp(-mu * self.day)
+            u[ids] = (1.0 - survive) * coming + survive * u0[ids]
+        return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
+
+    def priority(self, epoch: int) -> np.ndarray:
+        stationary = self.expected_state(epoch)
+        x, alpha, u, _ = self.rhythm_state(epoch, stationary)
+        cost = self.problem.cost
+        gamma = IndexTable(alpha, u, cost).index(x)
+        return np.where(self.explored(), gamma, stationary[0] / cost)
+
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget`` (among ``eligible`` sources); ranked
+        here, not by ``adaptive-whittle``'s selection, whose shortcuts assume its own
+        expected state."""
+        self.added_epoch[np.isnan(self.added_epoch)] = epoch
+        return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
+
+    # -- learning ---------------------------------------------------------------------------
+    def observe(self, obs: Observation) -> None:
+        super().observe(obs)
+        keep = obs.ok & (obs.sources >= 0) & (obs.sources < self.n) & np.isfinite(obs.time)
+        if not keep.any():
+            return
+        if not self.fixed_origin:
+            start = float(np.min(obs.time[keep] - obs.epoch * float(self.problem.period)))
+            self.time_origin = start if np.isnan(self.time_origin) else \
+                min(self.time_origin, start)
+        if obs.item_offsets is not None and self.model != "pages":
+            self._observe_profile(obs, keep)
+        src = obs.sources[keep]
+        np.fmax.at(self.crawl_time, src, obs.time[keep])
+
+    def _observe_profile(self, obs: Observation, keep: np.ndarray) -> None:
+        """Feed the profile estimator, each source at most once per pass, in time order."""
+        remaining = keep.copy()
+        while remaining.any():
+            idx = np.flatnonzero(remaining)
+            idx = idx[np.lexsort((obs.time[idx], obs.sources[idx]))]
+            _, first = np.unique(obs.sources[idx], return_index=True)
+            batch = idx[first]
+            off = obs.item_offsets
+            lengths = off[batch + 1] - off[batch]
+            new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            items = (np.repeat(off[batch] - new_off[:-1], lengths)
+                     + np.arange(new_off[-1])).astype(np.int64)
+            self.profile.observe_crawls(obs.sources[batch], obs.time[batch], new_off,
+                                        obs.item_published[items], obs.window_full[batch])
+            remaining[batch] = False
+
+    # -- outputs, growth and persistence ----------------------------------------------------
+    def estimates(self) -> dict[str, np.ndarray]:
+        out = super().estimates()
+        out["profile"] = self.profile.coefficients().copy()
+        out["profile_items"] = self.profile.items.copy()
+        return out
+
+    def grow(self, n_new: int, cost=1.0, alpha=None, u=None, weights=None) -> None:
+        if n_new <= 0:
+            return
+        n0 = self.n
+        super().grow(n_new, cost, alpha, u, weights)
+        self.profile.grow(n_new)
+        self._set_groups(np.arange(n0, n0 + n_new))
+
+    def _row_children(self):
+        return {**super()._row_children(), "profile": self.profile}

@@ -1,0 +1,144 @@
+"""diurnal-oracle and diurnal-whittle: the rhythm-aware index policies.
+
+Thresholds come from measured figures (docs/diurnal.md). On news-diurnal with 200 sources
+(budget 2 per hour), deterministic, epochs 100-400: diurnal-oracle earned 0.986 of the
+periodic bound, the rhythm-blind oracle Whittle 0.935; stochastic, epochs 168-400 (after one
+simulated week), diurnal-whittle earned 1.064 and 1.082 times what adaptive-whittle earned
+(seeds 0 and 1). The tests ask for 0.96, a 2% margin over the blind oracle, and 1.02: a
+policy that ignored the rhythm (or got its phase wrong) fails them.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from scrapy_whittle.observation import Observation
+from scrapy_whittle.periodic import PeriodicArrivals
+from scrapy_whittle.policies import make_policy
+from scrapy_whittle.problem import Problem
+from sim.bench import build_policy, run_policy, scenario_bound
+from sim.scenarios import make_scenario
+from tests.core.loop import run
+
+
+def test_oracle_tracks_the_expected_state_exactly():
+    scn = make_scenario("news-diurnal", n=40, budget=3)
+    env = scn.make_env()
+    env.reset(seed=0)
+    pol = build_policy("diurnal-oracle", scn, 0)
+    for t in range(80):
+        ids = pol.select(t, scn.budget)
+        np.testing.assert_allclose(pol.x, env.expected_state(), rtol=1e-10, atol=1e-12)
+        obs, *_ = env.step(ids)
+        pol.observe(obs)
+
+
+@pytest.mark.parametrize("phases", [1, 24])
+def test_oracle_without_rhythm_is_the_whittle_oracle(phases):
+    scn = make_scenario("news-mix", n=300)
+    p = scn.problem
+    periodic = PeriodicArrivals(p.alpha, np.repeat(p.u[:, None], phases, axis=1))
+    oracle = make_policy("diurnal-oracle", p, periodic=periodic)
+    whittle = make_policy("whittle", p)
+    a, _ = run(oracle, _reset(scn), 150, scn.budget)
+    b, _ = run(whittle, _reset(scn), 150, scn.budget)
+    assert a == b
+
+
+def test_oracle_near_the_periodic_bound_and_above_the_blind_oracle():
+    scn = make_scenario("news-diurnal", n=200)
+    bound = scenario_bound(scn)
+    rhythm = run_policy(scn, "diurnal-oracle", 400, 0)[0][100:].mean()
+    blind = run_policy(scn, "whittle", 400, 0)[0][100:].mean()
+    assert rhythm <= bound * (1 + 1e-9)
+    assert rhythm >= 0.96 * bound
+    assert rhythm >= 1.02 * blind
+
+
+def test_learner_is_adaptive_whittle_when_feeds_show_no_dates():
+    # the deterministic simulator reports counts only: nothing to learn a rhythm from
+    scn = make_scenario("news-mix", n=200)
+    a, _ = run(build_policy("diurnal-whittle", scn, 0), _reset(scn), 200, scn.budget)
+    b, _ = run(build_policy("adaptive-whittle", scn, 0), _reset(scn), 200, scn.budget)
+    assert a == b
+
+
+def _reset(scn, seed=0):
+    env = scn.make_env()
+    env.reset(seed=seed)
+    return env
+
+
+def test_learner_beats_adaptive_whittle_on_daily_rhythms():
+    scn = make_scenario("news-diurnal", n=200, stochastic=True)
+    rhythm = run_policy(scn, "diurnal-whittle", 400, 0)[0][168:].mean()
+    blind = run_policy(scn, "adaptive-whittle", 400, 0)[0][168:].mean()
+    assert rhythm >= 1.02 * blind
+
+
+def test_learned_state_survives_a_restart():
+    scn = make_scenario("news-diurnal", n=60, budget=2, stochastic=True)
+    env = _reset(scn)
+    pol = build_policy("diurnal-whittle", scn, 0)
+    run(pol, env, 120, scn.budget)
+    saved = pickle.dumps(pol.state_dict())
+    rest, _ = run(pol, env, 40, scn.budget, start=120)
+
+    env2 = _reset(scn)
+    other = build_policy("diurnal-whittle", scn, 0)
+    run(other, env2, 120, scn.budget)           # same arrivals up to epoch 120
+    fresh = build_policy("diurnal-whittle", scn, 1)
+    fresh.load_state_dict(pickle.loads(saved))
+    again, _ = run(fresh, env2, 40, scn.budget, start=120)
+    assert rest == again
+    assert np.array_equal(fresh.profile.coefficients(), pol.profile.coefficients())
+
+
+class Shifted:
+    """An environment whose clock reads ``offset`` more (a crawl started at some unix time)."""
+
+    def __init__(self, env, offset):
+        self.env, self.offset = env, offset
+
+    def step(self, ids):
+        obs, reward, *rest = self.env.step(ids)
+        obs = Observation(obs.epoch, obs.sources, obs.time + self.offset, obs.new_items,
+                          obs.reward, obs.ok, obs.window_full, obs.item_offsets,
+                          obs.item_published + self.offset, obs.item_value)
+        return obs, reward, *rest
+
+
+def test_time_origin_is_learned_and_phases_need_no_time_zone():
+    scn = make_scenario("news-diurnal", n=150, stochastic=True)
+    base, _ = run_policy(scn, "diurnal-whittle", 300, 0)
+    env = Shifted(_reset(scn), 24.0 * 1000 + 7.0)      # 7 h off the day's grid
+    pol = build_policy("diurnal-whittle", scn, 0)
+    _, shifted = run(pol, env, 300, scn.budget)
+    assert pol.time_origin == pytest.approx(24.0 * 1000 + 7.0)
+    assert shifted[168:].mean() == pytest.approx(base[168:].mean(), rel=0.01)
+
+
+def test_scrapy_style_observations_and_growth():
+    pol = make_policy("diurnal-whittle", Problem(n=3, period=3600.0), rng=0)
+    assert pol.day == 86400.0
+    t0 = 1.7e9
+    # source 1 reported twice in one batch (a retry), source 2 failed
+    obs = Observation(epoch=0, sources=[0, 1, 1, 2], time=[t0 + 5, t0 + 9, t0 + 7, t0 + 8],
+                      new_items=[2, 1, 1, 0], reward=[1.0, 0.5, 0.4, 0.0],
+                      ok=[True, True, True, False], item_offsets=[0, 2, 3, 4, 4],
+                      item_published=[t0 - 100, t0 - 4000, t0 - 50, t0 - 3000],
+                      item_value=[1.0, 1.0, 1.0, 1.0])
+    pol.observe(obs)
+    assert pol.crawl_time[1] == t0 + 9 and np.isnan(pol.crawl_time[2])
+    assert pol.time_origin == pytest.approx(t0 + 5)
+    pol.grow(2)
+    assert pol.n == 5 and pol.profile.n == 5
+    prio = pol.priority(3)
+    assert prio.shape == (5,) and np.all(np.isfinite(prio))
+    with pytest.raises(ValueError, match="day"):
+        make_policy("diurnal-whittle", Problem(n=1), day=0.0)
+    with pytest.raises(ValueError, match="periodic"):
+        make_policy("diurnal-oracle", make_scenario("news-mix", n=5).problem)

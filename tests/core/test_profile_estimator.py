@@ -1,0 +1,181 @@
+"""ProfileEstimator: daily rhythms from publication times, against batch references."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from scrapy_whittle.estimators.profile import ProfileEstimator
+
+DAY = 24.0
+
+
+def fourier(coef: np.ndarray, t: np.ndarray) -> np.ndarray:
+    h = coef.shape[-1] // 2
+    k = np.arange(1, h + 1)
+    ph = np.multiply.outer(t, 2 * np.pi * k / DAY)
+    return 1.0 + (coef[..., :h] * np.cos(ph)).sum(-1) + (coef[..., h:] * np.sin(ph)).sum(-1)
+
+
+def arrivals(rate: float, coef: np.ndarray, t_end: float, rng) -> np.ndarray:
+    """Poisson arrivals of intensity rate * p(t) on [0, t_end), by thinning."""
+    top = rate * (1.0 + np.abs(coef).sum())
+    cand = np.sort(rng.uniform(0.0, t_end, rng.poisson(top * t_end)))
+    keep = rng.uniform(size=cand.shape) * top < rate * fourier(coef, cand)
+    return cand[keep]
+
+
+def crawl_all(est, times_per_source, every: float, t_end: float, window=None):
+    """Crawl every source every ``every`` time units; each crawl shows the items published
+    since the previous one (the newest ``window`` of them)."""
+    n = len(times_per_source)
+    ids = np.arange(n)
+    prev = np.zeros(n)
+    t = every
+    while t <= t_end:
+        off, pubs, full = [0], [], []
+        for i, times in enumerate(times_per_source):
+            new = times[(times >= prev[i]) & (times < t)][::-1]
+            full.append(window is not None and new.shape[0] >= window)
+            if window is not None:
+                new = new[:window]
+            pubs.extend(new)
+            off.append(len(pubs))
+        est.observe_crawls(ids, np.full(n, t), off, pubs, full, start=0.0)
+        prev[:] = t
+        t += every
+
+
+def test_statistics_equal_a_batch_computation():
+    rng = np.random.default_rng(0)
+    coef = np.array([0.6, 0.1, -0.4, 0.2])
+    times = [arrivals(3.0, coef, 24 * 10, rng)]
+    est = ProfileEstimator(1, day=DAY, harmonics=2)
+    crawl_all(est, times, 5.0, 24 * 10)
+    seen = times[0][times[0] < 5.0 * 48]               # up to the last crawl, at 240
+    w = 2 * np.pi / DAY
+    assert est.items[0] == seen.shape[0]
+    assert est.exposure[0] == pytest.approx(240.0)
+    for k in (1, 2):
+        assert est.item_cos[0, k - 1] == pytest.approx(np.cos(k * w * seen).sum(), abs=1e-3)
+        assert est.item_sin[0, k - 1] == pytest.approx(np.sin(k * w * seen).sum(), abs=1e-3)
+        assert est.exp_cos[0, k - 1] == pytest.approx(np.sin(k * w * 240) / (k * w), abs=1e-4)
+        assert est.exp_sin[0, k - 1] == pytest.approx((1 - np.cos(k * w * 240)) / (k * w),
+                                                      abs=1e-4)
+
+
+def test_recovers_a_known_rhythm_and_its_phase():
+    rng = np.random.default_rng(1)
+    n = 30
+    # one shared shape in many time zones: the group spread is real, so little shrinkage
+    shifts = rng.uniform(0, DAY, n)
+    base = np.array([0.7, 0.2, 0.0, 0.0])
+    coef = np.empty((n, 4))
+    for i, s in enumerate(shifts):             # p(t) = base(t - s)
+        for k in (1, 2):
+            c, d = base[k - 1], base[k + 1]
+            a = 2 * np.pi * k * s / DAY
+            coef[i, k - 1] = c * np.cos(a) - d * np.sin(a)
+            coef[i, k + 1] = c * np.sin(a) + d * np.cos(a)
+    times = [arrivals(4.0, coef[i], 24 * 14, rng) for i in range(n)]
+    est = ProfileEstimator(n, day=DAY, harmonics=2)
+    crawl_all(est, times, 7.0, 24 * 14)
+    got = est.coefficients()
+    se = np.sqrt(2.0 / est.items)[:, None]
+    assert np.all(np.abs(got - coef) < 4.5 * se), np.abs(got - coef) / se
+    # the estimated peak hour is the true one, within an hour, for every source
+    grid = np.linspace(0, DAY, 24 * 12, endpoint=False)
+    true_peak = grid[fourier(coef[:, None, :], grid).argmax(axis=1)]
+    est_peak = grid[est.multiplier(grid[None, :], np.arange(n)[:, None]).argmax(axis=1)]
+    gap = np.abs((est_peak - true_peak + DAY / 2) % DAY - DAY / 2)
+    assert gap.max() < 1.0
+
+
+def test_flat_sources_shrink_to_flat_and_sparse_ones_to_their_group():
+    rng = np.random.default_rng(2)
+    flat = [arrivals(2.0, np.zeros(4), 24 * 7, rng) for _ in range(40)]
+    est = ProfileEstimator(40, day=DAY, harmonics=2)
+    crawl_all(est, flat, 6.0, 24 * 7)
+    raw = est.raw()[0]
+    assert np.abs(raw).max() > 0.1                 # sampling noise of the raw estimates
+    assert np.abs(est.coefficients()).max() < 0.05  # shrunk away
+
+    # two groups with opposite rhythms; the last source of each has only a few items
+    strong = np.array([0.8, 0.0, 0.0, 0.0])
+    times = [arrivals(3.0, strong, 24 * 7, rng) for _ in range(20)] + \
+        [arrivals(3.0, -strong, 24 * 7, rng) for _ in range(20)]
+    times[19] = times[19][:4]
+    times[39] = times[39][:4]
+    est = ProfileEstimator(40, day=DAY, harmonics=2)
+    est.set_groups(np.arange(40), np.repeat([0, 1], 20))
+    crawl_all(est, times, 6.0, 24 * 7)
+    got = est.coefficients()
+    assert got[19, 0] > 0.5 and got[39, 0] < -0.5
+    assert abs(got[19, 0] - 0.8) < abs(est.raw()[0][19, 0] - 0.8) + 1e-12
+
+
+def test_decayed_integral_is_the_quadrature():
+    est = ProfileEstimator(3, day=DAY, harmonics=2)
+    est._cache = np.array([[0.5, 0.1, -0.3, 0.05], [0, 0, 0, 0], [0.9, 0, 0, 0.0]])
+    a = np.array([1.0, 5.0, 30.0])
+    b = np.array([20.0, 5.5, 80.0])
+    mu = np.array([0.3, 0.0, 0.05])
+    got = est.decayed_integral(a, b, mu)
+    for i in range(3):
+        s = np.linspace(a[i], b[i], 200_001)
+        mid = 0.5 * (s[1:] + s[:-1])
+        f = est.multiplier(mid, np.full(mid.shape, i)) * np.exp(-mu[i] * (b[i] - mid))
+        assert got[i] == pytest.approx(f.sum() * (s[1] - s[0]), rel=1e-8)
+
+
+def test_profile_never_negative():
+    est = ProfileEstimator(2, day=DAY, harmonics=2, floor=0.05)
+    est.items[:] = 1e6                     # so much data that nothing is shrunk
+    est.exposure[:] = 24.0 * 1000
+    est.item_cos[0] = [1.5 * 0.5 * 1e6, 0.0]   # raw c_1 = 1.5: 1 + 1.5 cos dips to -0.5
+    est.item_sin[0] = [0.0, 0.0]
+    est.group[:] = [0, 1]
+    got = est.multiplier(np.linspace(0, DAY, 500)[None, :], np.array([[0]]))
+    assert got.min() == pytest.approx(0.05, abs=1e-3)
+
+
+def test_censoring_first_crawl_full_window_and_garbage():
+    est = ProfileEstimator(3, day=DAY, harmonics=1)
+    # source 0, first crawl at 10: items at 9, 6, 2; the oldest is the origin, not counted
+    # source 1, first crawl, full window: all 3 counted over (oldest, 10]
+    # source 2: an undated item, one from the future, one fine
+    acc = est.observe_crawls([0, 1, 2], [10.0, 10.0, 10.0], [0, 3, 6, 9],
+                             [9.0, 6.0, 2.0, 9.0, 8.0, 7.0, np.nan, 11.0, 4.0],
+                             [False, True, False])
+    assert acc.all()
+    assert est.items.tolist() == [2.0, 3.0, 0.0]       # source 2: 4.0 is its own origin
+    assert est.exposure.tolist() == pytest.approx([8.0, 3.0, 6.0])
+    # a crawl back in time is refused and changes nothing
+    before = est.state_dict()
+    acc = est.observe_crawls([0], [9.0], [0, 1], [8.5])
+    assert not acc[0] and est.items[0] == before["items"][0]
+    # a later crawl: items after the previous crawl only, over (10, 20]
+    est.observe_crawls([0], [20.0], [0, 2], [15.0, 9.5])
+    assert est.items[0] == 3.0 and est.exposure[0] == pytest.approx(18.0)
+    with pytest.raises(ValueError, match="at most once"):
+        est.observe_crawls([1, 1], [30.0, 31.0], [0, 0, 0], [])
+    with pytest.raises(ValueError, match="offsets"):
+        est.observe_crawls([1], [30.0], [0, 2], [1.0])
+    with pytest.raises(ValueError, match="harmonics"):
+        ProfileEstimator(1, harmonics=0)
+
+
+def test_state_grow_and_size():
+    rng = np.random.default_rng(4)
+    est = ProfileEstimator(5, day=DAY, harmonics=2)
+    times = [arrivals(2.0, np.array([0.5, 0, 0, 0]), 48, rng) for _ in range(5)]
+    crawl_all(est, times, 8.0, 48)
+    est.grow(2)
+    assert est.n == 7 and est.item_cos.dtype == np.float32
+    copy = ProfileEstimator(0, day=DAY, harmonics=2)
+    copy.load_state_dict(pickle.loads(pickle.dumps(est.state_dict())))
+    assert np.array_equal(copy.coefficients(), est.coefficients())
+    per_source = sum(getattr(est, name).nbytes for name in est._cols) / est.n
+    assert per_source == 60.0                 # 28 + 16 H bytes
