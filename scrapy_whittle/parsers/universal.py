@@ -32,7 +32,9 @@ def available() -> str | None:
 
 
 def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
-    """Parse UTF-8 ``data`` (prepared by :mod:`scrapy_whittle.parsers.prepare`)."""
+    """Parse UTF-8 ``data`` (prepared by :mod:`scrapy_whittle.parsers.prepare`). Fields are
+    read with ``dict.get``, past feedparser's key aliases (which warn when an absent
+    ``updated_parsed`` is read)."""
     import feedparser
 
     headers = {"content-type": "application/xml; charset=utf-8"}
@@ -41,5 +43,5 @@ def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
     capped = len(entries) > limits.max_entries
     problem = parsed.get("bozo_exception") if parsed.get("bozo") else None
     return RawFeed(version=parsed.get("version") or "", problem=problem, capped=capped,
-                   entries=[{key: e.get(key) for key in FIELDS}
+                   entries=[{key: dict.get(e, key) for key in FIELDS}
                             for e in entries[:limits.max_entries]])
