@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: kinds of :class:`FeedError` (stats keys ``whittle/errors/<kind>``)
-FEED_ERROR_KINDS = ("empty", "not_a_feed", "malformed", "too_large", "encoding")
+FEED_ERROR_KINDS = ("empty", "not_a_feed", "malformed", "too_large", "encoding", "parse_failed")
 
 #: kinds of :attr:`ParsedFeed.notices`: a usable feed that a limit or a defect changed
 NOTICE_KINDS = ("too_many_entries", "field_too_long", "fallback_parser", "doctype_removed")

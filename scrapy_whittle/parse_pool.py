@@ -1,0 +1,185 @@
+"""Parse feeds without holding the event loop: small bodies inline, the rest in processes.
+
+Neither parser releases the GIL while it parses (feedparser is pure Python; feedparser-rs
+keeps the GIL: two threads parse no faster than one, and the loop waits for the whole
+parse), so a thread pool would not keep the loop responsive: work that may take longer than
+a few milliseconds goes to a bounded pool of worker *processes*
+(:mod:`scrapy_whittle.parse_worker`). A body of at most ``inline_max_bytes`` is parsed on the
+loop by the fast parser (about 5 ms at the default: cheaper than a round trip to a worker); a
+larger one, or one the fast parser reads only in part (feedparser then parses it), is parsed
+in a worker. At most ``workers`` parses run at once; the others wait their turn (no more
+than Scrapy has responses in flight, ``CONCURRENT_REQUESTS``). A parse that takes longer
+than ``timeout`` seconds, or a worker that dies (killed, out of memory), fails only its
+body (``FeedError("parse_failed")``); the worker is replaced. No Scrapy import: usable
+from any asyncio program::
+
+    pool = ParsePool(parser="feedparser-rs", workers=2, limits=ParseLimits())
+    feed = await pool.parse(body, url=url, now=time.time(), content_type=ctype)
+    await pool.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import sys
+from pathlib import Path
+
+from scrapy_whittle.feeds import NeedsFallback, parse_feed
+from scrapy_whittle.parse_worker import HEADER
+from scrapy_whittle.parsers import DEFAULT_PARSER, get_parser
+from scrapy_whittle.parsers.types import FeedError, ParsedFeed, ParseLimits
+
+logger = logging.getLogger(__name__)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+
+
+class _Worker:
+    """One ``python -m scrapy_whittle.parse_worker`` process and its pipes."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls) -> _Worker:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "scrapy_whittle.parse_worker", env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        return cls(proc)
+
+    async def call(self, kwargs: dict):
+        data = pickle.dumps(kwargs, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.write(HEADER.pack(len(data)) + data)
+        await self.proc.stdin.drain()
+        (size,) = HEADER.unpack(await self.proc.stdout.readexactly(HEADER.size))
+        return pickle.loads(await self.proc.stdout.readexactly(size))
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(Exception):
+                self.proc.stdin.close()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except TimeoutError:
+                self.kill()
+                await self.proc.wait()
+
+
+class ParsePool:
+    """``await pool.parse(...)``: :func:`~scrapy_whittle.feeds.parse_feed` off the loop.
+
+    ``workers=0`` parses everything inline (no process is started). ``inline_max_bytes``
+    defaults to the parser's own (``INLINE_MAX_BYTES`` of its adapter module). Counters:
+    ``inline``, ``offloaded`` (bodies parsed in a worker), ``fallbacks`` (inline attempts
+    that went to a worker), ``failures`` (timeouts and dead workers).
+    """
+
+    def __init__(self, *, parser: str = DEFAULT_PARSER, workers: int = 1,
+                 limits: ParseLimits | None = None, inline_max_bytes: int | None = None,
+                 timeout: float = 60.0) -> None:
+        adapter = get_parser(parser)
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"workers ({workers!r}) must be an integer >= 0")
+        if not timeout > 0:
+            raise ValueError(f"timeout ({timeout!r}) must be > 0")
+        self.parser, self.workers, self.timeout = parser, workers, float(timeout)
+        self.limits = limits or ParseLimits()
+        self.inline_max_bytes = (adapter.INLINE_MAX_BYTES if inline_max_bytes is None
+                                 else int(inline_max_bytes))
+        if self.inline_max_bytes < 0:
+            raise ValueError(f"inline_max_bytes ({inline_max_bytes!r}) must be >= 0")
+        self._idle: asyncio.Queue[_Worker | None] | None = None
+        self._all: set[_Worker] = set()
+        self._closed = False
+        self.inline = self.offloaded = self.fallbacks = self.failures = 0
+
+    def __repr__(self) -> str:
+        return (f"ParsePool(parser={self.parser!r}, workers={self.workers}, "
+                f"limits={self.limits!r}, inline_max_bytes={self.inline_max_bytes}, "
+                f"timeout={self.timeout})")
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def _slots(self) -> asyncio.Queue:
+        if self._idle is None:
+            # a slot is None until its worker is started, at its first use
+            self._idle = asyncio.Queue()
+            for _ in range(self.workers):
+                self._idle.put_nowait(None)
+        return self._idle
+
+    async def start(self) -> None:
+        """Start every worker process now rather than at the first large body."""
+        if self._closed or not self.workers:
+            return
+        slots = self._slots()
+        for _ in range(slots.qsize()):
+            worker = slots.get_nowait()
+            if worker is None:
+                worker = await _Worker.start()
+                self._all.add(worker)
+            slots.put_nowait(worker)
+
+    async def close(self) -> None:
+        """Stop the workers; ``parse`` afterwards parses inline. Idempotent."""
+        self._closed = True
+        workers, self._all = list(self._all), set()
+        await asyncio.gather(*(w.stop() for w in workers))
+
+    # -- parsing ------------------------------------------------------------------------
+    async def parse(self, body: bytes, *, url: str, now: float,
+                    content_type: str | None = None) -> ParsedFeed:
+        """The parsed feed, or FeedError; the loop is held only for small bodies."""
+        kwargs = {"body": bytes(body), "url": url, "now": now, "content_type": content_type,
+                  "parser": self.parser, "limits": self.limits}
+        offload = self.workers > 0 and not self._closed
+        if not offload or len(body) <= self.inline_max_bytes or \
+                len(body) > self.limits.max_bytes:
+            try:
+                self.inline += 1
+                return parse_feed(**kwargs, fallback=not offload)
+            except NeedsFallback:
+                self.fallbacks += 1
+        self.offloaded += 1
+        return await self._in_worker(kwargs)
+
+    async def _in_worker(self, kwargs: dict) -> ParsedFeed:
+        slots = self._slots()
+        worker = await slots.get()
+        healthy = True
+        try:
+            if worker is None:
+                worker = await _Worker.start()
+                self._all.add(worker)
+            status, value = await asyncio.wait_for(worker.call(kwargs), self.timeout)
+        except TimeoutError:
+            healthy = False
+            raise self._failed(kwargs, f"parse took longer than {self.timeout:g} s") from None
+        except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError, EOFError,
+                pickle.UnpicklingError):
+            healthy = False
+            raise self._failed(kwargs, "the parser's worker process died") from None
+        finally:
+            if not healthy and worker is not None:
+                worker.kill()
+                self._all.discard(worker)
+                worker = None
+            slots.put_nowait(worker)
+        if status == "error":
+            raise value
+        return value
+
+    def _failed(self, kwargs: dict, why: str) -> FeedError:
+        self.failures += 1
+        url, size = kwargs["url"], len(kwargs["body"])
+        logger.warning("feed parser: %s on %s (%d bytes); worker replaced", why, url, size)
+        return FeedError("parse_failed", f"{url}: {why} ({size} bytes)")

@@ -1,0 +1,115 @@
+"""ParsePool: small bodies inline, large ones and fallbacks in worker processes, the same
+result either way; failures (timeout, a dead worker) cost one body, not the pool."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from twisted.internet.defer import Deferred
+
+from scrapy_whittle.feeds import FeedError, parse_feed
+from scrapy_whittle.parse_pool import ParsePool
+from scrapy_whittle.parsers import ParseLimits
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "feeds"
+URL = "http://example.com/feed.xml"
+NOW = 1_700_000_000.0
+
+
+def feed(n: int, pad: int = 0) -> bytes:
+    items = "".join(f"<item><title>t{k} {'x' * pad}</title><guid>g{k}</guid>"
+                    f"<pubDate>Tue, 14 Nov 2023 21:00:00 GMT</pubDate></item>"
+                    for k in range(n))
+    return f'<rss version="2.0"><channel><title>c</title>{items}</channel></rss>'.encode()
+
+
+def on_loop(coro) -> Deferred:
+    """Run a coroutine on the asyncio loop under Twisted's asyncio reactor."""
+    return Deferred.fromFuture(asyncio.ensure_future(coro))
+
+
+@pytest_twisted.ensureDeferred
+async def test_inline_and_worker_give_the_same_feed():
+    async def go():
+        pool = ParsePool(workers=1, inline_max_bytes=10_000)
+        try:
+            small, large = feed(5), feed(400, pad=50)
+            assert len(small) < 10_000 < len(large)
+            got = [await pool.parse(b, url=URL, now=NOW) for b in (small, large)]
+            assert (pool.inline, pool.offloaded) == (1, 1)
+            for body, parsed in zip((small, large), got, strict=True):
+                assert parsed == parse_feed(body, url=URL, now=NOW)
+        finally:
+            await pool.close()
+    await on_loop(go())
+
+
+@pytest_twisted.ensureDeferred
+async def test_errors_and_fallbacks_cross_the_process_boundary():
+    async def go():
+        pool = ParsePool(workers=1, inline_max_bytes=100_000)
+        try:
+            broken = (CORPUS / "broken_mismatched_case.xml").read_bytes()
+            parsed = await pool.parse(broken, url=URL, now=NOW)
+            assert parsed.parser == "feedparser" and pool.fallbacks == pool.offloaded == 1
+            page = b"<!doctype html><html><body>" + b"<p>x</p>" * 20_000 + b"</body></html>"
+            with pytest.raises(FeedError) as exc:
+                await pool.parse(page, url=URL, now=NOW, content_type="text/html")
+            assert exc.value.kind == "not_a_feed" and pool.offloaded == 2
+            with pytest.raises(FeedError) as exc:   # refused before reaching a worker
+                await pool.parse(b" " * (pool.limits.max_bytes + 1), url=URL, now=NOW)
+            assert exc.value.kind == "too_large" and pool.offloaded == 2
+        finally:
+            await pool.close()
+    await on_loop(go())
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_slow_parse_or_a_dead_worker_fails_one_body_only():
+    async def go():
+        large = feed(3000, pad=200)
+        pool = ParsePool(workers=1, inline_max_bytes=0, timeout=1e-4)
+        try:
+            with pytest.raises(FeedError) as exc:
+                await pool.parse(large, url=URL, now=NOW)
+            assert exc.value.kind == "parse_failed" and pool.failures == 1
+            pool.timeout = 600.0
+            assert len((await pool.parse(feed(3), url=URL, now=NOW)).entries) == 3
+            (worker,) = pool._all
+            os.kill(worker.proc.pid, signal.SIGKILL)
+            await worker.proc.wait()
+            with pytest.raises(FeedError) as exc:
+                await pool.parse(feed(3), url=URL, now=NOW)
+            assert exc.value.kind == "parse_failed" and pool.failures == 2
+            assert len((await pool.parse(feed(4), url=URL, now=NOW)).entries) == 4
+        finally:
+            await pool.close()
+        assert all(w.proc.returncode is not None for w in [worker])
+    await on_loop(go())
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_workers_parses_everything_inline_with_the_fallback():
+    async def go():
+        pool = ParsePool(workers=0, limits=ParseLimits(max_entries=10))
+        broken = (CORPUS / "broken_mismatched_case.xml").read_bytes()
+        assert (await pool.parse(broken, url=URL, now=NOW)).parser == "feedparser"
+        assert len((await pool.parse(feed(500), url=URL, now=NOW)).entries) == 10
+        assert pool.offloaded == 0 and pool._all == set()
+        await pool.close()
+    await on_loop(go())
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"workers": -1}, "workers"), ({"workers": 1.5}, "workers"),
+    ({"parser": "nope"}, "unknown feed parser"), ({"timeout": 0}, "timeout"),
+    ({"inline_max_bytes": -1}, "inline_max_bytes"),
+])
+def test_bad_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ParsePool(**kwargs)
