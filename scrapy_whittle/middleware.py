@@ -13,7 +13,9 @@ for every other request.
 
 For a source response it: records ETag / Last-Modified for the next conditional GET; counts a
 304 as a successful crawl that found nothing new; parses the body
-(``scrapy_whittle.feeds.parse_feed``), keeps the entries not seen before (``EntryMemory``)
+(``scrapy_whittle.feeds.parse_feed``, through ``scrapy_whittle.parse_pool.ParsePool``: small
+feeds on the reactor thread, large ones in worker processes; closed at ``engine_stopped``),
+keeps the entries not seen before (``EntryMemory``)
 and builds an :class:`~scrapy_whittle.observation.Observation` (time = arrival of the
 response, epoch = floor((dispatch time - t0) / T), publication times or first-seen time,
 ``window_full`` when every visible entry is new and the source had been seen before, the
@@ -39,7 +41,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
+from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.settings import InvalidSetting, WhittleConfig
@@ -48,6 +53,8 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from scrapy_whittle.parse_pool import ParsePool
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +76,13 @@ def exception_kind(exc: BaseException) -> str:
 
 class FeedObserverMiddleware:
     def __init__(self, crawler: Crawler | None, config: WhittleConfig,
-                 clock=time.time) -> None:
+                 clock=time.time, pool: ParsePool | None = None) -> None:
         self.crawler = crawler
         self.config = config
         self.clock = clock
         self._logged: set[tuple[int, str]] = set()
+        # feeds are parsed by this pool: small ones inline, large ones in worker processes
+        self.pool = pool if pool is not None else config.parsing.make_pool()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FeedObserverMiddleware:
@@ -84,7 +93,17 @@ class FeedObserverMiddleware:
             config = WhittleConfig.from_settings(crawler.settings)
         except NotConfigured as exc:
             raise InvalidSetting(str(exc)) from None
-        return cls(crawler, config)
+        pool = config.parsing.make_pool()
+        if pool.workers and not is_asyncio_reactor_installed():
+            logger.warning("WHITTLE_PARSE_WORKERS (%d) needs the asyncio reactor: feeds are "
+                           "parsed on the reactor thread", pool.workers)
+            pool.workers = 0
+        mw = cls(crawler, config, pool=pool)
+        crawler.signals.connect(mw._close_pool, signal=signals.engine_stopped)
+        return mw
+
+    def _close_pool(self):
+        return deferred_from_coro(self.pool.close())
 
     def _scheduler(self):
         try:
@@ -94,7 +113,7 @@ class FeedObserverMiddleware:
         return sched if hasattr(sched, "source_of") else None
 
     # -- hooks --------------------------------------------------------------------------
-    def process_response(self, request: Request, response: Response) -> Response:
+    async def process_response(self, request: Request, response: Response) -> Response:
         sched = self._scheduler()
         sid = sched.source_of(request) if sched is not None else None
         if sid is None:
@@ -115,17 +134,19 @@ class FeedObserverMiddleware:
                 kind, cause = "redirect", f"HTTP {response.status} not followed"
             self._failure(sched, sid, request, now, kind, cause)
             return response
-        from scrapy_whittle.feeds import FeedError, parse_feed
+        from scrapy_whittle.feeds import FeedError
 
         ctype = response.headers.get("Content-Type")
         try:
-            parsed = parse_feed(response.body, url=response.url, now=now,
-                                content_type=ctype.decode("latin-1") if ctype else None,
-                                max_bytes=self.config.max_feed_size)
+            parsed = await self.pool.parse(response.body, url=response.url, now=now,
+                                           content_type=ctype.decode("latin-1") if ctype
+                                           else None)
         except FeedError as exc:
             self._failure(sched, sid, request, now, exc.kind, str(exc))
             return response
         self._remember_validators(sched, sid, response)
+        for notice in parsed.notices:           # too_many_entries, field_too_long, ...
+            sched.stats.inc(f"warnings/{notice}")
         if parsed.warnings:
             sched.stats.inc("warnings")
             self._log_once(sid, "warning", request.url, "; ".join(parsed.warnings),

@@ -248,3 +248,14 @@ def test_what_the_fast_parser_cannot_read_goes_to_the_fallback_or_raises():
 def test_limits_are_validated(bad):
     with pytest.raises(ValueError, match="must be an integer >= 1"):
         ParseLimits(max_entries=bad)
+
+
+def test_fast_parser_drops_links_to_loopback_and_private_hosts():
+    # feedparser-rs blanks such links (an SSRF guard); documented in docs/parsing.md
+    for host in ("127.0.0.1:8000", "localhost", "10.0.0.1", "example.com:8080"):
+        body = (f'<rss version="2.0"><channel><title>c</title><item><title>t</title>'
+                f"<link>http://{host}/a</link><guid>g</guid></item></channel></rss>").encode()
+        fast = parse_feed(body, url=URL, now=NOW).entries[0]
+        ref = parse_feed(body, url=URL, now=NOW, parser="feedparser").entries[0]
+        assert ref.link == f"http://{host}/a" and fast.key == ref.key == "g"
+        assert fast.link == (ref.link if host.startswith("example") else None)

@@ -6,6 +6,7 @@ import logging
 import socket
 
 import numpy as np
+import pytest
 import pytest_twisted
 from scrapy import signals
 
@@ -86,5 +87,8 @@ def test_middleware_ignores_non_source_requests():
     mw = FeedObserverMiddleware.from_crawler(make_crawler(WHITTLE_BUDGET=1,
                                                           WHITTLE_POLICY="round_robin"))
     response = Response("http://127.0.0.1:1/x", status=500)
-    assert mw.process_response(Request("http://127.0.0.1:1/x"), response) is response
+    coro = mw.process_response(Request("http://127.0.0.1:1/x"), response)
+    with pytest.raises(StopIteration) as done:      # returns without awaiting anything
+        coro.send(None)
+    assert done.value.value is response
     assert mw.process_exception(Request("http://127.0.0.1:1/x"), ValueError()) is None
