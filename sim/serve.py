@@ -102,7 +102,7 @@ class FeedRenderer:
             for it in items:
                 published = self.clock.real(it.published)
                 head, tail = self.realistic.parts(i, it.seq, "rss", f"{base}/item/{i}/{it.seq}",
-                                                  f"urn:sim:{i}:{it.seq}", published, "")
+                                                  f"urn:sim:{i}:{it.seq}", published)
                 out += (head, str(self._comments(it, v)), tail)
             out.append("</channel></rss>")
             return "".join(out).encode()
@@ -126,8 +126,7 @@ class FeedRenderer:
             for it in items:
                 published = self.clock.real(it.published)
                 head, tail = self.realistic.parts(i, it.seq, "atom", f"{base}/item/{i}/{it.seq}",
-                                                  f"urn:sim:{i}:{it.seq}", published,
-                                                  _iso(published))
+                                                  f"urn:sim:{i}:{it.seq}", published, _iso)
                 out += (head, str(self._comments(it, v)), tail)
             out.append("</feed>")
             return "".join(out).encode()
@@ -367,7 +366,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  port: int = 0, seed: int = 0, window: int = 20, unit: float | None = None,
                  engagement_scale: float = 1000.0, latency: float = 0.0,
                  error_rate: float = 0.0, crawl_delay: float | None = None,
-                 reactor=None, realistic: bool = False) -> SimServer:
+                 reactor=None, realistic: bool = False, start: float = 0.0) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor."""
     if reactor is None:
         from twisted.internet import reactor
@@ -375,7 +374,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     if sc.kind != "ephemeral":
         raise ValueError(f"scenario {scenario!r} is not about feeds (kind {sc.kind!r})")
     web = FeedWeb(sc.params, seed=seed, window=window)
-    clock = VirtualClock(speed, default_unit(scenario) if unit is None else unit)
+    unit = default_unit(scenario) if unit is None else unit
+    # the virtual clock reads ``start`` (scenario units) now: feeds have a history at once
+    clock = VirtualClock(speed, unit, real0=time.time() - start * unit / speed)
     resource = SimWebResource(web, clock, scenario=scenario, engagement_scale=engagement_scale,
                               latency=latency, error_rate=error_rate, seed=seed,
                               crawl_delay=crawl_delay, reactor=reactor, realistic=realistic)
@@ -404,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--realistic", action="store_true",
                     help="real-sized entries (~800 bytes: title, 500-byte description, "
                          "categories, author), gzip when accepted; use --window 20-100")
+    ap.add_argument("--start", type=float, default=0.0,
+                    help="virtual time at start, in scenario units (feeds then have history)")
     args = ap.parse_args(argv)
     from twisted.internet import reactor
 
@@ -411,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                           seed=args.seed, window=args.window, unit=args.unit,
                           engagement_scale=args.engagement_scale, latency=args.latency,
                           error_rate=args.error_rate, crawl_delay=args.crawl_delay,
-                          reactor=reactor, realistic=args.realistic)
+                          reactor=reactor, realistic=args.realistic, start=args.start)
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     print(f"PORT {server.port}", flush=True)
     reactor.run()
