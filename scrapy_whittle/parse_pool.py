@@ -26,6 +26,8 @@ import logging
 import os
 import pickle
 import sys
+import time
+from collections import deque
 from pathlib import Path
 
 from scrapy_whittle.feeds import NeedsFallback, parse_feed
@@ -79,14 +81,16 @@ class ParsePool:
     """``await pool.parse(...)``: :func:`~scrapy_whittle.feeds.parse_feed` off the loop.
 
     ``workers=0`` parses everything inline (no process is started). ``inline_max_bytes``
-    defaults to the parser's own (``INLINE_MAX_BYTES`` of its adapter module). Counters:
+    defaults to the parser's own (``INLINE_MAX_BYTES`` of its adapter module).
+    ``inline_slice``: seconds of inline parsing per event-loop iteration (0: parse at once,
+    in the caller's callback). Counters:
     ``inline``, ``offloaded`` (bodies parsed in a worker), ``fallbacks`` (inline attempts
     that went to a worker), ``failures`` (timeouts and dead workers).
     """
 
     def __init__(self, *, parser: str = DEFAULT_PARSER, workers: int = 1,
                  limits: ParseLimits | None = None, inline_max_bytes: int | None = None,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, inline_slice: float = 0.01) -> None:
         adapter = get_parser(parser)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers ({workers!r}) must be an integer >= 0")
@@ -98,6 +102,11 @@ class ParsePool:
                                  else int(inline_max_bytes))
         if self.inline_max_bytes < 0:
             raise ValueError(f"inline_max_bytes ({inline_max_bytes!r}) must be >= 0")
+        if not inline_slice >= 0:
+            raise ValueError(f"inline_slice ({inline_slice!r}) must be >= 0")
+        self.inline_slice = float(inline_slice)
+        self._inline_queue: deque = deque()
+        self._draining = False
         self._idle: asyncio.Queue[_Worker | None] | None = None
         self._all: set[_Worker] = set()
         self._closed = False
@@ -146,11 +155,44 @@ class ParsePool:
                 len(body) > self.limits.max_bytes:
             try:
                 self.inline += 1
-                return parse_feed(**kwargs, fallback=not offload)
+                return await self._inline(kwargs, fallback=not offload)
             except NeedsFallback:
                 self.fallbacks += 1
         self.offloaded += 1
         return await self._in_worker(kwargs)
+
+    async def _inline(self, kwargs: dict, *, fallback: bool) -> ParsedFeed:
+        """Parse on the loop, at most ``inline_slice`` seconds of parsing per loop iteration:
+        when 64 responses arrive together, their parses (and what the caller does with each
+        result) are spread over several iterations instead of one long one."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:            # no asyncio loop (another reactor): parse now
+            return parse_feed(**kwargs, fallback=fallback)
+        if not self.inline_slice:
+            return parse_feed(**kwargs, fallback=fallback)
+        future = loop.create_future()
+        self._inline_queue.append((kwargs, fallback, future))
+        if not self._draining:
+            self._draining = True
+            loop.call_soon(self._drain, loop)
+        return await future
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        start = time.perf_counter()
+        queue = self._inline_queue
+        while queue:
+            kwargs, fallback, future = queue.popleft()
+            if future.cancelled():
+                continue
+            try:
+                future.set_result(parse_feed(**kwargs, fallback=fallback))
+            except Exception as exc:    # FeedError, NeedsFallback: the caller's to handle
+                future.set_exception(exc)
+            if queue and time.perf_counter() - start >= self.inline_slice:
+                loop.call_soon(self._drain, loop)     # the rest in the next iteration
+                return
+        self._draining = False
 
     async def _in_worker(self, kwargs: dict) -> ParsedFeed:
         slots = self._slots()

@@ -197,9 +197,20 @@ def _time_callbacks() -> list[tuple[float, float]]:
 
 
 def _cpu() -> float:
+    """CPU seconds of this process, of its children that ended, and of those still running
+    (the parse workers, read from /proc)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    live = 0.0
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            live += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + live
 
 
 # -- the driver -----------------------------------------------------------------------------
