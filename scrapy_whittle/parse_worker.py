@@ -4,10 +4,11 @@
 It reads requests on stdin and writes replies on stdout, each a pickle behind an 8-byte
 big-endian length: a request is the keyword arguments of
 :func:`scrapy_whittle.feeds.parse_feed`, a reply ``("ok", ParsedFeed)`` or
-``("error", FeedError)``. It stops at the end of its input. Anything else printed to stdout
-goes to stderr, so that it cannot break the protocol. A process of its own, rather than
-``multiprocessing``, whose ``spawn`` re-imports the parent's ``__main__`` in every worker (a
-crawl script without an ``if __name__ == "__main__"`` guard would start a crawl in each).
+``("error", FeedError)`` (an unexpected exception becomes ``FeedError("parse_failed")``).
+It stops at the end of its input. Anything else printed to stdout goes to stderr, so that
+it cannot break the protocol. A process of its own, rather than ``multiprocessing``, whose
+``spawn`` re-imports the parent's ``__main__`` in every worker (a crawl script without an
+``if __name__ == "__main__"`` guard would start a crawl in each).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def serve(read, write) -> None:
             reply = ("ok", parse_feed(**kwargs))
         except FeedError as exc:
             reply = ("error", exc)
+        except Exception as exc:   # a parser bug fails this body, not the worker
+            reply = ("error", FeedError("parse_failed", f"{type(exc).__name__}: {exc}"))
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         write(HEADER.pack(len(data)) + data)
 

@@ -76,20 +76,26 @@ def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
 
 
 def _entry(e, unescape_title: bool) -> dict:
-    title = e.get("title")
+    # every .get converts a Rust value to Python: ask only for what will be used
+    get = e.get
+    entry_id, link, title = get("id"), get("link"), get("title")
     if unescape_title and title and "&" in title:
         title = html.unescape(title)
-    published, updated = e.get("published_parsed"), e.get("updated_parsed")
-    raw = e.get("published")
+    published, updated = get("published_parsed"), None
+    raw = get("published")
     if raw and (published is None or _ISO_ZONE_NO_COLON.search(raw)):
         published = _parse_date(raw)
-    raw = e.get("updated")
-    if raw and published is None and (updated is None or _ISO_ZONE_NO_COLON.search(raw)):
-        updated = _parse_date(raw)
-    return {"id": e.get("id"), "title": title, "link": e.get("link"),
-            "summary": e.get("summary"), "published_parsed": published,
-            "updated_parsed": updated, "slash_comments": e.get("slash_comments"),
-            "thr_total": e.get("thr_total")}
+    if published is None:
+        updated = get("updated_parsed")
+        raw = get("updated")
+        if raw and (updated is None or _ISO_ZONE_NO_COLON.search(raw)):
+            updated = _parse_date(raw)
+    comments = get("slash_comments")
+    return {"id": entry_id, "title": title, "link": link,
+            "summary": get("summary") if not (entry_id or link) else None,
+            "published_parsed": published, "updated_parsed": updated,
+            "slash_comments": comments,
+            "thr_total": get("thr_total") if comments is None else None}
 
 
 def _parse_date(raw: str):

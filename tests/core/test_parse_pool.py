@@ -113,3 +113,19 @@ async def test_no_workers_parses_everything_inline_with_the_fallback():
 def test_bad_arguments_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ParsePool(**kwargs)
+
+
+def test_a_worker_answers_a_parser_bug_with_parse_failed():
+    import io
+    import pickle
+
+    from scrapy_whittle.parse_worker import HEADER, serve
+
+    request = pickle.dumps({"body": b"<rss/>", "url": URL, "now": NOW, "parser": "nope"})
+    inbox = io.BytesIO(HEADER.pack(len(request)) + request)
+    outbox = io.BytesIO()
+    serve(inbox.read, outbox.write)
+    data = outbox.getvalue()
+    (size,) = HEADER.unpack(data[:HEADER.size])
+    status, error = pickle.loads(data[HEADER.size:HEADER.size + size])
+    assert status == "error" and error.kind == "parse_failed" and "nope" in error.message

@@ -58,10 +58,10 @@ async def test_hostile_feeds_are_parsed_in_a_worker_and_their_limits_counted(sim
     box = {}
 
     def opened(spider):
-        box["pool"] = crawler.engine.downloader.middleware.middlewares
+        box["middlewares"] = crawler.engine.downloader.middleware.middlewares
     crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
     w = whittle(await run(crawler))
-    (mw,) = [m for m in box["pool"] if isinstance(m, FeedObserverMiddleware)]
+    (mw,) = [m for m in box["middlewares"] if isinstance(m, FeedObserverMiddleware)]
     assert w["warnings/too_many_entries"] >= 1 and w["warnings/field_too_long"] >= 1
     assert mw.pool.offloaded >= 2 and mw.pool.inline >= 1   # 1.4 MB and 1.2 MB: in a worker
     assert not any(k.startswith("errors/") for k in w), w
