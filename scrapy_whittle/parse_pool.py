@@ -7,8 +7,9 @@ a few milliseconds goes to a bounded pool of worker *processes*
 (:mod:`scrapy_whittle.parse_worker`). A body of at most ``inline_max_bytes`` is parsed on the
 loop by the fast parser (about 5 ms at the default: cheaper than a round trip to a worker); a
 larger one, or one the fast parser reads only in part (feedparser then parses it), is parsed
-in a worker. At most ``workers`` parses run at once; the others wait their turn (no more
-than Scrapy has responses in flight, ``CONCURRENT_REQUESTS``). A parse that takes longer
+in a worker. At most ``workers`` parses run at once; the others wait in their worker's line
+(no more than Scrapy has responses in flight, ``CONCURRENT_REQUESTS``), written to it at
+once so that a worker never idles while the event loop is busy. A parse that takes longer
 than ``timeout`` seconds, or a worker that dies (killed, out of memory), fails only its
 body (``FeedError("parse_failed")``); the worker is replaced. No Scrapy import: usable
 from any asyncio program::
@@ -40,33 +41,92 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 class _Worker:
-    """One ``python -m scrapy_whittle.parse_worker`` process and its pipes."""
+    """One ``python -m scrapy_whittle.parse_worker`` process. Requests are written at once
+    and answered in order (a worker parses one at a time), so the worker never waits for the
+    event loop to pick up a reply before it gets its next body; a reader task resolves the
+    futures. ``timeout`` runs from the moment a request reaches the head of the line."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
+    def __init__(self, proc: asyncio.subprocess.Process, timeout: float, on_death) -> None:
+        self.proc, self.timeout, self.on_death = proc, timeout, on_death
+        self.pending: deque[tuple[dict, asyncio.Future]] = deque()
+        self.dead = False
+        self._wake = asyncio.Event()
+        self._exited = asyncio.ensure_future(proc.wait())
+        self.reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls) -> _Worker:
+    async def start(cls, timeout: float, on_death) -> _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "scrapy_whittle.parse_worker", env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-        return cls(proc)
+        return cls(proc, timeout, on_death)
 
-    async def call(self, kwargs: dict):
+    def submit(self, kwargs: dict, future: asyncio.Future) -> None:
+        if self.dead or self.proc.returncode is not None:   # gone: hand the body back
+            if not self.dead:                 # before the reader noticed: same as _die
+                self.dead = True
+                self.reader.cancel()
+                culprit = self.pending.popleft() if self.pending else None
+                others, self.pending = list(self.pending), deque()
+                self.on_death(self, "the parser's worker process died", culprit,
+                              [*others, (kwargs, future)])
+            else:
+                self.on_death(self, "", None, [(kwargs, future)])
+            return
         data = pickle.dumps(kwargs, protocol=pickle.HIGHEST_PROTOCOL)
-        self.proc.stdin.write(HEADER.pack(len(data)) + data)
-        await self.proc.stdin.drain()
-        (size,) = HEADER.unpack(await self.proc.stdout.readexactly(HEADER.size))
-        return pickle.loads(await self.proc.stdout.readexactly(size))
+        self.pending.append((kwargs, future))
+        self._wake.set()
+        try:
+            self.proc.stdin.write(HEADER.pack(len(data)) + data)
+        except (ConnectionError, RuntimeError):   # died: the reader hands the work back
+            pass
+
+    async def _read(self) -> None:
+        stdout = self.proc.stdout
+        while True:
+            if not self.pending:
+                self._wake.clear()
+                wake = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait((wake, self._exited), return_when=asyncio.FIRST_COMPLETED)
+                wake.cancel()
+                if self._exited.done() and not self.pending:   # died idle: no body lost
+                    return self._die("the parser's worker process exited")
+                continue
+            try:
+                header = await asyncio.wait_for(stdout.readexactly(HEADER.size), self.timeout)
+                (size,) = HEADER.unpack(header)
+                status, value = pickle.loads(await stdout.readexactly(size))
+            except TimeoutError:
+                return self._die(f"parse took longer than {self.timeout:g} s")
+            except (asyncio.IncompleteReadError, ConnectionError, EOFError,
+                    pickle.UnpicklingError):
+                return self._die("the parser's worker process died")
+            _kwargs, future = self.pending.popleft()
+            if not future.done():
+                if status == "error":
+                    future.set_exception(value)
+                else:
+                    future.set_result(value)
+
+    def _die(self, why: str) -> None:
+        """The request at the head fails; the others go back to the pool."""
+        self.dead = True
+        self.kill()
+        culprit = self.pending.popleft() if self.pending else None
+        others, self.pending = list(self.pending), deque()
+        self.on_death(self, why, culprit, others)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
 
     async def stop(self) -> None:
+        self.dead = True
+        self.reader.cancel()
+        self._exited.cancel()
         if self.proc.returncode is None:
             with contextlib.suppress(Exception):
                 self.proc.stdin.close()
@@ -107,8 +167,8 @@ class ParsePool:
         self.inline_slice = float(inline_slice)
         self._inline_queue: deque = deque()
         self._draining = False
-        self._idle: asyncio.Queue[_Worker | None] | None = None
-        self._all: set[_Worker] = set()
+        self._workers: list[_Worker] = []
+        self._tasks: set[asyncio.Task] = set()
         self._closed = False
         self.inline = self.offloaded = self.fallbacks = self.failures = 0
 
@@ -118,30 +178,19 @@ class ParsePool:
                 f"timeout={self.timeout})")
 
     # -- lifecycle ----------------------------------------------------------------------
-    def _slots(self) -> asyncio.Queue:
-        if self._idle is None:
-            # a slot is None until its worker is started, at its first use
-            self._idle = asyncio.Queue()
-            for _ in range(self.workers):
-                self._idle.put_nowait(None)
-        return self._idle
-
     async def start(self) -> None:
         """Start every worker process now rather than at the first large body."""
-        if self._closed or not self.workers:
-            return
-        slots = self._slots()
-        for _ in range(slots.qsize()):
-            worker = slots.get_nowait()
-            if worker is None:
-                worker = await _Worker.start()
-                self._all.add(worker)
-            slots.put_nowait(worker)
+        while not self._closed and len(self._workers) < self.workers:
+            self._workers.append(await _Worker.start(self.timeout, self._worker_died))
 
     async def close(self) -> None:
         """Stop the workers; ``parse`` afterwards parses inline. Idempotent."""
         self._closed = True
-        workers, self._all = list(self._all), set()
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            for _kwargs, future in worker.pending:
+                if not future.done():
+                    future.set_exception(FeedError("parse_failed", "the parse pool closed"))
         await asyncio.gather(*(w.stop() for w in workers))
 
     # -- parsing ------------------------------------------------------------------------
@@ -195,30 +244,35 @@ class ParsePool:
         self._draining = False
 
     async def _in_worker(self, kwargs: dict) -> ParsedFeed:
-        slots = self._slots()
-        worker = await slots.get()
-        healthy = True
-        try:
-            if worker is None:
-                worker = await _Worker.start()
-                self._all.add(worker)
-            status, value = await asyncio.wait_for(worker.call(kwargs), self.timeout)
-        except TimeoutError:
-            healthy = False
-            raise self._failed(kwargs, f"parse took longer than {self.timeout:g} s") from None
-        except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError, EOFError,
-                pickle.UnpicklingError):
-            healthy = False
-            raise self._failed(kwargs, "the parser's worker process died") from None
-        finally:
-            if not healthy and worker is not None:
-                worker.kill()
-                self._all.discard(worker)
-                worker = None
-            slots.put_nowait(worker)
-        if status == "error":
-            raise value
-        return value
+        future = asyncio.get_running_loop().create_future()
+        await self._submit(kwargs, future)
+        return await future
+
+    async def _submit(self, kwargs: dict, future: asyncio.Future) -> None:
+        """Hand the body to the worker with the fewest waiting (starting one if fewer than
+        ``workers`` run)."""
+        if len(self._workers) < self.workers:
+            self._workers.append(await _Worker.start(self.timeout, self._worker_died))
+        if self._closed or not self._workers:
+            future.set_exception(FeedError("parse_failed", "the parse pool closed"))
+            return
+        worker = min(self._workers, key=lambda w: len(w.pending))
+        worker.submit(kwargs, future)
+        with contextlib.suppress(ConnectionError, RuntimeError):   # a death is the reader's
+            await worker.proc.stdin.drain()       # back-pressure: the pipe's buffer is full
+
+    def _worker_died(self, worker: _Worker, why: str, culprit, others) -> None:
+        if worker in self._workers:
+            self._workers.remove(worker)
+        if culprit is not None:
+            kwargs, future = culprit
+            if not future.done():
+                future.set_exception(self._failed(kwargs, why))
+        for kwargs, future in others:      # innocent bodies: to a fresh worker
+            if not future.done():
+                task = asyncio.ensure_future(self._submit(kwargs, future))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     def _failed(self, kwargs: dict, why: str) -> FeedError:
         self.failures += 1

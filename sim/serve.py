@@ -232,6 +232,8 @@ class SimWebResource(Resource):
         base = self.base(request)
         body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
         ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+        if self.realistic:     # as WordPress and most news sites send it
+            ctype += "; charset=UTF-8"
         request.setHeader("content-type", ctype)
         body = self._maybe_gzip(request, body)
         if self.latency:

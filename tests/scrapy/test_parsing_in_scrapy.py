@@ -67,4 +67,4 @@ async def test_hostile_feeds_are_parsed_in_a_worker_and_their_limits_counted(sim
     assert not any(k.startswith("errors/") for k in w), w
     # 500 entries kept of /bad/many at the first crawl: all new
     assert w["new_items"] >= 500
-    assert mw.pool._closed and mw.pool._all == set()        # closed at engine_stopped
+    assert mw.pool._closed and mw.pool._workers == []        # closed at engine_stopped
