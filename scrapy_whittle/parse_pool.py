@@ -90,8 +90,11 @@ class _Worker:
             if not self.pending:
                 self._wake.clear()
                 wake = asyncio.ensure_future(self._wake.wait())
-                await asyncio.wait((wake, self._exited), return_when=asyncio.FIRST_COMPLETED)
-                wake.cancel()
+                try:
+                    await asyncio.wait((wake, self._exited),
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    wake.cancel()
                 if self._exited.done() and not self.pending:   # died idle: no body lost
                     return self._die("the parser's worker process exited")
                 continue

@@ -41,7 +41,7 @@ DEFAULTS: dict[str, Any] = {
                                         # {url or category: seconds, "*": fallback}
     # -- feed parsing (ParsingConfig) --
     "WHITTLE_FEED_PARSER": "feedparser-rs",  # or "feedparser"
-    "WHITTLE_PARSE_WORKERS": 1,         # worker processes for large feeds; 0: all inline
+    "WHITTLE_PARSE_WORKERS": 2,         # worker processes for large feeds; 0: all inline
     "WHITTLE_PARSE_INLINE_MAX_BYTES": None,  # larger bodies go to a worker; None: parser's
     "WHITTLE_PARSE_TIMEOUT": 60.0,      # seconds a worker may spend on one feed
     "WHITTLE_MAX_FEED_ENTRIES": None,   # entries kept per feed (first N); None: as below
@@ -120,7 +120,7 @@ class ParsingConfig:
 
     ``parser``: ``WHITTLE_FEED_PARSER``; ``workers``: ``WHITTLE_PARSE_WORKERS`` (0 parses
     everything on the event loop); ``inline_max_bytes``: ``WHITTLE_PARSE_INLINE_MAX_BYTES``
-    (None: the parser's own, 256 KiB for feedparser-rs, 8 KiB for feedparser);
+    (None: the parser's own, 16 KiB for feedparser-rs, 8 KiB for feedparser);
     ``timeout``: ``WHITTLE_PARSE_TIMEOUT``; ``max_entries``: ``WHITTLE_MAX_FEED_ENTRIES``
     (unset: ``WHITTLE_MAX_ENTRIES_PER_SOURCE``; never more, or entries beyond the memory
     would come back as new); ``max_field_chars``: ``WHITTLE_MAX_FIELD_LENGTH``;
@@ -128,7 +128,7 @@ class ParsingConfig:
     """
 
     parser: str = "feedparser-rs"
-    workers: int = 1
+    workers: int = 2
     inline_max_bytes: int | None = None
     timeout: float = 60.0
     max_entries: int = 1000

@@ -28,8 +28,9 @@ import re
 from scrapy_whittle.parsers.types import ParseLimits, RawFeed
 
 NAME = "feedparser-rs"
-#: bodies up to this size are parsed on the event loop (about 5 ms with this parser)
-INLINE_MAX_BYTES = 256 * 1024
+#: bodies up to this size are parsed on the event loop (0.5 ms or less with this parser);
+#: larger ones cost the loop less in a worker (0.23 ms for a 43 KB feed, against 1.4 ms)
+INLINE_MAX_BYTES = 16 * 1024
 
 _LIMIT_EXCEEDED = "Entry limit exceeded"
 _XML_ERROR = "XML parsing error"
