@@ -1,14 +1,15 @@
 """One worker process of :class:`scrapy_whittle.parse_pool.ParsePool`:
-``python -m scrapy_whittle.parse_worker``.
+``python -m scrapy_whittle.parse_worker [--nice N]``.
 
 It reads requests on stdin and writes replies on stdout, each a pickle behind an 8-byte
 big-endian length: a request is the keyword arguments of
 :func:`scrapy_whittle.feeds.parse_feed`, a reply ``("ok", ParsedFeed)`` or
 ``("error", FeedError)`` (an unexpected exception becomes ``FeedError("parse_failed")``).
-It stops at the end of its input. Anything else printed to stdout goes to stderr, so that
-it cannot break the protocol. A process of its own, rather than ``multiprocessing``, whose
-``spawn`` re-imports the parent's ``__main__`` in every worker (a crawl script without an
-``if __name__ == "__main__"`` guard would start a crawl in each).
+It stops at the end of its input; ``--nice N`` lowers its priority by N. Anything else
+printed to stdout goes to stderr, so that it cannot break the protocol. A process of its
+own, rather than ``multiprocessing``, whose ``spawn`` re-imports the parent's ``__main__``
+in every worker (a crawl script without an ``if __name__ == "__main__"`` guard would start
+a crawl in each).
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def serve(read, write) -> None:
         write(HEADER.pack(len(data)) + data)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--nice"]:       # parsing yields the CPU to the crawler's event loop
+        os.nice(int(args[1]))
     channel_in = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
     channel_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
