@@ -52,6 +52,7 @@ MAX_SKEW = 15 * 60.0                       # seconds a publication date may lie 
 MAX_AGE = 20 * 365.25 * 86400.0            # older than this is taken for a broken date
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TAG = re.compile(r"<[^>]*>")
+_SCRIPT = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _SPACE = re.compile(r"\s+")
 
 
@@ -77,7 +78,7 @@ def _number(value: Any) -> float | None:
 
 def _plain(value: Any) -> str:
     """Text of an HTML fragment: tags removed, entities decoded, white space collapsed."""
-    text = _text(value) or ""
+    text = _SCRIPT.sub(" ", _text(value) or "")    # what a sanitizer removes with its content
     return _SPACE.sub(" ", html.unescape(_TAG.sub(" ", text))).strip()
 
 

@@ -259,3 +259,29 @@ def test_fast_parser_drops_links_to_loopback_and_private_hosts():
         ref = parse_feed(body, url=URL, now=NOW, parser="feedparser").entries[0]
         assert ref.link == f"http://{host}/a" and fast.key == ref.key == "g"
         assert fast.link == (ref.link if host.startswith("example") else None)
+
+
+@pytest.mark.parametrize("title", [
+    '&lt;script&gt;alert(1)&lt;/script&gt;Hi &lt;b onclick="x()"&gt;bold&lt;/b&gt;',
+    "Tom &amp; Jerry &lt;3 cheese", "&lt;b&gt;Bold&lt;/b&gt; claim &amp;amp; more",
+    '&lt;img src="x" onerror="y()"&gt;Picture',
+])
+def test_titles_with_markup_come_out_as_feedparser_gives_them(title):
+    rss = (f'<rss version="2.0"><channel><title>c</title><item><title>{title}</title>'
+           "<guid>g</guid></item></channel></rss>")
+    atom = ('<feed xmlns="http://www.w3.org/2005/Atom"><title>c</title><id>f</id>'
+            f'<entry><title type="html">{title}</title><id>g</id></entry></feed>')
+    for body in (rss.encode(), atom.encode()):
+        fast, ref = (parse_feed(body, url=URL, now=NOW, parser=p).entries[0].title
+                     for p in ("feedparser-rs", "feedparser"))
+        assert fast == ref
+        if "type=" in body.decode():   # an HTML title is sanitized; a text title is text
+            assert "script" not in fast and "onerror" not in fast
+
+
+def test_entries_keyed_by_summary_get_the_same_key_from_both_parsers():
+    summary = "&lt;p&gt;Body &lt;script&gt;x()&lt;/script&gt;&lt;b&gt;text&lt;/b&gt;&lt;/p&gt;"
+    body = (f'<rss version="2.0"><channel><title>c</title><item><title>T</title>'
+            f"<description>{summary}</description></item></channel></rss>").encode()
+    keys = {parse_feed(body, url=URL, now=NOW, parser=p).entries[0].key for p in PARSERS}
+    assert len(keys) == 1 and keys.pop().startswith("sha1:")
