@@ -197,7 +197,8 @@ class ParsePool:
             for _kwargs, future in worker.pending:
                 if not future.done():
                     future.set_exception(FeedError("parse_failed", "the parse pool closed"))
-        await asyncio.gather(*(w.stop() for w in workers))
+        if workers:                  # (gather() needs a loop even with nothing to wait for)
+            await asyncio.gather(*(w.stop() for w in workers))
 
     # -- parsing ------------------------------------------------------------------------
     async def parse(self, body: bytes, *, url: str, now: float,

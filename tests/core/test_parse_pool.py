@@ -150,3 +150,24 @@ def test_a_worker_answers_a_parser_bug_with_parse_failed():
     (size,) = HEADER.unpack(data[:HEADER.size])
     status, error = pickle.loads(data[HEADER.size:HEADER.size + size])
     assert status == "error" and error.kind == "parse_failed" and "nope" in error.message
+
+
+def test_without_an_event_loop_small_bodies_parse_and_close_works():
+    # under another Twisted reactor than asyncio (no asyncio loop; the middleware's pool then
+    # has no workers): run in a thread of its own, where no loop runs
+    import threading
+
+    pool, out = ParsePool(workers=0), {}
+
+    def drive():
+        for name, coro in (("parsed", pool.parse(feed(2), url=URL, now=NOW)),
+                           ("closed", pool.close())):
+            try:
+                coro.send(None)
+            except StopIteration as stop:
+                out[name] = stop.value
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    thread.join()
+    assert len(out["parsed"].entries) == 2 and "closed" in out and pool._closed
