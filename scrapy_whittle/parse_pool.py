@@ -150,7 +150,8 @@ class ParsePool:
     the crawler's (on a machine with fewer cores than busy processes, a worker at the same
     priority takes the CPU from the event loop: measured stalls of 0.6-1 s). Counters:
     ``inline``, ``offloaded`` (bodies parsed in a worker), ``fallbacks`` (inline attempts
-    that went to a worker), ``failures`` (timeouts and dead workers).
+    that went to a worker), ``failures`` (timeouts and dead workers), ``started`` (worker
+    processes started).
     """
 
     def __init__(self, *, parser: str = DEFAULT_PARSER, workers: int = 1,
@@ -174,9 +175,11 @@ class ParsePool:
         self._inline_queue: deque = deque()
         self._draining = False
         self._workers: list[_Worker] = []
+        self._starting = 0                    # worker processes being started
+        self._changed = asyncio.Event()       # a start ended
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
-        self.inline = self.offloaded = self.fallbacks = self.failures = 0
+        self.inline = self.offloaded = self.fallbacks = self.failures = self.started = 0
 
     def __repr__(self) -> str:
         return (f"ParsePool(parser={self.parser!r}, workers={self.workers}, "
@@ -186,8 +189,13 @@ class ParsePool:
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         """Start every worker process now rather than at the first large body."""
-        while not self._closed and len(self._workers) < self.workers:
-            self._workers.append(await self._start_worker())
+        while not self._closed and len(self._workers) + self._starting < self.workers:
+            self._starting += 1
+            try:
+                self._workers.append(await self._start_worker())
+            finally:
+                self._starting -= 1
+                self._changed.set()
 
     async def close(self) -> None:
         """Stop the workers; ``parse`` afterwards parses inline. Idempotent."""
@@ -256,12 +264,25 @@ class ParsePool:
         return await future
 
     async def _submit(self, kwargs: dict, future: asyncio.Future) -> None:
-        """Hand the body to the worker with the fewest waiting (starting one if fewer than
-        ``workers`` run)."""
-        if len(self._workers) < self.workers:
-            self._workers.append(await self._start_worker())
+        """Hand the body to the worker with the fewest waiting, starting one if fewer than
+        ``workers`` run or start (one start at a time per missing worker: 64 bodies arriving
+        together start ``workers`` processes, not 64)."""
+        if not self._closed and len(self._workers) + self._starting < self.workers:
+            self._starting += 1
+            try:
+                worker = await self._start_worker()
+            except OSError as exc:
+                logger.error("feed parser: cannot start a worker process (%s)", exc)
+            else:
+                self._workers.append(worker)
+            finally:
+                self._starting -= 1
+                self._changed.set()
+        while not self._workers and self._starting and not self._closed:
+            self._changed.clear()
+            await self._changed.wait()
         if self._closed or not self._workers:
-            future.set_exception(FeedError("parse_failed", "the parse pool closed"))
+            future.set_exception(FeedError("parse_failed", "no parse worker is running"))
             return
         worker = min(self._workers, key=lambda w: len(w.pending))
         worker.submit(kwargs, future)
@@ -269,6 +290,7 @@ class ParsePool:
             await worker.proc.stdin.drain()       # back-pressure: the pipe's buffer is full
 
     async def _start_worker(self) -> _Worker:
+        self.started += 1
         return await _Worker.start(self.timeout, self._worker_died, self.nice)
 
     def _worker_died(self, worker: _Worker, why: str, culprit, others) -> None:

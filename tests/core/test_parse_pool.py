@@ -50,6 +50,22 @@ async def test_inline_and_worker_give_the_same_feed():
 
 
 @pytest_twisted.ensureDeferred
+async def test_many_bodies_at_once_start_only_the_workers_asked_for():
+    async def go():
+        pool = ParsePool(workers=2, inline_max_bytes=0)
+        try:
+            bodies = [feed(20 + k) for k in range(40)]
+            got = await asyncio.gather(*(pool.parse(b, url=URL, now=NOW) for b in bodies))
+            assert [len(f.entries) for f in got] == [20 + k for k in range(40)]
+            assert pool.started == 2 and len(pool._workers) == 2 and pool.offloaded == 40
+            # both still running, ready for more
+            assert all(w.proc.returncode is None for w in pool._workers)
+        finally:
+            await pool.close()
+    await on_loop(go())
+
+
+@pytest_twisted.ensureDeferred
 async def test_errors_and_fallbacks_cross_the_process_boundary():
     async def go():
         pool = ParsePool(workers=1, inline_max_bytes=100_000)
