@@ -11,8 +11,10 @@ only once retries have given up. Source requests carry ``dont_cache`` (a cached 
 hide new entries; conditional GET gives the same savings), so the HTTP cache keeps working
 for every other request.
 
-It is an adapter: for a source response it parses the body
-(``scrapy_whittle.feeds.parse_feed``) and hands what it found to the re-crawl service
+It is an adapter: for a source response it parses the body (``scrapy_whittle.feeds``,
+through ``scrapy_whittle.parse_pool.ParsePool``: small feeds on the reactor thread, large
+ones in worker processes; the pool is closed at ``engine_stopped``) and hands what it found
+to the re-crawl service
 (:mod:`scrapy_whittle.service`), which remembers the validators for the next conditional GET,
 keeps the entries not seen before, values them (engagement / ``WHITTLE_ENGAGEMENT_SCALE``
 when the feed gives one, else ``WHITTLE_ITEM_VALUE`` x the source's weight) and lets the
@@ -34,6 +36,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from scrapy import signals
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.reactor import is_asyncio_reactor_installed
+
 from scrapy_whittle.scheduler import META_CRAWL
 from scrapy_whittle.settings import WhittleConfig
 
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from scrapy_whittle.parse_pool import ParsePool
     from scrapy_whittle.service import RecrawlService
 
 logger = logging.getLogger(__name__)
@@ -81,15 +88,29 @@ async def _settle(result):
 
 
 class FeedObserverMiddleware:
-    def __init__(self, crawler: Crawler | None, config: WhittleConfig) -> None:
+    def __init__(self, crawler: Crawler | None, config: WhittleConfig,
+                 pool: ParsePool | None = None) -> None:
         self.crawler = crawler
         self.config = config
+        # feeds are parsed by this pool: small ones inline, large ones in worker processes
+        self.pool = pool if pool is not None else config.parsing.make_pool()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FeedObserverMiddleware:
         # The middleware is built with the engine, before the spider opens: the earliest
         # point to stop a crawl with bad WHITTLE_* settings (InvalidSetting).
-        return cls(crawler, WhittleConfig.from_settings(crawler.settings))
+        config = WhittleConfig.from_settings(crawler.settings)
+        pool = config.parsing.make_pool()
+        if pool.workers and not is_asyncio_reactor_installed():
+            logger.warning("WHITTLE_PARSE_WORKERS (%d) needs the asyncio reactor: feeds are "
+                           "parsed on the reactor thread", pool.workers)
+            pool.workers = 0
+        mw = cls(crawler, config, pool=pool)
+        crawler.signals.connect(mw._close_pool, signal=signals.engine_stopped)
+        return mw
+
+    def _close_pool(self):
+        return deferred_from_coro(self.pool.close())
 
     # -- hooks --------------------------------------------------------------------------
     async def process_response(self, request: Request, response: Response) -> Response:
@@ -112,19 +133,22 @@ class FeedObserverMiddleware:
                 kind, cause = "redirect", f"HTTP {response.status} not followed"
             await self._failure(service, crawl, request, kind, cause)
             return response
-        from scrapy_whittle.feeds import FeedError, parse_feed
+        from scrapy_whittle.feeds import FeedError
 
         ctype = response.headers.get("Content-Type")
-        now = service.clock.now()
         try:
-            parsed = parse_feed(response.body, url=response.url, now=now,
-                                content_type=ctype.decode("latin-1") if ctype else None,
-                                max_bytes=self.config.max_feed_size)
+            parsed = await self.pool.parse(response.body, url=response.url,
+                                           now=service.clock.now(),
+                                           content_type=ctype.decode("latin-1") if ctype
+                                           else None)
         except FeedError as exc:
             await self._failure(service, crawl, request, exc.kind, str(exc))
             return response
+        for notice in parsed.notices:           # too_many_entries, field_too_long, ...
+            service.stats.inc(f"warnings/{notice}")
         if parsed.warnings:
             service.feed_warnings(crawl, parsed.warnings)
+        now = service.clock.now()             # the entries are told new at this instant
         found = await _settle(service.feed_fetched(crawl, parsed.entries,
                                                    **self._validators(response)))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,

@@ -47,6 +47,13 @@ DEFAULTS: dict[str, Any] = {
     "WHITTLE_REDIS_BACKLOG": 256,       # crawls in flight across the cluster, at most
     "WHITTLE_HALF_LIFE": None,          # prior half-life of interest (s): number, or a dict
                                         # {url or category: seconds, "*": fallback}
+    # -- feed parsing (ParsingConfig) --
+    "WHITTLE_FEED_PARSER": "feedparser-rs",  # or "feedparser"
+    "WHITTLE_PARSE_WORKERS": 2,         # worker processes for large feeds; 0: all inline
+    "WHITTLE_PARSE_INLINE_MAX_BYTES": None,  # larger bodies go to a worker; None: parser's
+    "WHITTLE_PARSE_TIMEOUT": 60.0,      # seconds a worker may spend on one feed
+    "WHITTLE_MAX_FEED_ENTRIES": None,   # entries kept per feed (first N); None: as below
+    "WHITTLE_MAX_FIELD_LENGTH": 2048,   # characters of a title / link / id
 }
 
 #: WHITTLE_POLICY values that are not core policy names.
@@ -142,6 +149,73 @@ def _bool(settings, name: str) -> bool:
     raise _fail(name, raw, "must be a boolean")
 
 
+# -- feed parsing ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ParsingConfig:
+    """How feeds are parsed (``scrapy_whittle.parse_pool.ParsePool``'s arguments).
+
+    ``parser``: ``WHITTLE_FEED_PARSER``; ``workers``: ``WHITTLE_PARSE_WORKERS`` (0 parses
+    everything on the event loop); ``inline_max_bytes``: ``WHITTLE_PARSE_INLINE_MAX_BYTES``
+    (None: the parser's own, 16 KiB for feedparser-rs, 8 KiB for feedparser);
+    ``timeout``: ``WHITTLE_PARSE_TIMEOUT``; ``max_entries``: ``WHITTLE_MAX_FEED_ENTRIES``
+    (unset: ``WHITTLE_MAX_ENTRIES_PER_SOURCE``; never more, or entries beyond the memory
+    would come back as new); ``max_field_chars``: ``WHITTLE_MAX_FIELD_LENGTH``;
+    ``max_bytes``: ``WHITTLE_MAX_FEED_SIZE``.
+    """
+
+    parser: str = "feedparser-rs"
+    workers: int = 2
+    inline_max_bytes: int | None = None
+    timeout: float = 60.0
+    max_entries: int = 1000
+    max_field_chars: int = 2048
+    max_bytes: int = 10 * 1024 * 1024
+
+    @classmethod
+    def from_settings(cls, settings, *, max_bytes: int,
+                      max_entries_per_source: int) -> ParsingConfig:
+        from scrapy_whittle.parsers import get_parser
+
+        parser = settings.get("WHITTLE_FEED_PARSER", DEFAULTS["WHITTLE_FEED_PARSER"])
+        try:
+            get_parser(parser)
+        except ValueError as exc:
+            raise _fail("WHITTLE_FEED_PARSER", parser, f"is not usable: {exc}") from None
+        inline = settings.get("WHITTLE_PARSE_INLINE_MAX_BYTES", None)
+        if inline is not None:
+            inline = _number(settings, "WHITTLE_PARSE_INLINE_MAX_BYTES", minimum=0,
+                             integer=True)
+        max_entries = max_entries_per_source
+        if settings.get("WHITTLE_MAX_FEED_ENTRIES", None) is not None:
+            max_entries = _number(settings, "WHITTLE_MAX_FEED_ENTRIES", minimum=1,
+                                  integer=True)
+            if max_entries > max_entries_per_source:
+                raise _fail("WHITTLE_MAX_FEED_ENTRIES", max_entries,
+                            f"must be <= WHITTLE_MAX_ENTRIES_PER_SOURCE "
+                            f"({max_entries_per_source!r}): entries kept beyond what is "
+                            "remembered would be counted as new at every crawl")
+        return cls(
+            parser=parser, inline_max_bytes=inline, max_entries=max_entries,
+            workers=_number(settings, "WHITTLE_PARSE_WORKERS", minimum=0, integer=True),
+            timeout=_number(settings, "WHITTLE_PARSE_TIMEOUT", minimum=0, strict=True),
+            max_field_chars=_number(settings, "WHITTLE_MAX_FIELD_LENGTH", minimum=64,
+                                    integer=True),
+            max_bytes=max_bytes)
+
+    def limits(self):
+        from scrapy_whittle.parsers import ParseLimits
+
+        return ParseLimits(max_bytes=self.max_bytes, max_entries=self.max_entries,
+                           max_field_chars=self.max_field_chars)
+
+    def make_pool(self):
+        from scrapy_whittle.parse_pool import ParsePool
+
+        return ParsePool(parser=self.parser, workers=self.workers, limits=self.limits(),
+                         inline_max_bytes=self.inline_max_bytes, timeout=self.timeout)
+# ----------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class WhittleConfig:
     """The validated ``WHITTLE_*`` settings (one field per setting, same meaning)."""
@@ -174,6 +248,7 @@ class WhittleConfig:
     redis_lease: float | None = None
     redis_lock_ttl: float = 10.0
     redis_backlog: int = 256
+    parsing: ParsingConfig = field(default_factory=ParsingConfig)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
@@ -219,7 +294,14 @@ class WhittleConfig:
         if backoff_max < backoff_base:
             raise _fail("WHITTLE_BACKOFF_MAX", backoff_max,
                         f"must be >= WHITTLE_BACKOFF_BASE ({backoff_base!r})")
+        max_feed_size = _number(settings, "WHITTLE_MAX_FEED_SIZE", minimum=0, strict=True,
+                                integer=True)
+        max_entries_per_source = _number(settings, "WHITTLE_MAX_ENTRIES_PER_SOURCE",
+                                         minimum=1, integer=True)
         return cls(
+            parsing=ParsingConfig.from_settings(
+                settings, max_bytes=max_feed_size,
+                max_entries_per_source=max_entries_per_source),
             half_life=_half_life(settings),
             sources=list(sources) if isinstance(sources, tuple) else sources,
             policy=policy, core_policy=core, policy_options=dict(options),
@@ -231,10 +313,7 @@ class WhittleConfig:
             min_interval=_number(settings, "WHITTLE_MIN_INTERVAL", minimum=0),
             backoff_base=backoff_base, backoff_max=backoff_max,
             conditional_get=_bool(settings, "WHITTLE_CONDITIONAL_GET"),
-            max_feed_size=_number(settings, "WHITTLE_MAX_FEED_SIZE", minimum=0, strict=True,
-                                  integer=True),
-            max_entries_per_source=_number(settings, "WHITTLE_MAX_ENTRIES_PER_SOURCE",
-                                           minimum=1, integer=True),
+            max_feed_size=max_feed_size, max_entries_per_source=max_entries_per_source,
             engagement_scale=_number(settings, "WHITTLE_ENGAGEMENT_SCALE", minimum=0,
                                      strict=True),
             item_value=_number(settings, "WHITTLE_ITEM_VALUE", minimum=0),

@@ -22,11 +22,15 @@ So with news-mix and ``--speed 3600`` an epoch of one hour lasts one real second
 matching Scrapy setting is ``WHITTLE_PERIOD = unit * T / speed``. Conditional GET: weak ETag
 per item set, Last-Modified = publication of the newest item, 304 when unchanged.
 ``--latency`` delays every feed response; ``--error-rate`` answers 503 at random.
+``--realistic`` serves entries of real size (``sim.realistic``: title, 500-byte description,
+categories, author; ~40 KB for ``--window 50``), gzip-compressed when the client accepts it;
+without it entries are minimal (title, link, guid, date, comments), as before.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -40,6 +44,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from sim.feedweb import FeedWeb, Item
+from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
 
 if TYPE_CHECKING:
@@ -47,7 +52,7 @@ if TYPE_CHECKING:
 
 SLASH = "http://purl.org/rss/1.0/modules/slash/"
 BAD_CASES = ("malformed", "html", "empty", "huge", "latin1", "nodates", "future", "dupids",
-             "404", "500", "slow", "redirect")
+             "404", "500", "slow", "redirect", "many", "longtitle")
 
 
 class VirtualClock:
@@ -88,16 +93,27 @@ def _iso(ts: float) -> str:
 
 
 class FeedRenderer:
-    def __init__(self, web: FeedWeb, clock: VirtualClock, engagement_scale: float) -> None:
+    def __init__(self, web: FeedWeb, clock: VirtualClock, engagement_scale: float,
+                 realistic: RealisticItems | None = None) -> None:
         self.web, self.clock, self.scale = web, clock, engagement_scale
+        self.realistic = realistic
 
     def _comments(self, item: Item, v: float) -> int:
         return round(self.scale * self.web.value(item, v))
 
     def rss(self, i: int, items: list[Item], v: float, base: str) -> bytes:
         out = [f'<?xml version="1.0" encoding="utf-8"?>\n<rss version="2.0" '
-               f'xmlns:slash="{SLASH}"><channel><title>Simulated source {i}</title>'
+               f'xmlns:slash="{SLASH}" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+               f"<channel><title>Simulated source {i}</title>"
                f"<link>{base}/source/{i}</link><description>sim feed</description>"]
+        if self.realistic is not None:
+            for it in items:
+                published = self.clock.real(it.published)
+                head, tail = self.realistic.parts(i, it.seq, "rss", f"{base}/item/{i}/{it.seq}",
+                                                  f"urn:sim:{i}:{it.seq}", published)
+                out += (head, str(self._comments(it, v)), tail)
+            out.append("</channel></rss>")
+            return "".join(out).encode()
         for it in items:
             out.append(
                 f"<item><title>Item {it.seq} of source {i}</title>"
@@ -114,6 +130,14 @@ class FeedRenderer:
                f'xmlns="http://www.w3.org/2005/Atom" xmlns:slash="{SLASH}">'
                f"<title>Simulated source {i}</title><id>urn:sim:feed:{i}</id>"
                f"<updated>{updated}</updated>"]
+        if self.realistic is not None:
+            for it in items:
+                published = self.clock.real(it.published)
+                head, tail = self.realistic.parts(i, it.seq, "atom", f"{base}/item/{i}/{it.seq}",
+                                                  f"urn:sim:{i}:{it.seq}", published, _iso)
+                out += (head, str(self._comments(it, v)), tail)
+            out.append("</feed>")
+            return "".join(out).encode()
         for it in items:
             ts = _iso(self.clock.real(it.published))
             out.append(
@@ -132,11 +156,14 @@ class SimWebResource(Resource):
     def __init__(self, web: FeedWeb, clock: VirtualClock, *, scenario: str = "",
                  engagement_scale: float = 1000.0, latency: float = 0.0,
                  error_rate: float = 0.0, seed: int = 0, crawl_delay: float | None = None,
-                 reactor=None) -> None:
+                 reactor=None, realistic: bool = False, gzip_level: int = 1) -> None:
         super().__init__()
         self.crawl_delay = crawl_delay
         self.web, self.clock, self.scenario = web, clock, scenario
-        self.renderer = FeedRenderer(web, clock, engagement_scale)
+        self.renderer = FeedRenderer(web, clock, engagement_scale,
+                                     RealisticItems(seed) if realistic else None)
+        self.realistic, self.gzip_level = realistic, gzip_level
+        self._hostile: dict[str, bytes] = {}
         self.engagement_scale = engagement_scale
         self.latency, self.error_rate = latency, error_rate
         self.rng = np.random.default_rng([seed, 503])
@@ -225,10 +252,21 @@ class SimWebResource(Resource):
         base = self.base(request)
         body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
         ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+        if self.realistic:     # as WordPress and most news sites send it
+            ctype += "; charset=UTF-8"
         request.setHeader("content-type", ctype)
+        body = self._maybe_gzip(request, body)
         if self.latency:
             return self._later(request, self.latency, body)
         return body
+
+    def _maybe_gzip(self, request: Request, body: bytes) -> bytes:
+        """gzip (level ``gzip_level``, nginx's default 1) for realistic feeds when accepted."""
+        if not self.realistic or "gzip" not in (request.getHeader("accept-encoding") or ""):
+            return body
+        request.setHeader("content-encoding", "gzip")
+        request.setHeader("vary", "Accept-Encoding")
+        return gzip.compress(body, compresslevel=self.gzip_level, mtime=0)
 
     @staticmethod
     def _not_modified(request: Request, etag: str, newest: float | None) -> bool:
@@ -264,6 +302,10 @@ class SimWebResource(Resource):
         if case == "huge":
             pad = "<item><title>" + "x" * 1000 + "</title></item>"
             return self._send(request, rss.format(pad * 2_000).encode(), xml)
+        if case in ("many", "longtitle"):      # hostile but within size limits; built once
+            if case not in self._hostile:
+                self._hostile[case] = self._hostile_body(case, base, rss)
+            return self._send(request, self._hostile[case], xml)
         if case == "latin1":
             body = rss.format("<item><title>caf\u00e9 \u00e0 la cr\u00e8me</title>"
                               "<guid>l1</guid></item>")
@@ -290,6 +332,18 @@ class SimWebResource(Resource):
             request.setHeader("location", f"{base}/feed/0.xml")
             return b""
         return self._send(request, b"unknown case", "text/plain", 404)
+
+    @staticmethod
+    def _hostile_body(case: str, base: str, rss: str) -> bytes:
+        """``many``: 20,000 entries (1.4 MB); ``longtitle``: one entry with a 1 MB title of
+        markup (feedparser: 6 s to parse)."""
+        if case == "many":
+            items = "".join(f"<item><title>m{k}</title><guid>m{k}</guid>"
+                            f"<link>{base}/m/{k}</link></item>" for k in range(20_000))
+        else:
+            items = ("<item><title>" + "&lt;b&gt;x&lt;/b&gt; &amp;amp; " * 40_000 +
+                     "</title><guid>long</guid></item>")
+        return rss.format(items).encode()
 
     def opml(self, base: str) -> bytes:
         lines = ['<?xml version="1.0" encoding="utf-8"?>', '<opml version="2.0"><head>'
@@ -346,22 +400,26 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  port: int = 0, seed: int = 0, window: int = 20, unit: float | None = None,
                  engagement_scale: float = 1000.0, latency: float = 0.0,
                  error_rate: float = 0.0, crawl_delay: float | None = None,
-                 reactor=None, clock=None) -> SimServer:
+                 reactor=None, clock=None, realistic: bool = False,
+                 start: float = 0.0) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.clock`` clock shared with an in-process crawl (its time is
-    the server's "real" time); default the wall clock."""
+    the server's "real" time); default the wall clock. ``start``: the virtual clock reads
+    ``start`` (scenario units) now, so the feeds have a history at once."""
     if reactor is None:
         from twisted.internet import reactor
     sc = make_scenario(scenario, n=n, seed=seed)
     if sc.kind not in ("ephemeral", "diurnal"):
         raise ValueError(f"scenario {scenario!r} is not about feeds (kind {sc.kind!r})")
     web = FeedWeb(sc.params, seed=seed, window=window, profile=sc.profile)
-    clock = VirtualClock(speed, default_unit(scenario) if unit is None else unit,
-                         time_source=time.time if clock is None else clock.now)
+    unit = default_unit(scenario) if unit is None else unit
+    source = time.time if clock is None else clock.now
+    clock = VirtualClock(speed, unit, real0=source() - start * unit / speed,
+                         time_source=source)
     resource = SimWebResource(web, clock, scenario=scenario, engagement_scale=engagement_scale,
                               latency=latency, error_rate=error_rate, seed=seed,
-                              crawl_delay=crawl_delay, reactor=reactor)
+                              crawl_delay=crawl_delay, reactor=reactor, realistic=realistic)
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -384,6 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--error-rate", type=float, default=0.0, help="probability of a 503")
     ap.add_argument("--crawl-delay", type=float, default=None,
                     help="Crawl-delay (seconds) announced in /robots.txt")
+    ap.add_argument("--realistic", action="store_true",
+                    help="real-sized entries (~800 bytes: title, 500-byte description, "
+                         "categories, author), gzip when accepted; use --window 20-100")
+    ap.add_argument("--start", type=float, default=0.0,
+                    help="virtual time at start, in scenario units (feeds then have history)")
     args = ap.parse_args(argv)
     from twisted.internet import reactor
 
@@ -391,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
                           seed=args.seed, window=args.window, unit=args.unit,
                           engagement_scale=args.engagement_scale, latency=args.latency,
                           error_rate=args.error_rate, crawl_delay=args.crawl_delay,
-                          reactor=reactor)
+                          reactor=reactor, realistic=args.realistic, start=args.start)
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     print(f"PORT {server.port}", flush=True)
     reactor.run()

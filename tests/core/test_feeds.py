@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from scrapy_whittle.feeds import FeedError, parse_feed
+from scrapy_whittle.parsers import PARSERS
 
 NOW = 1_700_000_000.0          # 2023-11-14T22:13:20Z
 
@@ -41,11 +42,16 @@ RSS10 = b"""<?xml version="1.0"?>
 </rdf:RDF>"""
 
 
-def parse(body, **kw):
-    return parse_feed(body, url="http://example.com/feed", now=NOW, **kw)
+@pytest.fixture(params=sorted(PARSERS))
+def parse(request):
+    """parse_feed with each parser in turn: every test here holds for both."""
+    def run(body, **kw):
+        return parse_feed(body, url="http://example.com/feed", now=NOW, parser=request.param,
+                          **kw)
+    return run
 
 
-def test_rss20_entries_keys_dates_and_engagement():
+def test_rss20_entries_keys_dates_and_engagement(parse):
     feed = parse(RSS20, content_type="application/rss+xml")
     assert feed.kind == "rss20"
     first, second, nolink, future, ancient, dup = feed.entries
@@ -58,7 +64,7 @@ def test_rss20_entries_keys_dates_and_engagement():
     assert any("future" in w for w in feed.warnings)
 
 
-def test_atom_and_rss10():
+def test_atom_and_rss10(parse):
     atom = parse(ATOM)
     assert atom.kind == "atom10"
     assert [e.key for e in atom.entries] == ["urn:e1", "urn:e2"]
@@ -77,19 +83,19 @@ def test_atom_and_rss10():
     (b"<html><body><p>no type given</p></body></html>", None, "not_a_feed"),
     (b"this is \xff\xfe not xml at all", None, "malformed"),
 ])
-def test_unusable_bodies_raise_typed_errors(body, ctype, kind):
+def test_unusable_bodies_raise_typed_errors(parse, body, ctype, kind):
     with pytest.raises(FeedError) as exc:
         parse(body, content_type=ctype)
     assert exc.value.kind == kind
 
 
-def test_huge_body_is_refused_before_parsing():
+def test_huge_body_is_refused_before_parsing(parse):
     with pytest.raises(FeedError) as exc:
         parse(b"<rss>" + b" " * 2000 + b"</rss>", max_bytes=1000)
     assert exc.value.kind == "too_large"
 
 
-def test_wrong_encoding_declaration_is_usable_with_a_warning():
+def test_wrong_encoding_declaration_is_usable_with_a_warning(parse):
     body = RSS20.replace(b'encoding="utf-8"', b'encoding="ascii"').replace(
         b"<title>First</title>", "<title>Café</title>".encode("latin-1"))
     feed = parse(body)
@@ -97,7 +103,7 @@ def test_wrong_encoding_declaration_is_usable_with_a_warning():
     assert any("Encoding" in w for w in feed.warnings)
 
 
-def test_truncated_feed_is_bozo_but_usable():
+def test_truncated_feed_is_bozo_but_usable(parse):
     feed = parse(RSS20[: RSS20.index(b"<item><title>Future")])
     assert [e.title for e in feed.entries][:2] == ["First", "Second"]
     assert feed.warnings
