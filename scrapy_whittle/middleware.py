@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from scrapy_whittle.scheduler import META_CRAWL
 from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.startup import crawl_start
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -80,9 +81,9 @@ class FeedObserverMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FeedObserverMiddleware:
-        # The middleware is built with the engine, before the spider opens: the earliest
-        # point to stop a crawl with bad WHITTLE_* settings (InvalidSetting).
-        return cls(crawler, WhittleConfig.from_settings(crawler.settings))
+        # Built with the engine, before the spider opens: without the add-on, the earliest
+        # point to stop a crawl with bad WHITTLE_* settings (scrapy_whittle.startup).
+        return cls(crawler, crawl_start(crawler).config)
 
     # -- hooks --------------------------------------------------------------------------
     def process_response(self, request: Request, response: Response) -> Response:
