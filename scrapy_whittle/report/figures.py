@@ -83,7 +83,8 @@ def allocation(report: CrawlReport) -> Figure | None:
     planned = show & s["planned"]
     if planned.any():
         ax.scatter(rate[planned], crawls[planned], s=90, facecolors="none",
-                   edgecolors=ACCENT, linewidths=1.4, label="planned for the next epoch")
+                   edgecolors=ACCENT, linewidths=1.4,
+                   label=f"chosen for epoch {report.plan_epoch} (next selection)")
     lo = min(rate[show].min(), crawls[show].min()) / 1.5
     hi = max(rate[show].max(), crawls[show].max()) * 1.5
     ax.plot([lo, hi], [lo, hi], "--", color="#999999", linewidth=1,

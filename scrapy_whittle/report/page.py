@@ -112,7 +112,8 @@ def render(report: CrawlReport, made: dict[str, str], *, limit: int = 500,
     parts += [
         "<h2>Sources</h2>",
         f"<p>{'All' if shown == report.n else f'The first {shown:,} of'} {report.n:,} "
-        f"sources by {by}; highlighted: planned for the next epoch. "
+        f"sources by {by}; highlighted: chosen at the next selection (epoch "
+        f"{report.plan_epoch}). "
         "<code>scrapy whittle sources JOBDIR</code> prints the whole table.</p>",
         "<table><thead><tr>", *(f"<th>{e(c)}</th>" for c in table.COLUMNS),
         "</tr></thead><tbody>",
