@@ -67,6 +67,9 @@ def test_public_names():
 
     assert scrapy_whittle.WhittleScheduler is WhittleScheduler
     assert scrapy_whittle.FeedObserverMiddleware is FeedObserverMiddleware
+    from scrapy_whittle.addon import Addon
+
+    assert scrapy_whittle.Addon is Addon
 
 
 def test_bad_settings_stop_the_crawl_before_it_starts():
