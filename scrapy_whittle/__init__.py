@@ -2,8 +2,8 @@
 
 The pure core (no Scrapy import): :func:`whittle_index`, :func:`upper_bound`, the policies
 (:func:`make_policy`) and the data they exchange (:class:`Problem`, :class:`Observation`).
-The Scrapy glue (``WhittleScheduler``, ``FeedObserverMiddleware``, ``FeedSpider``) is imported
-lazily so that the core stays importable without Scrapy's engine.
+The Scrapy glue (``Addon``, ``WhittleScheduler``, ``FeedObserverMiddleware``, ``FeedSpider``)
+is imported lazily so that the core stays importable without Scrapy's engine.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from scrapy_whittle.problem import Problem, SourceParams
 __version__ = "0.1.0"
 
 _LAZY = {
+    "Addon": "scrapy_whittle.addon",
     "WhittleScheduler": "scrapy_whittle.scheduler",
     "FeedObserverMiddleware": "scrapy_whittle.middleware",
     "FeedSpider": "scrapy_whittle.spiders",

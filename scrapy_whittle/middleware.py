@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import signals
-from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from scrapy_whittle.scheduler import META_CRAWL
 from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.startup import crawl_start
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -97,9 +97,9 @@ class FeedObserverMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FeedObserverMiddleware:
-        # The middleware is built with the engine, before the spider opens: the earliest
-        # point to stop a crawl with bad WHITTLE_* settings (InvalidSetting).
-        config = WhittleConfig.from_settings(crawler.settings)
+        # Built with the engine, before the spider opens: without the add-on, the earliest
+        # point to stop a crawl with bad WHITTLE_* settings (scrapy_whittle.startup).
+        config = crawl_start(crawler).config
         pool = config.parsing.make_pool()
         if pool.workers and not is_asyncio_reactor_installed():
             logger.warning("WHITTLE_PARSE_WORKERS (%d) needs the asyncio reactor: feeds are "
@@ -109,8 +109,8 @@ class FeedObserverMiddleware:
         crawler.signals.connect(mw._close_pool, signal=signals.engine_stopped)
         return mw
 
-    def _close_pool(self):
-        return deferred_from_coro(self.pool.close())
+    async def _close_pool(self) -> None:
+        await self.pool.close()
 
     # -- hooks --------------------------------------------------------------------------
     async def process_response(self, request: Request, response: Response) -> Response:

@@ -43,8 +43,9 @@ from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.service import Crawl, RecrawlService
-from scrapy_whittle.settings import InvalidSetting, WhittleConfig
-from scrapy_whittle.sources import SourceListError, SourceSpec, load_oracle, load_sources
+from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.sources import SourceSpec, load_sources
+from scrapy_whittle.startup import crawl_start
 from scrapy_whittle.stats import WhittleStats
 from scrapy_whittle.store import StateStore
 
@@ -114,15 +115,8 @@ class WhittleScheduler(BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WhittleScheduler:
         settings = crawler.settings
-        config = WhittleConfig.from_settings(settings)
-        try:
-            sources = load_sources(config.sources)
-        except SourceListError as exc:
-            raise InvalidSetting(f"WHITTLE_SOURCES ({config.sources!r}): {exc}") from None
-        from scrapy_whittle.policies import policy_class
-
-        needs = policy_class(config.core_policy).needs_parameters
-        oracle = load_oracle(config.oracle_params) if needs else None
+        start = crawl_start(crawler)       # validated before the spider opened
+        config, sources, oracle = start.config, start.sources, start.oracle
         slots = settings.getdict("DOWNLOAD_SLOTS")
         slot_delays = {k: float(v.get("delay", 0.0)) for k, v in slots.items()
                        if isinstance(v, dict)}
@@ -130,7 +124,8 @@ class WhittleScheduler(BaseScheduler):
         max_flight = settings.getfloat("DOWNLOAD_TIMEOUT") * (retries + 2) + 60.0
         mws = {**settings.getdict("DOWNLOADER_MIDDLEWARES_BASE"),
                **settings.getdict("DOWNLOADER_MIDDLEWARES")}
-        if not any(str(k).endswith("FeedObserverMiddleware") and v is not None
+        if not any(str(getattr(k, "__name__", k)).endswith("FeedObserverMiddleware")
+                   and v is not None
                    for k, v in mws.items()):
             logger.warning("WhittleScheduler without FeedObserverMiddleware in "
                            "DOWNLOADER_MIDDLEWARES: the policy will learn nothing")

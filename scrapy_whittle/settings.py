@@ -9,6 +9,7 @@ into it. The table of settings with their meaning is in ``docs/scrapy.md``.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,7 +64,39 @@ POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
 class InvalidSetting(ValueError):
     """A ``WHITTLE_*`` setting (or the sources file it names) cannot be used. The message
     names the setting, its value and what is allowed. (Not Scrapy's ``NotConfigured``, which
-    would merely disable a middleware and let the crawl run without it.)"""
+    would merely disable a middleware and let the crawl run without it.)
+
+    The one exception class of bad configuration: raised at start-up, before the spider
+    opens; ``scrapy crawl`` then logs it as one ERROR line and exits with status 1
+    (:mod:`scrapy_whittle.startup`)."""
+
+    #: set once the message has been logged (the start-up check logs it itself)
+    reported: bool = False
+
+
+def policy_names() -> str:
+    """The accepted ``WHITTLE_POLICY`` values, for error messages and docs."""
+    from scrapy_whittle.policies import POLICIES
+
+    others = sorted(set(POLICIES) - set(POLICY_ALIASES))
+    return ("'whittle' (the Whittle index on learned parameters), 'oracle' (the Whittle index "
+            "on WHITTLE_ORACLE_PARAMS), " + ", ".join(f"'{name}'" for name in others))
+
+
+def _check_options(cls_: type, policy: str, options: Mapping[str, Any]) -> None:
+    """Refuse ``WHITTLE_POLICY_OPTIONS`` the policy's constructor has no parameter for (a
+    constructor taking ``**kwargs`` checks its own when the policy is built)."""
+    params = list(inspect.signature(cls_.__init__).parameters.values())[1:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    names = sorted(p.name for p in params if p.name not in ("problem", "rng") and p.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+    unknown = sorted(set(map(str, options)) - set(names))
+    if unknown:
+        allowed = ", ".join(names) if names else "none"
+        raise _fail("WHITTLE_POLICY_OPTIONS", dict(options),
+                    f"has no option {unknown[0]!r} for policy {policy!r} (its options: "
+                    f"{allowed})")
 
 
 def _fail(name: str, value: Any, why: str) -> InvalidSetting:
@@ -262,17 +295,21 @@ class WhittleConfig:
         if not isinstance(policy, str) or not policy:
             raise _fail("WHITTLE_POLICY", policy, "must be a policy name")
         core = POLICY_ALIASES.get(policy, policy)
-        from scrapy_whittle.policies import policy_class
+        from scrapy_whittle.policies import POLICIES, policy_class
 
+        if core not in POLICIES:
+            raise _fail("WHITTLE_POLICY", policy, f"must be one of: {policy_names()}")
         try:
-            needs_parameters = policy_class(core).needs_parameters
+            cls_ = policy_class(core)
         except ValueError as exc:
             raise _fail("WHITTLE_POLICY", policy, f"is not usable: {exc}") from None
+        needs_parameters = cls_.needs_parameters
         options = settings.get("WHITTLE_POLICY_OPTIONS", None) or {}
         if hasattr(options, "copy_to_dict"):
             options = options.copy_to_dict()
         if not isinstance(options, Mapping):
             raise _fail("WHITTLE_POLICY_OPTIONS", options, "must be a dict")
+        _check_options(cls_, policy, options)
         oracle = settings.get("WHITTLE_ORACLE_PARAMS", None)
         if hasattr(oracle, "copy_to_dict"):
             oracle = oracle.copy_to_dict()

@@ -426,6 +426,20 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     return SimServer(listening, resource)
 
 
+def crawl_command(server: SimServer, budget: float, engagement_scale: float,
+                  spider: str = "news") -> str:
+    """The ``scrapy crawl`` command line that crawls what ``server`` serves: one Scrapy epoch
+    per scenario epoch, the scenario's budget, values read back at the served engagement
+    scale. All feeds are on one host (127.0.0.1), so DOWNLOAD_DELAY must be 0 (Scrapy's
+    project template sets 1 s, one request a second for the whole web)."""
+    period = server.web.params.period * server.clock.seconds_per_unit
+    scale = engagement_scale
+    settings = {"WHITTLE_SOURCES": f"{server.url}/feeds.opml", "WHITTLE_PERIOD": f"{period:g}",
+                "WHITTLE_BUDGET": f"{budget:g}", "WHITTLE_ENGAGEMENT_SCALE": f"{scale:g}",
+                "DOWNLOAD_DELAY": "0"}
+    return f"scrapy crawl {spider} " + " ".join(f"-s {k}={v}" for k, v in settings.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.serve", description=__doc__.split("\n")[0])
     ap.add_argument("--scenario", default="news-mix")
@@ -455,7 +469,10 @@ def main(argv: list[str] | None = None) -> int:
                           engagement_scale=args.engagement_scale, latency=args.latency,
                           error_rate=args.error_rate, crawl_delay=args.crawl_delay,
                           reactor=reactor, realistic=args.realistic, start=args.start)
+    budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
+    print("crawl them from a Scrapy project (news: your spider) with:\n  "
+          + crawl_command(server, budget, args.engagement_scale), flush=True)
     print(f"PORT {server.port}", flush=True)
     reactor.run()
     return 0

@@ -13,10 +13,9 @@ TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 ROBOTSTXT_OBEY = True
 LOG_LEVEL = "INFO"
 
-SCHEDULER = "scrapy_whittle.WhittleScheduler"
-# 540: after Retry (550), HttpCompression (590), Redirect (600) and HttpCache (900) in the
-# response path, so the middleware sees the final, decompressed feed.
-DOWNLOADER_MIDDLEWARES = {"scrapy_whittle.FeedObserverMiddleware": 540}
+# installs WhittleScheduler and FeedObserverMiddleware (order 540: after Retry, HttpCompression,
+# Redirect and HttpCache in the response path, so it sees the final, decompressed feed)
+ADDONS = {"scrapy_whittle.Addon": 0}
 
 WHITTLE_POLICY = "whittle"          # Whittle index on estimated parameters
 WHITTLE_PERIOD = 0.5                # seconds: one simulated hour at SIM_SPEED = 7200

@@ -71,3 +71,4 @@ def test_example_project_runs():
         cwd=ROOT / "example_project", env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Whittle summary" in proc.stderr and "round_robin =" in proc.stderr
+    assert "] ERROR:" not in proc.stderr, proc.stderr[-3000:]

@@ -15,7 +15,8 @@ GOOD = {"WHITTLE_BUDGET": 2, "WHITTLE_POLICY": "round_robin",
     ("WHITTLE_BUDGET", "lots", "must be a number"),
     ("WHITTLE_PERIOD", -1, "must be > 0"),
     ("WHITTLE_PERIOD", float("inf"), "must be finite"),
-    ("WHITTLE_POLICY", "nonesuch", "is not usable"),
+    ("WHITTLE_POLICY", "nonesuch", "must be one of: 'whittle'"),
+    ("WHITTLE_POLICY_OPTIONS", {"nonesuch": 1}, "has no option 'nonesuch'"),
     ("WHITTLE_POLICY", "oracle", "WHITTLE_ORACLE_PARAMS"),
     ("WHITTLE_POLICY_OPTIONS", [1], "must be a dict"),
     ("WHITTLE_SPREAD", "maybe", "must be a boolean"),
@@ -66,6 +67,9 @@ def test_public_names():
 
     assert scrapy_whittle.WhittleScheduler is WhittleScheduler
     assert scrapy_whittle.FeedObserverMiddleware is FeedObserverMiddleware
+    from scrapy_whittle.addon import Addon
+
+    assert scrapy_whittle.Addon is Addon
 
 
 def test_bad_settings_stop_the_crawl_before_it_starts():

@@ -38,7 +38,7 @@ class NewsSpider(FeedSpider):
 
     def opened(self, spider):
         if self.sim_server is not None:      # virtual time 0 = the scheduler's epoch origin
-            self.sim_server.clock.reset(self.crawler.engine.scheduler.t0)
+            self.sim_server.clock.reset(self.crawler.engine.scheduler.service.origin)
 
     def closed_summary(self, spider, reason):
         stats = self.crawler.stats

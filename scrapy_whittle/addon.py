@@ -1,0 +1,81 @@
+"""``scrapy_whittle.Addon``: scrapy-whittle in a Scrapy project with one line.
+
+::
+
+    ADDONS = {"scrapy_whittle.Addon": 0}
+    WHITTLE_SOURCES = "feeds.opml"
+    WHITTLE_BUDGET = 60
+
+It installs ``WhittleScheduler`` as ``SCHEDULER`` and ``FeedObserverMiddleware`` at order 540
+in ``DOWNLOADER_MIDDLEWARES`` with Scrapy's ``"addon"`` priority, so a value the project sets
+itself wins (a subclass of the scheduler, another order for the middleware); checks that the
+crawl runs on the asyncio reactor; and runs the start-up check of the ``WHITTLE_*`` settings
+and the source list (:mod:`scrapy_whittle.startup`) while Scrapy applies the settings, before
+anything is built: a bad setting stops ``scrapy crawl`` with one ERROR line and exit status 1.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.utils.misc import load_object
+
+from scrapy_whittle.settings import InvalidSetting
+from scrapy_whittle.startup import crawl_start, refuse_to_start
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+SCHEDULER = "scrapy_whittle.scheduler.WhittleScheduler"
+MIDDLEWARE_ORDER = 540
+
+
+class Addon:
+    """See the module docstring."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Addon:
+        return cls(crawler)
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy_whittle.middleware import FeedObserverMiddleware
+        from scrapy_whittle.scheduler import WhittleScheduler
+
+        with refuse_to_start():
+            check_reactor(settings)
+            settings.set("SCHEDULER", SCHEDULER, priority="addon")
+            scheduler = settings.get("SCHEDULER")
+            if not _is_subclass(scheduler, WhittleScheduler):
+                raise InvalidSetting(
+                    f"SCHEDULER ({scheduler!r}) must be scrapy_whittle.WhittleScheduler or a "
+                    "subclass of it when the scrapy_whittle.Addon add-on is enabled (remove "
+                    "the SCHEDULER setting: the add-on sets it)")
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", FeedObserverMiddleware, MIDDLEWARE_ORDER)
+        crawl_start(self.crawler)
+
+
+def check_reactor(settings: BaseSettings) -> None:
+    """scrapy-whittle's scheduler runs on Twisted's asyncio reactor (Scrapy's default)."""
+    if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
+        raise InvalidSetting("TWISTED_REACTOR_ENABLED (False) must be True: scrapy-whittle "
+                             f"runs on Twisted's reactor {ASYNCIO_REACTOR}")
+    reactor = settings.get("TWISTED_REACTOR")
+    if reactor and reactor != ASYNCIO_REACTOR:
+        raise InvalidSetting(f"TWISTED_REACTOR ({reactor!r}) must be {ASYNCIO_REACTOR!r} "
+                             "(Scrapy's default) for scrapy-whittle")
+
+
+def _is_subclass(value, cls: type) -> bool:
+    try:
+        obj = load_object(value) if isinstance(value, str) else value
+    except (ImportError, NameError, ValueError, AttributeError):
+        return False
+    # the MRO, not issubclass: Scrapy's BaseScheduler counts any class with a scheduler's
+    # methods as a subclass of every scheduler
+    return isinstance(obj, type) and cls in obj.__mro__

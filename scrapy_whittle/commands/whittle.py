@@ -1,0 +1,81 @@
+"""``scrapy whittle``: what a crawl learned, read from its state file.
+
+::
+
+    scrapy whittle report  [JOBDIR] [-o DIR] [--limit N]   # HTML page + PNG figures
+    scrapy whittle sources [JOBDIR] [--sort KEY] [--limit N]   # the per-source table
+
+JOBDIR defaults to the project's ``JOBDIR`` setting. The state file is only read (a running
+crawl is not disturbed). See docs/report.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+SUBCOMMANDS = ("report", "sources")
+
+
+class Command(ScrapyCommand):
+    requires_project = False
+    requires_crawler_process = False
+
+    def syntax(self) -> str:
+        return "report|sources [JOBDIR] [options]"
+
+    def short_desc(self) -> str:
+        return "Report what a scrapy-whittle crawl learned (from JOBDIR/whittle.sqlite)"
+
+    def long_desc(self) -> str:
+        return ("'report' writes an HTML page with figures (-o DIR, default whittle-report); "
+                "'sources' prints the per-source table. JOBDIR defaults to the JOBDIR "
+                "setting. The crawl's state file is only read.")
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        from scrapy_whittle.report.table import SORT_KEYS
+
+        parser.add_argument("-o", "--output", metavar="DIR", default="whittle-report",
+                            help="report: the directory to write (default: whittle-report)")
+        parser.add_argument("--limit", type=int, default=None, metavar="N",
+                            help="at most N sources in the table (report default 500, "
+                                 "sources default all; 0: all)")
+        parser.add_argument("--sort", choices=sorted(SORT_KEYS), default="index",
+                            help="sources: sort by this column (default index)")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if not args or args[0] not in SUBCOMMANDS:
+            raise UsageError(f"the first argument must be one of: {', '.join(SUBCOMMANDS)}")
+        if len(args) > 2:
+            raise UsageError("too many arguments")
+        jobdir = args[1] if len(args) > 1 else self.settings.get("JOBDIR")
+        if not jobdir:
+            raise UsageError("give the crawl's JOBDIR (or run inside a project whose JOBDIR "
+                             "setting is set)")
+        from scrapy_whittle.report import ReportError, load_report
+
+        try:
+            report = load_report(jobdir, settings=self.settings)
+        except ReportError as exc:
+            print(f"scrapy whittle {args[0]}: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        if args[0] == "sources":
+            from scrapy_whittle.report.table import text
+
+            sys.stdout.write(text(report, sort=opts.sort, limit=opts.limit))
+            return
+        from scrapy_whittle.report import figures, page
+
+        limit = 500 if opts.limit is None else opts.limit
+        path = page.write(report, opts.output, limit=limit)
+        print(f"wrote {path}")
+        if not figures.available():
+            print(f"without figures: matplotlib is not installed ({figures.INSTALL})")

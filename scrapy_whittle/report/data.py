@@ -1,0 +1,245 @@
+"""What a crawl's state file says, for people: read ``JOBDIR/whittle.sqlite`` without writing.
+
+:func:`load_report` opens the state store read-only (a crawl may be running: SQLite's WAL
+lets it read the last committed checkpoint), reads the per-source rows, the per-epoch
+aggregates and errors, and rebuilds the re-crawl service from the store exactly as a resumed
+crawl would (same policy, budget and period, from the store's ``meta``), on a clock stopped
+at the last checkpoint. From that copy it asks the policy for its ranking now (the "current
+index": ``policy.priority(epoch)``, None for a policy that does not rank) and for its choice
+at the start of the next epoch (``policy.select``), among the sources eligible then. The copy
+is thrown away: nothing is written to the store.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.clock import SimulatedClock
+from scrapy_whittle.settings import POLICY_ALIASES, InvalidSetting, WhittleConfig
+from scrapy_whittle.store import FILE_NAME, StateStore, StoreError
+
+#: columns of the ``sources`` table the report shows, in this order
+SOURCE_COLUMNS = ("id", "url", "title", "rate_per_hour", "half_life_hours", "mean_value",
+                  "crawls", "errors", "failures", "new_items", "utility", "last_crawl",
+                  "retry_at")
+EPOCH_COLUMNS = ("epoch", "crawls", "cost", "new_items", "utility", "errors", "not_modified")
+#: the WHITTLE_* settings of the project that may shape the rebuilt policy (the rest, budget,
+#: period and policy, come from the store)
+PROJECT_SETTINGS = ("WHITTLE_POLICY_OPTIONS", "WHITTLE_ORACLE_PARAMS", "WHITTLE_SEED",
+                    "WHITTLE_HALF_LIFE", "WHITTLE_MAX_ENTRIES_PER_SOURCE")
+
+
+class ReportError(Exception):
+    """The state file cannot be read; the message says which and why."""
+
+
+class ReadOnlyStore(StateStore):
+    """A state store opened read-only: never created, repaired, moved aside or written."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.moved_aside = None
+        if not self.path.is_file():
+            raise ReportError(f"{self.path}: no crawl state here (a crawl with JOBDIR set "
+                              f"writes {FILE_NAME} in that directory)")
+        # immutable=1 when no write-ahead log exists (the crawl closed cleanly): SQLite then
+        # creates no -shm / -wal file beside it
+        live = Path(f"{self.path}-wal").exists()
+        uri = f"{self.path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}"
+        try:
+            self._db = self._check(sqlite3.connect(uri, uri=True, check_same_thread=False))
+        except StoreError as exc:
+            raise ReportError(str(exc)) from None
+        except Exception as exc:           # damaged, foreign, not SQLite
+            raise ReportError(f"{self.path} cannot be read: {exc}") from None
+
+    def rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def write(self, cp) -> None:
+        raise StoreError(f"{self.path} is open read-only")
+
+    def remove_sources(self, ids) -> None:
+        raise StoreError(f"{self.path} is open read-only")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+@dataclass
+class CrawlReport:
+    """A crawl's state as of ``at`` (unix time; the last checkpoint by default)."""
+
+    path: Path
+    meta: dict[str, Any]
+    at: float
+    origin: float
+    period: float
+    budget: float
+    policy: str
+    #: per source (id order): each of SOURCE_COLUMNS, plus ``index`` (float, NaN when the
+    #: policy does not rank), ``planned`` (bool: chosen for the next epoch) and
+    #: ``not_before`` (unix time before which the source may not be fetched)
+    sources: dict[str, np.ndarray]
+    #: per epoch with a crawl: each of EPOCH_COLUMNS
+    epochs: dict[str, np.ndarray]
+    #: error kind -> count per epoch (aligned with ``epochs["epoch"]``)
+    errors: dict[str, np.ndarray]
+    ranks: bool = False
+    #: why there is no index or plan (empty when there is)
+    no_plan: str = ""
+    #: the epoch of the next selection and when it is made (``planned`` is its choice)
+    plan_epoch: int = -1
+    plan_at: float = math.nan
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.sources["id"])
+
+    @property
+    def epoch(self) -> int:
+        return math.floor((self.at - self.origin) / self.period)
+
+    def completed_budget_use(self) -> float | None:
+        """Cost crawled / budget over the epochs with crawls, the current one left out."""
+        done = self.epochs["epoch"] < self.epoch
+        if not done.any():
+            return None
+        return float(self.epochs["cost"][done].sum() / (self.budget * done.sum()))
+
+
+def load_report(jobdir_or_file: str | Path, *, settings: Mapping[str, Any] | None = None,
+                at: float | None = None) -> CrawlReport:
+    """Read a crawl's state (``JOBDIR`` or the ``whittle.sqlite`` in it). ``settings``: the
+    project's settings (PROJECT_SETTINGS and ``DOWNLOAD_SLOTS`` are used to rebuild the
+    policy as the crawl would); ``at``: the time to describe (default the last checkpoint)."""
+    path = Path(jobdir_or_file)
+    if path.is_dir():
+        path = path / FILE_NAME
+    store = ReadOnlyStore(path)
+    try:
+        return _read(store, settings or {}, at)
+    finally:
+        store.close()
+
+
+def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -> CrawlReport:
+    meta = dict(store.rows("SELECT key, value FROM meta"))
+    if "origin" not in meta:
+        raise ReportError(f"{store.path}: no checkpoint written yet (the crawl has just "
+                          "started, or stopped before its first checkpoint)")
+    at = float(meta.get("checkpoint_at", meta["origin"]) if at is None else at)
+    rows = store.rows(f"SELECT {', '.join(SOURCE_COLUMNS)} FROM sources ORDER BY id")
+    sources = _columns(SOURCE_COLUMNS, rows)
+    epochs = _columns(EPOCH_COLUMNS, store.rows(
+        f"SELECT {', '.join(EPOCH_COLUMNS)} FROM epochs ORDER BY epoch"))
+    errors: dict[str, np.ndarray] = {}
+    position = {int(k): i for i, k in enumerate(epochs["epoch"])}
+    for epoch, kind, count in store.rows("SELECT epoch, kind, count FROM epoch_errors"):
+        if int(epoch) in position:
+            errors.setdefault(kind, np.zeros(len(position), dtype=np.int64))
+            errors[kind][position[int(epoch)]] += int(count)
+    report = CrawlReport(
+        path=store.path, meta=meta, at=at, origin=float(meta["origin"]),
+        period=float(meta["period"]), budget=float(meta["budget"]),
+        policy=str(meta.get("policy", "?")), sources=sources, epochs=epochs,
+        errors=dict(sorted(errors.items(), key=lambda kv: -int(kv[1].sum()))))
+    n = report.n
+    report.sources["index"] = np.full(n, np.nan)
+    report.sources["planned"] = np.zeros(n, dtype=bool)
+    report.sources["not_before"] = np.maximum(
+        _float(sources["retry_at"]), np.zeros(n))
+    if n:
+        _plan(report, store, settings)
+    return report
+
+
+def _columns(names: tuple[str, ...], rows: list[tuple]) -> dict[str, np.ndarray]:
+    cols = list(zip(*rows, strict=True)) if rows else [() for _ in names]
+    out = {}
+    for name, values in zip(names, cols, strict=True):
+        if name in ("url", "title"):
+            out[name] = np.array([v or "" for v in values], dtype=object)
+        elif name in ("id", "epoch", "crawls", "errors", "failures", "new_items",
+                      "not_modified"):
+            out[name] = np.array([v or 0 for v in values], dtype=np.int64)
+        else:
+            out[name] = _float(values)
+    return out
+
+
+def _float(values) -> np.ndarray:
+    return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
+
+
+def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]) -> None:
+    """Rebuild the service from the store on a stopped clock; ask its policy for the index now
+    and the plan of the next epoch."""
+    from scrapy_whittle.policies import policy_class
+    from scrapy_whittle.service import RecrawlService
+    from scrapy_whittle.sources import load_oracle
+
+    core = report.policy
+    alias = {v: k for k, v in POLICY_ALIASES.items()}.get(core, core)
+    given = {k: settings.get(k) for k in PROJECT_SETTINGS if settings.get(k) is not None}
+    project_policy = settings.get("WHITTLE_POLICY") or "whittle"
+    if POLICY_ALIASES.get(project_policy, project_policy) != core:
+        given.pop("WHITTLE_POLICY_OPTIONS", None)      # options of another policy
+    try:
+        config = WhittleConfig.from_settings({
+            **given, "WHITTLE_POLICY": alias, "WHITTLE_BUDGET": report.budget,
+            "WHITTLE_PERIOD": report.period, "WHITTLE_CLOCK": SimulatedClock(start=report.at),
+            "WHITTLE_STATE": True})
+        oracle = (load_oracle(config.oracle_params)
+                  if policy_class(config.core_policy).needs_parameters else None)
+    except InvalidSetting as exc:
+        report.no_plan = (f"the policy {core!r} cannot be rebuilt from the state file alone: "
+                          f"{exc}")
+        return
+    slots = settings.get("DOWNLOAD_SLOTS") or {}
+    slot_delays = {k: float(v.get("delay", 0.0)) for k, v in dict(slots).items()
+                   if isinstance(v, Mapping)}
+    service = RecrawlService(config, store=store, oracle=oracle, slot_delays=slot_delays)
+    try:
+        service.open([])
+    except (InvalidSetting, StoreError, ValueError) as exc:
+        report.no_plan = f"the policy {core!r} cannot be rebuilt: {exc}"
+        return
+    if len(service.sources) != report.n:       # a checkpoint landed between the two reads
+        report.notes.append("the crawl wrote a checkpoint while the report read it: the "
+                            "index and plan are from the newer one")
+    n = min(report.n, len(service.sources))
+    # the next selection: of the current epoch if it has not dispatched anything yet (a
+    # stopped crawl resumes with it), else of the next one, at its start
+    k = report.epoch
+    started = k in set(report.epochs["epoch"].tolist())
+    report.plan_epoch = k + 1 if started else k
+    report.plan_at = report.origin + (k + 1) * report.period if started else report.at
+    eligible = service.sources.eligible(report.plan_at, set())
+    chosen = np.asarray(service.policy.select(report.plan_epoch, report.budget,
+                                              None if eligible.all() else eligible),
+                        dtype=np.int64)
+    report.sources["planned"][chosen[chosen < report.n]] = True
+    # the ranking behind it (asked after the selection, which it must not change)
+    priority = service.policy.priority(report.plan_epoch)
+    if priority is not None:
+        report.ranks = True
+        report.sources["index"][:n] = np.asarray(priority, dtype=np.float64)[:n]
+    else:
+        report.notes.append(f"policy {core!r} does not rank sources: it chooses them "
+                            "otherwise (no index to show)")
+    not_before = service.sources.last_crawl[:n] + service.sources.min_interval[:n]
+    report.sources["not_before"][:n] = np.fmax(report.sources["not_before"][:n],
+                                              np.nan_to_num(not_before, neginf=0.0))

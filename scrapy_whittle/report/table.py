@@ -1,0 +1,115 @@
+"""The per-source table of a crawl report, as text (``scrapy whittle sources``) and as rows of
+formatted cells for the HTML page: URL, learned items per hour, interest half-life, value of an
+entry, current index, crawls, errors, last crawl and when the next crawl is planned."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from scrapy_whittle.report.data import CrawlReport
+
+COLUMNS = ("url", "items/h", "half-life", "value", "index", "crawls", "errors", "last crawl",
+           "next planned")
+#: ``--sort`` keys: the column sorted by, descending except for the URL
+SORT_KEYS = {"index": "index", "rate": "rate_per_hour", "value": "mean_value",
+             "crawls": "crawls", "errors": "errors", "utility": "utility", "url": "url"}
+
+
+def utc(t: float, seconds: bool = False) -> str:
+    if not math.isfinite(t) or t <= 0:
+        return "never"
+    return time.strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else ""), time.gmtime(t))
+
+
+def duration(hours: float) -> str:
+    """A half-life as a person says it: 40 s, 12 min, 5.1 h, 3.2 d."""
+    if not math.isfinite(hours):
+        return "–"
+    seconds = hours * 3600
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if hours < 48:
+        return f"{hours:.3g} h"
+    return f"{hours / 24:.3g} d"
+
+
+def number(x: float, digits: int = 3) -> str:
+    if not math.isfinite(x):
+        return "–"
+    if x == 0:
+        return "0"
+    if abs(x) >= 10 ** digits:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def order(report: CrawlReport, sort: str = "index") -> np.ndarray:
+    """Source ids by ``sort`` (a SORT_KEYS key): largest first, NaN last; URL alphabetical.
+    Sorting by index falls back to the learned rate when the policy does not rank."""
+    s = report.sources
+    key = SORT_KEYS[sort]
+    if key == "index" and not report.ranks:
+        key = "rate_per_hour"
+    if key == "url":
+        return np.argsort(s["url"].astype(str), kind="stable")
+    values = np.asarray(s[key], dtype=np.float64)
+    return np.lexsort((s["id"], np.isnan(values), -np.nan_to_num(values, nan=0.0)))
+
+
+def next_planned(report: CrawlReport, sid: int) -> str:
+    s = report.sources
+    if s["planned"][sid]:
+        return f"epoch {report.plan_epoch}, {utc(report.plan_at)}"
+    not_before = float(s["not_before"][sid])
+    if s["failures"][sid] and not_before > report.at:
+        return f"backing off until {utc(not_before)}"
+    if not_before > report.plan_at:
+        return f"not before {utc(not_before)}"
+    return f"not in epoch {report.plan_epoch}" if not report.no_plan else "–"
+
+
+def rows(report: CrawlReport, sort: str = "index", limit: int | None = None
+         ) -> list[tuple[str, ...]]:
+    """Formatted cells (COLUMNS) of the first ``limit`` sources in ``sort`` order."""
+    s = report.sources
+    ids = order(report, sort)
+    if limit is not None and limit > 0:
+        ids = ids[:limit]
+    out = []
+    for sid in ids.tolist():
+        # never fetched successfully: the estimates are the priors, nothing learned yet
+        learned = s["crawls"][sid] > s["errors"][sid]
+        nan = math.nan
+        out.append((
+            str(s["url"][sid]), number(s["rate_per_hour"][sid] if learned else nan),
+            duration(s["half_life_hours"][sid] if learned else nan),
+            number(s["mean_value"][sid] if learned else nan),
+            number(s["index"][sid]), str(int(s["crawls"][sid])), str(int(s["errors"][sid])),
+            utc(s["last_crawl"][sid]), next_planned(report, sid)))
+    return out
+
+
+def text(report: CrawlReport, sort: str = "index", limit: int | None = None) -> str:
+    """The table as aligned text, with a header naming the crawl."""
+    body = rows(report, sort, limit)
+    widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(COLUMNS)]
+    numeric = {1, 2, 3, 4, 5, 6}
+
+    def line(cells) -> str:
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    head = [f"# {report.path}: {report.n} sources, policy {report.policy}, budget "
+            f"{report.budget:g} per {report.period:g} s; state as of {utc(report.at, True)} "
+            f"UTC (epoch {report.epoch})"]
+    if report.no_plan:
+        head.append(f"# no index or plan: {report.no_plan}")
+    head += [f"# {note}" for note in report.notes]
+    if limit is not None and 0 < limit < report.n:
+        head.append(f"# the first {limit} of {report.n} sources by {sort}")
+    return "\n".join([*head, line(COLUMNS), *(line(r) for r in body)]) + "\n"
