@@ -23,6 +23,7 @@ _LAZY = {
     "Addon": "scrapy_whittle.addon",
     "WhittleScheduler": "scrapy_whittle.scheduler",
     "FeedObserverMiddleware": "scrapy_whittle.middleware",
+    "RetryAfterMiddleware": "scrapy_whittle.middleware",
     "FeedSpider": "scrapy_whittle.spiders",
     "report_value": "scrapy_whittle.feedback",
 }

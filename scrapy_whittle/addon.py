@@ -6,12 +6,13 @@
     WHITTLE_SOURCES = "feeds.opml"
     WHITTLE_BUDGET = 60
 
-It installs ``WhittleScheduler`` as ``SCHEDULER`` and ``FeedObserverMiddleware`` at order 540
-in ``DOWNLOADER_MIDDLEWARES`` with Scrapy's ``"addon"`` priority, so a value the project sets
-itself wins (a subclass of the scheduler, another order for the middleware); checks that the
-crawl runs on the asyncio reactor; and runs the start-up check of the ``WHITTLE_*`` settings
-and the source list (:mod:`scrapy_whittle.startup`) while Scrapy applies the settings, before
-anything is built: a bad setting stops ``scrapy crawl`` with one ERROR line and exit status 1.
+It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at order 540 and
+``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES`` with Scrapy's ``"addon"``
+priority, so a value the project sets itself wins (a subclass of the scheduler, another order
+for the middleware); checks that the crawl runs on the asyncio reactor; and runs the start-up
+check of the ``WHITTLE_*`` settings and the source list (:mod:`scrapy_whittle.startup`) while
+Scrapy applies the settings, before anything is built: a bad setting stops ``scrapy crawl``
+with one ERROR line and exit status 1.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 SCHEDULER = "scrapy_whittle.scheduler.WhittleScheduler"
 MIDDLEWARE_ORDER = 540
+RETRY_AFTER_ORDER = 560          # before RetryMiddleware (550) sees a response
 
 
 class Addon:
@@ -43,7 +45,7 @@ class Addon:
         return cls(crawler)
 
     def update_settings(self, settings: BaseSettings) -> None:
-        from scrapy_whittle.middleware import FeedObserverMiddleware
+        from scrapy_whittle.middleware import FeedObserverMiddleware, RetryAfterMiddleware
         from scrapy_whittle.scheduler import WhittleScheduler
 
         with refuse_to_start():
@@ -57,6 +59,8 @@ class Addon:
                     "the SCHEDULER setting: the add-on sets it)")
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FeedObserverMiddleware, MIDDLEWARE_ORDER)
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", RetryAfterMiddleware, RETRY_AFTER_ORDER)
         crawl_start(self.crawler)
 
 

@@ -218,7 +218,7 @@ def _convert(raw: RawFeed, *, url: str, now: float, max_skew: float, max_age: fl
         warnings.append(f"{ancient} publication dates older than {max_age / 86400:.0f} days "
                         "ignored")
     return ParsedFeed(kind=raw.version or "unknown", entries=entries, warnings=warnings,
-                      notices=tuple(dict.fromkeys(notices)), parser=parser)
+                      notices=tuple(dict.fromkeys(notices)), parser=parser, hints=raw.hints)
 
 
 def _published(e: Mapping[str, Any], now: float, max_skew: float,

@@ -24,8 +24,11 @@ Failures (HTTP >= 400, a 3xx left unfollowed, a download error after retries, an
 body) teach the policy nothing; the service logs them once per source and kind with their
 cause, counts them under ``whittle/errors/<kind>``, and backs the source off
 ``min(WHITTLE_BACKOFF_MAX, WHITTLE_BACKOFF_BASE * 2**(k-1))`` seconds after k consecutive
-failures. The new entries are in ``response.meta["whittle_entries"]`` (a list of
-``FeedEntry``) with their values in ``response.meta["whittle_values"]``; an unusable
+failures, or as long as a 429 / 503's ``Retry-After`` asks if longer. What a response says
+about the next visit (``Cache-Control: max-age``, ``Expires``, the feed's ``<ttl>``,
+``<skipHours>``, ``<skipDays>``, ``sy:updateFrequency``) goes to the service with it
+(:mod:`scrapy_whittle.hints`). The new entries are in ``response.meta["whittle_entries"]``
+(a list of ``FeedEntry``) with their values in ``response.meta["whittle_values"]``; an unusable
 response has ``response.meta["whittle_error"]`` set to its kind.
 """
 
@@ -39,6 +42,7 @@ from urllib.parse import urlsplit
 from scrapy import signals
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
+from scrapy_whittle.hints import response_hints, retry_after
 from scrapy_whittle.scheduler import META_CRAWL
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.startup import crawl_start
@@ -87,6 +91,19 @@ async def _settle(result):
     return await result if inspect.isawaitable(result) else result
 
 
+class RetryAfterMiddleware:
+    """At order 560 (the add-on installs it): a source's 429 or 503 that carries
+    ``Retry-After`` is not retried at once by Scrapy's RetryMiddleware (550), which would
+    ignore the header and earn another refusal; it reaches ``FeedObserverMiddleware``, and
+    the source backs off at least as long as the server asked. Other requests are untouched."""
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if response.status in (429, 503) and META_CRAWL in request.meta \
+                and response.headers.get("Retry-After"):
+            request.meta["dont_retry"] = True
+        return response
+
+
 class FeedObserverMiddleware:
     def __init__(self, crawler: Crawler | None, config: WhittleConfig,
                  pool: ParsePool | None = None) -> None:
@@ -123,7 +140,9 @@ class FeedObserverMiddleware:
                 self._read_crawl_delay(service, response)
             return response
         if response.status == 304:
-            await _settle(service.not_modified(crawl, **self._validators(response)))
+            await _settle(service.not_modified(
+                crawl, **self._validators(response),
+                hints=response_hints(response.headers, service.clock.now())))
             request.meta.update(whittle_entries=[], whittle_values=[],
                                 whittle_time=service.clock.now())
             return response
@@ -131,7 +150,12 @@ class FeedObserverMiddleware:
             kind, cause = f"http_{response.status}", f"HTTP {response.status}"
             if 300 <= response.status < 400:
                 kind, cause = "redirect", f"HTTP {response.status} not followed"
-            await self._failure(service, crawl, request, kind, cause)
+            wait = None
+            if response.status in (429, 503):
+                wait = retry_after(response.headers, service.clock.now())
+                if wait is not None:
+                    cause += f", Retry-After {wait:.0f} s"
+            await self._failure(service, crawl, request, kind, cause, wait)
             return response
         from scrapy_whittle.feeds import FeedError
 
@@ -149,8 +173,9 @@ class FeedObserverMiddleware:
         if parsed.warnings:
             service.feed_warnings(crawl, parsed.warnings)
         now = service.clock.now()             # the entries are told new at this instant
-        found = await _settle(service.feed_fetched(crawl, parsed.entries,
-                                                   **self._validators(response)))
+        found = await _settle(service.feed_fetched(
+            crawl, parsed.entries, **self._validators(response),
+            hints=response_hints(response.headers, now, parsed.hints)))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=now)
         return response
@@ -165,8 +190,8 @@ class FeedObserverMiddleware:
 
     @staticmethod
     async def _failure(service: RecrawlService, crawl, request: Request, kind: str,
-                       cause: str) -> None:
-        await _settle(service.crawl_failed(crawl, kind, cause))
+                       cause: str, retry_after: float | None = None) -> None:
+        await _settle(service.crawl_failed(crawl, kind, cause, retry_after))
         request.meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
 
     @staticmethod

@@ -9,8 +9,10 @@ middleware, the simulator and the benchmarks all drive:
 * ``next_crawl(hosts)`` -> a :class:`Crawl` (URL, conditional-GET headers, epoch) or None,
   and then ``wake_at``: when to ask again (``hosts``: which hosts are saturated, a
   :class:`HostLoad`);
-* what a crawl showed: ``feed_fetched(crawl, entries, etag=, last_modified=)`` (returns the
-  new entries and their values), ``not_modified(...)``, ``crawl_failed(crawl, kind, cause)``;
+* what a crawl showed: ``feed_fetched(crawl, entries, etag=, last_modified=, hints=)``
+  (returns the new entries and their values), ``not_modified(...)``,
+  ``crawl_failed(crawl, kind, cause, retry_after=)``; ``hints`` and ``retry_after``: what the
+  server and the feed asked about the next visit (:mod:`scrapy_whittle.hints`);
 * ``report_value(...)``: feedback from a pipeline; ``checkpoint()``.
 
 Time. Epoch k is [origin + k T, origin + (k + 1) T), T = ``WHITTLE_PERIOD``; the origin is
@@ -51,6 +53,7 @@ from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn, dtype_fro
 from scrapy_whittle.entry_memory import EntryMemory
 from scrapy_whittle.estimators import RateEstimator
 from scrapy_whittle.feeds import FeedEntry
+from scrapy_whittle.hints import ServerHints
 from scrapy_whittle.httpdates import http_date, unix_seconds
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies import Policy, make_policy
@@ -202,6 +205,7 @@ class RecrawlService:
         self._grown_since_select: list[int] = []
         self._buffer: list[tuple] = []
         self._buffer_since = math.inf
+        self._declared: dict[int, float] = {}      # source -> rate its feed declares (/s)
         self._own_rates: RateEstimator | None = None
         self._logged: set[tuple[int, str]] = set()
         self._dirty: set[int] = set()
@@ -373,7 +377,7 @@ class RecrawlService:
                 if release > now + 1e-9:
                     self.wake_at = release
                     return None
-            not_before = self.sources.not_before(sid)
+            not_before = self.sources.not_before(sid, now)
             if not_before > now + 1e-6:
                 later = min(later, not_before)
                 continue
@@ -396,7 +400,8 @@ class RecrawlService:
             self.stats.inc("skipped", len(self.plan))
         self.epoch, self.spent = k, 0.0
         self._grow_policy()
-        eligible = self.sources.eligible(now, busy)
+        eligible = self.sources.eligible(now, busy,
+                                         horizon=self.origin + (k + 1) * self.config.period)
         budget = self.config.budget - self._spent_before.pop(k, 0.0)
         t = time.perf_counter()
         chosen = self.policy.select(k, budget, None if eligible.all() else eligible)
@@ -433,8 +438,8 @@ class RecrawlService:
 
     # -- what crawls showed -----------------------------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
-                     etag: str | None = None, last_modified: str | None = None
-                     ) -> FetchResult:
+                     etag: str | None = None, last_modified: str | None = None,
+                     hints: ServerHints | None = None) -> FetchResult:
         """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
         valued, are returned, and the crawl is recorded (:meth:`record_fetch`)."""
         sid = crawl.source
@@ -447,12 +452,13 @@ class RecrawlService:
         now = self.clock.now()
         self.record_fetch(crawl, len(new), float(sum(found.values)), window_full,
                           [e.published if e.published is not None else now for e in new],
-                          etag=etag, last_modified=last_modified, now=now)
+                          etag=etag, last_modified=last_modified, now=now, hints=hints)
         return found
 
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
                      published: list[float], *, etag: str | None = None,
-                     last_modified: str | None = None, now: float | None = None) -> None:
+                     last_modified: str | None = None, now: float | None = None,
+                     hints: ServerHints | None = None) -> None:
         """A fetch of ``crawl`` found ``new_items`` new entries worth ``reward`` in all,
         published at ``published`` (unix seconds): the policy learns it, the stats count it.
         (Where the entries were told new elsewhere: a cluster's workers.)"""
@@ -460,6 +466,7 @@ class RecrawlService:
         now = self.clock.now() if now is None else now
         self._remember_validators(sid, etag, last_modified)
         self._observe(crawl, now, True, new_items, reward, window_full, published)
+        self._apply_hints(sid, hints, now)
         self.stats.inc("fetched")
         self.stats.inc("new_items", new_items)
         self.stats.inc("utility", reward)
@@ -472,19 +479,29 @@ class RecrawlService:
         self.state.utility[sid] += reward
 
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
-                     last_modified: str | None = None) -> None:
+                     last_modified: str | None = None, hints: ServerHints | None = None
+                     ) -> None:
         """The server answered 304 Not Modified: a successful crawl that found nothing new."""
         self._remember_validators(crawl.source, etag, last_modified)
         self.stats.inc("not_modified")
         self._epochs[crawl.epoch][5] += 1
-        self._observe(crawl, self.clock.now(), True, 0, 0.0, False, [])
+        now = self.clock.now()
+        self._observe(crawl, now, True, 0, 0.0, False, [])
+        self._apply_hints(crawl.source, hints, now)
         self.stats.inc("fetched")
 
-    def crawl_failed(self, crawl: Crawl, kind: str, cause: str) -> float:
-        """The fetch failed (``kind``: the stats key under ``errors/``); the source backs off.
-        Logged once per source and kind. Returns the back-off in seconds."""
+    def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
+                     retry_after: float | None = None) -> float:
+        """The fetch failed (``kind``: the stats key under ``errors/``); the source backs off,
+        at least ``retry_after`` seconds if the server asked (capped by
+        ``WHITTLE_HINTS_MAX_DELAY``). Logged once per source and kind. Returns the back-off
+        in seconds."""
         now = self.clock.now()
-        backoff = self._observe(crawl, now, False, 0, 0.0, False, [])
+        at_least = 0.0
+        if retry_after is not None and self.config.hints and retry_after > 0:
+            at_least = min(float(retry_after), self.config.hints_max_delay)
+            self.stats.inc("hints/retry_after")
+        backoff = self._observe(crawl, now, False, 0, 0.0, False, [], at_least)
         self.stats.inc(f"errors/{kind}")
         self._epochs[crawl.epoch][4] += 1
         self._epoch_errors[crawl.epoch, kind] += 1
@@ -498,17 +515,43 @@ class RecrawlService:
         self._log_once(crawl.source, "warning", crawl.url, "; ".join(warnings), logging.INFO)
 
     def _observe(self, crawl: Crawl, now: float, ok: bool, new_items: int, reward: float,
-                 window_full: bool, published: list[float]) -> float:
+                 window_full: bool, published: list[float], at_least: float = 0.0) -> float:
         sid = crawl.source
         if not self._buffer:
             self._buffer_since = now
         self._buffer.append((crawl.epoch, sid, now - self.origin, new_items, reward, ok,
                              window_full, published))
         self._touch(sid)
-        backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now)
+        backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
+                                          at_least=at_least)
         if now - self._buffer_since >= FLUSH_AFTER:
             self.flush()
         return backoff
+
+    def _apply_hints(self, sid: int, hints: ServerHints | None, now: float) -> None:
+        """What a successful fetch's server and feed asked about the next visit (the module
+        docstring of :mod:`scrapy_whittle.hints`): "not before"s capped, skip masks, the
+        declared publishing rate (a prior, given to the policy at the next flush)."""
+        if hints is None or not self.config.hints:
+            return
+        cap = now + self.config.hints_max_delay
+        until = 0.0
+        if hints.not_before > now:
+            until = min(hints.not_before, cap)
+            self.stats.inc(f"hints/{hints.why}")
+        feed = hints.feed
+        if feed is not None:
+            if feed.ttl:
+                until = max(until, min(now + feed.ttl, cap))
+                self.stats.inc("hints/ttl")
+            self.sources.set_skips(sid, feed.skip_hours, feed.skip_days)
+            if feed.skip_hours or feed.skip_days:
+                self.stats.inc("hints/skip")
+            if feed.update_rate:
+                self._declared[sid] = feed.update_rate
+                self.stats.inc("hints/update_period")
+        if until > now:
+            self.sources.not_before_hint(sid, until)
 
     def _touch(self, sid: int) -> None:
         """Source ``sid`` changed: the next checkpoint writes its row."""
@@ -530,6 +573,9 @@ class RecrawlService:
             return
         buffered, self._buffer, self._buffer_since = self._buffer, [], math.inf
         self._grow_policy()
+        if self._declared:
+            declared, self._declared = self._declared, {}
+            self.policy.set_prior_rate(list(declared), list(declared.values()))
         by_epoch: dict[int, list[tuple]] = defaultdict(list)
         for row in buffered:
             by_epoch[row[0]].append(row)
@@ -698,7 +744,10 @@ class RecrawlService:
         rows = self.policy.export_rows(ids)
         etags = st.etag
         return {"ids": ids, "last_crawl": src.last_crawl[ids], "retry_at": src.retry_at[ids],
-                "failures": src.failures[ids], "etag": etags.get_many(ids),
+                "failures": src.failures[ids],
+                "skip": src.skip_hours[ids].astype(np.int64) | (
+                    src.skip_days[ids].astype(np.int64) << 24),
+                "etag": etags.get_many(ids),
                 "modified": st.modified[ids], "crawls": st.crawls[ids],
                 "errors": st.errors[ids], "new_items": st.new_items[ids],
                 "utility": st.utility[ids], "rate": summary.get("rate"),
@@ -716,6 +765,10 @@ class RecrawlService:
         src.last_crawl[ids] = array("last_crawl", -np.inf)
         src.retry_at[ids] = array("retry_at", 0.0)
         src.failures[ids] = array("failures", 0, np.int64)
+        skip = array("skip", 0, np.int64)
+        src.skip_hours[ids] = skip & 0xFFFFFF
+        src.skip_days[ids] = (skip >> 24) & 0x7F
+        src.count_skips()
         for sid, etag in enumerate(cols["etag"]):
             if etag:
                 st.etag.set(sid, etag)
@@ -789,7 +842,7 @@ class _SourceRows:
 
         columns = zip(
             [x if math.isfinite(x) else None for x in s["last_crawl"].tolist()],
-            s["retry_at"].tolist(), s["failures"].tolist(), s["etag"],
+            s["retry_at"].tolist(), s["failures"].tolist(), s["skip"].tolist(), s["etag"],
             [http_date(m) if m else None for m in s["modified"].tolist()],
             s["crawls"].tolist(), s["errors"].tolist(), s["new_items"].tolist(),
             s["utility"].tolist(), readable("rate", hour), readable("half_life", 1 / hour),

@@ -30,6 +30,8 @@ DEFAULTS: dict[str, Any] = {
     "WHITTLE_MIN_INTERVAL": 0.0,        # seconds between two crawls of one source (all sources)
     "WHITTLE_BACKOFF_BASE": 60.0,       # seconds of back-off after a source's first failure
     "WHITTLE_BACKOFF_MAX": 86400.0,     # cap of the exponential back-off
+    "WHITTLE_HINTS": True,              # honour Retry-After, max-age, <ttl>, skipHours/Days
+    "WHITTLE_HINTS_MAX_DELAY": 86400.0,  # cap (s) of any "not before" a server or feed asks
     "WHITTLE_CONDITIONAL_GET": True,    # send If-None-Match / If-Modified-Since
     "WHITTLE_MAX_FEED_SIZE": 10 * 1024 * 1024,  # bytes; larger bodies are an error "too_large"
     "WHITTLE_MAX_ENTRIES_PER_SOURCE": 10_000,   # entries read per feed / remembered per source
@@ -266,6 +268,8 @@ class WhittleConfig:
     backoff_base: float = 60.0
     backoff_max: float = 86400.0
     conditional_get: bool = True
+    hints: bool = True
+    hints_max_delay: float = 86400.0
     max_feed_size: int = 10 * 1024 * 1024
     max_entries_per_source: int = 1000
     engagement_scale: float = 1.0
@@ -350,6 +354,8 @@ class WhittleConfig:
             min_interval=_number(settings, "WHITTLE_MIN_INTERVAL", minimum=0),
             backoff_base=backoff_base, backoff_max=backoff_max,
             conditional_get=_bool(settings, "WHITTLE_CONDITIONAL_GET"),
+            hints=_bool(settings, "WHITTLE_HINTS"),
+            hints_max_delay=_number(settings, "WHITTLE_HINTS_MAX_DELAY", minimum=0),
             max_feed_size=max_feed_size, max_entries_per_source=max_entries_per_source,
             engagement_scale=_number(settings, "WHITTLE_ENGAGEMENT_SCALE", minimum=0,
                                      strict=True),

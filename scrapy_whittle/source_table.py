@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from scrapy_whittle.columns import Col, PerSourceArrays
+from scrapy_whittle.hints import skipped
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.sources import SourceRegistry, SourceSpec, url_host
 
@@ -22,6 +23,8 @@ class SourceTable(PerSourceArrays):
         "last_crawl": -np.inf,                     # dispatch time of the last finished crawl
         "retry_at": 0.0,                           # back-off: not before
         "failures": Col(0, np.int32),              # consecutive failures
+        "skip_hours": Col(0, np.uint32),           # the feed's <skipHours>: bit h, GMT
+        "skip_days": Col(0, np.uint8),             # the feed's <skipDays>: bit d, Monday 0
         "min_interval": Col(0.0, np.float32, persist=False),   # s between two crawls
         "weight": Col(1.0, np.float32, persist=False),         # value of an entry w/o engagement
         "host": Col(0, np.int32, persist=False),   # host id
@@ -38,6 +41,7 @@ class SourceTable(PerSourceArrays):
         self.hosts: dict[str, int] = {}
         self.host_names: list[str] = []
         self.in_flight: dict[int, float] = {}      # source id -> in flight until
+        self._skips = 0                             # sources with a skip mask
         self._init_arrays(0)
 
     def __len__(self) -> int:
@@ -144,28 +148,69 @@ class SourceTable(PerSourceArrays):
         return np.where(np.isnan(h), 4.0 * self.config.period, h)
 
     # -- crawl book-keeping ---------------------------------------------------------------
-    def not_before(self, sid: int) -> float:
-        """Earliest time source ``sid`` may be fetched (in flight, back-off, min interval)."""
-        return max(self.in_flight.get(sid, 0.0), self.retry_at[sid],
-                   self.last_crawl[sid] + self.min_interval[sid])
+    def not_before(self, sid: int, now: float = -math.inf) -> float:
+        """Earliest time, from ``now`` on, source ``sid`` may be fetched (in flight, back-off
+        or a server's "not before", min interval, the feed's skipHours / skipDays)."""
+        t = max(now, self.in_flight.get(sid, 0.0), self.retry_at[sid],
+                self.last_crawl[sid] + self.min_interval[sid])
+        hours, days = int(self.skip_hours[sid]), int(self.skip_days[sid])
+        for _ in range(24 * 7):               # the masks never cover the whole week
+            if not skipped(t, hours, days):
+                break
+            t = (math.floor(t / 3600.0) + 1) * 3600.0
+        return t
 
-    def eligible(self, now: float, busy_hosts: set[int]) -> np.ndarray:
-        """bool[N]: sources that may be fetched now."""
-        ok = (self.retry_at <= now) & (self.last_crawl + self.min_interval <= now + 1e-6)
+    def eligible(self, now: float, busy_hosts: set[int], horizon: float | None = None
+                 ) -> np.ndarray:
+        """bool[N]: sources that may be fetched now; with ``horizon`` (the epoch's end), also
+        those whose back-off or server-given "not before" ends before it (they wait in the
+        plan until then, rather than lose the whole epoch)."""
+        ready = self.retry_at <= now
+        if horizon is not None:
+            ready |= self.retry_at < horizon - 1e-6
+        ok = ready & (self.last_crawl + self.min_interval <= now + 1e-6)
         busy = [sid for sid, until in self.in_flight.items() if until > now]
         if busy:
             ok[busy] = False
         if busy_hosts:
             ok &= ~np.isin(self.host, list(busy_hosts))
+        if self.has_skips:
+            days, seconds = divmod(int(now), 86400)
+            hour, weekday = seconds // 3600, (days + 3) % 7
+            ok &= ((self.skip_hours >> np.uint32(hour)) & 1) == 0
+            ok &= ((self.skip_days >> np.uint8(weekday)) & 1) == 0
         return ok
+
+    @property
+    def has_skips(self) -> bool:
+        return self._skips > 0
+
+    def set_skips(self, sid: int, hours: int, days: int) -> bool:
+        """The feed's skipHours / skipDays masks; returns whether they changed."""
+        if int(self.skip_hours[sid]) == hours and int(self.skip_days[sid]) == days:
+            return False
+        self._skips += bool(hours or days) - bool(self.skip_hours[sid] or self.skip_days[sid])
+        self.skip_hours[sid], self.skip_days[sid] = hours, days
+        return True
+
+    def count_skips(self) -> None:
+        """Recount the sources with skip masks (after a restore)."""
+        self._skips = int(np.count_nonzero(self.skip_hours | self.skip_days))
+
+    def not_before_hint(self, sid: int, until: float) -> None:
+        """A server or feed asks that ``sid`` not be fetched before ``until`` (capped by the
+        caller): held with the back-off, whichever ends later."""
+        self.retry_at[sid] = max(float(self.retry_at[sid]), until)
 
     def dispatched(self, sid: int, until: float) -> None:
         """Source ``sid`` is being fetched; it may be fetched again after ``until`` at the
         latest (a crawl that never reports back does not block its source for ever)."""
         self.in_flight[sid] = until
 
-    def crawl_done(self, sid: int, *, when: float, ok: bool, now: float) -> float:
-        """A finished crawl dispatched at ``when``; returns the back-off (s) now applied."""
+    def crawl_done(self, sid: int, *, when: float, ok: bool, now: float,
+                   at_least: float = 0.0) -> float:
+        """A finished crawl dispatched at ``when``; returns the back-off (s) now applied: the
+        exponential one, or ``at_least`` (a server's ``Retry-After``) if longer."""
         self.in_flight.pop(sid, None)
         self.last_crawl[sid] = when
         if ok:
@@ -173,7 +218,7 @@ class SourceTable(PerSourceArrays):
             self.retry_at[sid] = 0.0
             return 0.0
         self.failures[sid] += 1
-        delay = min(self.config.backoff_max,
-                    self.config.backoff_base * 2.0 ** (int(self.failures[sid]) - 1))
+        delay = max(at_least, min(self.config.backoff_max,
+                                  self.config.backoff_base * 2.0 ** (int(self.failures[sid]) - 1)))
         self.retry_at[sid] = now + delay
         return delay

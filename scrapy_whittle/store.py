@@ -6,8 +6,10 @@ Tables (schema version 1; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
   checkpoint's state was taken);
 * ``sources``: one row per source: ``id``, ``url``, ``title``, ``category``, ``weight``,
-  ``min_interval``; the crawl book-keeping ``last_crawl``, ``retry_at``, ``failures``,
-  ``etag``, ``last_modified``; counters ``crawls``, ``errors``, ``new_items``, ``utility``;
+  ``min_interval``; the crawl book-keeping ``last_crawl``, ``retry_at`` (back-off or a
+  server's "not before"), ``failures``, ``skip`` (the feed's skipHours in bits 0-23, its
+  skipDays in bits 24-30), ``etag``, ``last_modified``; counters ``crawls``, ``errors``,
+  ``new_items``, ``utility``;
   what the policy learned, in units a person reads (NULL when the policy learns no such
   thing): ``rate_per_hour`` (entries published per hour), ``half_life_hours`` (of readers'
   interest), ``mean_value`` (of an entry); and the machine state: ``policy_row`` (the
@@ -56,6 +58,7 @@ CREATE TABLE sources (
     url TEXT NOT NULL UNIQUE,
     title TEXT, category TEXT, weight REAL, min_interval REAL,
     last_crawl REAL, retry_at REAL, failures INTEGER NOT NULL DEFAULT 0,
+    skip INTEGER NOT NULL DEFAULT 0,
     etag TEXT, last_modified TEXT,
     crawls INTEGER NOT NULL DEFAULT 0, errors INTEGER NOT NULL DEFAULT 0,
     new_items INTEGER NOT NULL DEFAULT 0, utility REAL NOT NULL DEFAULT 0,
@@ -81,8 +84,8 @@ CREATE VIEW feeds AS
 """
 
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
-STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "etag", "last_modified", "crawls",
-                 "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
+STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "skip", "etag", "last_modified",
+                 "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
                  "mean_value", "policy_row", "entries")
 NEW_COLUMNS = ("id", "url", "title", "category", "weight", "min_interval")
 

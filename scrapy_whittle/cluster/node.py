@@ -33,6 +33,7 @@ from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import Retrier
 from scrapy_whittle.cluster.tasks import task_crawl, task_fields
 from scrapy_whittle.feeds import FeedEntry
+from scrapy_whittle.hints import ServerHints
 from scrapy_whittle.service import Crawl, FetchResult, entry_values
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.sources import SourceSpec
@@ -177,8 +178,8 @@ class ClusterNode:
         return crawl.cid, self.taken.pop(crawl.cid), crawl.weight
 
     async def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
-                           etag: str | None = None, last_modified: str | None = None
-                           ) -> FetchResult:
+                           etag: str | None = None, last_modified: str | None = None,
+                           hints: ServerHints | None = None) -> FetchResult:
         cid, task_id, weight = self._task(crawl)
         k = self.keys
         visible, packed = packed_hashes(entries)
@@ -196,23 +197,26 @@ class ClusterNode:
         await self._send(crawl, cid, task_id, "ok", now=now, new=len(new),
                          reward=float(sum(values)), full=int(window_full),
                          published=json.dumps(published), etag=etag or "",
-                         modified=last_modified or "")
+                         modified=last_modified or "", hints=hints.encode() if hints else "")
         self.stats.inc("fetched")
         self.stats.inc("new_items", len(new))
         self.stats.inc("utility", float(sum(values)))
         return FetchResult(new, values, window_full)
 
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,
-                           last_modified: str | None = None) -> None:
+                           last_modified: str | None = None,
+                           hints: ServerHints | None = None) -> None:
         cid, task_id, _ = self._task(crawl)
         await self._send(crawl, cid, task_id, "not_modified", etag=etag or "",
-                         modified=last_modified or "")
+                         modified=last_modified or "", hints=hints.encode() if hints else "")
         self.stats.inc("fetched")
         self.stats.inc("not_modified")
 
-    async def crawl_failed(self, crawl: Crawl, kind: str, cause: str) -> float:
+    async def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
+                           retry_after: float | None = None) -> float:
         cid, task_id, _ = self._task(crawl)
-        await self._send(crawl, cid, task_id, kind, cause=cause[:500])
+        await self._send(crawl, cid, task_id, kind, cause=cause[:500],
+                         retry=repr(float(retry_after or 0.0)))
         self.stats.inc(f"errors/{kind}")
         if (crawl.source, kind) not in self._logged:
             self._logged.add((crawl.source, kind))
@@ -230,7 +234,8 @@ class ClusterNode:
         message = {"sid": crawl.source, "cid": cid, "epoch": crawl.epoch,
                    "sent_at": repr(crawl.sent_at), "at": repr(self.clock.now()),
                    "kind": kind, "new": 0, "reward": 0.0, "full": 0, "published": "[]",
-                   "etag": "", "modified": "", "cause": "", **fields}
+                   "etag": "", "modified": "", "cause": "", "hints": "", "retry": "0.0",
+                   **fields}
 
         async def send():
             pipe = self.redis.pipeline(transaction=True)

@@ -31,6 +31,7 @@ from collections import defaultdict
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
 from scrapy_whittle.cluster.tasks import task_fields
+from scrapy_whittle.hints import ServerHints
 from scrapy_whittle.service import Crawl, PrefixedStats, RecrawlService
 from scrapy_whittle.sources import SourceSpec
 
@@ -283,15 +284,17 @@ class Planner:
         kind = f[b"kind"].decode()
         etag = f[b"etag"].decode() or None
         modified = f[b"modified"].decode() or None
+        hints = ServerHints.decode(f.get(b"hints", b"").decode())
         if kind == "ok":
             published = json.loads(f[b"published"])
             service.record_fetch(crawl, int(f[b"new"]), float(f[b"reward"]),
                                  f[b"full"] == b"1", published, etag=etag,
-                                 last_modified=modified, now=float(f[b"at"]))
+                                 last_modified=modified, now=float(f[b"at"]), hints=hints)
         elif kind == "not_modified":
-            service.not_modified(crawl, etag=etag, last_modified=modified)
+            service.not_modified(crawl, etag=etag, last_modified=modified, hints=hints)
         else:
-            service.crawl_failed(crawl, kind, f[b"cause"].decode())
+            service.crawl_failed(crawl, kind, f[b"cause"].decode(),
+                                 float(f.get(b"retry", b"0")) or None)
         return sid
 
     async def _inbox(self) -> int:

@@ -66,6 +66,15 @@ class RateEstimator(VectorEstimator):
         self.shape[ids] = r0 * b0
         self.rate[ids] = b0
 
+    def set_prior(self, sources, prior_rate) -> np.ndarray:
+        """Replace the prior mean rate of those ``sources`` that have learned nothing yet (a
+        rate the feed declares); returns the ids changed. Learned evidence is never undone."""
+        ids = as_sources(sources, self.n)
+        r0 = np.broadcast_to(np.asarray(prior_rate, dtype=np.float64), ids.shape)
+        keep = (self.updates[ids] == 0) & np.isfinite(r0) & (r0 > 0)
+        self._fill_prior(ids[keep], prior_rate=r0[keep])
+        return ids[keep]
+
     # -- updates --------------------------------------------------------------------------
     def update(self, sources, counts, exposure) -> np.ndarray:
         """Conjugate update: ``counts`` entries seen over ``exposure`` units of time.

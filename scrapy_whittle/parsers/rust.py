@@ -29,6 +29,7 @@ from __future__ import annotations
 import html
 import re
 
+from scrapy_whittle.hints import FeedHints, feed_hints
 from scrapy_whittle.parsers.types import ParseLimits, RawFeed
 
 NAME = "feedparser-rs"
@@ -81,7 +82,14 @@ def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
     incomplete = problem is not None and (not entries or
                                           str(problem).startswith(_XML_ERROR))
     return RawFeed(version=parsed.get("version") or "", entries=entries,
-                   problem=_as_exception(problem), capped=capped, incomplete=incomplete)
+                   problem=_as_exception(problem), capped=capped, incomplete=incomplete,
+                   hints=_hints(parsed.feed))
+
+
+def _hints(feed) -> FeedHints:
+    get = feed.get
+    return feed_hints(get("ttl"), get("skiphours"), get("skipdays"), get("sy_updateperiod"),
+                      get("sy_updatefrequency"))
 
 
 def _entry(e, html_titles: bool, unresolved: bool) -> dict:

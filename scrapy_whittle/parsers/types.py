@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scrapy_whittle.hints import FeedHints
+
 #: kinds of :class:`FeedError` (stats keys ``whittle/errors/<kind>``)
 FEED_ERROR_KINDS = ("empty", "not_a_feed", "malformed", "too_large", "encoding", "parse_failed")
 
@@ -47,6 +49,7 @@ class ParsedFeed:
     warnings: list[str] = field(default_factory=list)
     #: what changed the feed on its way (kinds from ``NOTICE_KINDS``, once each)
     notices: tuple[str, ...] = ()
+    hints: FeedHints = field(default_factory=FeedHints)   # the feed's own refresh hints
     parser: str = ""              # the parser that produced it (after any fallback)
 
 
@@ -85,6 +88,7 @@ class RawFeed:
     version: str
     entries: Sequence[Mapping[str, Any]]
     problem: BaseException | None = None   # the parser's bozo exception, if any
+    hints: FeedHints = field(default_factory=FeedHints)  # ttl, skipHours/Days, sy:update*
     capped: bool = False                   # entries beyond max_entries were left out
     #: the parser stopped on broken XML and may have missed entries that feedparser's
     #: lenient mode would read (parse_feed then tries feedparser)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 
+from scrapy_whittle.hints import feed_hints
 from scrapy_whittle.parsers.types import FIELDS, ParseLimits, RawFeed
 
 NAME = "feedparser"
@@ -42,6 +43,10 @@ def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
     entries = list(parsed.get("entries") or ())
     capped = len(entries) > limits.max_entries
     problem = parsed.get("bozo_exception") if parsed.get("bozo") else None
+    feed = parsed.get("feed") or {}
+    # feedparser keeps only the last <hour> / <day> of skipHours / skipDays
+    hints = feed_hints(dict.get(feed, "ttl"), dict.get(feed, "hour"), dict.get(feed, "day"),
+                       dict.get(feed, "sy_updateperiod"), dict.get(feed, "sy_updatefrequency"))
     return RawFeed(version=parsed.get("version") or "", problem=problem, capped=capped,
                    entries=[{key: dict.get(e, key) for key in FIELDS}
-                            for e in entries[:limits.max_entries]])
+                            for e in entries[:limits.max_entries]], hints=hints)

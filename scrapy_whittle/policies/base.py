@@ -103,6 +103,16 @@ class Policy(PerSourceArrays, ABC):
         """Prior half-life of readers' interest for sources ``ids`` (``WHITTLE_HALF_LIFE``,
         in the problem's unit of time); policies that learn no decay ignore it."""
 
+    def set_prior_rate(self, ids, rate) -> np.ndarray:
+        """Prior publishing rate (entries per unit of time) of sources ``ids``, as their feeds
+        declare it (``sy:updateFrequency``): it replaces the prior of those the policy has
+        learned nothing of. Returns the ids changed (none for a policy without a rate
+        estimator)."""
+        rates = self.rate_estimator()
+        if rates is None:
+            return np.zeros(0, dtype=np.int64)
+        return rates.set_prior(ids, rate)
+
     def rate_estimator(self) -> RateEstimator | None:
         """The policy's publishing-rate estimator, if it keeps one (fed by ``observe``)."""
         return None
