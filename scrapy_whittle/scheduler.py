@@ -44,6 +44,7 @@ from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.service import Crawl, RecrawlService
 from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.source_list import SourceListReader
 from scrapy_whittle.sources import SourceSpec, load_sources
 from scrapy_whittle.startup import crawl_start
 from scrapy_whittle.stats import WhittleStats
@@ -108,6 +109,8 @@ class WhittleScheduler(BaseScheduler):
         self._wakeup_at = math.inf
         self._checkpoints = None
         self._writing = None
+        self.source_list: SourceListReader | None = None
+        self._list_due = math.inf                # when the source list is read again
         self._slots = DownloadSlots(crawler)
         self.polls = 0                        # next_request calls that looked at sources
 
@@ -154,13 +157,49 @@ class WhittleScheduler(BaseScheduler):
         if self.config.state and self.jobdir:
             self._retire_legacy_state()
             self.service.store = StateStore.in_jobdir(self.jobdir)
-        spider_sources = getattr(spider, "whittle_sources", None) or None
-        self.service.open(self._initial + load_sources(spider_sources))
+        spider_sources = load_sources(getattr(spider, "whittle_sources", None) or None)
+        url = self.config.sources_url
+        # with a list at a URL, the list is what the fetch finds: nothing leaves before
+        self.service.open(self._initial + spider_sources, listed=url is None)
         self.service.stats.start()
         if self.service.store is not None:
             self._checkpoints = create_looping_call(self._checkpoint)
             self._checkpoints.start(self.config.checkpoint_interval, now=False)
+        self._start_source_list(spider_sources)
         return result
+
+    def _start_source_list(self, spider_sources: list[SourceSpec]) -> None:
+        """Fetch a list at a URL now, and read the list again every
+        ``WHITTLE_SOURCES_REFRESH`` seconds of the crawl's clock (a simulated clock included)
+        (:mod:`scrapy_whittle.source_list`)."""
+        url, every = self.config.sources_url, self.config.sources_refresh
+        if url is None and not (every and isinstance(self.config.sources, str)):
+            return
+        self.source_list = SourceListReader(self.service, self.config.sources, spider_sources,
+                                            url, on_change=self._sources_changed)
+        if url is not None:
+            self.followups.append(self.source_list.request())
+        if every:
+            self._list_due = self.service.clock.now() + every
+
+    def _source_list_due(self) -> Request | None:
+        """The request that reads a list at a URL again, when due (a file list is read in a
+        thread: None)."""
+        reader = self.source_list
+        if reader is None or self.service.finished:
+            self._list_due = math.inf
+            return None
+        if self.service.clock.now() < self._list_due or reader.pending:
+            return None
+        self._list_due = self.service.clock.now() + self.config.sources_refresh
+        if reader.url is None:
+            reader.read_file()
+            return None
+        return reader.request()
+
+    def _sources_changed(self) -> None:
+        self._cancel_wakeup()
+        self._schedule_wakeup(self.service.clock.now())
 
     def _retire_legacy_state(self) -> None:
         legacy = Path(self.jobdir) / LEGACY_STATE_FILE
@@ -206,7 +245,8 @@ class WhittleScheduler(BaseScheduler):
     # -- the scheduler interface --------------------------------------------------------
     def has_pending_requests(self) -> bool:
         sources = len(self.service.sources) > 0 and not self.service.finished
-        return sources or bool(self.followups) or self.inner.has_pending_requests()
+        waiting = self.source_list is not None and self.source_list.pending
+        return sources or waiting or bool(self.followups) or self.inner.has_pending_requests()
 
     def __len__(self) -> int:
         return len(self.followups) + len(self.service.plan) + len(self.inner)
@@ -235,12 +275,18 @@ class WhittleScheduler(BaseScheduler):
 
     # -- source requests ----------------------------------------------------------------
     def _next_source_request(self) -> Request | None:
+        listing = self._source_list_due()
+        if listing is not None:
+            return listing
         if not len(self.service.sources):
+            # nothing to crawl yet: wait for the list (the clock must not run ahead of it)
+            if math.isfinite(self._list_due) and not self.source_list.pending:
+                self._schedule_wakeup(self._list_due)
             return None
         self.polls += 1
         crawl = self.service.next_crawl(self._slots)
         if crawl is None:
-            self._schedule_wakeup(self.service.wake_at)
+            self._schedule_wakeup(min(self.service.wake_at, self._list_due))
             return None
         return self._request(crawl)
 

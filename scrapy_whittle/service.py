@@ -218,8 +218,10 @@ class RecrawlService:
         self._policy_touched = True
 
     # -- construction -----------------------------------------------------------------------
-    def open(self, specs: list[SourceSpec] = ()) -> None:
-        """Restore the stored state (if any), register ``specs``, build the policy."""
+    def open(self, specs: list[SourceSpec] = (), *, listed: bool = True) -> None:
+        """Restore the stored state (if any), register ``specs``, build the policy. With
+        ``listed``, ``specs`` (if any) are the source list: sources of the stored list that
+        are not among them leave (:meth:`sync_sources`)."""
         saved = self._load()
         if saved is not None:
             cols = saved.sources
@@ -228,7 +230,7 @@ class RecrawlService:
             self._grow_parts(self.sources.add_columns(
                 list(cols["url"]), cols["weight"], cols["min_interval"],
                 [c or "" for c in cols["category"]])[1])
-        self._register(list(specs))
+        ids = self._register(list(specs))
         now = self.clock.now()
         self.origin = float(saved.meta["origin"]) if saved and "origin" in saved.meta else now
         self.policy = self._build_policy(len(self.sources))
@@ -236,12 +238,14 @@ class RecrawlService:
         self._grown_since_select = list(range(len(self.sources)))
         if saved is not None:
             self._restore(saved)
+        if listed and ids:
+            self._sync_list(ids)
         self._set_half_life_priors(np.arange(len(self.sources)))
         if self._own_rates is None and self.policy.rate_estimator() is None:
             self._own_rates = RateEstimator(len(self.sources), prior_rate=1 / self.config.period,
                                             prior_exposure=self.config.period)
         self.first_epoch = self.epoch_of(now)
-        self.stats.set("sources", len(self.sources))
+        self.stats.set("sources", len(self.sources) - self.sources.n_left)
         logger.info("re-crawl service: %d sources, policy %s, budget %g per %g s%s",
                     len(self.sources), self.config.policy, self.config.budget,
                     self.config.period, f", state in {self.store.path}" if self.store else "")
@@ -287,8 +291,33 @@ class RecrawlService:
         """Register sources (a URL already known keeps its id); the policy learns of new ones
         at the next selection."""
         sids = self._register(specs)
-        self.stats.set("sources", len(self.sources))
+        self.stats.set("sources", len(self.sources) - self.sources.n_left)
         return sids
+
+    def sync_sources(self, specs: list[SourceSpec]) -> tuple[int, int]:
+        """The source list (``WHITTLE_SOURCES``) is now ``specs``: new sources join, those
+        listed before and missing now leave (their state is kept, they are not crawled),
+        those that had left and are back rejoin. Returns (joined, left) counts."""
+        before = len(self.sources)
+        ids = self._register(list(specs))
+        if self.policy is not None:
+            self._grow_policy()
+        back, leaving = self._sync_list(ids)
+        joined = len(self.sources) - before + len(back)
+        self.stats.set("sources", len(self.sources) - self.sources.n_left)
+        return joined, len(leaving)
+
+    def _sync_list(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        back, leaving, changed = self.sources.sync_list(ids)
+        if self.store is not None:
+            self._dirty.update(changed.tolist())
+        if back.size or leaving.size:
+            self.plan = [sid for sid in self.plan if not self.sources.left[sid]]
+            logger.info("source list: %d sources rejoined, %d left it (not crawled any more; "
+                        "what was learned of them is kept)", back.size, leaving.size)
+            self.stats.inc("sources/left", int(leaving.size))
+            self.stats.inc("sources/rejoined", int(back.size))
+        return back, leaving
 
     def _register(self, specs: list[SourceSpec]) -> list[int]:
         sids, new = self.sources.add(specs)
@@ -744,9 +773,7 @@ class RecrawlService:
         rows = self.policy.export_rows(ids)
         etags = st.etag
         return {"ids": ids, "last_crawl": src.last_crawl[ids], "retry_at": src.retry_at[ids],
-                "failures": src.failures[ids],
-                "skip": src.skip_hours[ids].astype(np.int64) | (
-                    src.skip_days[ids].astype(np.int64) << 24),
+                "failures": src.failures[ids], "flags": src.flags(ids),
                 "etag": etags.get_many(ids),
                 "modified": st.modified[ids], "crawls": st.crawls[ids],
                 "errors": st.errors[ids], "new_items": st.new_items[ids],
@@ -765,10 +792,7 @@ class RecrawlService:
         src.last_crawl[ids] = array("last_crawl", -np.inf)
         src.retry_at[ids] = array("retry_at", 0.0)
         src.failures[ids] = array("failures", 0, np.int64)
-        skip = array("skip", 0, np.int64)
-        src.skip_hours[ids] = skip & 0xFFFFFF
-        src.skip_days[ids] = (skip >> 24) & 0x7F
-        src.count_skips()
+        src.set_flags(ids, array("flags", 0, np.int64))
         for sid, etag in enumerate(cols["etag"]):
             if etag:
                 st.etag.set(sid, etag)
@@ -842,7 +866,7 @@ class _SourceRows:
 
         columns = zip(
             [x if math.isfinite(x) else None for x in s["last_crawl"].tolist()],
-            s["retry_at"].tolist(), s["failures"].tolist(), s["skip"].tolist(), s["etag"],
+            s["retry_at"].tolist(), s["failures"].tolist(), s["flags"].tolist(), s["etag"],
             [http_date(m) if m else None for m in s["modified"].tolist()],
             s["crawls"].tolist(), s["errors"].tolist(), s["new_items"].tolist(),
             s["utility"].tolist(), readable("rate", hour), readable("half_life", 1 / hour),

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 DEFAULTS: dict[str, Any] = {
-    "WHITTLE_SOURCES": None,            # OPML / text / JSON file, or list of URLs
+    "WHITTLE_SOURCES": None,            # OPML / text / JSON file or URL, or list of URLs
+    "WHITTLE_SOURCES_REFRESH": 0.0,     # s between two reads of the list (0: once, at start)
     "WHITTLE_POLICY": "whittle",        # "whittle" = index on estimated parameters
     "WHITTLE_POLICY_OPTIONS": {},       # keyword arguments for the policy's constructor
     "WHITTLE_ORACLE_PARAMS": None,      # JSON file (or dict) of true parameters, for "oracle"
@@ -256,6 +257,7 @@ class WhittleConfig:
     """The validated ``WHITTLE_*`` settings (one field per setting, same meaning)."""
 
     sources: Any = None
+    sources_refresh: float = 0.0
     policy: str = "whittle"
     core_policy: str = "adaptive-whittle"
     policy_options: dict[str, Any] = field(default_factory=dict)
@@ -286,6 +288,13 @@ class WhittleConfig:
     redis_lock_ttl: float = 10.0
     redis_backlog: int = 256
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
+
+    @property
+    def sources_url(self) -> str | None:
+        """``WHITTLE_SOURCES`` when it is the http(s) URL of a list (fetched through Scrapy)."""
+        from scrapy_whittle.sources import is_list_url
+
+        return self.sources.strip() if is_list_url(self.sources) else None
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
@@ -339,12 +348,24 @@ class WhittleConfig:
                                 integer=True)
         max_entries_per_source = _number(settings, "WHITTLE_MAX_ENTRIES_PER_SOURCE",
                                          minimum=1, integer=True)
+        redis = _redis(settings)
+        from scrapy_whittle.sources import is_list_url
+
+        if redis["redis_url"] and is_list_url(sources):
+            raise _fail("WHITTLE_SOURCES", sources,
+                        "cannot be a URL in a cluster (WHITTLE_REDIS_URL) yet: every process "
+                        "reads the list at start; give a file that all of them can read")
+        if redis["redis_url"] and settings.get("WHITTLE_SOURCES_REFRESH", None):
+            raise _fail("WHITTLE_SOURCES_REFRESH", settings.get("WHITTLE_SOURCES_REFRESH"),
+                        "is not supported in a cluster (WHITTLE_REDIS_URL) yet: the list is "
+                        "read when the processes start")
         return cls(
             parsing=ParsingConfig.from_settings(
                 settings, max_bytes=max_feed_size,
                 max_entries_per_source=max_entries_per_source),
             half_life=_half_life(settings),
             sources=list(sources) if isinstance(sources, tuple) else sources,
+            sources_refresh=_number(settings, "WHITTLE_SOURCES_REFRESH", minimum=0),
             policy=policy, core_policy=core, policy_options=dict(options),
             oracle_params=oracle,
             budget=_number(settings, "WHITTLE_BUDGET", minimum=0, strict=True),
@@ -367,5 +388,5 @@ class WhittleConfig:
             max_epochs=(None if settings.get("WHITTLE_MAX_EPOCHS", None) is None
                         else _number(settings, "WHITTLE_MAX_EPOCHS", minimum=1, integer=True)),
             clock=_clock(settings),
-            **_redis(settings),
+            **redis,
         )

@@ -25,6 +25,8 @@ class SourceTable(PerSourceArrays):
         "failures": Col(0, np.int32),              # consecutive failures
         "skip_hours": Col(0, np.uint32),           # the feed's <skipHours>: bit h, GMT
         "skip_days": Col(0, np.uint8),             # the feed's <skipDays>: bit d, Monday 0
+        "listed": Col(False, np.bool_),            # came from the WHITTLE_SOURCES list
+        "left": Col(False, np.bool_),              # was listed, is no longer: not crawled
         "min_interval": Col(0.0, np.float32, persist=False),   # s between two crawls
         "weight": Col(1.0, np.float32, persist=False),         # value of an entry w/o engagement
         "host": Col(0, np.int32, persist=False),   # host id
@@ -42,6 +44,7 @@ class SourceTable(PerSourceArrays):
         self.host_names: list[str] = []
         self.in_flight: dict[int, float] = {}      # source id -> in flight until
         self._skips = 0                             # sources with a skip mask
+        self.n_left = 0                             # sources that left the list
         self._init_arrays(0)
 
     def __len__(self) -> int:
@@ -174,6 +177,8 @@ class SourceTable(PerSourceArrays):
             ok[busy] = False
         if busy_hosts:
             ok &= ~np.isin(self.host, list(busy_hosts))
+        if self.n_left:
+            ok &= ~self.left
         if self.has_skips:
             days, seconds = divmod(int(now), 86400)
             hour, weekday = seconds // 3600, (days + 3) % 7
@@ -194,8 +199,41 @@ class SourceTable(PerSourceArrays):
         return True
 
     def count_skips(self) -> None:
-        """Recount the sources with skip masks (after a restore)."""
+        """Recount the sources with skip masks and those that left (after a restore)."""
         self._skips = int(np.count_nonzero(self.skip_hours | self.skip_days))
+        self.n_left = int(np.count_nonzero(self.left))
+
+    # -- the source list ---------------------------------------------------------------------
+    def sync_list(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sources ``ids`` make up the source list now: those listed before and not now leave
+        (never crawled again, their state kept should they come back), those that had left
+        rejoin. Returns the ids (rejoined, left, whose flags changed). Sources never listed
+        (registered by a spider as it crawls) are not the list's to remove."""
+        now = np.zeros(len(self), dtype=bool)
+        now[np.asarray(ids, dtype=np.int64)] = True
+        leaving = np.flatnonzero(self.listed & ~now)
+        back = np.flatnonzero(now & self.left)
+        changed = np.flatnonzero(self.listed != now)
+        self.listed[:] = now
+        self.left[leaving] = True
+        self.left[back] = False
+        self.n_left = int(np.count_nonzero(self.left))
+        return back, leaving, changed
+
+    def flags(self, ids: np.ndarray) -> np.ndarray:
+        """The persisted flags of ``ids``: skipHours bits 0-23, skipDays 24-30, listed 32,
+        left 33."""
+        return (self.skip_hours[ids].astype(np.int64) | (self.skip_days[ids].astype(np.int64)
+                << 24) | (self.listed[ids].astype(np.int64) << 32)
+                | (self.left[ids].astype(np.int64) << 33))
+
+    def set_flags(self, ids: np.ndarray, flags: np.ndarray) -> None:
+        flags = np.asarray(flags, dtype=np.int64)
+        self.skip_hours[ids] = flags & 0xFFFFFF
+        self.skip_days[ids] = (flags >> 24) & 0x7F
+        self.listed[ids] = (flags >> 32) & 1
+        self.left[ids] = (flags >> 33) & 1
+        self.count_skips()
 
     def not_before_hint(self, sid: int, until: float) -> None:
         """A server or feed asks that ``sid`` not be fetched before ``until`` (capped by the

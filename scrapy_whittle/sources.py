@@ -140,32 +140,60 @@ def _from_json(value: Any, origin: str) -> list[SourceSpec]:
 
 def load_sources(value: str | list | None) -> list[SourceSpec]:
     """The sources named by ``WHITTLE_SOURCES``: a list of URLs, or the path of an OPML
-    (``.opml`` / ``.xml`` or content starting with ``<``), JSON (``.json``) or text file."""
+    (``.opml`` / ``.xml`` or content starting with ``<``), JSON (``.json``) or text file. An
+    http(s) URL names a list that the crawl fetches through Scrapy (:func:`is_list_url`):
+    it gives no sources here."""
     if value is None:
         return []
     if isinstance(value, list | tuple):
         return _from_json(list(value), "WHITTLE_SOURCES")
-    if _valid_url(value) and not value.lower().startswith("file:"):
-        return [_spec(value, "WHITTLE_SOURCES")]
+    if is_list_url(value):
+        return []
     path = Path(value).expanduser()
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise SourceListError(f"{value}: cannot read ({exc.strerror or exc})") from None
-    suffix = path.suffix.lower()
+    return parse_source_list(data, str(path), suffix=path.suffix.lower())
+
+
+def is_list_url(value: Any) -> bool:
+    """Whether ``WHITTLE_SOURCES`` is the http(s) URL of a source list."""
+    return isinstance(value, str) and _valid_url(value.strip()) \
+        and value.strip().lower().startswith(("http://", "https://"))
+
+
+def parse_source_list(data: bytes, origin: str, *, suffix: str = "",
+                      content_type: str | None = None, url: str | None = None
+                      ) -> list[SourceSpec]:
+    """The sources of a list document: OPML (``suffix`` ``.opml`` / ``.xml``, an XML content
+    type, or content starting with ``<``), JSON (``.json``, a JSON content type, or content
+    starting with ``[`` / ``{``) or text (one URL a line). A feed (RSS, Atom) fetched from
+    ``url`` where a list was expected is that one source."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
     head = data.lstrip()[:1]
-    if suffix in (".opml", ".xml") or head == b"<":
-        return parse_opml(data, str(path))
+    if suffix in (".opml", ".xml") or "xml" in ctype or head == b"<":
+        if url is not None and _is_feed(data):
+            return [_spec(url, origin)]
+        return parse_opml(data, origin)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise SourceListError(f"{value}: not UTF-8 text") from None
-    if suffix == ".json" or head in (b"[", b"{"):
+        raise SourceListError(f"{origin}: not UTF-8 text") from None
+    if suffix == ".json" or ctype.endswith("json") or head in (b"[", b"{"):
         try:
-            return _from_json(json.loads(text), str(path))
+            return _from_json(json.loads(text), origin)
         except json.JSONDecodeError as exc:
-            raise SourceListError(f"{value}: invalid JSON ({exc})") from None
-    return parse_url_lines(text, str(path))
+            raise SourceListError(f"{origin}: invalid JSON ({exc})") from None
+    return parse_url_lines(text, origin)
+
+
+def _is_feed(data: bytes) -> bool:
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError:
+        return False
+    return root.tag.rsplit("}", 1)[-1].lower() in ("rss", "feed", "rdf")
 
 
 class SourceRegistry:

@@ -7,9 +7,10 @@ Tables (schema version 1; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   checkpoint's state was taken);
 * ``sources``: one row per source: ``id``, ``url``, ``title``, ``category``, ``weight``,
   ``min_interval``; the crawl book-keeping ``last_crawl``, ``retry_at`` (back-off or a
-  server's "not before"), ``failures``, ``skip`` (the feed's skipHours in bits 0-23, its
-  skipDays in bits 24-30), ``etag``, ``last_modified``; counters ``crawls``, ``errors``,
-  ``new_items``, ``utility``;
+  server's "not before"), ``failures``, ``flags`` (the feed's skipHours in bits 0-23, its
+  skipDays in bits 24-30; bit 32: the source is on the WHITTLE_SOURCES list, bit 33: it was
+  and left it, and is no longer crawled), ``etag``, ``last_modified``; counters ``crawls``,
+  ``errors``, ``new_items``, ``utility``;
   what the policy learned, in units a person reads (NULL when the policy learns no such
   thing): ``rate_per_hour`` (entries published per hour), ``half_life_hours`` (of readers'
   interest), ``mean_value`` (of an entry); and the machine state: ``policy_row`` (the
@@ -58,7 +59,7 @@ CREATE TABLE sources (
     url TEXT NOT NULL UNIQUE,
     title TEXT, category TEXT, weight REAL, min_interval REAL,
     last_crawl REAL, retry_at REAL, failures INTEGER NOT NULL DEFAULT 0,
-    skip INTEGER NOT NULL DEFAULT 0,
+    flags INTEGER NOT NULL DEFAULT 0,
     etag TEXT, last_modified TEXT,
     crawls INTEGER NOT NULL DEFAULT 0, errors INTEGER NOT NULL DEFAULT 0,
     new_items INTEGER NOT NULL DEFAULT 0, utility REAL NOT NULL DEFAULT 0,
@@ -77,6 +78,7 @@ CREATE TABLE epoch_errors (epoch INTEGER NOT NULL, kind TEXT NOT NULL, count INT
 CREATE VIEW feeds AS
     SELECT id, url, title, category, rate_per_hour, half_life_hours, mean_value,
            crawls, new_items, utility, errors, failures,
+           (flags >> 33) & 1 AS left_list,
            datetime(last_crawl, 'unixepoch') AS last_crawl_utc,
            CASE WHEN retry_at > 0 THEN datetime(retry_at, 'unixepoch') END AS retry_at_utc,
            etag, last_modified
@@ -84,7 +86,7 @@ CREATE VIEW feeds AS
 """
 
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
-STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "skip", "etag", "last_modified",
+STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "last_modified",
                  "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
                  "mean_value", "policy_row", "entries")
 NEW_COLUMNS = ("id", "url", "title", "category", "weight", "min_interval")
@@ -268,13 +270,6 @@ class StateStore:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-
-    def remove_sources(self, ids: list[int]) -> None:
-        with self._lock:
-            db = self._db
-            with db:
-                db.executemany("DELETE FROM sources WHERE id = ?", [(i,) for i in ids])
-                db.executemany("DELETE FROM source_blocks WHERE id = ?", [(i,) for i in ids])
 
     def close(self) -> None:
         with self._lock:

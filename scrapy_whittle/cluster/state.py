@@ -30,9 +30,9 @@ from scrapy_whittle.columns import dtype_from_descr
 from scrapy_whittle.httpdates import http_date, unix_seconds
 from scrapy_whittle.store import LOAD_COLUMNS, Checkpoint, SavedState
 
-#: last_crawl, retry_at, failures, skip, modified (unix s), crawls, errors, new_items,
+#: last_crawl, retry_at, failures, flags, modified (unix s), crawls, errors, new_items,
 #: utility, weight, min_interval (the last two written when the source is registered)
-STATE = "<ddiIIIIIf"
+STATE = "<ddiQIIIIf"
 HEADER = struct.Struct(STATE + "ff")
 STATE_PART = struct.calcsize(STATE)
 EPOCH_FIELDS = ("crawls", "cost", "new_items", "utility", "errors", "not_modified")
@@ -70,10 +70,10 @@ class RedisStateStore:
             pipe.setrange(k.rows(sid), (sid % CHUNK) * record + STATE_PART,
                           struct.pack("<ff", weight, min_interval))
         for row in cp.source_rows():
-            (last_crawl, retry_at, failures, skip, etag, last_modified, crawls, errors,
+            (last_crawl, retry_at, failures, flags, etag, last_modified, crawls, errors,
              new_items, utility, _rate, _half, _value, policy_row, _entries, sid) = row
             state = struct.pack(STATE, -1.0 if last_crawl is None else last_crawl,
-                                retry_at, failures, skip, unix_seconds(last_modified), crawls,
+                                retry_at, failures, flags, unix_seconds(last_modified), crawls,
                                 errors, new_items, utility)
             offset = (sid % CHUNK) * record
             pipe.setrange(k.rows(sid), offset, state)
@@ -125,14 +125,14 @@ class RedisStateStore:
         cols: dict[str, list] = {name: [] for name in LOAD_COLUMNS}
         for sid in range(n):
             off = sid * record
-            (last_crawl, retry_at, failures, skip, modified, crawls, errors, new_items,
+            (last_crawl, retry_at, failures, flags, modified, crawls, errors, new_items,
              utility, weight, min_interval) = HEADER.unpack_from(data, off)
             for name, value in (
                     ("id", sid), ("url", urls[sid]), ("title", ""),
                     ("category", categories.get(sid, "")), ("weight", weight),
                     ("min_interval", min_interval),
                     ("last_crawl", None if last_crawl < 0 else last_crawl),
-                    ("retry_at", retry_at), ("failures", failures), ("skip", skip),
+                    ("retry_at", retry_at), ("failures", failures), ("flags", flags),
                     ("etag", etags.get(sid)),
                     ("last_modified", http_date(modified) if modified else None),
                     ("crawls", crawls), ("errors", errors), ("new_items", new_items),

@@ -29,7 +29,7 @@ from scrapy_whittle.store import FILE_NAME, StateStore, StoreError
 #: columns of the ``sources`` table the report shows, in this order
 SOURCE_COLUMNS = ("id", "url", "title", "rate_per_hour", "half_life_hours", "mean_value",
                   "crawls", "errors", "failures", "new_items", "utility", "last_crawl",
-                  "retry_at")
+                  "retry_at", "flags")
 EPOCH_COLUMNS = ("epoch", "crawls", "cost", "new_items", "utility", "errors", "not_modified")
 #: the WHITTLE_* settings of the project that may shape the rebuilt policy (the rest, budget,
 #: period and policy, come from the store)
@@ -173,7 +173,7 @@ def _columns(names: tuple[str, ...], rows: list[tuple]) -> dict[str, np.ndarray]
         if name in ("url", "title"):
             out[name] = np.array([v or "" for v in values], dtype=object)
         elif name in ("id", "epoch", "crawls", "errors", "failures", "new_items",
-                      "not_modified"):
+                      "not_modified", "flags"):
             out[name] = np.array([v or 0 for v in values], dtype=np.int64)
         else:
             out[name] = _float(values)

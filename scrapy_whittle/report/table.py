@@ -63,6 +63,8 @@ def order(report: CrawlReport, sort: str = "index") -> np.ndarray:
 
 def next_planned(report: CrawlReport, sid: int) -> str:
     s = report.sources
+    if (int(s["flags"][sid]) >> 33) & 1:
+        return "left the source list"
     if s["planned"][sid]:
         return f"epoch {report.plan_epoch}, {utc(report.plan_at)}"
     not_before = float(s["not_before"][sid])

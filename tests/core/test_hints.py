@@ -163,7 +163,7 @@ def _clock_at(t):
 
 
 def test_declared_rate_is_a_prior_that_evidence_outweighs():
-    service, clock = make_service(n=2, budget=2, policy="whittle", period=3600.0)
+    service, _ = make_service(n=2, budget=2, policy="whittle", period=3600.0)
     a, b = service.next_crawl(), service.next_crawl()
     service.crawl_failed(b, "timeout", "timeout")                # b learns nothing
     rates = service.policy.rate_estimator()

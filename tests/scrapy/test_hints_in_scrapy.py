@@ -54,7 +54,8 @@ async def test_retry_after_and_ttl_are_honoured():
         base = {k: v for k, v in BASE_SETTINGS.items()
                 if k not in ("SCHEDULER", "DOWNLOADER_MIDDLEWARES")}
         crawler = get_crawler(FeedSpider, dict(
-            base, ADDONS={"scrapy_whittle.Addon": 0}, RETRY_ENABLED=True, RETRY_TIMES=2, WHITTLE_POLICY="round_robin",
+            base, ADDONS={"scrapy_whittle.Addon": 0}, RETRY_ENABLED=True, RETRY_TIMES=2,
+            WHITTLE_POLICY="round_robin",
             WHITTLE_SOURCES=[f"{url}/plain", f"{url}/ttl", f"{url}/busy"],
             WHITTLE_BUDGET=3, WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=12,
             WHITTLE_CLOCK=clock, WHITTLE_BACKOFF_BASE=60))

@@ -1,0 +1,87 @@
+"""A source list at a URL, fetched through Scrapy, read again as the crawl goes (on the
+crawl's simulated clock), and a list that cannot be fetched."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest_twisted
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from scrapy_whittle.clock import SimulatedClock
+from tests.scrapy.conftest import START, make_crawler, run, whittle
+from tests.scrapy.test_crawl import keep_scheduler
+
+
+class ListAndFeeds(Resource):
+    """/list.txt: feeds a, b, c for the first three hours, then a, c, d; 404 when
+    ``broken``. /feed/<name>: one new entry per hour."""
+
+    isLeaf = True
+
+    def __init__(self, clock: SimulatedClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.broken = False
+        self.hits: dict[str, int] = {}
+
+    def render_GET(self, request) -> bytes:
+        path = request.path.decode()
+        self.hits[path] = self.hits.get(path, 0) + 1
+        hour = int((self.clock.now() - START) // 3600)
+        base = f"http://{request.getHost().host}:{request.getHost().port}"
+        if path == "/list.txt":
+            if self.broken:
+                request.setResponseCode(404)
+                return b"gone"
+            names = "abc" if hour < 3 else "acd"
+            request.setHeader("Content-Type", "text/plain")
+            return "".join(f"{base}/feed/{n}\n" for n in names).encode()
+        name = path.rsplit("/", 1)[-1]
+        request.setHeader("Content-Type", "application/rss+xml")
+        return (f'<?xml version="1.0"?><rss version="2.0"><channel><title>{name}</title>'
+                f"<item><title>{hour}</title><guid>{name}-{hour}</guid></item>"
+                "</channel></rss>").encode()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_list_at_a_url_is_fetched_through_scrapy_and_refreshed(tmp_path, caplog):
+    from twisted.internet import reactor
+
+    clock = SimulatedClock(start=START, speed=0.0)
+    web = ListAndFeeds(clock)
+    port = reactor.listenTCP(0, Site(web), interface="127.0.0.1")
+    url = f"http://127.0.0.1:{port.getHost().port}"
+    settings = dict(WHITTLE_SOURCES=f"{url}/list.txt", WHITTLE_SOURCES_REFRESH=3600,
+                    WHITTLE_POLICY="round_robin", WHITTLE_BUDGET=3, WHITTLE_PERIOD=3600,
+                    WHITTLE_MAX_EPOCHS=6, WHITTLE_CLOCK=clock, JOBDIR=str(tmp_path / "job"))
+    try:
+        crawler = make_crawler(**settings)
+        box = keep_scheduler(crawler)
+        stats = await run(crawler)
+        w = whittle(stats)
+        service = box["scheduler"].service
+        # read at start and every simulated hour, through Scrapy's downloader
+        assert web.hits["/list.txt"] == 6
+        assert stats["downloader/request_count"] == 6 + w["crawls"]
+        assert [service.url(i).rsplit("/", 1)[-1] for i in range(4)] == list("abcd")
+        assert service.sources.left.tolist() == [False, True, False, False]
+        # b left at hour 3 and d joined. The list's fetch at hour 3 is in flight while the
+        # epoch of hour 3 is planned: b's crawl of that hour was handed out before the new
+        # list arrived, none after; d is first planned in the epoch of hour 4.
+        assert web.hits["/feed/b"] == 4 and web.hits["/feed/d"] == 2
+        assert w["sources"] == 3 and w["sources/left"] == 1
+
+        # the next run cannot fetch its list: it goes on with the sources the JOBDIR holds
+        web.broken = True
+        caplog.clear()
+        crawler = make_crawler(**{**settings, "WHITTLE_MAX_EPOCHS": 2,
+                                  "WHITTLE_SOURCES_REFRESH": 1800})
+        w = whittle(await run(crawler))
+    finally:
+        await port.stopListening()
+    assert w["errors/sources_list"] == 4 and w["crawls"] == 6
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "list.txt cannot be used" in errors[0].getMessage()
+    assert "404" in errors[0].getMessage()
