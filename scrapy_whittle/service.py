@@ -56,7 +56,8 @@ from scrapy_whittle.feeds import FeedEntry
 from scrapy_whittle.hints import ServerHints
 from scrapy_whittle.httpdates import http_date, unix_seconds
 from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies import Policy, make_policy
+from scrapy_whittle.periodic import PeriodicArrivals, arrivals_from_bins
+from scrapy_whittle.policies import Policy, make_policy, policy_class
 from scrapy_whittle.problem import Problem, SourceParams
 from scrapy_whittle.settings import InvalidSetting, WhittleConfig
 from scrapy_whittle.source_table import SourceTable
@@ -259,10 +260,52 @@ class RecrawlService:
         alpha = u = None
         if self.oracle is not None:
             alpha, u = self._oracle_au(range(n), strict=True)
+        options = dict(self.config.policy_options)
+        if self.oracle is not None and policy_class(self.config.core_policy).needs_rhythms:
+            alpha, periodic_u = self._oracle_rhythms(range(n), strict=True)
+            options["periodic"] = PeriodicArrivals(alpha, periodic_u, 0)
+            u = periodic_u.mean(axis=1)
         problem = Problem(n=n, cost=self.sources.cost[:n].copy(), period=self.config.period,
                           alpha=alpha, u=u)
-        return make_policy(self.config.core_policy, problem, rng=self.config.seed,
-                           **self.config.policy_options)
+        return make_policy(self.config.core_policy, problem, rng=self.config.seed, **options)
+
+    def _oracle_rhythms(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(alpha, u per phase of the day (N, K), column t for epoch t mod K) of sources
+        ``sids`` from the oracle's parameters and rhythms (``WHITTLE_ORACLE_PARAMS``); a
+        source without a rhythm publishes evenly (with ``strict``: InvalidSetting)."""
+        sids = list(sids)
+        alpha, _ = self._oracle_au(sids, strict=strict)
+        profiles = getattr(self.oracle, "profiles", {})
+        rows = [profiles.get(self.sources.url(s)) for s in sids]
+        known = [r for r in rows if r is not None]
+        if not known or (strict and len(known) < len(rows)):
+            raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}) needs "
+                                 f"a daily rhythm (\"profile\") for every source of policy "
+                                 f"{self.config.policy!r}")
+        flat = ([1.0] * len(known[0][0]), known[0][1], known[0][2])
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for j, row in enumerate(rows):
+            bins, width, origin = row or flat
+            groups[len(bins), width, origin].append(j)
+        params = np.array([self.oracle.get(self.sources.url(s), (0.0, 0.0, 0.0))
+                           for s in sids], dtype=np.float64).reshape(-1, 3)
+        out = None
+        for (_, width, origin), idx in groups.items():
+            bins = np.array([(rows[j] or flat)[0] for j in idx], dtype=np.float64)
+            try:
+                arr = arrivals_from_bins(*params[idx].T, bins, width, self.config.period,
+                                         origin=origin, start=self.origin)
+            except ValueError as exc:
+                raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
+                                     f" {exc} (WHITTLE_PERIOD {self.config.period!r})"
+                                     ) from None
+            if out is None:
+                out = np.zeros((len(sids), arr.u.shape[1]))
+            if arr.u.shape[1] != out.shape[1]:
+                raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
+                                     " the rhythms must all span the same time")
+            out[idx] = np.roll(arr.u, -arr.phase0, axis=1)   # phase of epoch 0 made 0
+        return alpha, out
 
     def _oracle_au(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
         rows = []
@@ -363,7 +406,9 @@ class RecrawlService:
         sids = np.asarray(self._pending_grow, dtype=np.int64)
         self._pending_grow = []
         extra = {}
-        if self.oracle is not None:
+        if self.oracle is not None and self.policy.needs_rhythms:
+            extra["alpha"], extra["periodic_u"] = self._oracle_rhythms(sids)
+        elif self.oracle is not None:
             extra["alpha"], extra["u"] = self._oracle_au(sids)
         self.policy.grow(len(sids), self.sources.cost[sids], **extra)
         self._set_half_life_priors(sids)

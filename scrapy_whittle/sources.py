@@ -317,8 +317,16 @@ class SourceRegistry:
             self.add(url)
 
 
-def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
-    """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second.
+class OracleParams(dict):
+    """URL -> (rate, mean_utility, decay), and in ``profiles`` the daily rhythms the document
+    gives (:func:`load_oracle_profiles`), for a rhythm-aware oracle."""
+
+    profiles: dict[str, tuple[list[float], float, float]]
+
+
+def load_oracle(value: str | dict) -> OracleParams:
+    """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second (and
+    the rhythms, in ``.profiles``).
 
     Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
     "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
@@ -340,7 +348,7 @@ def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
         rows = doc
     else:
         raise fail("must be a JSON object")
-    out = {}
+    out = OracleParams()
     for url, row in rows.items():
         try:
             params = tuple(float(row[k]) for k in ("rate", "mean_utility", "decay"))
@@ -349,6 +357,7 @@ def load_oracle(value: str | dict) -> dict[str, tuple[float, float, float]]:
         if not all(p >= 0 and p < float("inf") for p in params):
             raise fail(f"entry {url!r} has a negative or infinite parameter")
         out[str(url)] = params
+    out.profiles = load_oracle_profiles(doc)
     return out
 
 

@@ -75,7 +75,8 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
     oracle = None
     from scrapy_whittle.policies import policy_class
 
-    if policy_class(config.core_policy).needs_parameters:
+    cls = policy_class(config.core_policy)
+    if cls.needs_parameters:
         oracle = load_oracle(config.oracle_params)
         missing = [s.url for s in sources if s.url not in oracle]
         if missing:
@@ -83,6 +84,12 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
                 f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no parameters for "
                 f"{len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: policy "
                 f"{config.policy!r} needs rate, mean_utility and decay for every source")
+        missing = [s.url for s in sources if s.url not in oracle.profiles]
+        if cls.needs_rhythms and missing:
+            raise InvalidSetting(
+                f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no daily rhythm "
+                f"(\"profile\") for {len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: "
+                f"policy {config.policy!r} needs one for every source")
     warn_unreachable_budget(settings, config, sources)
     return CrawlStart(config=config, sources=sources, oracle=oracle)
 

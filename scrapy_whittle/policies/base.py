@@ -62,6 +62,9 @@ class Policy(PerSourceArrays, ABC):
     name: ClassVar[str] = "base"
     scalar_state: ClassVar[tuple[str, ...]] = ()
     needs_parameters: ClassVar[bool] = False
+    #: the policy also needs each source's daily rhythm (``periodic=``, built by the re-crawl
+    #: service from the ``profile`` entries of ``WHITTLE_ORACLE_PARAMS``)
+    needs_rhythms: ClassVar[bool] = False
 
     def __init__(self, problem: Problem, rng: np.random.Generator | int | None = None) -> None:
         if self.needs_parameters and not problem.knows_parameters:

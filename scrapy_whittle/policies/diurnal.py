@@ -74,6 +74,7 @@ class DiurnalOraclePolicy(Policy):
 
     name = "diurnal-oracle"
     needs_parameters = True
+    needs_rhythms = True
     # x is derived (it moves for every source every epoch): what persists is the epoch each
     # source was emptied, from which _after_import replays the periodic recursion
     per_source = {"x": Col(0.0, persist=False), "emptied": np.nan}

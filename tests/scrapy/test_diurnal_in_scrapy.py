@@ -82,3 +82,40 @@ def test_malformed_oracle_profile_names_the_setting():
                 {"bins": "x", "bin_seconds": 60}, {"bins": [1], "bin_seconds": 0}):
         with pytest.raises(InvalidSetting, match="WHITTLE_ORACLE_PARAMS"):
             load_oracle_profiles({"http://a/feed": {"profile": bad}})
+
+
+@pytest_twisted.ensureDeferred
+async def test_diurnal_oracle_crawls_on_the_published_rhythms():
+    web = VirtualWeb("news-diurnal", n=12)
+    doc = web.server.resource.params(web.url)
+    settings = dict(WHITTLE_SOURCES=web.feeds(12), WHITTLE_POLICY="diurnal-oracle",
+                    WHITTLE_ORACLE_PARAMS=doc, WHITTLE_BUDGET=3, WHITTLE_PERIOD=3600,
+                    WHITTLE_MAX_EPOCHS=30, WHITTLE_CLOCK=web.clock)
+    try:
+        crawler = make_crawler(**settings)
+        box = keep_scheduler(crawler)
+        w = whittle(await run(crawler))
+    finally:
+        await web.stop()
+    assert w["crawls"] == 3 * 30 and not any(k.startswith("errors/") for k in w), w
+    service = box["scheduler"].service
+    periodic = service.policy.periodic
+    # the rhythms it planned on are those published, epoch 0 at the crawl's start
+    params, rhythms = load_oracle(doc), load_oracle_profiles(doc)
+    urls = [service.url(i) for i in range(12)]
+    rate, xi, mu = (np.array([params[u][j] for u in urls]) for j in range(3))
+    bins = np.array([rhythms[u][0] for u in urls])
+    expected = arrivals_from_bins(rate, xi, mu, bins, rhythms[urls[0]][1], 3600.0,
+                                  origin=rhythms[urls[0]][2], start=service.origin)
+    assert periodic.k == 24 and periodic.phase0 == 0
+    np.testing.assert_allclose(periodic.u, np.roll(expected.u, -expected.phase0, axis=1))
+    np.testing.assert_allclose(periodic.alpha, expected.alpha)
+
+
+def test_diurnal_oracle_needs_a_rhythm_for_every_source():
+    from scrapy_whittle.startup import check_start
+
+    doc = {"https://a.example/feed": {"rate": 1e-3, "mean_utility": 1, "decay": 1e-4}}
+    with pytest.raises(InvalidSetting, match="no daily rhythm"):
+        check_start({"WHITTLE_SOURCES": ["https://a.example/feed"], "WHITTLE_BUDGET": 1,
+                     "WHITTLE_POLICY": "diurnal-oracle", "WHITTLE_ORACLE_PARAMS": doc})
