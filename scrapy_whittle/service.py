@@ -445,18 +445,24 @@ class RecrawlService:
         period = self.config.period
         epoch_end = self.origin + (k + 1) * period
         later = epoch_end
+        src = self.sources
+        saturated: set[int] = set()        # hosts found saturated in this call
         for j, sid in enumerate(self.plan):
             if self.config.spread:
                 release = self.origin + k * period + self.spent * period / self.config.budget
                 if release > now + 1e-9:
                     self.wake_at = release
                     return None
-            not_before = self.sources.not_before(sid, now)
+            host = int(src.host[sid])
+            if host in saturated:
+                continue
+            not_before = src.not_before(sid, now)
             if not_before > now + 1e-6:
                 later = min(later, not_before)
                 continue
-            if hosts.saturated(self.sources.host_names[int(self.sources.host[sid])]):
-                continue                   # asked again when a download of the slot ends
+            if hosts.saturated(src.host_names[host]):
+                saturated.add(host)        # asked again when a download of the slot ends
+                continue
             del self.plan[j]
             self.spent += float(self.sources.cost[sid])
             return self._dispatch(sid, now, k)

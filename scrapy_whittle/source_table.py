@@ -154,8 +154,10 @@ class SourceTable(PerSourceArrays):
     def not_before(self, sid: int, now: float = -math.inf) -> float:
         """Earliest time, from ``now`` on, source ``sid`` may be fetched (in flight, back-off
         or a server's "not before", min interval, the feed's skipHours / skipDays)."""
-        t = max(now, self.in_flight.get(sid, 0.0), self.retry_at[sid],
-                self.last_crawl[sid] + self.min_interval[sid])
+        t = max(now, self.in_flight.get(sid, 0.0), float(self.retry_at[sid]),
+                float(self.last_crawl[sid]) + float(self.min_interval[sid]))
+        if not self._skips:
+            return t
         hours, days = int(self.skip_hours[sid]), int(self.skip_days[sid])
         for _ in range(24 * 7):               # the masks never cover the whole week
             if not skipped(t, hours, days):
