@@ -15,7 +15,7 @@ import numpy as np
 from scrapy_whittle.columns import Col, PerSourceArrays
 from scrapy_whittle.hints import skipped
 from scrapy_whittle.settings import WhittleConfig
-from scrapy_whittle.sources import SourceRegistry, SourceSpec, url_host
+from scrapy_whittle.sources import SourceRegistry, SourceSpec, url_hosts
 
 
 class SourceTable(PerSourceArrays):
@@ -83,7 +83,8 @@ class SourceTable(PerSourceArrays):
             return values if every else [values[j] for j in new]
 
         new_urls = pick(urls)
-        self.host[ids] = [self._host_id(url_host(url) or "") for url in new_urls]
+        host_id = self._host_id
+        self.host[ids] = [host_id(h or "") for h in url_hosts(new_urls)]
         self.min_interval[ids] = np.maximum(np.asarray(pick(min_intervals), dtype=float),
                                             self.config.min_interval)
         self.weight[ids] = pick(weights)

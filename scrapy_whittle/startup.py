@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy_whittle.settings import InvalidSetting, WhittleConfig
-from scrapy_whittle.sources import SourceListError, SourceSpec, load_oracle, load_sources, url_host
+from scrapy_whittle.sources import (
+    SourceListError,
+    SourceSpec,
+    load_oracle,
+    load_sources,
+    url_hosts,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -145,7 +151,7 @@ def warn_unreachable_budget(settings: Any, config: WhittleConfig,
                             sources: list[SourceSpec]) -> str | None:
     """Log (and return) a warning when the download delays let fewer crawls be made per
     period than the budget pays for; None when the budget is reachable."""
-    per_host = Counter(url_host(s.url) or "" for s in sources)
+    per_host = Counter(h or "" for h in url_hosts([s.url for s in sources]))
     if not per_host:
         return None
     # A host's own delay (DOWNLOAD_SLOTS) is priced in its sources' crawl cost, C = max(1,
