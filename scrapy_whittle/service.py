@@ -847,7 +847,7 @@ class RecrawlService:
         for sid, etag in enumerate(cols["etag"]):
             if etag:
                 st.etag.set(sid, etag)
-        st.modified[ids] = [unix_seconds(v) for v in cols["last_modified"]]
+        st.modified[ids] = array("modified", 0, np.int64)
         for name in ("crawls", "errors", "new_items", "utility"):
             getattr(st, name)[ids] = array(name, 0)
         self.memory.import_keys(ids, cols["entries"])
@@ -918,7 +918,7 @@ class _SourceRows:
         columns = zip(
             [x if math.isfinite(x) else None for x in s["last_crawl"].tolist()],
             s["retry_at"].tolist(), s["failures"].tolist(), s["flags"].tolist(), s["etag"],
-            [http_date(m) if m else None for m in s["modified"].tolist()],
+            s["modified"].tolist(),
             s["crawls"].tolist(), s["errors"].tolist(), s["new_items"].tolist(),
             s["utility"].tolist(), readable("rate", hour), readable("half_life", 1 / hour),
             readable("value", 1.0),

@@ -9,7 +9,8 @@ Tables (schema version 1; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   ``min_interval``; the crawl book-keeping ``last_crawl``, ``retry_at`` (back-off or a
   server's "not before"), ``failures``, ``flags`` (the feed's skipHours in bits 0-23, its
   skipDays in bits 24-30; bit 32: the source is on the WHITTLE_SOURCES list, bit 33: it was
-  and left it, and is no longer crawled), ``etag``, ``last_modified``; counters ``crawls``,
+  and left it, and is no longer crawled), ``etag``, ``modified`` (the ``Last-Modified`` of
+  the last response, unix seconds; 0: none); counters ``crawls``,
   ``errors``, ``new_items``, ``utility``;
   what the policy learned, in units a person reads (NULL when the policy learns no such
   thing): ``rate_per_hour`` (entries published per hour), ``half_life_hours`` (of readers'
@@ -60,7 +61,7 @@ CREATE TABLE sources (
     title TEXT, category TEXT, weight REAL, min_interval REAL,
     last_crawl REAL, retry_at REAL, failures INTEGER NOT NULL DEFAULT 0,
     flags INTEGER NOT NULL DEFAULT 0,
-    etag TEXT, last_modified TEXT,
+    etag TEXT, modified INTEGER NOT NULL DEFAULT 0,
     crawls INTEGER NOT NULL DEFAULT 0, errors INTEGER NOT NULL DEFAULT 0,
     new_items INTEGER NOT NULL DEFAULT 0, utility REAL NOT NULL DEFAULT 0,
     rate_per_hour REAL, half_life_hours REAL, mean_value REAL,
@@ -81,12 +82,13 @@ CREATE VIEW feeds AS
            (flags >> 33) & 1 AS left_list,
            datetime(last_crawl, 'unixepoch') AS last_crawl_utc,
            CASE WHEN retry_at > 0 THEN datetime(retry_at, 'unixepoch') END AS retry_at_utc,
-           etag, last_modified
+           etag, CASE WHEN modified > 0 THEN datetime(modified, 'unixepoch') END
+               AS last_modified_utc
     FROM sources;
 """
 
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
-STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "last_modified",
+STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "modified",
                  "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
                  "mean_value", "policy_row", "entries")
 NEW_COLUMNS = ("id", "url", "title", "category", "weight", "min_interval")

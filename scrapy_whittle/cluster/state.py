@@ -27,7 +27,6 @@ from typing import Any
 
 from scrapy_whittle.cluster.keys import CHUNK, Keys
 from scrapy_whittle.columns import dtype_from_descr
-from scrapy_whittle.httpdates import http_date, unix_seconds
 from scrapy_whittle.store import LOAD_COLUMNS, Checkpoint, SavedState
 
 #: last_crawl, retry_at, failures, flags, modified (unix s), crawls, errors, new_items,
@@ -70,10 +69,10 @@ class RedisStateStore:
             pipe.setrange(k.rows(sid), (sid % CHUNK) * record + STATE_PART,
                           struct.pack("<ff", weight, min_interval))
         for row in cp.source_rows():
-            (last_crawl, retry_at, failures, flags, etag, last_modified, crawls, errors,
+            (last_crawl, retry_at, failures, flags, etag, modified, crawls, errors,
              new_items, utility, _rate, _half, _value, policy_row, _entries, sid) = row
             state = struct.pack(STATE, -1.0 if last_crawl is None else last_crawl,
-                                retry_at, failures, flags, unix_seconds(last_modified), crawls,
+                                retry_at, failures, flags, modified, crawls,
                                 errors, new_items, utility)
             offset = (sid % CHUNK) * record
             pipe.setrange(k.rows(sid), offset, state)
@@ -134,7 +133,7 @@ class RedisStateStore:
                     ("last_crawl", None if last_crawl < 0 else last_crawl),
                     ("retry_at", retry_at), ("failures", failures), ("flags", flags),
                     ("etag", etags.get(sid)),
-                    ("last_modified", http_date(modified) if modified else None),
+                    ("modified", modified),
                     ("crawls", crawls), ("errors", errors), ("new_items", new_items),
                     ("utility", utility), ("rate_per_hour", None),
                     ("half_life_hours", None), ("mean_value", None),
