@@ -21,8 +21,10 @@ when the feed gives one, else ``WHITTLE_ITEM_VALUE`` x the source's weight) and 
 policy learn from them. A 304 is a successful crawl that found nothing new.
 
 Failures (HTTP >= 400, a 3xx left unfollowed, a download error after retries, an unusable
-body) teach the policy nothing; the service logs them once per source and kind with their
-cause, counts them under ``whittle/errors/<kind>``, and backs the source off
+body, a redirect loop: a source request redirected back to a URL of its own chain is dropped
+here, before it is sent again) teach the policy nothing; the service logs them once per
+source and kind with their cause, counts them under ``whittle/errors/<kind>`` (the kinds of
+:mod:`scrapy_whittle.errors`), and backs the source off
 ``min(WHITTLE_BACKOFF_MAX, WHITTLE_BACKOFF_BASE * 2**(k-1))`` seconds after k consecutive
 failures. The new entries are in ``response.meta["whittle_entries"]`` (a list of
 ``FeedEntry``) with their values in ``response.meta["whittle_values"]``; an unusable
@@ -39,6 +41,7 @@ from urllib.parse import urlsplit
 from scrapy import signals
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
+from scrapy_whittle.errors import RedirectLoop, describe, exception_kind
 from scrapy_whittle.scheduler import META_CRAWL
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.startup import crawl_start
@@ -52,21 +55,6 @@ if TYPE_CHECKING:
     from scrapy_whittle.service import RecrawlService
 
 logger = logging.getLogger(__name__)
-
-
-def exception_kind(exc: BaseException) -> str:
-    """A short stats-key name for a download error."""
-    name = type(exc).__name__
-    if "Timeout" in name:
-        return "timeout"
-    if "DNS" in name or "DNSLookup" in name:
-        return "dns"
-    if name in ("IgnoreRequest",):
-        return "ignored"
-    if any(s in name for s in ("Connect", "ConnectionLost", "ResponseNeverReceived",
-                               "ResponseFailed", "ConnectionDone")):
-        return "connection"
-    return name.lower()
 
 
 def service_of(crawler: Crawler | None) -> RecrawlService | None:
@@ -113,6 +101,15 @@ class FeedObserverMiddleware:
         await self.pool.close()
 
     # -- hooks --------------------------------------------------------------------------
+    def process_request(self, request: Request) -> None:
+        """A redirect of a source request back to a URL of its own chain is a loop: dropped
+        before it is sent (``RedirectLoop``, kind ``redirect_loop``), instead of after
+        ``REDIRECT_MAX_TIMES`` requests."""
+        visited = request.meta.get("redirect_urls")
+        if visited and META_CRAWL in request.meta and request.url in visited:
+            chain = " -> ".join([*visited, request.url][-4:])
+            raise RedirectLoop(f"redirect loop: ... {chain}")
+
     async def process_response(self, request: Request, response: Response) -> Response:
         service = service_of(self.crawler)
         crawl = request.meta.get(META_CRAWL)
@@ -160,7 +157,7 @@ class FeedObserverMiddleware:
         crawl = request.meta.get(META_CRAWL)
         if service is not None and crawl is not None:
             await self._failure(service, crawl, request, exception_kind(exception),
-                                f"{type(exception).__name__}: {exception}")
+                                describe(exception))
         return None
 
     @staticmethod

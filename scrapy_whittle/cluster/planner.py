@@ -284,9 +284,13 @@ class Planner:
         etag = f[b"etag"].decode() or None
         modified = f[b"modified"].decode() or None
         if kind == "ok":
-            published = json.loads(f[b"published"])
-            service.record_fetch(crawl, int(f[b"new"]), float(f[b"reward"]),
-                                 f[b"full"] == b"1", published, etag=etag,
+            try:      # what a worker sent; record_fetch keeps the numbers in range
+                new, reward = int(f[b"new"]), float(f[b"reward"])
+                published = json.loads(f[b"published"])
+            except (ValueError, TypeError):
+                self.node.stats.inc("cluster/bad_results")
+                new, reward, published = 0, 0.0, []
+            service.record_fetch(crawl, new, reward, f[b"full"] == b"1", published, etag=etag,
                                  last_modified=modified, now=float(f[b"at"]))
         elif kind == "not_modified":
             service.not_modified(crawl, etag=etag, last_modified=modified)
