@@ -10,11 +10,13 @@ a cluster's planner and the simulator agree):
   [0, ``MAX_ENTRY_VALUE``] (10^9). A clipped value is counted under ``whittle/clipped/value``.
 * **publication times** that teach the policy: unknown, non-finite or in the future -> the
   time the entry was first seen (now); never older than ``MAX_AGE`` (20 years); and never
-  before the previous successful fetch of the source (cross-checked against first-seen
-  times: an entry that fetch did not show appeared after it was sent, whatever date it
-  carries). At a source's first fetch, where nothing bounds them, a date that lies far
-  before all the others (``outlier_times``) is taken as unknown: one impossible date cannot
-  stretch the span the entries are counted over by orders of magnitude.
+  before the previous successful fetch of the source, less ``SINCE_SLACK`` (2 s: dates have
+  whole seconds) (cross-checked against first-seen times: an entry that fetch did not show
+  appeared after it was sent, whatever date it carries); counted under
+  ``whittle/clipped/published``. At a source's first fetch, where nothing bounds them, a
+  date that lies far before all the others (``outlier_times``) is taken as unknown: one
+  impossible date cannot stretch the span the entries are counted over by orders of
+  magnitude.
 * **new entries per fetch** that teach the policy (``burst_cap``): at most ``BURST_MIN``
   (100), or ``BURST_FACTOR`` (4) times the most a previous fetch of the source taught. A feed
   that suddenly shows more unseen entries than that (regenerated ids, a replayed archive)

@@ -99,7 +99,10 @@ class HostileFeeds:
 
     time_source: the server's unix time (entries are dated against it); reactor: Twisted's;
     bomb_bytes: inflated size of the gzip bomb; hang_seconds: how long a hung connection is
-    held before it is closed; item_gap: seconds between the dates of consecutive entries."""
+    held before it is closed; item_gap: seconds between the dates of consecutive entries;
+    burst_entries: the size of ``burst``'s archive."""
+
+    burst_entries = 5000
 
     def __init__(self, time_source, reactor, *, bomb_bytes: int = 1536 * MIB,
                  hang_seconds: float = 600.0, item_gap: float = 600.0) -> None:
@@ -287,7 +290,7 @@ class HostileFeeds:
         if k <= 2:
             items = self._items(5, f"b{leaf[0]}", base, now=self.t0)
         else:
-            items = self._items(5000, f"b{leaf[0]}-{k}", base, now=self.t0)
+            items = self._items(self.burst_entries, f"b{leaf[0]}-{k}", base, now=self.t0)
         return self._send(request, RSS.format(items).encode())
 
     def _nodates(self, request, case, leaf, base):
