@@ -73,10 +73,14 @@ def entry_values(engagements: Sequence[float | None], default: float, scale: flo
     out, clipped = [], 0
     fallback = entry_value(default)
     clipped_default = fallback != default
+    top = MAX_ENTRY_VALUE * scale
     for e in engagements:
         if e is None:
             out.append(fallback)
             clipped += clipped_default
+            continue
+        if e.__class__ is float and 0.0 <= e <= MAX_ENGAGEMENT and e <= top:
+            out.append(e / scale)              # the common case (NaN fails the tests)
             continue
         raw = engagement(e)
         v = 0.0 if raw is None else raw / scale
@@ -115,6 +119,25 @@ def learnable_times(published: Sequence, now: float, since: float | None
     lo = now - MAX_AGE
     if since is not None and math.isfinite(since):
         lo = max(lo, since - SINCE_SLACK)
+    n = len(published)
+    try:                       # the common case: every date known and within the range
+        total = sum(published)
+        plain = total == total and abs(total) != math.inf and lo <= min(published) \
+            and max(published) <= now
+    except (TypeError, ValueError):
+        plain = False
+    if plain:
+        out, changed = [float(p) for p in published], [False] * n
+    else:
+        out, changed = _clip_times(published, lo, now)
+    if since is None and n > OUTLIER_MIN_DATES:
+        for j in outlier_times(out):
+            out[j] = now
+            changed[j] = True
+    return out, changed
+
+
+def _clip_times(published: Sequence, lo: float, now: float) -> tuple[list[float], list[bool]]:
     out, changed = [], []
     for p in published:
         try:
@@ -133,10 +156,6 @@ def learnable_times(published: Sequence, now: float, since: float | None
         else:
             out.append(t)
             changed.append(False)
-    if since is None and len(out) > OUTLIER_MIN_DATES:
-        for j in outlier_times(out):
-            out[j] = now
-            changed[j] = True
     return out, changed
 
 

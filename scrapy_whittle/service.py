@@ -532,18 +532,20 @@ class RecrawlService:
         (:mod:`scrapy_whittle.sanitize`). A burst teaches a plain count (no window
         censoring: the entries it leaves out were not lost)."""
         sid = crawl.source
-        try:
-            new_items = max(0, int(new_items))
-            reward = float(reward)
-        except (TypeError, ValueError, OverflowError):
-            new_items, reward = 0, 0.0
-        new_items = min(new_items, self.memory.max_per_source)
+        if new_items.__class__ is not int or reward.__class__ is not float:
+            try:                               # from a worker, through Redis
+                new_items, reward = int(new_items), float(reward)
+            except (TypeError, ValueError, OverflowError):
+                new_items, reward = 0, 0.0
+        new_items = min(max(new_items, 0), self.memory.max_per_source)
         top = new_items * sanitize.MAX_ENTRY_VALUE
         if not 0.0 <= reward <= top:
             self.stats.inc("clipped/value")
             reward = min(reward, top) if reward > 0 else 0.0
-        published = list(published)[:new_items] if isinstance(published, list | tuple) else []
-        published += [None] * (new_items - len(published))
+        if published.__class__ is not list or len(published) != new_items:
+            published = list(published)[:new_items] if isinstance(published, list | tuple) \
+                else []
+            published += [None] * (new_items - len(published))
         since = float(self.state.last_ok[sid])
         first = not math.isfinite(since)
         times, changed = sanitize.learnable_times(published, now, None if first else since)
