@@ -25,6 +25,12 @@ Learning. What crawls showed is buffered and given to the policy in batches (one
 checkpoint, and whenever the oldest buffered crawl is ``FLUSH_AFTER`` seconds old. The policy
 time unit is the second, counted from the origin.
 
+Hostile input. What a fetch teaches is kept within plausible ranges first
+(:mod:`scrapy_whittle.sanitize`: values, publication times, bursts of unseen entries); before
+each selection the policy checks the sources it learned of since the previous one and resets
+those whose state went bad (``Policy.repair``), after a restore it checks them all, and a
+selection that still raises on the policy's state is retried once after a full check.
+
 Persistence (with a store): a checkpoint every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (the
 caller decides when: ``checkpoint_due``) and at close writes what changed since the previous
 one: the sources registered, the rows of the sources crawled or otherwise touched (book-
