@@ -192,6 +192,31 @@ class PerSourceArrays:
         """Hook: invalidate caches after rows were imported."""
 
 
+def unusable_rows(arrays: PerSourceArrays, rows) -> np.ndarray:
+    """bool per row of ``rows``: some persisted floating-point column holds a number that is
+    not finite where it should be (NaN is allowed only in a column whose fill value is NaN,
+    such as "time of the last crawl: never"; +-inf nowhere)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    bad = np.zeros(rows.shape[0], dtype=bool)
+    for name, col in arrays._cols.items():
+        if not col.persist or col.dtype.kind != "f" or not rows.size:
+            continue
+        v = getattr(arrays, name)[rows]
+        wrong = np.isinf(v) if np.isnan(col.fill) else ~np.isfinite(v)
+        bad |= wrong.reshape(rows.shape[0], -1).any(axis=1)
+    return bad
+
+
+def refill_rows(arrays: PerSourceArrays, rows, keep: tuple[str, ...] = ()) -> None:
+    """Set rows ``rows`` of every column but ``keep`` back to its declared fill value."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not rows.size:
+        return
+    for name, col in arrays._cols.items():
+        if name not in keep:
+            getattr(arrays, name)[rows] = col.fill
+
+
 class SparseRows:
     """Source id -> row of a block that only some sources use (-1: none yet).
 

@@ -175,7 +175,8 @@ def _convert(raw: RawFeed, *, url: str, now: float, max_skew: float, max_age: fl
              limits: ParseLimits, warnings: list[str], notices: list[str],
              parser: str) -> ParsedFeed:
     entries: list[FeedEntry] = []
-    dropped = future = ancient = too_long = 0
+    dropped = future = ancient = too_long = undated = 0
+    keys: set[str] = set()
     cap = limits.max_field_chars
     for e in raw.entries:
         title, link = _text(e.get("title")), _text(e.get("link"))
@@ -198,6 +199,8 @@ def _convert(raw: RawFeed, *, url: str, now: float, max_skew: float, max_age: fl
         published, absurd = _published(e, now, max_skew, max_age)
         future += absurd == "future"
         ancient += absurd == "ancient"
+        undated += published is None and absurd is None
+        keys.add(key)
         entries.append(FeedEntry(key=key, title=title, link=link, published=published,
                                  engagement=_engagement(e)))
     if raw.entries and not entries:
@@ -211,12 +214,23 @@ def _convert(raw: RawFeed, *, url: str, now: float, max_skew: float, max_age: fl
         warnings.append(f"{too_long} titles, links or ids longer than {cap} characters cut, "
                         "dropped or hashed (WHITTLE_MAX_FIELD_LENGTH)")
     if dropped:
+        notices.append("entries_dropped")
         warnings.append(f"{dropped} entries without id, link, title or summary dropped")
+    if undated:
+        notices.append("no_dates")
+        warnings.append(f"{undated} entries without a publication date (the time first seen "
+                        "is used)")
     if future:
+        notices.append("future_dates")
         warnings.append(f"{future} publication dates in the future ignored")
     if ancient:
+        notices.append("ancient_dates")
         warnings.append(f"{ancient} publication dates older than {max_age / 86400:.0f} days "
                         "ignored")
+    if len(keys) < len(entries):
+        notices.append("duplicate_ids")
+        warnings.append(f"{len(entries) - len(keys)} entries repeat the id of an earlier one "
+                        "(counted once)")
     return ParsedFeed(kind=raw.version or "unknown", entries=entries, warnings=warnings,
                       notices=tuple(dict.fromkeys(notices)), parser=parser, hints=raw.hints)
 

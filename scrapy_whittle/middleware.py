@@ -21,8 +21,10 @@ when the feed gives one, else ``WHITTLE_ITEM_VALUE`` x the source's weight) and 
 policy learn from them. A 304 is a successful crawl that found nothing new.
 
 Failures (HTTP >= 400, a 3xx left unfollowed, a download error after retries, an unusable
-body) teach the policy nothing; the service logs them once per source and kind with their
-cause, counts them under ``whittle/errors/<kind>``, and backs the source off
+body, a redirect loop: a source request redirected back to a URL of its own chain is dropped
+here, before it is sent again) teach the policy nothing; the service logs them once per
+source and kind with their cause, counts them under ``whittle/errors/<kind>`` (the kinds of
+:mod:`scrapy_whittle.errors`), and backs the source off
 ``min(WHITTLE_BACKOFF_MAX, WHITTLE_BACKOFF_BASE * 2**(k-1))`` seconds after k consecutive
 failures, or as long as a 429 / 503's ``Retry-After`` asks if longer. What a response says
 about the next visit (``Cache-Control: max-age``, ``Expires``, the feed's ``<ttl>``,
@@ -42,6 +44,7 @@ from urllib.parse import urlsplit
 from scrapy import signals
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
+from scrapy_whittle.errors import RedirectLoop, describe, exception_kind
 from scrapy_whittle.hints import response_hints, retry_after
 from scrapy_whittle.scheduler import META_CRAWL
 from scrapy_whittle.settings import WhittleConfig
@@ -56,21 +59,6 @@ if TYPE_CHECKING:
     from scrapy_whittle.service import RecrawlService
 
 logger = logging.getLogger(__name__)
-
-
-def exception_kind(exc: BaseException) -> str:
-    """A short stats-key name for a download error."""
-    name = type(exc).__name__
-    if "Timeout" in name:
-        return "timeout"
-    if "DNS" in name or "DNSLookup" in name:
-        return "dns"
-    if name in ("IgnoreRequest",):
-        return "ignored"
-    if any(s in name for s in ("Connect", "ConnectionLost", "ResponseNeverReceived",
-                               "ResponseFailed", "ConnectionDone")):
-        return "connection"
-    return name.lower()
 
 
 def service_of(crawler: Crawler | None) -> RecrawlService | None:
@@ -130,6 +118,15 @@ class FeedObserverMiddleware:
         await self.pool.close()
 
     # -- hooks --------------------------------------------------------------------------
+    def process_request(self, request: Request) -> None:
+        """A redirect of a source request back to a URL of its own chain is a loop: dropped
+        before it is sent (``RedirectLoop``, kind ``redirect_loop``), instead of after
+        ``REDIRECT_MAX_TIMES`` requests."""
+        visited = request.meta.get("redirect_urls")
+        if visited and META_CRAWL in request.meta and request.url in visited:
+            chain = " -> ".join([*visited, request.url][-4:])
+            raise RedirectLoop(f"redirect loop: ... {chain}")
+
     async def process_response(self, request: Request, response: Response) -> Response:
         service = service_of(self.crawler)
         crawl = request.meta.get(META_CRAWL)
@@ -185,7 +182,7 @@ class FeedObserverMiddleware:
         crawl = request.meta.get(META_CRAWL)
         if service is not None and crawl is not None:
             await self._failure(service, crawl, request, exception_kind(exception),
-                                f"{type(exception).__name__}: {exception}")
+                                describe(exception))
         return None
 
     @staticmethod

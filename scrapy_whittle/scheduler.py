@@ -29,6 +29,7 @@ close.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections import deque
@@ -58,12 +59,8 @@ logger = logging.getLogger(__name__)
 
 META_CRAWL = "whittle_crawl"
 META_REGISTER = "whittle_source"
+META_ERRBACK = "whittle_errback"          # a template's own errback, called after ours
 LEGACY_STATE_FILE = "whittle.state.pickle"
-
-
-def _quiet_errback(failure):
-    """Errback of source requests: the middleware has logged and counted the failure once."""
-    return None
 
 
 class DownloadSlots:
@@ -292,18 +289,49 @@ class WhittleScheduler(BaseScheduler):
 
 
     def _request(self, crawl: Crawl) -> Request:
+        """The request of a crawl. It carries Scrapy's own size limits at
+        ``WHITTLE_MAX_FEED_SIZE`` (``download_maxsize``, enforced on the wire and while
+        HttpCompressionMiddleware inflates the body, so a gzip bomb is cut there;
+        ``download_warnsize`` at half of it) and the errback that reports the failures the
+        middleware cannot see (:meth:`_source_failed`)."""
+        limit = self.config.max_feed_size
         meta = {META_CRAWL: crawl, "whittle_source_id": crawl.source,
-                "whittle_source_url": crawl.url, "dont_cache": True}
+                "whittle_source_url": crawl.url, "dont_cache": True,
+                "download_maxsize": limit, "download_warnsize": limit // 2}
         template = self.templates.get(crawl.source)
         if template is None:
             return Request(crawl.url, dont_filter=True, meta=meta,
-                           headers=crawl.headers or None, errback=_quiet_errback)
+                           headers=crawl.headers or None, errback=self._source_failed)
         request = template.replace(meta={**template.meta, **meta})
         for key, value in crawl.headers.items():
             request.headers[key] = value
-        if request.errback is None:
-            request.errback = _quiet_errback
+        if request.errback is not None:
+            request.meta[META_ERRBACK] = request.errback
+        request.errback = self._source_failed
         return request
+
+    async def _source_failed(self, failure):
+        """Errback of source requests. A failure raised by a downloader middleware's
+        ``process_response`` (RedirectMiddleware's "max redirections reached",
+        HttpCompressionMiddleware's size limit while inflating) reaches no middleware's
+        ``process_exception``, only this: it is reported to the service here, once; what the
+        middleware already reported (``whittle_error`` or ``whittle_entries`` set) is not.
+        Then the template's own errback, if it had one."""
+        request = getattr(failure, "request", None)
+        meta = request.meta if request is not None else {}
+        crawl = meta.get(META_CRAWL)
+        if crawl is not None and "whittle_error" not in meta and "whittle_entries" not in meta:
+            from scrapy_whittle.errors import describe, exception_kind
+
+            kind = exception_kind(failure.value)
+            result = self.sink.crawl_failed(crawl, kind, describe(failure.value))
+            if inspect.isawaitable(result):
+                await result
+            meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
+        errback = meta.get(META_ERRBACK)
+        if errback is not None:
+            return errback(failure)
+        return None
 
     # -- waking the engine --------------------------------------------------------------
     def _schedule_wakeup(self, at: float) -> None:
@@ -318,10 +346,20 @@ class WhittleScheduler(BaseScheduler):
         self._wakeup = call_later(delay, self._wake)
 
     def _downloader_idle(self) -> bool:
+        """Nothing is being downloaded, and no crawl handed out waits for its report: a
+        failure only the errback sees (:meth:`_source_failed`) reaches it through the
+        scraper, after the downloader let it go, and a simulated clock must not jump past
+        it (the source would be due again before its failure backed it off)."""
         try:
-            return not self.crawler.engine.downloader.active
+            if self.crawler.engine.downloader.active:
+                return False
         except (AttributeError, RuntimeError):
             return True
+        service = self.service
+        if service is None or not service.sources.in_flight:
+            return True
+        now = service.clock.now()
+        return not any(until > now for until in service.sources.in_flight.values())
 
     def _cancel_wakeup(self) -> None:
         if self._wakeup is not None:

@@ -27,6 +27,12 @@ Learning. What crawls showed is buffered and given to the policy in batches (one
 checkpoint, and whenever the oldest buffered crawl is ``FLUSH_AFTER`` seconds old. The policy
 time unit is the second, counted from the origin.
 
+Hostile input. What a fetch teaches is kept within plausible ranges first
+(:mod:`scrapy_whittle.sanitize`: values, publication times, bursts of unseen entries); before
+each selection the policy checks the sources it learned of since the previous one and resets
+those whose state went bad (``Policy.repair``), after a restore it checks them all, and a
+selection that still raises on the policy's state is retried once after a full check.
+
 Persistence (with a store): a checkpoint every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (the
 caller decides when: ``checkpoint_due``) and at close writes what changed since the previous
 one: the sources registered, the rows of the sources crawled or otherwise touched (book-
@@ -48,6 +54,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from scrapy_whittle import sanitize
 from scrapy_whittle.clock import SystemClock
 from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn, dtype_from_descr
 from scrapy_whittle.entry_memory import EntryMemory
@@ -156,19 +163,29 @@ class FetchResult(NamedTuple):
 def entry_values(entries: list[FeedEntry], weight: float, config: WhittleConfig
                  ) -> list[float]:
     """The value of new entries at capture: engagement / ``WHITTLE_ENGAGEMENT_SCALE`` when the
-    feed shows one, else ``WHITTLE_ITEM_VALUE`` x the source's weight."""
-    default = weight * config.item_value
-    scale = config.engagement_scale
-    return [e.engagement / scale if e.engagement is not None else default for e in entries]
+    feed shows one, else ``WHITTLE_ITEM_VALUE`` x the source's weight; each within the
+    plausible range of :mod:`scrapy_whittle.sanitize`."""
+    return valued(entries, weight, config)[0]
+
+
+def valued(entries: list[FeedEntry], weight: float, config: WhittleConfig
+           ) -> tuple[list[float], int]:
+    """(:func:`entry_values`, how many of them were clipped)."""
+    return sanitize.entry_values([e.engagement for e in entries], weight * config.item_value,
+                                 config.engagement_scale)
 
 
 class _SourceState(PerSourceArrays):
     """Per-source validators and counters kept by the service (Last-Modified as unix
-    seconds, 0 = none; the ETags packed in a StringColumn)."""
+    seconds, 0 = none; the ETags packed in a StringColumn). ``last_ok`` (when the last
+    successful fetch was sent) and ``peak`` (most new entries one fetch taught) bound what
+    a fetch may teach (:mod:`scrapy_whittle.sanitize`); they are not stored: after a restart
+    a source's next fetch is treated as its first."""
 
     per_source = {"modified": Col(0, np.uint32),
                   "crawls": Col(0, np.uint32), "errors": Col(0, np.uint32),
-                  "new_items": Col(0, np.uint32), "utility": Col(0.0, np.float32)}
+                  "new_items": Col(0, np.uint32), "utility": Col(0.0, np.float32),
+                  "last_ok": Col(np.nan, np.float64), "peak": Col(0, np.uint32)}
 
     def __init__(self) -> None:
         self.etag = StringColumn()
@@ -217,6 +234,7 @@ class RecrawlService:
         self._spent_before: dict[int, float] = {}   # epoch -> cost spent by a previous planner
         self._last_checkpoint = -math.inf
         self._policy_touched = True
+        self._unchecked: set[int] = set()   # sources the policy learned of since its check
 
     # -- construction -----------------------------------------------------------------------
     def open(self, specs: list[SourceSpec] = (), *, listed: bool = True) -> None:
@@ -239,6 +257,8 @@ class RecrawlService:
         self._grown_since_select = list(range(len(self.sources)))
         if saved is not None:
             self._restore(saved)
+            self._repair_bookkeeping(now)
+            self.repair_policy(None, cause="as restored")
         if listed and ids:
             self._sync_list(ids)
         self._set_half_life_priors(np.arange(len(self.sources)))
@@ -484,7 +504,9 @@ class RecrawlService:
                                          horizon=self.origin + (k + 1) * self.config.period)
         budget = self.config.budget - self._spent_before.pop(k, 0.0)
         t = time.perf_counter()
-        chosen = self.policy.select(k, budget, None if eligible.all() else eligible)
+        unchecked, self._unchecked = self._unchecked, set()
+        self.repair_policy(unchecked)
+        chosen = self._select(k, budget, None if eligible.all() else eligible)
         self._decision_time(time.perf_counter() - t, calls=1)
         self._policy_touched = True
         # a policy may set up the rows of sources added since its last selection
@@ -493,6 +515,39 @@ class RecrawlService:
         self._grown_since_select = []
         self.stats.inc("epochs")
         self.plan = [int(s) for s in chosen]
+
+    def _select(self, k: int, budget: float, eligible: np.ndarray | None) -> np.ndarray:
+        """``policy.select``; should it fail on its own state, every source is checked and
+        repaired (:meth:`repair_policy`) and the selection tried once more: one source's
+        state never stops the crawl."""
+        try:
+            return self.policy.select(k, budget, eligible)
+        except (ValueError, FloatingPointError, ZeroDivisionError, OverflowError) as exc:
+            if not self.repair_policy(None, cause=f"{type(exc).__name__}: {exc}").size:
+                raise
+            return self.policy.select(k, budget, eligible)
+
+    def repair_policy(self, ids: Iterable[int] | None, cause: str = "") -> np.ndarray:
+        """Have the policy check the learned state of sources ``ids`` (None: all) and reset
+        those whose state is unusable to their prior (``Policy.repair``): logged once per
+        source, counted under ``whittle/state_resets``. Returns the ids reset."""
+        if ids is None:
+            self._unchecked.clear()
+            reset = self.policy.repair(None)
+        else:
+            checked = np.fromiter(ids, dtype=np.int64)
+            checked = checked[checked < self.policy.n]
+            reset = self.policy.repair(checked) if checked.size else checked
+        reset = np.asarray(reset, dtype=np.int64)
+        if reset.size:
+            self.stats.inc("state_resets", int(reset.size))
+            why = f" ({cause})" if cause else ""
+            for sid in reset.tolist():
+                self._log_once(sid, "state_reset", self.sources.url(sid),
+                               f"learned state unusable{why}: reset to the prior")
+                self._touch(sid)
+            self._policy_touched = True
+        return reset
 
     def _dispatch(self, sid: int, now: float, epoch: int) -> Crawl:
         self.sources.dispatched(sid, now + self.max_flight)
@@ -527,25 +582,30 @@ class RecrawlService:
         new = self.memory.new_entries(sid, entries)
         visible = self.memory.last_visible
         window_full = bool(had_before and visible > 0 and len(new) == visible)
-        found = FetchResult(new, entry_values(new, float(self.sources.weight[sid]),
-                                              self.config), window_full)
+        values, clipped = valued(new, float(self.sources.weight[sid]), self.config)
+        if clipped:
+            self.stats.inc("clipped/value", clipped)
+        found = FetchResult(new, values, window_full)
         now = self.clock.now()
         self.record_fetch(crawl, len(new), float(sum(found.values)), window_full,
-                          [e.published if e.published is not None else now for e in new],
-                          etag=etag, last_modified=last_modified, now=now, hints=hints)
+                          [e.published for e in new], etag=etag,
+                          last_modified=last_modified, now=now, hints=hints)
         return found
 
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
-                     published: list[float], *, etag: str | None = None,
+                     published: list[float | None], *, etag: str | None = None,
                      last_modified: str | None = None, now: float | None = None,
                      hints: ServerHints | None = None) -> None:
         """A fetch of ``crawl`` found ``new_items`` new entries worth ``reward`` in all,
-        published at ``published`` (unix seconds): the policy learns it, the stats count it.
-        (Where the entries were told new elsewhere: a cluster's workers.)"""
+        published at ``published`` (unix seconds, None: unknown): the policy learns it, the
+        stats count it. (Where the entries were told new elsewhere: a cluster's workers.)
+        What the policy learns is kept within :mod:`scrapy_whittle.sanitize`'s ranges."""
         sid = crawl.source
         now = self.clock.now() if now is None else now
+        new_items, reward, learned = self._learnable(crawl, new_items, reward, published, now,
+                                                     window_full)
         self._remember_validators(sid, etag, last_modified)
-        self._observe(crawl, now, True, new_items, reward, window_full, published)
+        self._observe(crawl, now, True, *learned)
         self._apply_hints(sid, hints, now)
         self.stats.inc("fetched")
         self.stats.inc("new_items", new_items)
@@ -558,11 +618,56 @@ class RecrawlService:
         self.state.new_items[sid] += new_items
         self.state.utility[sid] += reward
 
+    def _learnable(self, crawl: Crawl, new_items, reward, published, now: float,
+                   window_full: bool) -> tuple[int, float, tuple[int, float, bool, list[float]]]:
+        """(new entries, their value, what the policy learns: (count, value, window full,
+        publication times)) of a fetch, within the plausible ranges
+        (:mod:`scrapy_whittle.sanitize`). A burst teaches a plain count (no window
+        censoring: the entries it leaves out were not lost)."""
+        sid = crawl.source
+        if new_items.__class__ is not int or reward.__class__ is not float:
+            try:                               # from a worker, through Redis
+                new_items, reward = int(new_items), float(reward)
+            except (TypeError, ValueError, OverflowError):
+                new_items, reward = 0, 0.0
+        new_items = min(max(new_items, 0), self.memory.max_per_source)
+        top = new_items * sanitize.MAX_ENTRY_VALUE
+        if not 0.0 <= reward <= top:
+            self.stats.inc("clipped/value")
+            reward = min(reward, top) if reward > 0 else 0.0
+        if published.__class__ is not list or len(published) != new_items:
+            published = list(published)[:new_items] if isinstance(published, list | tuple) \
+                else []
+            published += [None] * (new_items - len(published))
+        since = float(self.state.last_ok[sid])
+        first = not math.isfinite(since)
+        times, changed = sanitize.learnable_times(published, now, None if first else since)
+        if any(changed):
+            self.stats.inc("clipped/published", sum(changed))
+        self.state.last_ok[sid] = crawl.sent_at
+        cap = sanitize.burst_cap(int(self.state.peak[sid]))
+        learned_n, learned_value = new_items, reward
+        if new_items > cap:
+            if not first:       # a sudden burst: only entries dated after the last fetch
+                times = [t for t, bad in zip(times, changed, strict=True) if not bad]
+            times = sanitize.newest(times, cap)
+            learned_n = len(times)
+            learned_value = reward * learned_n / new_items
+            if not first:
+                window_full = False
+                self.stats.inc("bursts")
+                self._log_once(sid, "burst", crawl.url,
+                               f"{new_items} unseen entries at once: the policy learns from "
+                               f"{learned_n} of them only", logging.INFO)
+        self.state.peak[sid] = max(int(self.state.peak[sid]), learned_n)
+        return new_items, reward, (learned_n, learned_value, bool(window_full), times)
+
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                      last_modified: str | None = None, hints: ServerHints | None = None
                      ) -> None:
         """The server answered 304 Not Modified: a successful crawl that found nothing new."""
         self._remember_validators(crawl.source, etag, last_modified)
+        self.state.last_ok[crawl.source] = crawl.sent_at
         self.stats.inc("not_modified")
         self._epochs[crawl.epoch][5] += 1
         now = self.clock.now()
@@ -656,6 +761,7 @@ class RecrawlService:
         if self._declared:
             declared, self._declared = self._declared, {}
             self.policy.set_prior_rate(list(declared), list(declared.values()))
+        self._unchecked.update(row[1] for row in buffered)
         by_epoch: dict[int, list[tuple]] = defaultdict(list)
         for row in buffered:
             by_epoch[row[0]].append(row)
@@ -710,26 +816,30 @@ class RecrawlService:
                      at: float | None = None, base_value: float | None = None) -> bool:
         """Feedback from the spider: an entry of ``source`` (its URL or id), published at unix
         time ``published``, was worth ``value`` at unix time ``at`` (default now). Garbage
-        (unknown source, non-finite or negative value, ``at`` before ``published``) is
-        refused and counted under ``feedback/refused``. Returns whether the policy used it."""
+        (unknown source, non-finite or negative value, ``at`` before ``published``, an age
+        beyond :data:`scrapy_whittle.sanitize.MAX_AGE`) is refused and counted under
+        ``feedback/refused``; a value above ``MAX_ENTRY_VALUE`` is clipped to it. Returns
+        whether the policy used it."""
         sid = self.sources.id_of(source) if isinstance(source, str) else source
         at = self.clock.now() if at is None else at
         usable = (isinstance(sid, int | np.integer) and 0 <= sid < len(self.sources)
                   and self.policy is not None)
         try:
-            age = float(at) - float(published)
-            value = float(value)
+            checked = sanitize.feedback(value, float(at) - float(published))
         except (TypeError, ValueError):
-            usable = False
-        usable = usable and math.isfinite(age) and age >= 0 and math.isfinite(value) \
-            and value >= 0
+            checked = None
+        if base_value is not None:
+            base = sanitize.feedback(base_value, 0.0)
+            checked = None if base is None else checked
+            base_value = None if base is None else base[0]
         accepted = False
-        if usable:
+        if usable and checked is not None:
             self.flush()
             self._grow_policy()
-            accepted = bool(self.policy.report_value(int(sid), value, age, base_value))
+            accepted = bool(self.policy.report_value(int(sid), *checked, base_value))
         if accepted:
             self._touch(int(sid))
+            self._unchecked.add(int(sid))
             self._policy_touched = True
         self.stats.inc("feedback/accepted" if accepted else "feedback/refused")
         return accepted
@@ -855,6 +965,28 @@ class RecrawlService:
         self._policy_touched = False
         logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
                     n, self.store.path, saved.meta.get("checkpoint_seq"))
+
+    def _repair_bookkeeping(self, now: float) -> None:
+        """Restored book-keeping that would block a source for ever (a back-off or a last
+        crawl that is not finite or lies beyond what the settings allow) or poison a stat (a
+        counter that is not finite) is brought back into range; counted, logged once."""
+        src, st = self.sources, self.state
+        n = len(src)
+        latest_retry = now + self.config.backoff_max
+        bad = ~(src.retry_at[:n] <= latest_retry)
+        bad |= np.isnan(src.last_crawl[:n]) | (src.last_crawl[:n] > now)
+        bad |= ~np.isfinite(st.utility[:n])
+        ids = np.flatnonzero(bad)
+        if not ids.size:
+            return
+        src.retry_at[ids] = np.where(src.retry_at[ids] <= latest_retry, src.retry_at[ids], now)
+        last = src.last_crawl[ids]
+        src.last_crawl[ids] = np.where(np.isnan(last) | (last > now), -np.inf, last)
+        st.utility[ids] = np.where(np.isfinite(st.utility[ids]), st.utility[ids], 0.0)
+        self.stats.inc("state_resets", int(ids.size))
+        self._dirty.update(ids.tolist())
+        logger.warning("re-crawl service: the stored book-keeping of %d sources was out of "
+                       "range (back-off, last crawl or utility): repaired", ids.size)
 
     def _restore_policy(self, saved: SavedState) -> None:
         if saved.policy is None:

@@ -8,8 +8,13 @@ Keys (all under ``whittle/``):
   lost to full feed windows, estimated from each source's publishing rate between the oldest
   visible entry and the previous crawl), ``window_full`` (crawls that found every visible
   entry new);
-* ``not_modified`` (HTTP 304), ``errors/<kind>`` (``http_404``, ``timeout``, ``malformed``...),
+* ``not_modified`` (HTTP 304), ``errors/<kind>`` (the kinds of ``scrapy_whittle.errors``:
+  ``http_404``, ``timeout``, ``malformed``...), ``warnings`` and ``warnings/<notice>``
+  (usable feeds with defects: ``no_dates``, ``duplicate_ids``, ``too_many_entries``...),
   ``skipped`` (planned crawls dropped at the end of their epoch: slot busy, source in flight);
+* what was kept within plausible ranges (``scrapy_whittle.sanitize``): ``clipped/value``,
+  ``clipped/published``, ``bursts`` (fetches that taught only part of their unseen entries),
+  ``state_resets`` (sources whose learned state went bad, reset to their prior);
 * ``sources``, ``epochs``, ``decision/<policy>/seconds`` and ``decision/<policy>/calls``
   (time spent choosing sources), ``decision/<policy>/us_per_crawl`` at close.
 """

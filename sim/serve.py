@@ -13,7 +13,11 @@ serves until interrupted:
   carries its ``profile``: rate multipliers per bin of one period, from unix time
   ``origin``); ``/stats.json``: the ground-truth
   ledger (utility captured, items missed) and the virtual time;
-* ``/bad/<case>``: broken feeds for tests (see ``BAD_CASES``).
+* ``/bad/<case>``: broken feeds for tests (see ``BAD_CASES``);
+* ``/hostile/<case>/<k>.xml``: servers that misbehave (``sim.faults``: resets, hangs, slow
+  drip, 5xx/429 with Retry-After, redirect loops, gzip bombs, huge and malformed feeds,
+  hostile field values, impossible dates); ``--faults all`` (or a list) adds
+  ``--fault-copies`` copies of each to ``/feeds.opml``, after the healthy feeds.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
@@ -43,6 +47,7 @@ import numpy as np
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
+from sim.faults import MIB, HostileFeeds, parse_faults
 from sim.feedweb import FeedWeb, Item
 from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
@@ -156,8 +161,11 @@ class SimWebResource(Resource):
     def __init__(self, web: FeedWeb, clock: VirtualClock, *, scenario: str = "",
                  engagement_scale: float = 1000.0, latency: float = 0.0,
                  error_rate: float = 0.0, seed: int = 0, crawl_delay: float | None = None,
-                 reactor=None, realistic: bool = False, gzip_level: int = 1) -> None:
+                 reactor=None, realistic: bool = False, gzip_level: int = 1,
+                 faults: list[str] | None = None, fault_copies: int = 2,
+                 bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0) -> None:
         super().__init__()
+        # hostile entries dated ten simulated minutes apart, like a busy healthy feed
         self.crawl_delay = crawl_delay
         self.web, self.clock, self.scenario = web, clock, scenario
         self.renderer = FeedRenderer(web, clock, engagement_scale,
@@ -170,6 +178,10 @@ class SimWebResource(Resource):
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
+        self.faults, self.fault_copies = list(faults or []), int(fault_copies)
+        self.hostile = HostileFeeds(clock.time_source, reactor, bomb_bytes=bomb_bytes,
+                                    hang_seconds=hang_seconds,
+                                    item_gap=max(1.0, 600.0 / clock.speed))
         self.requests = 0
         self.not_modified = 0
         self.serving: dict[int, int] = {}       # feed -> responses being sent (latency)
@@ -221,6 +233,10 @@ class SimWebResource(Resource):
                 return self.feed(request, i)
         if path.startswith("/bad/"):
             return self.bad(request, path[5:].split(".")[0])
+        if path.startswith("/hostile/"):
+            answer = self.hostile.render(request, path, self.base(request))
+            if answer is not None:
+                return answer
         return self._send(request, b"not found", "text/plain", 404)
 
     def feed(self, request: Request, i: int):
@@ -350,6 +366,8 @@ class SimWebResource(Resource):
                  f"<title>{escape(self.scenario)} simulated web</title></head><body>"]
         lines += [f'<outline type="rss" text="source {i}" xmlUrl="{base}/feed/{i}.xml"/>'
                   for i in range(self.web.n)]
+        lines += [f'<outline type="rss" text="hostile" xmlUrl="{url}"/>'
+                  for url in self.hostile.urls(base, self.faults, self.fault_copies)]
         lines.append("</body></opml>")
         return "\n".join(lines).encode()
 
@@ -401,12 +419,18 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  engagement_scale: float = 1000.0, latency: float = 0.0,
                  error_rate: float = 0.0, crawl_delay: float | None = None,
                  reactor=None, clock=None, realistic: bool = False,
-                 start: float = 0.0) -> SimServer:
+                 start: float = 0.0, faults: list[str] | str | None = None,
+                 fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
+                 hang_seconds: float = 600.0) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.clock`` clock shared with an in-process crawl (its time is
     the server's "real" time); default the wall clock. ``start``: the virtual clock reads
-    ``start`` (scenario units) now, so the feeds have a history at once."""
+    ``start`` (scenario units) now, so the feeds have a history at once. ``faults``: hostile
+    cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
+    each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``."""
+    if isinstance(faults, str) or faults is None:
+        faults = parse_faults(faults)
     if reactor is None:
         from twisted.internet import reactor
     sc = make_scenario(scenario, n=n, seed=seed)
@@ -419,7 +443,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                          time_source=source)
     resource = SimWebResource(web, clock, scenario=scenario, engagement_scale=engagement_scale,
                               latency=latency, error_rate=error_rate, seed=seed,
-                              crawl_delay=crawl_delay, reactor=reactor, realistic=realistic)
+                              crawl_delay=crawl_delay, reactor=reactor, realistic=realistic,
+                              faults=faults, fault_copies=fault_copies,
+                              bomb_bytes=bomb_bytes, hang_seconds=hang_seconds)
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -461,16 +487,35 @@ def main(argv: list[str] | None = None) -> int:
                          "categories, author), gzip when accepted; use --window 20-100")
     ap.add_argument("--start", type=float, default=0.0,
                     help="virtual time at start, in scenario units (feeds then have history)")
+    ap.add_argument("--faults", default="",
+                    help="hostile sources to list in /feeds.opml: 'all' or a comma-separated "
+                         "list of sim.faults cases (default none)")
+    ap.add_argument("--fault-copies", type=int, default=2,
+                    help="sources per hostile case (default 2)")
+    ap.add_argument("--bomb-mib", type=float, default=1536.0,
+                    help="inflated size of the gzip bomb, MiB (default 1536)")
+    ap.add_argument("--hang-seconds", type=float, default=600.0,
+                    help="how long hang and drip hold a connection (default 600)")
     args = ap.parse_args(argv)
+    try:
+        faults = parse_faults(args.faults)
+    except ValueError as exc:
+        ap.error(str(exc))
     from twisted.internet import reactor
 
     server = start_server(args.scenario, n=args.n, speed=args.speed, port=args.port,
                           seed=args.seed, window=args.window, unit=args.unit,
                           engagement_scale=args.engagement_scale, latency=args.latency,
                           error_rate=args.error_rate, crawl_delay=args.crawl_delay,
-                          reactor=reactor, realistic=args.realistic, start=args.start)
+                          reactor=reactor, realistic=args.realistic, start=args.start,
+                          faults=faults, fault_copies=args.fault_copies,
+                          bomb_bytes=int(args.bomb_mib * MIB),
+                          hang_seconds=args.hang_seconds)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
+    if faults:
+        print(f"  and {len(faults) * args.fault_copies} hostile sources: "
+              f"{', '.join(faults)} ({args.fault_copies} of each)", flush=True)
     print("crawl them from a Scrapy project (news: your spider) with:\n  "
           + crawl_command(server, budget, args.engagement_scale), flush=True)
     print(f"PORT {server.port}", flush=True)

@@ -286,9 +286,13 @@ class Planner:
         modified = f[b"modified"].decode() or None
         hints = ServerHints.decode(f.get(b"hints", b"").decode())
         if kind == "ok":
-            published = json.loads(f[b"published"])
-            service.record_fetch(crawl, int(f[b"new"]), float(f[b"reward"]),
-                                 f[b"full"] == b"1", published, etag=etag,
+            try:      # what a worker sent; record_fetch keeps the numbers in range
+                new, reward = int(f[b"new"]), float(f[b"reward"])
+                published = json.loads(f[b"published"])
+            except (ValueError, TypeError):
+                self.node.stats.inc("cluster/bad_results")
+                new, reward, published = 0, 0.0, []
+            service.record_fetch(crawl, new, reward, f[b"full"] == b"1", published, etag=etag,
                                  last_modified=modified, now=float(f[b"at"]), hints=hints)
         elif kind == "not_modified":
             service.not_modified(crawl, etag=etag, last_modified=modified, hints=hints)

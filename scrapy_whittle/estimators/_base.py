@@ -4,21 +4,36 @@ Every estimator is vectorised over N sources. A subclass lists its per-source ar
 ``per_source`` (name -> fill value or :class:`~scrapy_whittle.columns.Col`; priors are
 filled by ``_fill_prior``).
 
-Garbage in (the one policy every estimator follows): data values that are not finite, are
-negative where they must not be, have a zero or negative exposure/interval, or lie in the
-future are *skipped*, never raised on, and ``update``-style methods return a bool mask
-``accepted`` saying which inputs were used (a scalar ``report`` returns one bool). A crawl
-must not die because one feed printed nonsense. ``ValueError`` is raised only for programming
-errors: mismatched shapes, source ids out of range, invalid constructor arguments.
+Garbage in (the one policy every estimator follows): data values that are not finite, beyond
+``MAX_INPUT`` in magnitude (their squares and sums must stay finite), negative where they must
+not be, have a zero or negative exposure/interval, or lie in the future are *skipped*, never
+raised on, and ``update``-style methods return a bool mask ``accepted`` saying which inputs
+were used (a scalar ``report`` returns one bool). A crawl must not die because one feed
+printed nonsense. ``ValueError`` is raised only for programming errors: mismatched shapes,
+source ids out of range, invalid constructor arguments.
+
+State gone bad (restored from a damaged store, say): ``invalid(ids)`` tells which sources hold
+a number that is not finite where it must be, ``reset(ids)`` forgets their evidence (back to
+the prior, which is kept where it is itself usable). Policies call them from
+``Policy.repair``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from scrapy_whittle.columns import PerSourceArrays
+from scrapy_whittle.columns import PerSourceArrays, refill_rows, unusable_rows
+
+#: inputs larger than this in magnitude are refused as garbage (no real count, value, age or
+#: exposure comes near it, and the sums of squares of such inputs stay finite)
+MAX_INPUT = 1e100
+
+
+def plausible(x: np.ndarray) -> np.ndarray:
+    """bool mask: finite and at most ``MAX_INPUT`` in magnitude."""
+    return np.isfinite(x) & (np.abs(x) <= MAX_INPUT)
 
 
 def as_sources(sources, n: int) -> np.ndarray:
@@ -62,11 +77,58 @@ class VectorEstimator(PerSourceArrays):
     """Base class: per-source state arrays (``per_source``, see
     :mod:`scrapy_whittle.columns`), ``grow``, ``state_dict`` / ``load_state_dict``."""
 
+    #: columns that hold a source's prior (``reset`` keeps them where they are usable)
+    prior_columns: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, n: int = 0) -> None:
         if int(n) < 0:
             raise ValueError(f"n ({n!r}) must be >= 0")
         self._init_arrays(0)
         self.grow(int(n))
+
+    # -- state gone bad ---------------------------------------------------------------------
+    def invalid(self, sources) -> np.ndarray:
+        """bool per source of ``sources``: its state is unusable (a persisted number that is
+        not finite where it must be, here or in a sparse block, or ``_invalid_extra``)."""
+        ids = np.asarray(sources, dtype=np.int64)
+        bad = unusable_rows(self, ids) | self._invalid_extra(ids)
+        for index, block in self._sparse_children().values():
+            rows = index.row[ids]
+            has = rows >= 0
+            if has.any():
+                bad[has] |= unusable_rows(block, rows[has])
+        return bad
+
+    def _invalid_extra(self, ids: np.ndarray) -> np.ndarray:
+        """Subclasses: further checks (a rate that must be > 0, say)."""
+        return np.zeros(ids.shape[0], dtype=bool)
+
+    def reset(self, sources) -> None:
+        """Forget the evidence of ``sources``: their state goes back to the prior (the
+        ``prior_columns`` are kept where they are usable, else set from the estimator's
+        prior)."""
+        ids = as_sources(sources, self.n)
+        if not ids.size:
+            return
+        keep = self.prior_columns
+        bad_prior = np.zeros(ids.shape[0], dtype=bool)
+        for name in keep:
+            v = getattr(self, name)[ids]
+            bad_prior |= ~(np.isfinite(v) & (v > 0))
+        refill_rows(self, ids, keep)
+        for index, block in self._sparse_children().values():
+            rows = index.row[ids]
+            refill_rows(block, rows[rows >= 0])
+        self._reset_prior(ids, bad_prior)
+        self._after_reset(ids)
+
+    def _reset_prior(self, ids: np.ndarray, bad_prior: np.ndarray) -> None:
+        """After ``reset``: set the prior where it was unusable (or is not kept apart)."""
+        if bad_prior.any():
+            self._fill_prior(ids[bad_prior])
+
+    def _after_reset(self, ids: np.ndarray) -> None:
+        """Hook: invalidate caches after ``reset``."""
 
     @property
     def n(self) -> int:

@@ -39,6 +39,7 @@ from scrapy_whittle.estimators._base import (
     as_column,
     as_sources,
     per_source_prior,
+    plausible,
 )
 
 
@@ -110,7 +111,7 @@ class ChangeRateEstimator(VectorEstimator):
         ids = as_sources(sources, self.n)
         iv = as_column("intervals", intervals, ids.shape[0])
         ch = as_column("changed", changed, ids.shape[0], dtype=bool)
-        ok = np.isfinite(iv) & (iv > 0)
+        ok = plausible(iv) & (iv > 0)
         i, iv, ch = ids[ok], iv[ok], ch[ok]
         b = np.clip(np.searchsorted(self._log_edges, np.log(iv), side="right") - 1,
                     0, self.n_bins - 1)

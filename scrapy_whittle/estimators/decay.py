@@ -50,6 +50,7 @@ from scrapy_whittle.estimators._base import (
     as_column,
     as_sources,
     per_source_prior,
+    plausible,
     segment_sum,
 )
 
@@ -106,6 +107,7 @@ class DecayEstimator(VectorEstimator):
     per_source = {"mu0": 0.0, "nobs": 0.0,
                   "s0": 0.0, "s1": 0.0, "s2": 0.0, "t0": 0.0, "t1": 0.0, "t2": 0.0,
                   "dirty": Col(True, persist=False), "c_mu": Col(0.0, persist=False)}
+    prior_columns = ("mu0",)
 
     def __init__(self, n: int = 0, *, prior_half_life=24.0, prior_weight: float = 1.0,
                  min_half_life: float = 1e-3, max_half_life: float = 1e6,
@@ -159,8 +161,8 @@ class DecayEstimator(VectorEstimator):
         a = as_column("age", age, k)
         b = as_column("base_value", np.nan if base_value is None else base_value, k)
         w = as_column("weight", 1.0 if weight is None else weight, k)
-        ok = np.isfinite(v) & (v > 0) & np.isfinite(a) & (a >= 0) & np.isfinite(w) & (w > 0)
-        ok &= np.isnan(b) | (np.isfinite(b) & (b > 0))
+        ok = plausible(v) & (v > 0) & plausible(a) & (a >= 0) & plausible(w) & (w > 0)
+        ok &= np.isnan(b) | (plausible(b) & (b > 0))
         known = ok & ~np.isnan(b)
         if np.any(known):
             y = np.log(b[known] / v[known])
@@ -193,7 +195,7 @@ class DecayEstimator(VectorEstimator):
         if a.shape != e.shape:
             raise ValueError("ages and engagement must have the same length")
         as_sources([source], self.n)
-        ok = np.isfinite(a) & np.isfinite(e) & (a >= 0)
+        ok = plausible(a) & plausible(e) & (a >= 0)
         a, e = a[ok], e[ok]
         order = np.argsort(a, kind="stable")
         a, e = a[order], e[order]
@@ -228,12 +230,12 @@ class DecayEstimator(VectorEstimator):
         b = np.asarray(base_values, dtype=np.float64)
         if off.shape != (k + 1,) or a.shape != (off[-1],) or b.shape != a.shape:
             raise ValueError("offsets must have k + 1 entries and ages/base_values off[-1]")
-        bad_item = ~(np.isfinite(a) & (a >= 0) & np.isfinite(b) & (b >= 0))
+        bad_item = ~(plausible(a) & (a >= 0) & plausible(b) & (b >= 0))
         bad = segment_sum(bad_item.astype(np.float64), off) > 0
         a = np.where(bad_item, 0.0, a)
         b = np.where(bad_item, 0.0, b)
         total = segment_sum(b, off)
-        ok = ~bad & np.isfinite(r) & (r > 0) & (total > 0) & (r <= total * (1 + 1e-9))
+        ok = ~bad & plausible(r) & (r > 0) & (total > 0) & (r <= total * (1 + 1e-9))
         ok &= segment_sum(b * a, off) > 0                  # some value with a positive age
         mu_max = LN2 / self.min_half_life
         mu = np.zeros(k)
@@ -264,7 +266,7 @@ class DecayEstimator(VectorEstimator):
         k = ids.shape[0]
         r = as_column("captured", captured, k)
         sp = as_column("span", span, k)
-        ok = np.isfinite(r) & (r > 0) & np.isfinite(sp) & (sp > 0)
+        ok = plausible(r) & (r > 0) & plausible(sp) & (sp > 0)
         i, ly = ids[ok], np.log(r[ok] / sp[ok])
         z = self._grid[None, :] * sp[ok][:, None]
         lg = np.log(-np.expm1(-z) / z)

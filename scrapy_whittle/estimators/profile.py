@@ -98,6 +98,9 @@ class ProfileEstimator(VectorEstimator):
     def _after_import(self) -> None:
         self._cache = None
 
+    def _after_reset(self, ids) -> None:
+        self._cache = None
+
     def set_groups(self, sources, groups) -> None:
         """Put ``sources`` in shrinkage groups (ints >= 0, e.g. OPML categories)."""
         ids = as_sources(sources, self.n)

@@ -33,6 +33,7 @@ from scrapy_whittle.estimators._base import (
     as_column,
     as_sources,
     per_source_prior,
+    plausible,
 )
 
 
@@ -75,6 +76,12 @@ class RateEstimator(VectorEstimator):
         self._fill_prior(ids[keep], prior_rate=r0[keep])
         return ids[keep]
 
+    def _reset_prior(self, ids, bad_prior) -> None:
+        self._fill_prior(ids)              # shape and rate are prior and evidence in one
+
+    def _invalid_extra(self, ids):
+        return ~(self.rate[ids] > 0) | ~(self.shape[ids] >= 0)
+
     # -- updates --------------------------------------------------------------------------
     def update(self, sources, counts, exposure) -> np.ndarray:
         """Conjugate update: ``counts`` entries seen over ``exposure`` units of time.
@@ -85,7 +92,7 @@ class RateEstimator(VectorEstimator):
         ids = as_sources(sources, self.n)
         c = as_column("counts", counts, ids.shape[0])
         e = as_column("exposure", exposure, ids.shape[0])
-        ok = np.isfinite(c) & (c >= 0) & np.isfinite(e) & (e > 0)
+        ok = plausible(c) & (c >= 0) & plausible(e) & (e > 0)
         np.add.at(self.shape, ids[ok], c[ok])
         np.add.at(self.rate, ids[ok], e[ok])
         np.add.at(self.updates, ids[ok], 1)

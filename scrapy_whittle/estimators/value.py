@@ -22,6 +22,7 @@ from scrapy_whittle.estimators._base import (
     as_column,
     as_sources,
     per_source_prior,
+    plausible,
 )
 
 
@@ -34,6 +35,7 @@ class ValueEstimator(VectorEstimator):
     """
 
     per_source = {"m0": 0.0, "count": 0.0, "total": 0.0, "total_sq": 0.0}
+    prior_columns = ("m0",)
 
     def __init__(self, n: int = 0, *, prior_mean=1.0, prior_weight: float = 2.0,
                  prior_cv: float = 1.0) -> None:
@@ -59,11 +61,14 @@ class ValueEstimator(VectorEstimator):
         ids = as_sources(sources, self.n)
         v = as_column("values", values, ids.shape[0])
         w = as_column("weight", 1.0 if weight is None else weight, ids.shape[0])
-        ok = np.isfinite(v) & (v >= 0) & np.isfinite(w) & (w > 0)
+        ok = plausible(v) & (v >= 0) & plausible(w) & (w > 0)
         np.add.at(self.count, ids[ok], w[ok])
         np.add.at(self.total, ids[ok], w[ok] * v[ok])
         np.add.at(self.total_sq, ids[ok], w[ok] * v[ok] ** 2)
         return ok
+
+    def _invalid_extra(self, ids):
+        return ~(self.count[ids] >= 0) | ~(self.total[ids] >= 0) | ~(self.m0[ids] > 0)
 
     def report(self, source: int, value: float, weight: float = 1.0) -> bool:
         return bool(self.update([source], [value], [weight])[0])

@@ -13,7 +13,9 @@ from scrapy_whittle.hints import FeedHints
 FEED_ERROR_KINDS = ("empty", "not_a_feed", "malformed", "too_large", "encoding", "parse_failed")
 
 #: kinds of :attr:`ParsedFeed.notices`: a usable feed that a limit or a defect changed
-NOTICE_KINDS = ("too_many_entries", "field_too_long", "fallback_parser", "doctype_removed")
+NOTICE_KINDS = ("too_many_entries", "field_too_long", "fallback_parser", "doctype_removed",
+                "no_dates", "future_dates", "ancient_dates", "duplicate_ids",
+                "entries_dropped")
 
 MAX_BYTES = 10 * 1024 * 1024
 

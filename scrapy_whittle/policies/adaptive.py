@@ -204,6 +204,9 @@ class AdaptiveWhittlePolicy(Policy):
         prio[ids] = IndexTable(alpha[ids], u[ids], cost[ids]).index(x[ids])
         return prio
 
+    #: mean discount exp(-mu age) below which a crawl's items teach xi nothing
+    MIN_DISCOUNT = 1e-6
+
     #: the cut-off of the next selection is guessed this much below the last one
     PRUNE_MARGIN = 0.05
 
@@ -316,7 +319,11 @@ class AdaptiveWhittlePolicy(Policy):
             self.decay.update(src[blind], reward[blind] / n_items, mean_age)
             mu = self.decay.mean()[np.repeat(src[blind], np.diff(b_off))]
             disc = segment_sum(np.exp(-mu * np.nan_to_num(a)), b_off)
-            self.values.update(src[blind], reward[blind] / disc, weight=n_items)
+            # items whose value has all but vanished say nothing reliable of their base value
+            # (undoing a decay of 10^6 amplifies any noise 10^6 times): skipped
+            clear = disc >= n_items * self.MIN_DISCOUNT
+            self.values.update(src[blind][clear], reward[blind][clear] / disc[clear],
+                               weight=n_items[clear])
 
     def _since(self, obs, src, t) -> np.ndarray:
         """Time since each source's previous crawl, in epochs (since it was added, first)."""
@@ -334,6 +341,46 @@ class AdaptiveWhittlePolicy(Policy):
         span = self._since(obs, src, t) * float(self.problem.period)
         self.rates.update(src, obs.new_items[sel], span)
         self.decay.update_span(src, reward, span)
+
+    # -- health -----------------------------------------------------------------------------
+    def repair(self, ids=None) -> np.ndarray:
+        """Sources whose estimators hold unusable numbers (``VectorEstimator.invalid``) or,
+        when every source is checked, whose (alpha, u) are not finite and in range, go back
+        to their priors: evidence forgotten, unexplored again (so the optimistic priority of
+        a new source brings them back soon). Returns the ids reset."""
+        full = ids is None
+        ids = np.arange(self.n) if full else np.unique(np.asarray(ids, dtype=np.int64))
+        ids = ids[(ids >= 0) & (ids < self.n)]
+        bad = np.isinf(self.last_epoch[ids]) | np.isinf(self.added_epoch[ids])
+        for estimator in self._row_children().values():
+            bad |= estimator.invalid(ids)
+        pages = self.page_rows.has(ids)
+        if pages.any():
+            rows = self.page_rows.rows(ids[pages])
+            bad[pages] |= self.changes.invalid(rows) | self.importance.invalid(rows)
+        if full and ids.size:
+            with np.errstate(all="ignore"):
+                alpha, u = self.parameters()
+            bad |= ~((alpha[ids] >= 0) & (alpha[ids] <= 1) & (u[ids] >= 0)
+                     & np.isfinite(u[ids]))
+        out = ids[bad]
+        if out.size:
+            self._reset_sources(out)
+        return out
+
+    def _reset_sources(self, ids: np.ndarray) -> None:
+        for estimator in self._row_children().values():
+            estimator.reset(ids)
+        pages = self.page_rows.has(ids)
+        if pages.any():
+            rows = self.page_rows.rows(ids[pages])
+            self.changes.reset(rows)
+            self.importance.reset(rows)
+        self.kind[ids] = UNKNOWN
+        self.last_epoch[ids] = np.nan
+        self.added_epoch[ids] = np.where(np.isinf(self.added_epoch[ids]), np.nan,
+                                         self.added_epoch[ids])
+        self._cut = None
 
     # -- outputs for the Scrapy glue --------------------------------------------------------
     def estimates(self) -> dict[str, np.ndarray]:

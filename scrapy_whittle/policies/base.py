@@ -16,7 +16,15 @@ may have nothing to say: ``priority`` (the ranking of a ranking policy, None oth
 robots.txt Crawl-delay), ``report_value`` (feedback on what an entry was worth),
 ``rate_estimator`` (the publishing-rate estimates, if the policy keeps them, so the service
 does not estimate them a second time), ``summary`` (learned estimates per source, for the
-state store and the report), and persistence.
+state store and the report), ``repair`` (check the learned state and reset sources whose
+state went bad to their prior), and persistence.
+
+Health. The re-crawl service calls ``repair(ids)`` before each selection for the sources the
+policy learned of since the previous one (per-source state changes only there, see below),
+``repair(None)`` after a restore, and once more when a selection raises on the policy's own
+state (then tries the selection again): one source fed nonsense, or a damaged store, never
+stops the crawl. The values a policy learns from are already kept within plausible ranges
+(:mod:`scrapy_whittle.sanitize`); ``repair`` is what remains when they are not enough.
 
 Persistence has two layers. The per-source state lives in arrays declared in ``per_source``
 (and in the estimators named by ``_row_children``): the state store writes them row by row,
@@ -101,6 +109,14 @@ class Policy(PerSourceArrays, ABC):
         """Feedback: an entry of ``source`` was worth ``value_at_capture`` at ``age`` (time
         since publication). Returns whether the policy used it (by default it does not)."""
         return False
+
+    def repair(self, ids=None) -> np.ndarray:
+        """Check the learned state of sources ``ids`` (None: every source, and the parameters
+        derived from it) and reset each source whose state is unusable (a number that is not
+        finite, an estimate out of its range) to its prior. Returns the ids reset. A policy
+        whose state cannot go bad (it learns nothing per source, or only counts) keeps this
+        default: nothing to reset."""
+        return np.zeros(0, dtype=np.int64)
 
     def set_prior_half_life(self, ids, half_life) -> None:
         """Prior half-life of readers' interest for sources ``ids`` (``WHITTLE_HALF_LIFE``,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.columns import Col, PerSourceArrays
+from scrapy_whittle.columns import Col, PerSourceArrays, refill_rows, unusable_rows
 from scrapy_whittle.dynamics import alpha_u, expected_state
 from scrapy_whittle.estimators.rate import RateEstimator
 from scrapy_whittle.index import IndexTable
@@ -268,3 +268,22 @@ class ThompsonWhittlePolicy(Policy):
         super().grow(n_new, cost, alpha, u)
         self.last_crawl[-n_new:] = self._epoch
         self.estimator.grow(n_new)
+
+    def repair(self, ids=None) -> np.ndarray:
+        """Sources whose estimates hold numbers that are not finite (or, when every source
+        is checked, whose point estimates are not) go back to their priors."""
+        full = ids is None
+        ids = np.arange(self.n) if full else np.unique(np.asarray(ids, dtype=np.int64))
+        ids = ids[(ids >= 0) & (ids < self.n)]
+        est = self.estimator
+        bad = unusable_rows(est, ids) | est.rates.invalid(ids)
+        if full and ids.size:
+            with np.errstate(all="ignore"):
+                alpha, u = est.alpha_u(*est.point())
+            bad |= ~((alpha[ids] >= 0) & (alpha[ids] <= 1) & (u[ids] >= 0)
+                     & np.isfinite(u[ids]))
+        out = ids[bad]
+        if out.size:
+            refill_rows(est, out)
+            est.rates.reset(out)
+        return out

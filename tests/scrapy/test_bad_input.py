@@ -76,7 +76,7 @@ def test_exception_kinds():
     assert exception_kind(TimeoutError()) == "timeout"
     assert exception_kind(DNSLookupError()) == "dns"
     assert exception_kind(ConnectionRefusedError()) == "connection"
-    assert exception_kind(ValueError()) == "valueerror"
+    assert exception_kind(ValueError()) == "other"
 
 
 @pytest_twisted.ensureDeferred
