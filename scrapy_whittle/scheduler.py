@@ -292,12 +292,13 @@ class WhittleScheduler(BaseScheduler):
         """The request of a crawl. It carries Scrapy's own size limits at
         ``WHITTLE_MAX_FEED_SIZE`` (``download_maxsize``, enforced on the wire and while
         HttpCompressionMiddleware inflates the body, so a gzip bomb is cut there;
-        ``download_warnsize`` at half of it) and the errback that reports the failures the
+        ``download_warnsize`` off: the limit is an error already, and Scrapy would warn about
+        every large feed) and the errback that reports the failures the
         middleware cannot see (:meth:`_source_failed`)."""
         limit = self.config.max_feed_size
         meta = {META_CRAWL: crawl, "whittle_source_id": crawl.source,
                 "whittle_source_url": crawl.url, "dont_cache": True,
-                "download_maxsize": limit, "download_warnsize": limit // 2}
+                "download_maxsize": limit, "download_warnsize": 0}
         template = self.templates.get(crawl.source)
         if template is None:
             return Request(crawl.url, dont_filter=True, meta=meta,

@@ -96,8 +96,9 @@ def _attr_float(attrs: dict[str, str], names: tuple[str, ...], default: float,
             except ValueError:
                 raise SourceListError(f"{origin}: attribute {key}={value!r} is not a number"
                                       ) from None
-            if not number >= 0:
-                raise SourceListError(f"{origin}: attribute {key}={value!r} must be >= 0")
+            if not 0 <= number < float("inf"):
+                raise SourceListError(f"{origin}: attribute {key}={value!r} must be a finite "
+                                      "number >= 0")
             return number
     return default
 
@@ -144,6 +145,18 @@ def parse_url_lines(text: str, origin: str = "URL list") -> list[SourceSpec]:
     return [SourceSpec(url) for url in urls]
 
 
+def _json_number(item: dict, key: str, default: float, origin: str) -> float:
+    value = item.get(key, default)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not 0 <= number < float("inf") or isinstance(value, bool):
+        raise SourceListError(f"{origin}: {key} {value!r} of {item.get('url')!r} must be a "
+                              "finite number >= 0")
+    return number
+
+
 def _from_json(value: Any, origin: str) -> list[SourceSpec]:
     if isinstance(value, dict):
         value = value.get("sources", [])
@@ -155,8 +168,8 @@ def _from_json(value: Any, origin: str) -> list[SourceSpec]:
             out.append(_spec(item, origin))
         elif isinstance(item, dict) and isinstance(item.get("url"), str):
             out.append(_spec(item["url"], origin, title=str(item.get("title", "")),
-                             weight=float(item.get("weight", 1.0)),
-                             min_interval=float(item.get("min_interval", 0.0)),
+                             weight=_json_number(item, "weight", 1.0, origin),
+                             min_interval=_json_number(item, "min_interval", 0.0, origin),
                              category=str(item.get("category", ""))))
         else:
             raise SourceListError(f"{origin}: cannot read source {item!r}")

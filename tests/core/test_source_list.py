@@ -94,3 +94,13 @@ def test_a_changed_list_between_runs_of_a_jobdir_crawl(tmp_path):
     third.open([])
     assert list(third.sources.left[:4]) == [False, True, False, False]
     third.close()
+
+
+def test_weights_and_intervals_must_be_finite_numbers():
+    bad = [b'[{"url": "https://a.example/f", "weight": "inf"}]',
+           b'[{"url": "https://a.example/f", "min_interval": -1}]',
+           b'[{"url": "https://a.example/f", "weight": true}]',
+           b'<opml><body><outline xmlUrl="https://a.example/f" weight="inf"/></body></opml>']
+    for doc in bad:
+        with pytest.raises(SourceListError, match="finite number >= 0"):
+            parse_source_list(doc, "list")
