@@ -948,7 +948,8 @@ class RecrawlService:
         src, st = self.sources, self.state
 
         def array(name, fill, dtype=np.float64):
-            return np.array([fill if v is None else v for v in cols[name]], dtype=dtype)
+            values = np.array(cols[name], dtype=np.float64)     # NULL (None) -> NaN
+            return np.where(np.isnan(values), fill, values).astype(dtype)
 
         src.last_crawl[ids] = array("last_crawl", -np.inf)
         src.retry_at[ids] = array("retry_at", 0.0)

@@ -120,7 +120,11 @@ class Checkpoint:
 
 
 #: columns of ``sources`` read back by a restore, in this order
-LOAD_COLUMNS = ("id", "url", "title", "category", "weight", "min_interval", *STATE_COLUMNS)
+#: the columns a restore reads (not the readable copies of what the policy learned, nor the
+#: titles: at a million sources every column read costs a second)
+READABLE = ("rate_per_hour", "half_life_hours", "mean_value")
+LOAD_COLUMNS = ("id", "url", "category", "weight", "min_interval",
+                *(c for c in STATE_COLUMNS if c not in READABLE))
 
 
 @dataclass

@@ -127,7 +127,7 @@ class RedisStateStore:
             (last_crawl, retry_at, failures, flags, modified, crawls, errors, new_items,
              utility, weight, min_interval) = HEADER.unpack_from(data, off)
             for name, value in (
-                    ("id", sid), ("url", urls[sid]), ("title", ""),
+                    ("id", sid), ("url", urls[sid]),
                     ("category", categories.get(sid, "")), ("weight", weight),
                     ("min_interval", min_interval),
                     ("last_crawl", None if last_crawl < 0 else last_crawl),
@@ -135,8 +135,7 @@ class RedisStateStore:
                     ("etag", etags.get(sid)),
                     ("modified", modified),
                     ("crawls", crawls), ("errors", errors), ("new_items", new_items),
-                    ("utility", utility), ("rate_per_hour", None),
-                    ("half_life_hours", None), ("mean_value", None),
+                    ("utility", utility),
                     ("policy_row", bytes(data[off + HEADER.size:off + record])
                      if row_size else None),
                     ("entries", None)):
