@@ -47,7 +47,7 @@ from scrapy_whittle.service import Crawl, RecrawlService
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.source_list import SourceListReader
 from scrapy_whittle.sources import SourceSpec, load_sources
-from scrapy_whittle.startup import crawl_start
+from scrapy_whittle.startup import crawl_start, forget_sources
 from scrapy_whittle.stats import WhittleStats
 from scrapy_whittle.store import StateStore
 
@@ -158,6 +158,9 @@ class WhittleScheduler(BaseScheduler):
         url = self.config.sources_url
         # with a list at a URL, the list is what the fetch finds: nothing leaves before
         self.service.open(self._initial + spider_sources, listed=url is None)
+        self._initial = []                 # registered: the list is not kept twice
+        if self.crawler is not None:
+            forget_sources(self.crawler)
         self.service.stats.start()
         if self.service.store is not None:
             self._checkpoints = create_looping_call(self._checkpoint)
