@@ -55,6 +55,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from scrapy_whittle import sanitize
+from scrapy_whittle.bulk import gc_paused
 from scrapy_whittle.clock import SystemClock
 from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn, dtype_from_descr
 from scrapy_whittle.entry_memory import EntryMemory
@@ -241,6 +242,10 @@ class RecrawlService:
         """Restore the stored state (if any), register ``specs``, build the policy. With
         ``listed``, ``specs`` (if any) are the source list: sources of the stored list that
         are not among them leave (:meth:`sync_sources`)."""
+        with gc_paused():               # a million rows of tuples: see scrapy_whittle.bulk
+            self._open(specs, listed)
+
+    def _open(self, specs: list[SourceSpec], listed: bool) -> None:
         saved = self._load()
         if saved is not None:
             cols = saved.sources

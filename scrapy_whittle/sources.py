@@ -136,13 +136,14 @@ def parse_opml(data: bytes, origin: str = "OPML") -> list[SourceSpec]:
 
 def parse_url_lines(text: str, origin: str = "URL list") -> list[SourceSpec]:
     """One URL per line; blank lines and ``#`` comments ignored."""
-    rows = [(i, line.split()[0]) for i, line in enumerate(text.splitlines(), 1)
-            if line.strip() and not line.lstrip().startswith("#")]
-    urls = [url for _, url in rows]
-    for (i, url), host in zip(rows, url_hosts(urls), strict=True):
-        if host is None:
-            raise SourceListError(f"{origin} line {i}: {url!r} is not an http(s) URL")
-    return [SourceSpec(url) for url in urls]
+    lines = text.splitlines()
+    urls = [words[0] for words in map(str.split, lines) if words and words[0][0] != "#"]
+    hosts = url_hosts(urls)
+    if None in hosts:              # the line number, for the message (not needed otherwise)
+        bad = urls[hosts.index(None)]
+        i = next(i for i, line in enumerate(lines, 1) if line.split()[:1] == [bad])
+        raise SourceListError(f"{origin} line {i}: {bad!r} is not an http(s) URL")
+    return list(map(SourceSpec, urls))
 
 
 def _json_number(item: dict, key: str, default: float, origin: str) -> float:
@@ -327,30 +328,36 @@ class SourceRegistry:
         new: list[int] = []
         batch: dict[str, int] = {}
         start = self._n
-        lo_l, hi_l = lo.tolist(), hi.tolist()
-        for j, url in enumerate(urls):
-            sid = self._recent.get(url)
-            if sid is None and hi_l[j] > lo_l[j]:
-                for cand in self._sorted_ids[lo_l[j]:hi_l[j]].tolist():
-                    if self.url(cand) == url:
-                        sid = cand
-                        break
-            if sid is None:
-                sid = batch.get(url)
+        every = (not self._recent and bool((lo == hi).all())
+                 and np.unique(hashes).shape[0] == len(urls))
+        if every:        # no hash known, none twice (a restore, a first start-up): all new
+            sids, new = list(range(start, start + len(urls))), list(range(len(urls)))
+        else:
+            lo_l, hi_l = lo.tolist(), hi.tolist()
+            for j, url in enumerate(urls):
+                sid = self._recent.get(url)
+                if sid is None and hi_l[j] > lo_l[j]:
+                    for cand in self._sorted_ids[lo_l[j]:hi_l[j]].tolist():
+                        if self.url(cand) == url:
+                            sid = cand
+                            break
                 if sid is None:
-                    sid = batch[url] = start + len(new)
-                    new.append(j)
-            sids.append(sid)
+                    sid = batch.get(url)
+                    if sid is None:
+                        sid = batch[url] = start + len(new)
+                        new.append(j)
+                sids.append(sid)
         if new:
             n_new = len(new)
             need = start + n_new + 1
             if need > self._offsets.shape[0]:
                 self._offsets = np.resize(self._offsets, need + 1024)
                 self._hashes = np.resize(self._hashes, need + 1024)
-            lengths = np.fromiter((len(raws[j]) for j in new), dtype=np.int64, count=n_new)
+            added = raws if every else [raws[j] for j in new]
+            lengths = np.fromiter(map(len, added), dtype=np.int64, count=n_new)
             self._offsets[start + 1:start + n_new + 1] = len(self._blob) + np.cumsum(lengths)
-            self._blob += b"".join(raws[j] for j in new)
-            self._hashes[start:start + n_new] = hashes[new]
+            self._blob += b"".join(added)
+            self._hashes[start:start + n_new] = hashes if every else hashes[new]
             self._n += n_new
             self._rebuild()
         return sids, new

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from scrapy_whittle.bulk import gc_paused
 from scrapy_whittle.settings import InvalidSetting, WhittleConfig
 from scrapy_whittle.sources import (
     SourceListError,
@@ -111,7 +112,8 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
 
 def _sources(name: str, value: Any) -> list[SourceSpec]:
     try:
-        return load_sources(value)
+        with gc_paused():
+            return load_sources(value)
     except SourceListError as exc:
         raise InvalidSetting(
             f"{name} ({value!r}) is not a usable source list: {exc}. Give an OPML, JSON or "
@@ -160,9 +162,6 @@ def warn_unreachable_budget(settings: Any, config: WhittleConfig,
                             sources: list[SourceSpec]) -> str | None:
     """Log (and return) a warning when the download delays let fewer crawls be made per
     period than the budget pays for; None when the budget is reachable."""
-    per_host = Counter(h or "" for h in url_hosts([s.url for s in sources]))
-    if not per_host:
-        return None
     # A host's own delay (DOWNLOAD_SLOTS) is priced in its sources' crawl cost, C = max(1,
     # d M / T): the crawls it allows use up the budget they are given. DOWNLOAD_DELAY is not.
     getfloat = getattr(settings, "getfloat", None)
@@ -171,6 +170,12 @@ def warn_unreachable_budget(settings: Any, config: WhittleConfig,
     # hosts with their own delay (DOWNLOAD_SLOTS[host]["delay"]); the others wait DOWNLOAD_DELAY
     slot_delays = {host: float(v["delay"]) for host, v in slots.items()
                    if isinstance(v, dict) and v.get("delay") is not None}
+    if delay <= 0 and all(d <= 0 for d in slot_delays.values()):
+        return None         # no delay anywhere: every host takes every crawl (and a million
+        #                     sources need not be split into hosts for nothing)
+    per_host = Counter(h or "" for h in url_hosts([s.url for s in sources]))
+    if not per_host:
+        return None
     period, budget = config.period, config.budget
 
     def reachable(default_delay: float) -> tuple[float, float]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import shutil
 import tempfile
@@ -87,12 +88,19 @@ def _settings(n: int, budget: int, policy: str, urls, clock, sc, extra=None) -> 
                 "WHITTLE_SOURCES": urls, "WHITTLE_LOGSTATS_INTERVAL": 0,
                 "WHITTLE_STATE": False, "WHITTLE_CLOCK": clock,
                 "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540}}
-    if policy in ("oracle", "greedy", "static", "whittle-oracle"):
+    if policy in ("oracle", "greedy", "static", "whittle-oracle", "diurnal-oracle"):
         spu = 3600.0      # news-mix: one hour per unit, rates per second
         p = sc.params
         settings["WHITTLE_ORACLE_PARAMS"] = {
             u: {"rate": p.rate[i] / spu, "mean_utility": p.mean_utility[i],
                 "decay": p.decay[i] / spu} for i, u in enumerate(urls)}
+        if policy == "diurnal-oracle":
+            # a daily rhythm for each source (hourly bins, 3:1 day/night, 24 time zones; the
+            # cost of the policy does not depend on the shape)
+            shapes = [{"bins": [2.0 + math.cos(2 * math.pi * (h - z) / 24) for h in range(24)],
+                       "bin_seconds": 3600.0} for z in range(24)]
+            for i, u in enumerate(urls):
+                settings["WHITTLE_ORACLE_PARAMS"][u]["profile"] = shapes[i % 24]
     settings.update(extra or {})
     return settings
 
@@ -244,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     budget = args.budget or max(1, args.n // 100)
     if args.policy == "all":
         names = ["whittle", "oracle", "thompson-whittle", "round_robin", "uniform", "nutch",
-                 "miniflux", "thompson", "greedy", "static"]
+                 "miniflux", "thompson", "greedy", "static", "diurnal-whittle",
+                 "diurnal-oracle"]
     else:
         names = [p.strip() for p in args.policy.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES and p not in ("whittle", "oracle")]

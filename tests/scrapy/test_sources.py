@@ -41,6 +41,10 @@ def test_bad_lists(tmp_path):
         load_sources(str(bad))
     with pytest.raises(SourceListError, match="not an http"):
         load_sources(["not a url"])
+    txt = tmp_path / "feeds.txt"
+    txt.write_text("# feeds\nhttp://a.example/rss\n\n  ftp://b.example/x  # old\n")
+    with pytest.raises(SourceListError, match=r"line 4: 'ftp://b.example/x' is not an http"):
+        load_sources(str(txt))
 
 
 def test_registry_keeps_ids():
@@ -91,3 +95,14 @@ def test_registry_finds_every_url_one_by_one_or_in_bulk(monkeypatch, colliding):
     assert all(reg.get(u) == i for i, u in enumerate(urls))
     assert reg.get("https://elsewhere.example/") is None and len(reg) == 3000
     assert reg.url(1234) == urls[1234]
+
+
+def test_registry_bulk_add_into_an_empty_registry_keeps_repeated_urls_as_one():
+    urls = [f"https://h{i % 7}.example/feed/{i}.xml" for i in range(2000)]
+    reg = SourceRegistry()
+    ids, new = reg.add_many([*urls, urls[5], urls[1999]])
+    assert ids == [*range(2000), 5, 1999]
+    assert new == list(range(2000)) and len(reg) == 2000
+    fresh = SourceRegistry()              # all new and distinct: one pass without lookups
+    assert fresh.add_many(urls) == (list(range(2000)), list(range(2000)))
+    assert all(fresh.get(u) == i for i, u in enumerate(urls)) and fresh.url(1999) == urls[1999]
