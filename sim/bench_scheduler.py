@@ -7,8 +7,11 @@ Per crawl (every policy asked for): the real ``WhittleScheduler`` over the re-cr
 sources on ``--hosts`` hosts, a simulated clock advanced one epoch at a time; one crawl =
 ``next_request()`` (the policy's selection amortised over the epoch, the politeness mask, the
 request) + what the middleware hands the service for a fetched feed (``feed_fetched``: a
-window of 20 entries, one or two of them new, hashed and looked up in the entry memory; the
-policy learns in batches). Against it, Scrapy's default ``scrapy.core.scheduler.Scheduler``
+window of 20 entries, hashed and looked up in the entry memory, one or two of them new at a
+re-crawl, all 20 at a source's first crawl; the policy learns in batches). After one epoch
+of warm-up (``--warmup``) most crawls measured are first crawls of their source; with
+``--warmup`` above N / budget epochs every source has been crawled before (the steady state
+of a long crawl). Against it, Scrapy's default ``scrapy.core.scheduler.Scheduler``
 (memory queues, dupefilter, ``DownloaderAwarePriorityQueue`` over the same hosts): per
 re-crawl, a new ``Request`` (as a FIFO re-crawling spider yields one per re-crawl, and as the
 WhittleScheduler makes one), ``enqueue_request`` + ``next_request``. Both in this process,
@@ -16,7 +19,9 @@ one after the other: the ratio is what the report is about.
 
 ``--state`` (first policy only) adds what a crawl of that size costs to keep: start-up from a
 sources file of N URLs to the first request, process RSS and bytes per source after one
-epoch and once every source has been crawled (``--fill``), the incremental checkpoint after
+epoch and after N / budget more epochs (``--fill``: as many crawls as sources; the policy
+decides which, and the learned default revisits its best sources, so it reaches about two
+thirds of them), the incremental checkpoint after
 one epoch's crawls, the first (full) checkpoint, and a restore from the JOBDIR.
 """
 
@@ -235,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=None, help="crawls per epoch (1%% of n)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=1000, help="distinct hosts (download slots)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="epochs crawled before measuring (N / budget + 1: every source crawled "
+                         "before, the steady state)")
     ap.add_argument("--scrapy-requests", type=int, default=20_000,
                     help="requests through Scrapy's scheduler (its cost grows with hosts)")
     ap.add_argument("--policy", default="whittle",
@@ -243,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state", action="store_true",
                     help="also measure start-up, memory, checkpoints and restore")
     ap.add_argument("--fill", action="store_true",
-                    help="with --state: crawl every source once before measuring memory")
+                    help="with --state: crawl N / budget more epochs (as many crawls as sources, "
+                         "where the policy chooses) before measuring memory again")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     from scrapy.utils.reactor import install_reactor
@@ -265,9 +274,10 @@ def main(argv: list[str] | None = None) -> int:
         if name in EXCLUDED:
             rows[name] = {"excluded": EXCLUDED[name]}
             continue
-        us = bench_whittle(args.n, budget, args.epochs, name, args.hosts)
+        us = bench_whittle(args.n, budget, args.epochs, name, args.hosts, args.warmup)
         rows[name] = {"us_per_crawl": us, "ratio": us / scrapy_us}
     report = {"n": args.n, "hosts": args.hosts, "budget": budget, "epochs": args.epochs,
+              "warmup": args.warmup,
               "scrapy_us_per_request": scrapy_us, "policies": rows}
     if args.state:
         report["state"] = bench_state(args.n, budget, names[0], args.hosts, args.fill)
@@ -276,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
         return 0
     print(f"N = {args.n} sources on {args.hosts} hosts, budget = {budget} crawls per epoch, "
-          f"{args.epochs} epochs measured")
+          f"{args.epochs} epochs measured after {args.warmup} of warm-up")
     print(f"Scrapy default scheduler: {scrapy_us:8.2f} us per request (enqueue + next_request)")
     print("policy              us/crawl   ratio to Scrapy's")
     for name, row in rows.items():
@@ -295,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memory: RSS {s['rss_mb_after_epoch']:.0f} MB after one epoch "
               f"({s['bytes_per_source_after_epoch']:.0f} bytes/source)", end="")
         if "bytes_per_source_filled" in s:
-            print(f", {s['rss_mb_filled']:.0f} MB once all {s['sources_crawled']} sources "
+            print(f", {s['rss_mb_filled']:.0f} MB once {s['sources_crawled']} sources "
                   f"were crawled ({s['bytes_per_source_filled']:.0f} bytes/source)", end="")
         print(f"; peak RSS {report['peak_rss_mb']:.0f} MB")
     return 0
