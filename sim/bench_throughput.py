@@ -8,9 +8,10 @@ per feed) on a free 127.0.0.1 port, plus two hostile feeds (``/bad/many``: 20,00
 for ``--seconds`` seconds with ``--concurrency`` requests in flight:
 
 * **bare**: a Scrapy spider that downloads the same URLs round-robin and does nothing else;
-* **stack**: ``FeedSpider`` + ``WhittleScheduler`` + ``FeedObserverMiddleware`` (parsing,
-  entry memory, observations, the learning Whittle policy), with a budget above what the
-  machine can fetch and conditional GET off (every fetch is a full feed, as for bare).
+* **stack**: ``FeedSpider`` with the add-on (``WhittleScheduler``, ``FeedObserverMiddleware``:
+  parsing, entry memory, observations, the learning Whittle policy; the add-on's
+  ``CONCURRENT_ITEMS``), with a budget above what the machine can fetch and conditional GET
+  off (every fetch is a full feed, as for bare).
 
 For each it reports feeds fetched per second (after a warm-up of ``--warmup`` seconds), CPU
 seconds per feed (the crawler's process and its parse workers), the largest event-loop stall
@@ -78,8 +79,7 @@ def _crawl(mode: str, urls: list[str], seconds: float, concurrency: int, warmup:
         from scrapy_whittle.spiders import FeedSpider
 
         settings.update({
-            "SCHEDULER": "scrapy_whittle.WhittleScheduler",
-            "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540},
+            "ADDONS": {"scrapy_whittle.Addon": 0},      # as the README's quick start
             "WHITTLE_SOURCES": urls, "WHITTLE_POLICY": "whittle",
             "WHITTLE_BUDGET": 100 * len(urls), "WHITTLE_PERIOD": 1.0,
             "WHITTLE_CONDITIONAL_GET": False, "WHITTLE_LOGSTATS_INTERVAL": 0,

@@ -151,3 +151,20 @@ def test_an_unreachable_budget_is_warned_about_once(caplog):
                             WHITTLE_PERIOD=10, DOWNLOAD_DELAY=1)
     assert "can take about 20 crawls per period" in warning
     assert "set DOWNLOAD_DELAY to 0.33 s or less" in warning     # 2 x 10 s / 60 = 0.333 s
+
+
+def test_the_addon_lowers_concurrent_items_unless_the_project_sets_it():
+    """Scrapy's CONCURRENT_ITEMS (100) lets one response's item flood hold the event loop
+    (scrapy_whittle.addon's docstring); the add-on sets 16 at its own priority."""
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_whittle.addon import CONCURRENT_ITEMS, Addon
+    from scrapy_whittle.spiders import FeedSpider
+
+    feeds = [f"{UNREACHABLE}feed/{i}.xml" for i in range(3)]
+    crawler = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, "WHITTLE_SOURCES": feeds,
+                                       "WHITTLE_BUDGET": 1})
+    assert crawler.settings.getint("CONCURRENT_ITEMS") == CONCURRENT_ITEMS == 16
+    crawler = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, "WHITTLE_SOURCES": feeds,
+                                       "WHITTLE_BUDGET": 1, "CONCURRENT_ITEMS": 50})
+    assert crawler.settings.getint("CONCURRENT_ITEMS") == 50
