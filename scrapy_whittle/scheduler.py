@@ -43,6 +43,7 @@ from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_def
 from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
+from scrapy_whittle.bulk import freeze_startup_heap
 from scrapy_whittle.service import Crawl, RecrawlService
 from scrapy_whittle.settings import WhittleConfig
 from scrapy_whittle.source_list import SourceListReader
@@ -161,6 +162,7 @@ class WhittleScheduler(BaseScheduler):
         self._initial = []                 # registered: the list is not kept twice
         if self.crawler is not None:
             forget_sources(self.crawler)
+        freeze_startup_heap()              # see scrapy_whittle.bulk
         self.service.stats.start()
         if self.service.store is not None:
             self._checkpoints = create_looping_call(self._checkpoint)
