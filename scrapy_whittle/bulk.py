@@ -49,4 +49,14 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
+def thaw() -> None:
+    """Undo :func:`freeze_startup_heap` (and let the next crawl opened freeze again): for a
+    process that runs crawls one after another and wants each to start as in a fresh
+    process (``sim.bench_scheduler``), the frozen objects of a finished crawl collected."""
+    global _frozen
+    _frozen = False
+    gc.unfreeze()
+    gc.collect()
+
+
 _frozen = False

@@ -29,6 +29,10 @@ def test_the_startup_heap_is_frozen_once_per_process(monkeypatch):
     monkeypatch.setattr(bulk, "_frozen", False)
     monkeypatch.setattr(bulk.gc, "collect", lambda: calls.append("collect"))
     monkeypatch.setattr(bulk.gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(bulk.gc, "unfreeze", lambda: calls.append("unfreeze"))
     bulk.freeze_startup_heap()
     bulk.freeze_startup_heap()
     assert calls == ["collect", "freeze"]
+    bulk.thaw()                                  # a crawl after: freezes its own heap again
+    bulk.freeze_startup_heap()
+    assert calls == ["collect", "freeze", "unfreeze", "collect", "collect", "freeze"]
