@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -385,6 +386,22 @@ class OracleParams(dict):
     profiles: dict[str, tuple[list[float], float, float]]
 
 
+def _oracle_document(value: str | dict) -> tuple[Any, Callable[[str], Exception]]:
+    """``WHITTLE_ORACLE_PARAMS`` as a document (read from the JSON file it names, if a path),
+    and the maker of the InvalidSetting that names it."""
+    from scrapy_whittle.settings import InvalidSetting
+
+    def fail(why: str) -> InvalidSetting:
+        return InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
+
+    if not isinstance(value, str):
+        return value, fail
+    try:
+        return json.loads(Path(value).expanduser().read_text(encoding="utf-8")), fail
+    except (OSError, ValueError) as exc:
+        raise fail(f"cannot be read as JSON: {exc}") from None
+
+
 def load_oracle(value: str | dict) -> OracleParams:
     """``WHITTLE_ORACLE_PARAMS``: URL -> (rate, mean_utility, decay), rates per second (and
     the rhythms, in ``.profiles``).
@@ -392,17 +409,7 @@ def load_oracle(value: str | dict) -> OracleParams:
     Accepts the ``/params.json`` document of ``sim.serve`` (``{"sources": [{"url", "rate",
     "mean_utility", "decay"}, ...]}``), a mapping URL -> {rate, mean_utility, decay}, or the
     path of a JSON file holding either. Raises ``InvalidSetting`` naming the setting."""
-    from scrapy_whittle.settings import InvalidSetting
-
-    def fail(why: str) -> InvalidSetting:
-        return InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
-
-    doc: Any = value
-    if isinstance(value, str):
-        try:
-            doc = json.loads(Path(value).expanduser().read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise fail(f"cannot be read as JSON: {exc}") from None
+    doc, fail = _oracle_document(value)
     if isinstance(doc, dict) and isinstance(doc.get("sources"), list):
         rows = {r.get("url"): r for r in doc["sources"] if isinstance(r, dict)}
     elif isinstance(doc, dict):
@@ -430,17 +437,7 @@ def load_oracle_profiles(value: str | dict) -> dict[str, tuple[list[float], floa
     unix time t), as ``sim.serve`` publishes them for ``news-diurnal``. Accepts what
     ``load_oracle`` accepts. Sources without a profile are left out; a malformed one raises
     ``InvalidSetting`` naming the setting."""
-    from scrapy_whittle.settings import InvalidSetting
-
-    def fail(why: str) -> InvalidSetting:
-        return InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")
-
-    doc: Any = value
-    if isinstance(value, str):
-        try:
-            doc = json.loads(Path(value).expanduser().read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise fail(f"cannot be read as JSON: {exc}") from None
+    doc, fail = _oracle_document(value)
     if not isinstance(doc, dict):
         raise fail("must be a JSON object")
     rows = ({r.get("url"): r for r in doc["sources"] if isinstance(r, dict)}
