@@ -22,6 +22,7 @@ order, the same entries at every crawl); the caller counts it (``too_many_entrie
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,10 @@ HARD_MAX = 1_000_000
 def key_hashes(keys: Sequence[str]) -> list[int]:
     """XXH3-64 hashes of entry keys (UTF-8), as Python ints; stable across processes."""
     h = xxhash.xxh3_64_intdigest
-    return [h(k.encode("utf-8", "surrogatepass")) for k in keys]
+    try:
+        return list(map(h, map(str.encode, keys)))
+    except UnicodeEncodeError:         # a lone surrogate: the same bytes for other keys
+        return [h(k.encode("utf-8", "surrogatepass")) for k in keys]
 
 
 def entry_hashes(keys: Sequence[str]) -> np.ndarray:
@@ -130,35 +134,78 @@ class EntryMemory(PerSourceArrays):
     def new_entries(self, source: int, entries: Sequence[FeedEntry]) -> list[FeedEntry]:
         """The entries not seen before (first occurrence of a key inside ``entries`` too), in
         feed order; all of ``entries`` (up to ``max_per_source``) are remembered as seen."""
-        first: dict[str, FeedEntry] = {}
-        for entry in entries:
-            first.setdefault(entry.key, entry)
-        if len(first) > self.max_per_source:
-            first = dict(list(first.items())[:self.max_per_source])
-        self.last_visible = len(first)
-        fresh = self.observe(source, key_hashes(first))
-        return [e for e, new in zip(first.values(), fresh, strict=True) if new]
+        keys = [entry.key for entry in entries]
+        if len(set(keys)) == len(keys):                # the usual case: no key twice
+            distinct = entries
+        else:
+            first: dict[str, FeedEntry] = {}
+            for entry in entries:
+                first.setdefault(entry.key, entry)
+            keys, distinct = list(first), list(first.values())
+        if len(keys) > self.max_per_source:
+            keys, distinct = keys[:self.max_per_source], distinct[:self.max_per_source]
+        self.last_visible = len(keys)
+        fresh = self.observe(source, key_hashes(keys))
+        if False not in fresh:
+            return list(distinct)
+        return list(compress(distinct, fresh))
 
     def observe(self, source: int, hashes: list[int]) -> list[bool]:
         """A crawl of ``source`` showed the distinct ``hashes`` (Python ints, feed order,
         newest first); returns which were new, and remembers them all as the most recently
         seen. (Python lists and sets: for the few dozen hashes of a feed they beat numpy's
-        per-call cost.)"""
-        hashes = list(hashes[:self.max_per_source])
+        per-call cost.) Two cases cover nearly every crawl and take a short path: a source's
+        first crawl, and a feed that shows its new entries on top of those the previous crawl
+        showed newest, in the same order; anything else (entries that came back, a reordered
+        feed) goes through :meth:`_observe_any`, which gives the same result for those two."""
+        if len(hashes) > self.max_per_source:
+            hashes = hashes[:self.max_per_source]
+        visible = len(hashes)
+        size = int(self.size[source])
+        if not size:                                    # nothing remembered: all new
+            if visible:
+                s = self._reserve(source, visible)
+                self.pool[s:s + visible] = hashes[::-1]
+                self.size[source] = visible
+            return [True] * visible
         s = int(self.start[source])
-        old = self.pool[s:s + int(self.size[source])].tolist()
+        old = self.pool[s:s + size].tolist()
         known = set(old)
         fresh = [h not in known for h in hashes]
-        visible = len(hashes)
-        if not any(fresh) and old[len(old) - visible:] == hashes[::-1]:
-            return fresh            # shown already as the most recently seen: no change
+        n_new = fresh.count(True)
+        shown_before = visible - n_new
+        if (True not in fresh[n_new:]
+                and old[size - shown_before:] == hashes[:n_new - 1 if n_new else None:-1]):
+            if not n_new:
+                return fresh       # shown already as the most recently seen: no change
+            s = self._reserve(source, visible)
+            cap, total = int(self.cap[source]), size + n_new
+            if total > cap:                             # the oldest are forgotten
+                drop = total - cap
+                self.pool[s:s + size - drop] = self.pool[s + drop:s + size]
+                size -= drop
+            self.pool[s + size:s + size + n_new] = hashes[n_new - 1::-1]
+            self.size[source] = size + n_new
+            return fresh
+        return self._observe_any(source, hashes, old, fresh)
+
+    def _reserve(self, source: int, visible: int) -> int:
+        """Grow the block of ``source`` to hold ``visible`` entries plus the slack (never
+        shrunk, never beyond ``max_per_source``); returns its start."""
+        want = min(visible + max(self.min_slack, visible // 8), self.max_per_source)
+        if want > int(self.cap[source]):
+            self._relocate(source, want)
+        return int(self.start[source])
+
+    def _observe_any(self, source: int, hashes: list[int], old: list[int],
+                     fresh: list[bool]) -> list[bool]:
+        """:meth:`observe` for any order: the hashes shown move to the recent end."""
         shown = set(hashes)
         kept = [h for h in old if h not in shown]
-        cap = max(int(self.cap[source]), visible + max(self.min_slack, visible // 8))
-        hashes.reverse()
-        kept += hashes
+        self._reserve(source, len(hashes))
+        kept += hashes[::-1]
         self.set_keys(source, np.fromiter(kept, dtype=np.uint64, count=len(kept)),
-                      capacity=min(cap, self.max_per_source))
+                      capacity=int(self.cap[source]))
         return fresh
 
     def seen(self, source: int) -> int:

@@ -472,13 +472,15 @@ class RecrawlService:
         later = epoch_end
         src = self.sources
         saturated: set[int] = set()        # hosts found saturated in this call
+        spread = self.config.spread
+        host_of = src.host
         for j, sid in enumerate(self.plan):
-            if self.config.spread:
+            if spread:
                 release = self.origin + k * period + self.spent * period / self.config.budget
                 if release > now + 1e-9:
                     self.wake_at = release
                     return None
-            host = int(src.host[sid])
+            host = host_of.item(sid)
             if host in saturated:
                 continue
             not_before = src.not_before(sid, now)
@@ -489,7 +491,6 @@ class RecrawlService:
                 saturated.add(host)        # asked again when a download of the slot ends
                 continue
             del self.plan[j]
-            self.spent += float(self.sources.cost[sid])
             return self._dispatch(sid, now, k)
         self.wake_at = later
         return None
@@ -555,26 +556,29 @@ class RecrawlService:
         return reset
 
     def _dispatch(self, sid: int, now: float, epoch: int) -> Crawl:
-        self.sources.dispatched(sid, now + self.max_flight)
-        cost = float(self.sources.cost[sid])
-        self.stats.inc("crawls")
-        self.stats.inc("crawls/cost", cost)
+        src, state = self.sources, self.state
+        src.dispatched(sid, now + self.max_flight)
+        cost = src.cost.item(sid)
+        self.spent += cost
+        stats = self.stats
+        stats.inc("crawls")
+        stats.inc("crawls/cost", cost)
         agg = self._epochs[epoch]
         agg[0] += 1
         agg[1] += cost
         self._run_cost += cost
-        self.state.crawls[sid] += 1
-        self._touch(sid)
+        state.crawls[sid] += 1
+        if self.store is not None:
+            self._dirty.add(sid)
         headers = {}
         if self.config.conditional_get:
-            etag = self.state.etag.get(sid)
+            etag = state.etag.get(sid)
             if etag:
                 headers["If-None-Match"] = etag
-            modified = int(self.state.modified[sid])
+            modified = state.modified.item(sid)
             if modified:
                 headers["If-Modified-Since"] = http_date(modified)
-        return Crawl(source=sid, url=self.sources.url(sid), epoch=epoch, sent_at=now,
-                     headers=headers)
+        return Crawl(sid, src.url(sid), epoch, now, headers)
 
     # -- what crawls showed -----------------------------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
@@ -582,20 +586,18 @@ class RecrawlService:
                      hints: ServerHints | None = None) -> FetchResult:
         """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
         valued, are returned, and the crawl is recorded (:meth:`record_fetch`)."""
-        sid = crawl.source
-        had_before = self.memory.seen(sid) > 0
-        new = self.memory.new_entries(sid, entries)
-        visible = self.memory.last_visible
-        window_full = bool(had_before and visible > 0 and len(new) == visible)
-        values, clipped = valued(new, float(self.sources.weight[sid]), self.config)
+        sid, memory = crawl.source, self.memory
+        had_before = memory.size.item(sid) > 0
+        new = memory.new_entries(sid, entries)
+        visible = memory.last_visible
+        window_full = had_before and visible > 0 and len(new) == visible
+        values, clipped = valued(new, self.sources.weight.item(sid), self.config)
         if clipped:
             self.stats.inc("clipped/value", clipped)
-        found = FetchResult(new, values, window_full)
-        now = self.clock.now()
-        self.record_fetch(crawl, len(new), float(sum(found.values)), window_full,
+        self.record_fetch(crawl, len(new), float(sum(values)), window_full,
                           [e.published for e in new], etag=etag,
-                          last_modified=last_modified, now=now, hints=hints)
-        return found
+                          last_modified=last_modified, now=self.clock.now(), hints=hints)
+        return FetchResult(new, values, window_full)
 
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
                      published: list[float | None], *, etag: str | None = None,
@@ -609,19 +611,25 @@ class RecrawlService:
         now = self.clock.now() if now is None else now
         new_items, reward, learned = self._learnable(crawl, new_items, reward, published, now,
                                                      window_full)
-        self._remember_validators(sid, etag, last_modified)
+        if etag or last_modified:
+            self._remember_validators(sid, etag, last_modified)
         self._observe(crawl, now, True, *learned)
-        self._apply_hints(sid, hints, now)
-        self.stats.inc("fetched")
-        self.stats.inc("new_items", new_items)
-        self.stats.inc("utility", reward)
+        if hints is not None:
+            self._apply_hints(sid, hints, now)
+        inc = self.stats.inc
+        inc("fetched")
+        inc("new_items", new_items)
+        inc("utility", reward)
         if window_full:
-            self.stats.inc("window_full")
+            inc("window_full")
         agg = self._epochs[crawl.epoch]
         agg[2] += new_items
         agg[3] += reward
-        self.state.new_items[sid] += new_items
-        self.state.utility[sid] += reward
+        state = self.state
+        if new_items:
+            state.new_items[sid] += new_items
+        if reward:
+            state.utility[sid] += reward
 
     def _learnable(self, crawl: Crawl, new_items, reward, published, now: float,
                    window_full: bool) -> tuple[int, float, tuple[int, float, bool, list[float]]]:
@@ -644,13 +652,15 @@ class RecrawlService:
             published = list(published)[:new_items] if isinstance(published, list | tuple) \
                 else []
             published += [None] * (new_items - len(published))
-        since = float(self.state.last_ok[sid])
+        state = self.state
+        since = state.last_ok.item(sid)
         first = not math.isfinite(since)
         times, changed = sanitize.learnable_times(published, now, None if first else since)
         if any(changed):
             self.stats.inc("clipped/published", sum(changed))
-        self.state.last_ok[sid] = crawl.sent_at
-        cap = sanitize.burst_cap(int(self.state.peak[sid]))
+        state.last_ok[sid] = crawl.sent_at
+        peak = state.peak.item(sid)
+        cap = sanitize.burst_cap(peak)
         learned_n, learned_value = new_items, reward
         if new_items > cap:
             if not first:       # a sudden burst: only entries dated after the last fetch
@@ -664,7 +674,8 @@ class RecrawlService:
                 self._log_once(sid, "burst", crawl.url,
                                f"{new_items} unseen entries at once: the policy learns from "
                                f"{learned_n} of them only", logging.INFO)
-        self.state.peak[sid] = max(int(self.state.peak[sid]), learned_n)
+        if learned_n > peak:
+            state.peak[sid] = learned_n
         return new_items, reward, (learned_n, learned_value, bool(window_full), times)
 
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
@@ -711,7 +722,8 @@ class RecrawlService:
             self._buffer_since = now
         self._buffer.append((crawl.epoch, sid, now - self.origin, new_items, reward, ok,
                              window_full, published))
-        self._touch(sid)
+        if self.store is not None:
+            self._dirty.add(sid)
         backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
                                           at_least=at_least)
         if now - self._buffer_since >= FLUSH_AFTER:

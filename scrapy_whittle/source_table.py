@@ -155,11 +155,11 @@ class SourceTable(PerSourceArrays):
     def not_before(self, sid: int, now: float = -math.inf) -> float:
         """Earliest time, from ``now`` on, source ``sid`` may be fetched (in flight, back-off
         or a server's "not before", min interval, the feed's skipHours / skipDays)."""
-        t = max(now, self.in_flight.get(sid, 0.0), float(self.retry_at[sid]),
-                float(self.last_crawl[sid]) + float(self.min_interval[sid]))
+        t = max(now, self.in_flight.get(sid, 0.0), self.retry_at.item(sid),
+                self.last_crawl.item(sid) + self.min_interval.item(sid))
         if not self._skips:
             return t
-        hours, days = int(self.skip_hours[sid]), int(self.skip_days[sid])
+        hours, days = self.skip_hours.item(sid), self.skip_days.item(sid)
         for _ in range(24 * 7):               # the masks never cover the whole week
             if not skipped(t, hours, days):
                 break
@@ -255,8 +255,10 @@ class SourceTable(PerSourceArrays):
         self.in_flight.pop(sid, None)
         self.last_crawl[sid] = when
         if ok:
-            self.failures[sid] = 0
-            self.retry_at[sid] = 0.0
+            if self.failures.item(sid):
+                self.failures[sid] = 0
+            if self.retry_at.item(sid):
+                self.retry_at[sid] = 0.0
             return 0.0
         self.failures[sid] += 1
         delay = max(at_least, min(self.config.backoff_max,

@@ -87,6 +87,40 @@ def test_many_sources_relocating_and_compacting_keep_their_hashes():
         np.testing.assert_array_equal(mem.keys(sid), entry_hashes(ref))
 
 
+def test_sliding_feeds_take_the_short_path_and_match_the_reference():
+    """Feeds that mostly slide (new entries on top, the oldest fall off), at times reorder,
+    bring an entry back or shrink: the short paths of ``observe`` and the general one must
+    remember exactly what the reference model does, capacity included."""
+    rng = np.random.default_rng(1)
+    slack, bound = 2, 30
+    mem = EntryMemory(8, min_slack=slack, max_per_source=bound)
+    reference: dict[int, list[str]] = {}
+    caps: dict[int, int] = {}
+    top = dict.fromkeys(range(8), 0)
+    for _ in range(1500):
+        sid = int(rng.integers(8))
+        width = 5 + sid * 4                                   # 5 .. 33 entries shown
+        top[sid] += int(rng.integers(0, 4))
+        shown = [f"{sid}-{k}" for k in range(top[sid], max(top[sid] - width, -1), -1)]
+        kind = rng.random()
+        if kind < 0.05:
+            rng.shuffle(shown)                                # a reordered feed
+        elif kind < 0.10 and top[sid] > width + 5:
+            shown.insert(0, f"{sid}-{top[sid] - width - 3}")  # an old entry comes back
+        elif kind < 0.13:
+            shown = shown[:2]                                 # a feed that shrank
+        new = keys(mem.new_entries(sid, entries(shown)))
+        distinct = list(dict.fromkeys(shown))[:bound]
+        old = reference.get(sid, [])
+        assert new == [k for k in distinct if k not in set(old)]
+        caps[sid] = max(caps.get(sid, 0),
+                        min(len(distinct) + max(slack, len(distinct) // 8), bound))
+        kept = [k for k in old if k not in set(distinct)] + distinct[::-1]
+        reference[sid] = kept[max(0, len(kept) - caps[sid]):]
+        assert int(mem.cap[sid]) == caps[sid]
+        np.testing.assert_array_equal(mem.keys(sid), entry_hashes(reference[sid]))
+
+
 def test_state_round_trips_through_json_and_the_store_format():
     mem = EntryMemory(3)
     mem.new_entries(0, entries("abc"))
@@ -109,3 +143,14 @@ def test_hashes_are_the_same_in_another_process():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout
     assert json.loads(out) == entry_hashes(["urn:a", "https://x/1", "caf\u00e9"]).tolist()
+
+
+def test_keys_are_hashed_as_utf8_a_lone_surrogate_included():
+    import xxhash
+
+    from scrapy_whittle.entry_memory import key_hashes
+
+    got = key_hashes(["é", "b\udc80", "c"])
+    assert got == [xxhash.xxh3_64_intdigest("é".encode()),
+                   xxhash.xxh3_64_intdigest(b"b\xed\xb2\x80"),
+                   xxhash.xxh3_64_intdigest(b"c")]
