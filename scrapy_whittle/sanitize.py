@@ -70,9 +70,12 @@ def entry_values(engagements: Sequence[float | None], default: float, scale: flo
                  ) -> tuple[list[float], int]:
     """(values of entries, how many were clipped): engagement / ``scale`` where the entry has
     one, else ``default``; each within [0, MAX_ENTRY_VALUE]."""
-    out, clipped = [], 0
     fallback = entry_value(default)
     clipped_default = fallback != default
+    n = len(engagements)
+    if engagements.count(None) == n:           # no feed shows engagement: the default each
+        return [fallback] * n, n if clipped_default else 0
+    out, clipped = [], 0
     top = MAX_ENTRY_VALUE * scale
     for e in engagements:
         if e is None:
@@ -96,7 +99,13 @@ def outlier_times(times: list[float]) -> set[int]:
     ``OUTLIER_MIN_DATES`` left): the oldest while its gap to the next one exceeds
     ``OUTLIER_GAP`` times the mean gap among the newer ones. For a Poisson stream a gap that
     long has probability about e^-20; at most a quarter of the dates are set aside."""
-    order = sorted(range(len(times)), key=times.__getitem__)
+    n = len(times)
+    if n <= OUTLIER_MIN_DATES:
+        return set()
+    ranked = sorted(times)                      # the usual answer, without the indices:
+    if not ranked[1] - ranked[0] > OUTLIER_GAP * max((ranked[-1] - ranked[1]) / (n - 2), 1.0):
+        return set()                            # the oldest is no outlier, so none is
+    order = sorted(range(n), key=times.__getitem__)
     out: set[int] = set()
     lo, n = 0, len(order)
     while n - lo > OUTLIER_MIN_DATES and len(out) < max(1, len(order) // 4):

@@ -50,6 +50,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -784,15 +785,16 @@ class RecrawlService:
             by_epoch[row[0]].append(row)
         t = time.perf_counter()
         for epoch in sorted(by_epoch):
-            rows = by_epoch[epoch]
-            lengths = [len(r[7]) for r in rows]
-            obs = Observation(
-                epoch=epoch, sources=[r[1] for r in rows], time=[r[2] for r in rows],
-                new_items=[r[3] for r in rows], reward=[r[4] for r in rows],
-                ok=[r[5] for r in rows], window_full=[r[6] for r in rows],
-                item_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-                item_published=np.fromiter((p - self.origin for r in rows for p in r[7]),
-                                           dtype=np.float64, count=sum(lengths)))
+            _, sources, times, new_items, reward, ok, window_full, published = \
+                zip(*by_epoch[epoch], strict=True)
+            offsets = np.zeros(len(sources) + 1, dtype=np.int64)
+            np.cumsum(list(map(len, published)), out=offsets[1:])
+            item_published = np.fromiter(chain.from_iterable(published), dtype=np.float64,
+                                         count=int(offsets[-1]))
+            item_published -= self.origin
+            obs = Observation(epoch=epoch, sources=sources, time=times, new_items=new_items,
+                              reward=reward, ok=ok, window_full=window_full,
+                              item_offsets=offsets, item_published=item_published)
             self._observe_missed(obs)
         self._decision_time(time.perf_counter() - t, calls=0)
         self._policy_touched = True

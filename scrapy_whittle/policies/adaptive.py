@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, SparseRows
-from scrapy_whittle.dynamics import alpha_u, expected_state, pages_alpha_u
+from scrapy_whittle.dynamics import alpha_u, geometric_sum, pages_alpha_u
 from scrapy_whittle.estimators import (
     ChangeRateEstimator,
     DecayEstimator,
@@ -182,7 +182,9 @@ class AdaptiveWhittlePolicy(Policy):
         k = np.maximum(np.where(never, 0.0, epoch - self.last_epoch), 0.0)
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
-        x = np.where(never, u * waited, expected_state(0.0, alpha, u, k))
+        with np.errstate(divide="ignore"):
+            after_crawl = u * geometric_sum(k, np.log(alpha))      # x0 = 0 at the last crawl
+        x = np.where(never, u * waited, after_crawl)
         return x, alpha, u
 
     def explored(self) -> np.ndarray:
