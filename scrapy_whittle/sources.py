@@ -37,6 +37,24 @@ class SourceSpec:
 
 _URL = re.compile(r"(?i)(https?|file)://([^/?#\s]*)([^\s]*)\Z")
 
+#: A URL that every part of Scrapy leaves as it is: w3lib's ``safe_url_string`` (which
+#: ``Request`` applies to every URL) returns it unchanged, and so does yarl's normalisation
+#: in the aiohttp download handler. Lower-case host names of letters, digits and hyphens,
+#: an optional port other than 80 and 443, a path of unreserved characters (RFC 3986:
+#: letters, digits, ``-._~``) and ``/``, then an optional non-empty query of those and
+#: ``=&``; no dot segments, no percent-escapes, no fragment. Most feed URLs are such;
+#: tested against both libraries in tests/scrapy/test_sources.py.
+_PLAIN_URL = re.compile(
+    r"https?://[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*(?::(?P<port>[1-9][0-9]{0,4}))?"
+    r"(?:/[A-Za-z0-9._~/-]*(?:\?[A-Za-z0-9._~=&-]+)?)?")
+
+
+def is_plain_url(url: str) -> bool:
+    """True when ``url`` is one that Scrapy's request and download handlers leave unchanged
+    (``_PLAIN_URL``): its request can skip the escaping (``verbatim_url``)."""
+    m = _PLAIN_URL.fullmatch(url)
+    return m is not None and "/." not in url and m.group("port") not in ("80", "443")
+
 
 def url_host(url: str) -> str | None:
     """The host name of an http(s) or file URL as ``urlsplit(url).hostname`` gives it

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from scrapy_whittle.sources import (
@@ -106,3 +107,80 @@ def test_registry_bulk_add_into_an_empty_registry_keeps_repeated_urls_as_one():
     fresh = SourceRegistry()              # all new and distinct: one pass without lookups
     assert fresh.add_many(urls) == (list(range(2000)), list(range(2000)))
     assert all(fresh.get(u) == i for i, u in enumerate(urls)) and fresh.url(1999) == urls[1999]
+
+
+def _random_plain_url(rng) -> str:
+    def chars(alphabet, lo, hi):
+        return "".join(rng.choice(list(alphabet), int(rng.integers(lo, hi))))
+
+    lower = "abcdefghijklmnopqrstuvwxyz0123456789-"
+    unreserved = lower + "ABCDEFGHIJKLMNOPQRSTUVWXYZ._~"
+    host = ".".join(chars(lower, 1, 12) for _ in range(int(rng.integers(1, 4))))
+    port = f":{rng.integers(1, 65536)}" if rng.random() < 0.3 else ""
+    path = "".join("/" + chars(unreserved, 0, 10) for _ in range(int(rng.integers(0, 4))))
+    query = "?" + chars(unreserved + "=&", 1, 20) if rng.random() < 0.3 else ""
+    return f"{rng.choice(['http', 'https'])}://{host}{port}{path}{query}"
+
+
+def test_plain_urls_are_what_scrapy_and_aiohttp_make_of_them():
+    """A plain URL's request skips Scrapy's escaping (``verbatim_url``): it must be exactly
+    what w3lib's safe_url_string and yarl would make of it, for every URL called plain."""
+    import yarl
+    from scrapy import Request
+    from w3lib.url import safe_url_string
+
+    from scrapy_whittle.sources import is_plain_url
+
+    rng = np.random.default_rng(7)
+    plain = 0
+    for _ in range(3000):
+        url = _random_plain_url(rng)
+        if is_plain_url(url):            # random ones may hold a dot segment or port 80
+            plain += 1
+            assert safe_url_string(url) == url == Request(url).url, url
+            assert str(yarl.URL(url)) == url, url
+    assert plain > 2500
+    for url in ["http://h1.example/feed/1.xml", "https://news.example.com/rss?cat=world&n=20",
+                "http://127.0.0.1:8080/f.xml", "http://xn--bcher-kva.example/~u/a_b.rss"]:
+        assert is_plain_url(url), url
+    for url in ["http://Example.com/", "http://a.b/x?", "http://a.b/\u00e4", "http://a.b/x y",
+                "http://a.b/%7E", "http://a.b:80/x", "https://a.b:443/", "http://a.b/./x",
+                "http://a.b/x/..", "http://a.b/x#top", "ftp://a.b/", "http://a..b/",
+                "http://a.b/x?q=\u00e4", "http://user@a.b/", " http://a.b/"]:
+        assert not is_plain_url(url), url
+
+
+def test_source_requests_skip_the_escaping_only_where_it_changes_nothing():
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+    from scrapy.core.downloader import Downloader
+
+    from scrapy_whittle.clock import SimulatedClock
+    from scrapy_whittle.scheduler import META_CRAWL, WhittleScheduler
+    from tests.scrapy.conftest import make_crawler
+
+    plain, other = "http://h1.example/feed/1.xml", "http://h2.example/fl\u00fcsse.xml"
+    crawler = make_crawler(WHITTLE_SOURCES=[plain, other], WHITTLE_BUDGET=2,
+                           WHITTLE_POLICY="round_robin", WHITTLE_STATE=False,
+                           WHITTLE_CLOCK=SimulatedClock(start=1e9))
+    crawler.engine = SimpleNamespace(downloader=Downloader(crawler))   # what open() reads
+    sched = WhittleScheduler.from_crawler(crawler)
+    sched.open(Spider("s"))
+    requests = {r.meta[META_CRAWL].url: r for r in (sched.next_request(), sched.next_request())}
+    assert requests[plain].url == plain and requests[plain].meta["verbatim_url"]
+    assert requests[other].url == "http://h2.example/fl%C3%BCsse.xml"
+    assert "verbatim_url" not in requests[other].meta
+    # a redirect (RedirectMiddleware replaces the URL, meta kept) to a URL that is not
+    # plain is escaped again when it comes back to the scheduler; a plain one stays as is
+    for target, expected in [("http://h3.example/\u00e9t\u00e9.xml",
+                              "http://h3.example/%C3%A9t%C3%A9.xml"),
+                             ("http://h3.example/ok.xml", "http://h3.example/ok.xml")]:
+        redirected = requests[plain].replace(url=target)
+        assert redirected.url == target                  # verbatim: not escaped
+        assert sched.enqueue_request(redirected)
+        followup = sched.next_request()
+        assert followup.url == expected
+        assert followup.meta[META_CRAWL] is requests[plain].meta[META_CRAWL]
+        assert bool(followup.meta.get("verbatim_url")) == (target == expected)
+    sched.service.close()
