@@ -178,13 +178,23 @@ class AdaptiveWhittlePolicy(Policy):
     def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
         alpha, u = self.parameters()
-        never = ~self.explored()
-        k = np.maximum(np.where(never, 0.0, epoch - self.last_epoch), 0.0)
+        explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
-        with np.errstate(divide="ignore"):
-            after_crawl = u * geometric_sum(k, np.log(alpha))      # x0 = 0 at the last crawl
-        x = np.where(never, u * waited, after_crawl)
+        x = u * waited                # never crawled: what arrived since the source joined
+        ids = np.flatnonzero(explored)
+        if not ids.size:
+            return x, alpha, u
+        # explored: u G_k, k epochs after the last crawl (x0 = 0 then); on the explored
+        # sources only while they are few (the start of a crawl)
+        sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
+        k = np.maximum(epoch - self.last_epoch[sub], 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            after_crawl = u[sub] * geometric_sum(k, np.log(alpha[sub]))
+        if sub is ids:
+            x[ids] = after_crawl
+        else:
+            x = np.where(explored, after_crawl, x)
         return x, alpha, u
 
     def explored(self) -> np.ndarray:

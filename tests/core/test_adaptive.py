@@ -160,3 +160,27 @@ def test_pruned_selection_is_the_full_top_m():
         obs, *_ = env.step(chosen)
         pol.observe(obs)
     assert pol.pruned_decisions > 50         # the pruned path was taken, and agreed
+
+
+def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_crawled():
+    """x = u G_k k epochs after a source's last crawl, u x (epochs since it joined) before
+    its first: computed on the explored sources only while they are few, on all after."""
+    from scrapy_whittle.dynamics import expected_state
+
+    sc = make_scenario("news-mix", n=400, seed=2, stochastic=True)
+    env = sc.make_env()
+    env.reset(seed=2)
+    pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=2)
+    fractions = []
+    for t in range(120):
+        x, alpha, u = pol.expected_state(t)
+        explored = pol.explored()
+        fractions.append(explored.mean())
+        k = np.where(explored, t - np.nan_to_num(pol.last_epoch), 0.0)
+        waited = t - np.where(np.isnan(pol.added_epoch), t, pol.added_epoch)
+        want = np.where(explored, expected_state(0.0, alpha, u, np.maximum(k, 0.0)),
+                        u * np.maximum(waited, 0.0))
+        np.testing.assert_allclose(x, want, rtol=1e-12, atol=0.0)
+        obs, *_ = env.step(pol.select(t, sc.budget))
+        pol.observe(obs)
+    assert min(fractions) < 0.5 < max(fractions)        # both ways were taken
