@@ -73,6 +73,16 @@ def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return c[offsets[1:]] - c[offsets[:-1]]
 
 
+def segment_rows(off: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR offsets and item indices of the rows ``keep`` (bool) of a ragged array with
+    offsets ``off``."""
+    lengths = np.diff(off)[keep]
+    starts = off[:-1][keep]
+    new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    idx = (np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])).astype(np.int64)
+    return new_off, idx
+
+
 class VectorEstimator(PerSourceArrays):
     """Base class: per-source state arrays (``per_source``, see
     :mod:`scrapy_whittle.columns`), ``grow``, ``state_dict`` / ``load_state_dict``."""

@@ -47,7 +47,7 @@ from scrapy_whittle.estimators import (
     RateEstimator,
     ValueEstimator,
 )
-from scrapy_whittle.estimators._base import segment_sum
+from scrapy_whittle.estimators._base import segment_rows, segment_sum
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies.base import Policy
@@ -56,15 +56,6 @@ from scrapy_whittle.selection import select_top
 
 UNKNOWN, EPHEMERAL, PAGE, COUNTS = 0, 1, 2, 3
 MODELS = ("auto", "ephemeral", "pages")
-
-
-def _rows(off: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR offsets and item indices of the rows ``keep`` (bool) of a ragged array."""
-    lengths = np.diff(off)[keep]
-    starts = off[:-1][keep]
-    new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    idx = (np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])).astype(np.int64)
-    return new_off, idx
 
 
 def _prior_at(value, ids: np.ndarray):
@@ -307,7 +298,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.rates.last_time[src] = t
 
     def _observe_items(self, obs, sel, src, t, reward) -> None:
-        off, idx = _rows(obs.item_offsets, sel)
+        off, idx = segment_rows(obs.item_offsets, sel)
         pub = obs.item_published[idx]
         val = obs.item_value[idx]
         _, missed = self.rates.observe_crawls(src, t, off, pub, obs.window_full[sel])
@@ -318,13 +309,13 @@ class AdaptiveWhittlePolicy(Policy):
         self.values.update(item_src, val)
         ages = np.repeat(t, counts) - pub
         known = segment_sum(np.isnan(val).astype(np.float64), off) == 0
-        k_off, k_idx = _rows(off, known)
+        k_off, k_idx = segment_rows(off, known)
         self.decay.update_batch(src[known], reward[known], k_off, ages[k_idx], val[k_idx])
         # crawls whose items carry no base value: one (value per item, mean age) report with
         # the base unknown, and xi estimated by undoing the decay at the current mu estimate
         blind = ~known & (counts > 0)
         if np.any(blind):
-            b_off, b_idx = _rows(off, blind)
+            b_off, b_idx = segment_rows(off, blind)
             n_items = np.diff(b_off).astype(np.float64)
             a = np.where(np.isfinite(ages[b_idx]), ages[b_idx], np.nan)
             mean_age = segment_sum(np.nan_to_num(a), b_off) / n_items

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.columns import Col
+from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
@@ -102,12 +103,15 @@ class MinifluxPolicy(Policy):
         ids = obs.sources
         if ids.size == 0:
             return
-        for j in np.flatnonzero(obs.ok):
-            i = int(ids[j])
-            now = float(obs.time[j])
-            self._count_entries(i, now, self._entry_times(obs, int(j), i))
-            self.last_check[i] = now
         ok_ids = ids[obs.ok]
+        if obs.item_offsets is not None and np.unique(ok_ids).size == ok_ids.size:
+            self._count_all(obs)        # each source once: all crawls at once
+        else:
+            for j in np.flatnonzero(obs.ok):
+                i = int(ids[j])
+                now = float(obs.time[j])
+                self._count_entries(i, now, self._entry_times(obs, int(j), i))
+                self.last_check[i] = now
         minutes = entry_frequency_interval(self.weekly_count[ok_ids], self.min_interval_minutes,
                                            self.max_interval_minutes, self.factor)
         interval = minutes / 60.0 / self.time_unit_hours
@@ -134,6 +138,34 @@ class MinifluxPolicy(Policy):
         # the window (now - 7 days, now]: the last seven days whole, the cut day in part
         inside = 1.0 - (now / self._day - today)
         self.weekly_count[i] = round(float(counts[1:].sum()) + inside * float(counts[0]))
+
+    def _count_all(self, obs: Observation) -> None:
+        """:meth:`_count_entries` of every successful crawl of ``obs`` (each of a different
+        source, with publication times), in one pass over the batch."""
+        sel = np.flatnonzero(obs.ok)
+        src, now = obs.sources[sel], obs.time[sel]
+        days = self.day_counts.shape[1]
+        today = np.floor(now / self._day).astype(np.int64)
+        newest = self.newest_day[src].astype(np.int64)
+        shift = today - newest
+        counts = self.day_counts[src]                  # a copy, written back below
+        # the days that left the 8-day window: counts[:-s] = counts[s:], zeros after
+        col = np.arange(days) + np.maximum(shift, 0)[:, None]
+        rows = np.arange(src.size)[:, None]
+        counts = np.where(col < days, counts[rows, np.minimum(col, days - 1)], 0)
+        newest = np.where(shift > 0, today, newest)
+        off, items = segment_rows(obs.item_offsets, obs.ok)
+        crawl = np.repeat(np.arange(src.size), np.diff(off))
+        slot = np.floor(obs.item_published[items] / self._day).astype(np.int64)
+        slot = slot - newest[crawl] + days - 1
+        inside = (slot >= 0) & (slot < days)
+        np.add.at(counts, (crawl[inside], slot[inside]), 1)
+        # the window (now - 7 days, now]: the last seven days whole, the cut day in part
+        part = 1.0 - (now / self._day - today)
+        self.weekly_count[src] = np.round(counts[:, 1:].sum(axis=1) + part * counts[:, 0])
+        self.day_counts[src] = counts
+        self.newest_day[src] = newest
+        self.last_check[src] = now
 
     def interval(self, ids=None) -> np.ndarray:
         """The current next-check interval (time units) of ``ids`` (default all)."""

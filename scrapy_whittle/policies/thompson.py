@@ -23,12 +23,14 @@ of largest Whittle index (``scrapy_whittle.index.IndexTable``) of the sample.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from scrapy_whittle.columns import Col, PerSourceArrays, refill_rows, unusable_rows
 from scrapy_whittle.dynamics import alpha_u, expected_state
+from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.estimators.rate import RateEstimator
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
@@ -149,32 +151,45 @@ class EphemeralEstimator(PerSourceArrays):
     def update(self, obs: Observation) -> None:
         sel = np.flatnonzero(obs.ok)
         src = obs.sources[sel]
+        _, first = np.unique(src, return_index=True)
+        if first.size < src.size:
+            # a source crawled twice in the batch: its crawls one after the other, each
+            # pass taking every source at most once (as the rate estimator requires)
+            now = np.zeros_like(obs.ok)
+            now[sel[first]] = True
+            self.update(dataclasses.replace(obs, ok=now))
+            self.update(dataclasses.replace(obs, ok=obs.ok & ~now))
+            return
+        k, t, reward = src.size, obs.time[sel], obs.reward[sel]
         if obs.item_offsets is not None:
-            off = obs.item_offsets
-            lens = off[sel + 1] - off[sel]
-            items = np.concatenate([np.arange(off[j], off[j + 1]) for j in sel] or [[]])
-            self.rates.observe_crawls(src, obs.time[sel], np.concatenate([[0], np.cumsum(lens)]),
-                                      obs.item_published[items.astype(np.int64)],
-                                      obs.window_full[sel], start=self.start_time)
+            off, items = segment_rows(obs.item_offsets, obs.ok)
+            pub, val = obs.item_published[items], obs.item_value[items]
+            self.rates.observe_crawls(src, t, off, pub, obs.window_full[sel],
+                                      start=self.start_time)
+            lens = np.diff(off)
+            known = np.isfinite(val)
+            crawl = np.repeat(np.arange(k), lens)
+            v_sum = np.bincount(crawl, weights=np.where(known, val, 0.0), minlength=k)
+            v_n = np.bincount(crawl, weights=known, minlength=k)
         else:
             prev = np.where(np.isfinite(self.last_time[src]), self.last_time[src],
                             self.start_time)
-            self.rates.update(src, obs.new_items[sel], obs.time[sel] - prev)
-        for j, i, t in zip(sel, src, obs.time[sel], strict=True):
-            pub, val = obs.items_of(j)
-            known = np.isfinite(val)
-            if pub.size == 0 and obs.new_items[j] > 0:
-                # no per-item data (changing pages): the crawl's value per new entry
-                self.value_sum[i] += obs.reward[j]
-                self.value_n[i] += obs.new_items[j]
-            self.value_sum[i] += val[known].sum()
-            self.value_n[i] += known.sum()
-            if pub.size and known.all():
-                age = np.maximum(t - pub, 0.0)
-                self.s_grid[i] += np.exp(-np.outer(MU_GRID, age)) @ val
-                self.reward_sum[i] += obs.reward[j]
-                self.fit_crawls[i] += 1
-            self.last_time[i] = t
+            self.rates.update(src, obs.new_items[sel], t - prev)
+            lens, v_sum, v_n = np.zeros(k, dtype=np.int64), np.zeros(k), np.zeros(k)
+        new = obs.new_items[sel]
+        page = (lens == 0) & (new > 0)   # no per-item data: the reward per new entry
+        self.value_sum[src] += np.where(page, reward, 0.0) + v_sum
+        self.value_n[src] += np.where(page, new, 0) + v_n
+        fit = (lens > 0) & (v_n == lens)        # every item's value known: the mu fit
+        if fit.any():
+            f_off, f_idx = segment_rows(off, fit)
+            age = np.maximum(np.repeat(t[fit], lens[fit]) - pub[f_idx], 0.0)
+            terms = np.exp(-np.outer(age, MU_GRID)) * val[f_idx][:, None]
+            fitted = src[fit]
+            self.s_grid[fitted] += np.add.reduceat(terms, f_off[:-1], axis=0)
+            self.reward_sum[fitted] += reward[fit]
+            self.fit_crawls[fitted] += 1
+        self.last_time[src] = t
 
     def rate_posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """(shape, rate) of the Gamma posterior of Lambda."""

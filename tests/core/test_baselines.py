@@ -180,3 +180,28 @@ def test_miniflux_state_round_trip():
     np.testing.assert_array_equal(b.weekly_count, a.weekly_count)
     b.observe(obs(6, [0], [1], time=6.0, items=[[5.5]]))
     assert b.weekly_count[0] == 4
+
+
+def test_miniflux_batch_counts_equal_the_crawl_by_crawl_counts():
+    """A batch of crawls of different sources is counted in one pass: the day counts, the
+    weekly counts and the next checks equal those of the crawls counted one by one
+    (``_count_entries``), over weeks of irregular crawls, gaps of more than 8 days too."""
+    rng = np.random.default_rng(3)
+    n = 40
+    batch, ref = MinifluxPolicy(Problem(n=n)), MinifluxPolicy(Problem(n=n))
+    now = 0.0
+    for epoch in range(60):
+        now += float(rng.choice([1.0, 7.0, 30.0, 230.0]))       # hours; 230 > 8 days
+        src = rng.choice(n, int(rng.integers(1, 15)), replace=False)
+        lens = rng.integers(0, 6, src.size)
+        items = [list(now - rng.uniform(0, 400, m)) for m in lens]
+        o = obs(epoch, src.tolist(), lens.tolist(), time=now, items=items)
+        batch.observe(o)
+        for j, i in enumerate(src):
+            ref._count_entries(int(i), now, np.asarray(items[j], dtype=np.float64))
+            ref.last_check[i] = now
+        np.testing.assert_array_equal(batch.day_counts, ref.day_counts)
+        np.testing.assert_array_equal(batch.newest_day, ref.newest_day)
+        np.testing.assert_array_equal(batch.weekly_count, ref.weekly_count)
+        np.testing.assert_array_equal(batch.last_check, ref.last_check)
+    assert batch.weekly_count.max() > 0

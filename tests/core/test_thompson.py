@@ -139,3 +139,56 @@ def test_cluster_sources_groups_similar_rates():
     np.testing.assert_array_equal(cluster_sources(6, 3), [0, 0, 1, 1, 2, 2])
     assert arm_of_sources(Problem(n=8), max_arms=3, rates=rates).tolist() == arm.tolist()
     assert arm_of_sources(Problem(n=3, groups=[7, 2, 7])).tolist() == [0, 1, 0]
+
+
+def test_estimator_batch_update_equals_one_crawl_at_a_time():
+    """The batch update (sums over all crawls at once) teaches what the crawls one after
+    the other do, written out here crawl by crawl: items with values (the mu fit), without
+    (xi only), crawls with no items (a page's reward per new entry), a failed crawl, a
+    source crawled twice in the batch."""
+    from scrapy_whittle.policies.thompson import MU_GRID
+
+    rng = np.random.default_rng(5)
+    n = 12
+    for twice in (False, True):
+        k = 9
+        src = rng.choice(n, k, replace=False)
+        if twice:
+            src[-1] = src[0]
+        lens = rng.integers(1, 5, k)
+        lens[2] = 0
+        off = np.concatenate([[0], np.cumsum(lens)])
+        t = 10.0 + np.arange(k, dtype=np.float64)
+        pub = np.repeat(t, lens) - rng.uniform(0, 3, off[-1])
+        val = rng.uniform(0.5, 2.0, off[-1])
+        val[off[1]:off[2]] = np.nan                        # crawl 1: values unknown
+        val[off[3]] = np.nan                               # crawl 3: one value unknown
+        new = lens.copy()
+        new[2] = 3                                         # crawl 2: no items, 3 new
+        ok = np.ones(k, dtype=bool)
+        ok[4] = False
+        reward = rng.uniform(0, 5, k)
+        est = EphemeralEstimator(n, 1.0)
+        est.update(Observation(epoch=3, sources=src, time=t, new_items=new, reward=reward,
+                               ok=ok, item_offsets=off, item_published=pub, item_value=val))
+        want = {name: np.zeros(n) for name in ("value_sum", "value_n", "reward_sum",
+                                                "fit_crawls")}
+        want["s_grid"] = np.zeros((n, MU_GRID.size))
+        want["last_time"] = np.full(n, np.nan)
+        for j in np.flatnonzero(ok):
+            i, v, p = src[j], val[off[j]:off[j + 1]], pub[off[j]:off[j + 1]]
+            known = np.isfinite(v)
+            if lens[j] == 0 and new[j] > 0:
+                want["value_sum"][i] += reward[j]
+                want["value_n"][i] += new[j]
+            want["value_sum"][i] += v[known].sum()
+            want["value_n"][i] += known.sum()
+            if lens[j] and known.all():
+                want["s_grid"][i] += np.exp(-np.outer(MU_GRID, np.maximum(t[j] - p, 0))) @ v
+                want["reward_sum"][i] += reward[j]
+                want["fit_crawls"][i] += 1
+            want["last_time"][i] = t[j]
+        for name, expected in want.items():
+            np.testing.assert_allclose(getattr(est, name), expected, rtol=1e-12,
+                                       err_msg=name)
+        assert est.fit_crawls.sum() >= 4 and est.rates.updates.sum() == ok.sum()
