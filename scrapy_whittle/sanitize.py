@@ -135,8 +135,8 @@ def learnable_times(published: Sequence, now: float, since: float | None
             and max(published) <= now
     except (TypeError, ValueError):
         plain = False
-    if plain:
-        out, changed = [float(p) for p in published], [False] * n
+    if plain:                  # numbers all (ints too: a date of whole seconds is one)
+        out, changed = list(published), [False] * n
     else:
         out, changed = _clip_times(published, lo, now)
     if since is None and n > OUTLIER_MIN_DATES:

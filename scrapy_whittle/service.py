@@ -657,11 +657,12 @@ class RecrawlService:
         since = state.last_ok.item(sid)
         first = not math.isfinite(since)
         times, changed = sanitize.learnable_times(published, now, None if first else since)
-        if any(changed):
+        if True in changed:
             self.stats.inc("clipped/published", sum(changed))
         state.last_ok[sid] = crawl.sent_at
         peak = state.peak.item(sid)
-        cap = sanitize.burst_cap(peak)
+        cap = sanitize.burst_cap(peak) if peak > sanitize.BURST_MIN // sanitize.BURST_FACTOR \
+            else sanitize.BURST_MIN
         learned_n, learned_value = new_items, reward
         if new_items > cap:
             if not first:       # a sudden burst: only entries dated after the last fetch
