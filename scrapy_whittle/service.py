@@ -61,6 +61,7 @@ from scrapy_whittle.clock import SystemClock
 from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn, dtype_from_descr
 from scrapy_whittle.entry_memory import EntryMemory
 from scrapy_whittle.estimators import RateEstimator
+from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.feeds import FeedEntry
 from scrapy_whittle.hints import ServerHints
 from scrapy_whittle.httpdates import http_date, unix_seconds
@@ -823,12 +824,9 @@ class RecrawlService:
         while order.size:
             _, first = np.unique(obs.sources[order], return_index=True)
             take, order = order[first], np.delete(order, first)
-            off = obs.item_offsets
-            lengths = off[take + 1] - off[take]
-            idx = np.concatenate([np.arange(off[j], off[j + 1]) for j in take]).astype(np.int64)
-            _, missed = rates.observe_crawls(
-                obs.sources[take], obs.time[take], np.concatenate([[0], np.cumsum(lengths)]),
-                obs.item_published[idx], obs.window_full[take])
+            off, idx = segment_rows(obs.item_offsets, take)
+            _, missed = rates.observe_crawls(obs.sources[take], obs.time[take], off,
+                                             obs.item_published[idx], obs.window_full[take])
             total += float(missed.sum())
         return total
 

@@ -74,11 +74,14 @@ def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def segment_rows(off: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR offsets and item indices of the rows ``keep`` (bool) of a ragged array with
-    offsets ``off``."""
-    lengths = np.diff(off)[keep]
-    starts = off[:-1][keep]
-    new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    """CSR offsets and item indices of the rows ``keep`` of a ragged array with offsets
+    ``off``: a bool mask, or row numbers (in the order wanted)."""
+    keep = np.asarray(keep)
+    rows = np.flatnonzero(keep) if keep.dtype == bool else keep.astype(np.int64)
+    starts = off[rows]
+    lengths = off[rows + 1] - starts
+    new_off = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new_off[1:])
     idx = (np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])).astype(np.int64)
     return new_off, idx
 

@@ -102,3 +102,13 @@ def test_grow_and_state_round_trip():
     clone = RateEstimator(0)
     clone.load_state_dict(est.state_dict())
     np.testing.assert_array_equal(clone.mean(), est.mean())
+
+
+def test_segment_rows_by_mask_or_by_row_numbers_in_their_order():
+    from scrapy_whittle.estimators._base import segment_rows
+
+    off = np.array([0, 2, 2, 5, 6])                    # rows [0 1] [] [2 3 4] [5]
+    new_off, idx = segment_rows(off, np.array([True, False, True, True]))
+    assert new_off.tolist() == [0, 2, 5, 6] and idx.tolist() == [0, 1, 2, 3, 4, 5]
+    new_off, idx = segment_rows(off, np.array([3, 0, 1]))
+    assert new_off.tolist() == [0, 1, 3, 3] and idx.tolist() == [5, 0, 1]
