@@ -40,143 +40,53 @@ keeping, validators, counters, the policy's per-source state, the entries seen),
 global state and the epochs' aggregates. After a crash the crawl restarts from the last
 checkpoint: an entry handed out before it is never handed out again; entries first seen in
 the last checkpoint interval before the crash are handed out a second time (at least once).
+
+The class is written in three modules: this one (construction, sources, time, handing out
+crawls), :mod:`scrapy_whittle.service_outcomes` (what crawls showed, the batched learning)
+and :mod:`scrapy_whittle.service_persistence` (checkpoints, restore); the types it shares
+with its callers are in :mod:`scrapy_whittle.service_types` and importable from here.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from itertools import chain
-from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from scrapy_whittle import sanitize
 from scrapy_whittle.bulk import gc_paused
 from scrapy_whittle.clock import SystemClock
-from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn, dtype_from_descr
+from scrapy_whittle.columns import Col, PerSourceArrays, StringColumn
 from scrapy_whittle.entry_memory import EntryMemory
 from scrapy_whittle.estimators import RateEstimator
-from scrapy_whittle.estimators._base import segment_rows
-from scrapy_whittle.feeds import FeedEntry
-from scrapy_whittle.hints import ServerHints
-from scrapy_whittle.httpdates import http_date, unix_seconds
-from scrapy_whittle.observation import Observation
+from scrapy_whittle.httpdates import http_date
 from scrapy_whittle.periodic import PeriodicArrivals, arrivals_from_bins
 from scrapy_whittle.policies import Policy, make_policy, policy_class
 from scrapy_whittle.problem import Problem, SourceParams
+from scrapy_whittle.service_outcomes import CrawlOutcomes
+from scrapy_whittle.service_persistence import StatePersistence
+from scrapy_whittle.service_types import (  # noqa: F401  (the service's public types)
+    FLUSH_AFTER,
+    NO_LOAD,
+    Crawl,
+    DictStats,
+    FetchResult,
+    HostLoad,
+    NoLoad,
+    PrefixedStats,
+    Stats,
+    entry_values,
+    valued,
+)
 from scrapy_whittle.settings import InvalidSetting, WhittleConfig
 from scrapy_whittle.source_table import SourceTable
 from scrapy_whittle.sources import SourceSpec
-from scrapy_whittle.state_codec import StateDecodeError, decode, encode
-from scrapy_whittle.store import Checkpoint, SavedState, StateStore, StoreError
+from scrapy_whittle.store import SavedState, StateStore, StoreError
 
 logger = logging.getLogger(__name__)
-
-FLUSH_AFTER = 0.25          # seconds a crawl result may wait before the policy learns it
-
-
-class Stats(Protocol):
-    def inc(self, key: str, count: float = 1) -> None: ...
-
-    def set(self, key: str, value: Any) -> None: ...
-
-    def get(self, key: str, default: Any = 0) -> Any: ...
-
-
-class HostLoad(Protocol):
-    """Which hosts cannot take another request now (Scrapy: a saturated download slot)."""
-
-    def saturated(self, host: str) -> bool: ...
-
-    def all_saturated(self) -> Iterable[str]: ...
-
-
-class NoLoad:
-    """Every host can take a request (the service without a downloader)."""
-
-    def saturated(self, host: str) -> bool:
-        return False
-
-    def all_saturated(self) -> Iterable[str]:
-        return ()
-
-
-NO_LOAD = NoLoad()
-
-
-class DictStats:
-    """Stats in a plain dict (the service without Scrapy)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def inc(self, key: str, count: float = 1) -> None:
-        self.values[key] = self.values.get(key, 0) + count
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-    def get(self, key: str, default: Any = 0) -> Any:
-        return self.values.get(key, default)
-
-
-class PrefixedStats:
-    """Stats under a prefix of another sink's (a cluster's planner beside its worker)."""
-
-    def __init__(self, stats: Stats, prefix: str) -> None:
-        self.stats, self.prefix = stats, prefix
-
-    def inc(self, key: str, count: float = 1) -> None:
-        self.stats.inc(self.prefix + key, count)
-
-    def set(self, key: str, value: Any) -> None:
-        self.stats.set(self.prefix + key, value)
-
-    def get(self, key: str, default: Any = 0) -> Any:
-        return self.stats.get(self.prefix + key, default)
-
-
-class Crawl(NamedTuple):
-    """One fetch of a source, as handed to the downloader (a tuple: cheap to make). ``cid``
-    and ``weight``: a cluster's crawl id and the source's weight, carried with the task."""
-
-    source: int
-    url: str
-    epoch: int
-    sent_at: float
-    headers: dict[str, str]
-    cid: str = ""
-    weight: float = 1.0
-
-
-class FetchResult(NamedTuple):
-    """The new entries a fetch found, their values at capture, and whether every entry
-    the feed showed was new (older new ones may have been lost)."""
-
-    entries: list[FeedEntry]
-    values: list[float]
-    window_full: bool
-
-
-def entry_values(entries: list[FeedEntry], weight: float, config: WhittleConfig
-                 ) -> list[float]:
-    """The value of new entries at capture: engagement / ``WHITTLE_ENGAGEMENT_SCALE`` when the
-    feed shows one, else ``WHITTLE_ITEM_VALUE`` x the source's weight; each within the
-    plausible range of :mod:`scrapy_whittle.sanitize`."""
-    return valued(entries, weight, config)[0]
-
-
-def valued(entries: list[FeedEntry], weight: float, config: WhittleConfig
-           ) -> tuple[list[float], int]:
-    """(:func:`entry_values`, how many of them were clipped)."""
-    return sanitize.entry_values([e.engagement for e in entries], weight * config.item_value,
-                                 config.engagement_scale)
-
 
 class _SourceState(PerSourceArrays):
     """Per-source validators and counters kept by the service (Last-Modified as unix
@@ -199,7 +109,7 @@ class _SourceState(PerSourceArrays):
         self.etag.grow_arrays(k)
 
 
-class RecrawlService:
+class RecrawlService(CrawlOutcomes, StatePersistence):
     """See the module docstring. ``config`` holds the validated ``WHITTLE_*`` settings."""
 
     def __init__(self, config: WhittleConfig, *, clock=None, store: StateStore | None = None,
@@ -582,286 +492,6 @@ class RecrawlService:
                 headers["If-Modified-Since"] = http_date(modified)
         return Crawl(sid, src.url(sid), epoch, now, headers)
 
-    # -- what crawls showed -----------------------------------------------------------------
-    def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
-                     etag: str | None = None, last_modified: str | None = None,
-                     hints: ServerHints | None = None) -> FetchResult:
-        """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
-        valued, are returned, and the crawl is recorded (:meth:`record_fetch`)."""
-        sid, memory = crawl.source, self.memory
-        had_before = memory.size.item(sid) > 0
-        new = memory.new_entries(sid, entries)
-        visible = memory.last_visible
-        window_full = had_before and visible > 0 and len(new) == visible
-        values, clipped = valued(new, self.sources.weight.item(sid), self.config)
-        if clipped:
-            self.stats.inc("clipped/value", clipped)
-        self.record_fetch(crawl, len(new), float(sum(values)), window_full,
-                          [e.published for e in new], etag=etag,
-                          last_modified=last_modified, now=self.clock.now(), hints=hints)
-        return FetchResult(new, values, window_full)
-
-    def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
-                     published: list[float | None], *, etag: str | None = None,
-                     last_modified: str | None = None, now: float | None = None,
-                     hints: ServerHints | None = None) -> None:
-        """A fetch of ``crawl`` found ``new_items`` new entries worth ``reward`` in all,
-        published at ``published`` (unix seconds, None: unknown): the policy learns it, the
-        stats count it. (Where the entries were told new elsewhere: a cluster's workers.)
-        What the policy learns is kept within :mod:`scrapy_whittle.sanitize`'s ranges."""
-        sid = crawl.source
-        now = self.clock.now() if now is None else now
-        new_items, reward, learned = self._learnable(crawl, new_items, reward, published, now,
-                                                     window_full)
-        if etag or last_modified:
-            self._remember_validators(sid, etag, last_modified)
-        self._observe(crawl, now, True, *learned)
-        if hints is not None:
-            self._apply_hints(sid, hints, now)
-        inc = self.stats.inc
-        inc("fetched")
-        inc("new_items", new_items)
-        inc("utility", reward)
-        if window_full:
-            inc("window_full")
-        agg = self._epochs[crawl.epoch]
-        agg[2] += new_items
-        agg[3] += reward
-        state = self.state
-        if new_items:
-            state.new_items[sid] += new_items
-        if reward:
-            state.utility[sid] += reward
-
-    def _learnable(self, crawl: Crawl, new_items, reward, published, now: float,
-                   window_full: bool) -> tuple[int, float, tuple[int, float, bool, list[float]]]:
-        """(new entries, their value, what the policy learns: (count, value, window full,
-        publication times)) of a fetch, within the plausible ranges
-        (:mod:`scrapy_whittle.sanitize`). A burst teaches a plain count (no window
-        censoring: the entries it leaves out were not lost)."""
-        sid = crawl.source
-        if new_items.__class__ is not int or reward.__class__ is not float:
-            try:                               # from a worker, through Redis
-                new_items, reward = int(new_items), float(reward)
-            except (TypeError, ValueError, OverflowError):
-                new_items, reward = 0, 0.0
-        new_items = min(max(new_items, 0), self.memory.max_per_source)
-        top = new_items * sanitize.MAX_ENTRY_VALUE
-        if not 0.0 <= reward <= top:
-            self.stats.inc("clipped/value")
-            reward = min(reward, top) if reward > 0 else 0.0
-        if published.__class__ is not list or len(published) != new_items:
-            published = list(published)[:new_items] if isinstance(published, list | tuple) \
-                else []
-            published += [None] * (new_items - len(published))
-        state = self.state
-        since = state.last_ok.item(sid)
-        first = not math.isfinite(since)
-        times, changed = sanitize.learnable_times(published, now, None if first else since)
-        if True in changed:
-            self.stats.inc("clipped/published", sum(changed))
-        state.last_ok[sid] = crawl.sent_at
-        peak = state.peak.item(sid)
-        cap = sanitize.burst_cap(peak) if peak > sanitize.BURST_MIN // sanitize.BURST_FACTOR \
-            else sanitize.BURST_MIN
-        learned_n, learned_value = new_items, reward
-        if new_items > cap:
-            if not first:       # a sudden burst: only entries dated after the last fetch
-                times = [t for t, bad in zip(times, changed, strict=True) if not bad]
-            times = sanitize.newest(times, cap)
-            learned_n = len(times)
-            learned_value = reward * learned_n / new_items
-            if not first:
-                window_full = False
-                self.stats.inc("bursts")
-                self._log_once(sid, "burst", crawl.url,
-                               f"{new_items} unseen entries at once: the policy learns from "
-                               f"{learned_n} of them only", logging.INFO)
-        if learned_n > peak:
-            state.peak[sid] = learned_n
-        return new_items, reward, (learned_n, learned_value, bool(window_full), times)
-
-    def not_modified(self, crawl: Crawl, *, etag: str | None = None,
-                     last_modified: str | None = None, hints: ServerHints | None = None
-                     ) -> None:
-        """The server answered 304 Not Modified: a successful crawl that found nothing new."""
-        self._remember_validators(crawl.source, etag, last_modified)
-        self.state.last_ok[crawl.source] = crawl.sent_at
-        self.stats.inc("not_modified")
-        self._epochs[crawl.epoch][5] += 1
-        now = self.clock.now()
-        self._observe(crawl, now, True, 0, 0.0, False, [])
-        self._apply_hints(crawl.source, hints, now)
-        self.stats.inc("fetched")
-
-    def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
-                     retry_after: float | None = None) -> float:
-        """The fetch failed (``kind``: the stats key under ``errors/``); the source backs off,
-        at least ``retry_after`` seconds if the server asked (capped by
-        ``WHITTLE_HINTS_MAX_DELAY``). Logged once per source and kind. Returns the back-off
-        in seconds."""
-        now = self.clock.now()
-        at_least = 0.0
-        if retry_after is not None and self.config.hints and retry_after > 0:
-            at_least = min(float(retry_after), self.config.hints_max_delay)
-            self.stats.inc("hints/retry_after")
-        backoff = self._observe(crawl, now, False, 0, 0.0, False, [], at_least)
-        self.stats.inc(f"errors/{kind}")
-        self._epochs[crawl.epoch][4] += 1
-        self._epoch_errors[crawl.epoch, kind] += 1
-        self.state.errors[crawl.source] += 1
-        self._log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
-        return backoff
-
-    def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
-        """A usable feed had problems (a parser's complaints): counted, logged once."""
-        self.stats.inc("warnings")
-        self._log_once(crawl.source, "warning", crawl.url, "; ".join(warnings), logging.INFO)
-
-    def _observe(self, crawl: Crawl, now: float, ok: bool, new_items: int, reward: float,
-                 window_full: bool, published: list[float], at_least: float = 0.0) -> float:
-        sid = crawl.source
-        if not self._buffer:
-            self._buffer_since = now
-        self._buffer.append((crawl.epoch, sid, now - self.origin, new_items, reward, ok,
-                             window_full, published))
-        if self.store is not None:
-            self._dirty.add(sid)
-        backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
-                                          at_least=at_least)
-        if now - self._buffer_since >= FLUSH_AFTER:
-            self.flush()
-        return backoff
-
-    def _apply_hints(self, sid: int, hints: ServerHints | None, now: float) -> None:
-        """What a successful fetch's server and feed asked about the next visit (the module
-        docstring of :mod:`scrapy_whittle.hints`): "not before"s capped, skip masks, the
-        declared publishing rate (a prior, given to the policy at the next flush)."""
-        if hints is None or not self.config.hints:
-            return
-        cap = now + self.config.hints_max_delay
-        until = 0.0
-        if hints.not_before > now:
-            until = min(hints.not_before, cap)
-            self.stats.inc(f"hints/{hints.why}")
-        feed = hints.feed
-        if feed is not None:
-            if feed.ttl:
-                until = max(until, min(now + feed.ttl, cap))
-                self.stats.inc("hints/ttl")
-            self.sources.set_skips(sid, feed.skip_hours, feed.skip_days)
-            if feed.skip_hours or feed.skip_days:
-                self.stats.inc("hints/skip")
-            if feed.update_rate:
-                self._declared[sid] = feed.update_rate
-                self.stats.inc("hints/update_period")
-        if until > now:
-            self.sources.not_before_hint(sid, until)
-
-    def _touch(self, sid: int) -> None:
-        """Source ``sid`` changed: the next checkpoint writes its row."""
-        if self.store is not None:
-            self._dirty.add(sid)
-
-    def _remember_validators(self, sid: int, etag: str | None, last_modified: str | None
-                             ) -> None:
-        if etag:
-            self.state.etag.set(sid, etag)
-        if last_modified:
-            when = unix_seconds(last_modified)
-            if when:                      # unreadable: no If-Modified-Since, ETag still works
-                self.state.modified[sid] = when
-
-    def flush(self) -> None:
-        """Give the buffered crawl results to the policy (one Observation per epoch)."""
-        if not self._buffer or self.policy is None:
-            return
-        buffered, self._buffer, self._buffer_since = self._buffer, [], math.inf
-        self._grow_policy()
-        if self._declared:
-            declared, self._declared = self._declared, {}
-            self.policy.set_prior_rate(list(declared), list(declared.values()))
-        self._unchecked.update(row[1] for row in buffered)
-        by_epoch: dict[int, list[tuple]] = defaultdict(list)
-        for row in buffered:
-            by_epoch[row[0]].append(row)
-        t = time.perf_counter()
-        for epoch in sorted(by_epoch):
-            _, sources, times, new_items, reward, ok, window_full, published = \
-                zip(*by_epoch[epoch], strict=True)
-            offsets = np.zeros(len(sources) + 1, dtype=np.int64)
-            np.cumsum(list(map(len, published)), out=offsets[1:])
-            item_published = np.fromiter(chain.from_iterable(published), dtype=np.float64,
-                                         count=int(offsets[-1]))
-            item_published -= self.origin
-            obs = Observation(epoch=epoch, sources=sources, time=times, new_items=new_items,
-                              reward=reward, ok=ok, window_full=window_full,
-                              item_offsets=offsets, item_published=item_published)
-            self._observe_missed(obs)
-        self._decision_time(time.perf_counter() - t, calls=0)
-        self._policy_touched = True
-
-    def _observe_missed(self, obs: Observation) -> None:
-        """``policy.observe``, and the ``missed_items`` stat: entries lost to full windows,
-        from the policy's rate estimates (or the service's own, for a policy without)."""
-        rates = self.policy.rate_estimator()
-        if rates is not None:
-            ids = np.unique(obs.sources[obs.ok])
-            before = float(rates.missed[ids].sum(dtype=np.float64))
-            self.policy.observe(obs)
-            missed = float(rates.missed[ids].sum(dtype=np.float64)) - before
-        else:
-            self.policy.observe(obs)
-            missed = self._own_missed(obs)
-        if missed > 0:
-            self.stats.inc("missed_items", missed)
-
-    def _own_missed(self, obs: Observation) -> float:
-        rates, total = self._own_rates, 0.0
-        ok = np.flatnonzero(obs.ok)
-        # one crawl per source per call: later crawls of a source in later passes
-        order = ok[np.lexsort((obs.time[ok], obs.sources[ok]))]
-        while order.size:
-            _, first = np.unique(obs.sources[order], return_index=True)
-            take, order = order[first], np.delete(order, first)
-            off, idx = segment_rows(obs.item_offsets, take)
-            _, missed = rates.observe_crawls(obs.sources[take], obs.time[take], off,
-                                             obs.item_published[idx], obs.window_full[take])
-            total += float(missed.sum())
-        return total
-
-    def report_value(self, source: str | int, value: float, *, published: float,
-                     at: float | None = None, base_value: float | None = None) -> bool:
-        """Feedback from the spider: an entry of ``source`` (its URL or id), published at unix
-        time ``published``, was worth ``value`` at unix time ``at`` (default now). Garbage
-        (unknown source, non-finite or negative value, ``at`` before ``published``, an age
-        beyond :data:`scrapy_whittle.sanitize.MAX_AGE`) is refused and counted under
-        ``feedback/refused``; a value above ``MAX_ENTRY_VALUE`` is clipped to it. Returns
-        whether the policy used it."""
-        sid = self.sources.id_of(source) if isinstance(source, str) else source
-        at = self.clock.now() if at is None else at
-        usable = (isinstance(sid, int | np.integer) and 0 <= sid < len(self.sources)
-                  and self.policy is not None)
-        try:
-            checked = sanitize.feedback(value, float(at) - float(published))
-        except (TypeError, ValueError):
-            checked = None
-        if base_value is not None:
-            base = sanitize.feedback(base_value, 0.0)
-            checked = None if base is None else checked
-            base_value = None if base is None else base[0]
-        accepted = False
-        if usable and checked is not None:
-            self.flush()
-            self._grow_policy()
-            accepted = bool(self.policy.report_value(int(sid), *checked, base_value))
-        if accepted:
-            self._touch(int(sid))
-            self._unchecked.add(int(sid))
-            self._policy_touched = True
-        self.stats.inc("feedback/accepted" if accepted else "feedback/refused")
-        return accepted
-
     # -- closing and stats ------------------------------------------------------------------
     def budget_used(self) -> float | None:
         """Cost spent over the completed epochs of this run / (M x those epochs)."""
@@ -897,182 +527,3 @@ class RecrawlService:
             return
         self._logged.add((sid, kind))
         logger.log(level, "source %d (%s): %s", sid, url, message)
-
-    # -- persistence --------------------------------------------------------------------------
-    def checkpoint_due(self) -> bool:
-        return (self.store is not None and self.policy is not None
-                and time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval)
-
-    def checkpoint(self) -> None:
-        """Write what changed since the previous checkpoint (blocking)."""
-        if self.store is not None and self.policy is not None:
-            self.store.write(self.prepare_checkpoint())
-
-    def prepare_checkpoint(self) -> Checkpoint:
-        """What changed since the previous checkpoint, ready for ``StateStore.write``, which
-        may run in another thread: this takes copies of the changed rows (vectorised, on the
-        caller's thread); the checkpoint turns them into SQL rows when written."""
-        self.flush()
-        self._grow_policy()
-        self._last_checkpoint = time.monotonic()
-        cp = Checkpoint(taken_at=self.clock.now(), meta={
-            "origin": self.origin, "period": self.config.period, "budget": self.config.budget,
-            "policy": self.config.core_policy})
-        new, self._new = self._new, []
-        cp.n_new = len(new)
-        cp.new_sources = lambda: ((sid, spec.url, spec.title, spec.category,
-                                   float(spec.weight), float(spec.min_interval))
-                                  for sid, spec in new)
-        ids = np.fromiter(self._dirty, dtype=np.int64, count=len(self._dirty))
-        ids.sort()
-        self._dirty = set()
-        cp.n_changed = int(ids.shape[0])
-        if ids.size:
-            cp.source_rows = _SourceRows(self._snapshot(ids))
-            for name, (sub, rows) in self.policy.export_blocks(ids).items():
-                raw, size = rows.tobytes(), rows.dtype.itemsize
-                cp.blocks += [(int(s), name, raw[j * size:(j + 1) * size])
-                              for j, s in enumerate(sub.tolist())]
-        if self._policy_touched:
-            layout = json.dumps(self.policy.row_dtype().descr)
-            cp.policy = (self.policy.name, layout, encode(self.policy.global_state()))
-            self._policy_touched = False
-        # the epochs' aggregates since the last checkpoint: the store adds them up
-        cp.epochs = [(k, int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), int(a[5]))
-                     for k, a in self._epochs.items()]
-        cp.epoch_errors = [(k, kind, n) for (k, kind), n in self._epoch_errors.items()]
-        self._epochs.clear()
-        self._epoch_errors.clear()
-        return cp
-
-    def _snapshot(self, ids: np.ndarray) -> dict[str, Any]:
-        """Copies of the state of sources ``ids`` that a checkpoint writes."""
-        src, st = self.sources, self.state
-        summary = self.policy.summary(ids)
-        rows = self.policy.export_rows(ids)
-        etags = st.etag
-        return {"ids": ids, "last_crawl": src.last_crawl[ids], "retry_at": src.retry_at[ids],
-                "failures": src.failures[ids], "flags": src.flags(ids),
-                "etag": etags.get_many(ids),
-                "modified": st.modified[ids], "crawls": st.crawls[ids],
-                "errors": st.errors[ids], "new_items": st.new_items[ids],
-                "utility": st.utility[ids], "rate": summary.get("rate"),
-                "half_life": summary.get("half_life"), "value": summary.get("value"),
-                "policy_rows": rows, "entries": self.memory.export_keys(ids)}
-
-    def _restore(self, saved: SavedState) -> None:
-        cols, n = saved.sources, saved.n_sources
-        ids = np.arange(n)
-        src, st = self.sources, self.state
-
-        def array(name, fill, dtype=np.float64):
-            values = np.array(cols[name], dtype=np.float64)     # NULL (None) -> NaN
-            return np.where(np.isnan(values), fill, values).astype(dtype)
-
-        src.last_crawl[ids] = array("last_crawl", -np.inf)
-        src.retry_at[ids] = array("retry_at", 0.0)
-        src.failures[ids] = array("failures", 0, np.int64)
-        src.set_flags(ids, array("flags", 0, np.int64))
-        for sid, etag in enumerate(cols["etag"]):
-            if etag:
-                st.etag.set(sid, etag)
-        st.modified[ids] = array("modified", 0, np.int64)
-        for name in ("crawls", "errors", "new_items", "utility"):
-            getattr(st, name)[ids] = array(name, 0)
-        self.memory.import_keys(ids, cols["entries"])
-        self._restore_policy(saved)
-        self._policy_touched = False
-        logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
-                    n, self.store.path, saved.meta.get("checkpoint_seq"))
-
-    def _repair_bookkeeping(self, now: float) -> None:
-        """Restored book-keeping that would block a source for ever (a back-off or a last
-        crawl that is not finite or lies beyond what the settings allow) or poison a stat (a
-        counter that is not finite) is brought back into range; counted, logged once."""
-        src, st = self.sources, self.state
-        n = len(src)
-        latest_retry = now + self.config.backoff_max
-        bad = ~(src.retry_at[:n] <= latest_retry)
-        bad |= np.isnan(src.last_crawl[:n]) | (src.last_crawl[:n] > now)
-        bad |= ~np.isfinite(st.utility[:n])
-        ids = np.flatnonzero(bad)
-        if not ids.size:
-            return
-        src.retry_at[ids] = np.where(src.retry_at[ids] <= latest_retry, src.retry_at[ids], now)
-        last = src.last_crawl[ids]
-        src.last_crawl[ids] = np.where(np.isnan(last) | (last > now), -np.inf, last)
-        st.utility[ids] = np.where(np.isfinite(st.utility[ids]), st.utility[ids], 0.0)
-        self.stats.inc("state_resets", int(ids.size))
-        self._dirty.update(ids.tolist())
-        logger.warning("re-crawl service: the stored book-keeping of %d sources was out of "
-                       "range (back-off, last crawl or utility): repaired", ids.size)
-
-    def _restore_policy(self, saved: SavedState) -> None:
-        if saved.policy is None:
-            return
-        name, layout, blob = saved.policy
-        if name != self.policy.name:
-            logger.warning("the stored state was learned by policy %r, not %r: the policy "
-                           "starts from scratch (the sources, their entries and validators "
-                           "are kept)", name, self.policy.name)
-            return
-        try:
-            dtype = dtype_from_descr(json.loads(layout))
-            blobs = saved.sources["policy_row"]
-            with_rows = [i for i, b in enumerate(blobs) if b is not None]
-            if with_rows and dtype.itemsize:
-                raw = b"".join(blobs[i] for i in with_rows)
-                self.policy.import_rows(with_rows, np.frombuffer(raw, dtype=dtype))
-            blocks: dict[str, tuple[list[int], list[bytes]]] = defaultdict(lambda: ([], []))
-            for sid, block, data in saved.blocks:
-                blocks[block][0].append(sid)
-                blocks[block][1].append(data)
-            self.policy.import_blocks(self._decode_blocks(blocks))
-            self.policy.load_global_state(decode(blob))
-        except (ValueError, TypeError, KeyError, StateDecodeError) as exc:
-            logger.error("the stored state of policy %r cannot be restored (%s): it starts "
-                         "from scratch", name, exc)
-            self.policy = self._build_policy(len(self.sources))
-
-    def _decode_blocks(self, blocks) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        dtypes = self.policy.block_dtypes()
-        out = {}
-        for name, (sids, datas) in blocks.items():
-            dtype = dtypes.get(name)
-            if dtype is None or any(len(d) != dtype.itemsize for d in datas):
-                raise ValueError(f"block {name!r} does not match this policy's layout")
-            out[name] = (np.asarray(sids, dtype=np.int64),
-                         np.frombuffer(b"".join(datas), dtype=dtype))
-        return out
-
-
-class _SourceRows:
-    """The UPDATE rows of a checkpoint (STATE_COLUMNS + id), made from a snapshot when the
-    store writes them."""
-
-    def __init__(self, snap: dict[str, Any]) -> None:
-        self.snap = snap
-
-    def __call__(self):
-        s = self.snap
-        n = s["ids"].shape[0]
-        rows = s["policy_rows"]
-        raw, size = rows.tobytes(), rows.dtype.itemsize
-        hour = 3600.0
-
-        def readable(key, scale):
-            values = s[key]
-            if values is None:
-                return [None] * n
-            return [v * scale if math.isfinite(v) else None for v in values.tolist()]
-
-        columns = zip(
-            [x if math.isfinite(x) else None for x in s["last_crawl"].tolist()],
-            s["retry_at"].tolist(), s["failures"].tolist(), s["flags"].tolist(), s["etag"],
-            s["modified"].tolist(),
-            s["crawls"].tolist(), s["errors"].tolist(), s["new_items"].tolist(),
-            s["utility"].tolist(), readable("rate", hour), readable("half_life", 1 / hour),
-            readable("value", 1.0),
-            [raw[j * size:(j + 1) * size] if size else None for j in range(n)],
-            s["entries"], s["ids"].tolist(), strict=True)
-        return columns
