@@ -109,10 +109,11 @@ class EntryMemory(PerSourceArrays):
                                 dtype=np.uint64)
                 pool[:self.used] = self.pool[:self.used]
                 self.pool = pool
-        s, old = int(self.start[source]), int(self.cap[source])
-        size = int(self.size[source])
-        self.pool[self.used:self.used + size] = self.pool[s:s + size]
-        self.start[source] = self.used
+        old, size, used = self.cap.item(source), self.size.item(source), self.used
+        if size:
+            s = self.start.item(source)
+            self.pool[used:used + size] = self.pool[s:s + size]
+        self.start[source] = used
         self.cap[source] = cap
         self.used += cap
         self.live += cap - old
@@ -161,25 +162,32 @@ class EntryMemory(PerSourceArrays):
         if len(hashes) > self.max_per_source:
             hashes = hashes[:self.max_per_source]
         visible = len(hashes)
-        size = int(self.size[source])
+        size = self.size.item(source)
         if not size:                                    # nothing remembered: all new
             if visible:
                 s = self._reserve(source, visible)
                 self.pool[s:s + visible] = hashes[::-1]
                 self.size[source] = visible
             return [True] * visible
-        s = int(self.start[source])
+        s = self.start.item(source)
         old = self.pool[s:s + size].tolist()
         known = set(old)
-        fresh = [h not in known for h in hashes]
-        n_new = fresh.count(True)
+        n_new = 0                  # the new entries on top (a sliding feed: all of them)
+        for h in hashes:
+            if h in known:
+                break
+            n_new += 1
         shown_before = visible - n_new
-        if (True not in fresh[n_new:]
-                and old[size - shown_before:] == hashes[:n_new - 1 if n_new else None:-1]):
+        if old[size - shown_before:] == hashes[:n_new - 1 if n_new else None:-1]:
+            # the rest are the entries the previous crawl showed newest, in the same order
+            fresh = [True] * n_new + [False] * shown_before
             if not n_new:
                 return fresh       # shown already as the most recently seen: no change
-            s = self._reserve(source, visible)
-            cap, total = int(self.cap[source]), size + n_new
+            cap = self.cap.item(source)
+            if visible + max(self.min_slack, visible // 8) > cap < self.max_per_source:
+                s = self._reserve(source, visible)
+                cap = self.cap.item(source)
+            total = size + n_new
             if total > cap:                             # the oldest are forgotten
                 drop = total - cap
                 self.pool[s:s + size - drop] = self.pool[s + drop:s + size]
@@ -187,15 +195,15 @@ class EntryMemory(PerSourceArrays):
             self.pool[s + size:s + size + n_new] = hashes[n_new - 1::-1]
             self.size[source] = size + n_new
             return fresh
-        return self._observe_any(source, hashes, old, fresh)
+        return self._observe_any(source, hashes, old, [h not in known for h in hashes])
 
     def _reserve(self, source: int, visible: int) -> int:
         """Grow the block of ``source`` to hold ``visible`` entries plus the slack (never
         shrunk, never beyond ``max_per_source``); returns its start."""
         want = min(visible + max(self.min_slack, visible // 8), self.max_per_source)
-        if want > int(self.cap[source]):
+        if want > self.cap.item(source):
             self._relocate(source, want)
-        return int(self.start[source])
+        return self.start.item(source)
 
     def _observe_any(self, source: int, hashes: list[int], old: list[int],
                      fresh: list[bool]) -> list[bool]:

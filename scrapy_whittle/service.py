@@ -98,7 +98,9 @@ class _SourceState(PerSourceArrays):
     per_source = {"modified": Col(0, np.uint32),
                   "crawls": Col(0, np.uint32), "errors": Col(0, np.uint32),
                   "new_items": Col(0, np.uint32), "utility": Col(0.0, np.float32),
-                  "last_ok": Col(np.nan, np.float64), "peak": Col(0, np.uint32)}
+                  "last_ok": Col(np.nan, np.float64), "peak": Col(0, np.uint32),
+                  # changed since the last checkpoint (a mask: bounded whatever the interval)
+                  "dirty": Col(False, np.bool_, persist=False)}
 
     def __init__(self) -> None:
         self.etag = StringColumn()
@@ -139,7 +141,6 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
         self._declared: dict[int, float] = {}      # source -> rate its feed declares (/s)
         self._own_rates: RateEstimator | None = None
         self._logged: set[tuple[int, str]] = set()
-        self._dirty: set[int] = set()
         self._new: list[tuple] = []
         self._epochs: dict[int, list[float]] = defaultdict(lambda: [0, 0.0, 0, 0.0, 0, 0])
         self._epoch_errors: dict[tuple[int, str], int] = defaultdict(int)
@@ -290,7 +291,7 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
     def _sync_list(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
         back, leaving, changed = self.sources.sync_list(ids)
         if self.store is not None:
-            self._dirty.update(changed.tolist())
+            self.state.dirty[changed] = True
         if back.size or leaving.size:
             self.plan = [sid for sid in self.plan if not self.sources.left[sid]]
             logger.info("source list: %d sources rejoined, %d left it (not crawled any more; "
@@ -306,7 +307,7 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
             if self.store is not None:          # what the next checkpoint must insert
                 by_id = dict(zip(sids, specs, strict=True))
                 self._new.extend((sid, by_id[sid]) for sid in new)
-                self._dirty.update(new)
+                self.state.dirty[new] = True
         return sids
 
     def _grow_parts(self, new: list[int]) -> None:
@@ -429,7 +430,7 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
         self._policy_touched = True
         # a policy may set up the rows of sources added since its last selection
         if self.store is not None:
-            self._dirty.update(self._grown_since_select)
+            self.state.dirty[self._grown_since_select] = True
         self._grown_since_select = []
         self.stats.inc("epochs")
         self.plan = [int(s) for s in chosen]
@@ -481,7 +482,7 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
         self._run_cost += cost
         state.crawls[sid] += 1
         if self.store is not None:
-            self._dirty.add(sid)
+            state.dirty[sid] = True
         headers = {}
         if self.config.conditional_get:
             etag = state.etag.get(sid)

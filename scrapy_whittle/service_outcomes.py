@@ -167,7 +167,7 @@ class CrawlOutcomes:
         self._buffer.append((crawl.epoch, sid, now - self.origin, new_items, reward, ok,
                              window_full, published))
         if self.store is not None:
-            self._dirty.add(sid)
+            self.state.dirty[sid] = True
         backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
                                           at_least=at_least)
         if now - self._buffer_since >= FLUSH_AFTER:
@@ -202,7 +202,7 @@ class CrawlOutcomes:
     def _touch(self, sid: int) -> None:
         """Source ``sid`` changed: the next checkpoint writes its row."""
         if self.store is not None:
-            self._dirty.add(sid)
+            self.state.dirty[sid] = True
 
     def _remember_validators(self, sid: int, etag: str | None, last_modified: str | None
                              ) -> None:

@@ -47,9 +47,8 @@ class StatePersistence:
         cp.new_sources = lambda: ((sid, spec.url, spec.title, spec.category,
                                    float(spec.weight), float(spec.min_interval))
                                   for sid, spec in new)
-        ids = np.fromiter(self._dirty, dtype=np.int64, count=len(self._dirty))
-        ids.sort()
-        self._dirty = set()
+        ids = np.flatnonzero(self.state.dirty)
+        self.state.dirty[ids] = False
         cp.n_changed = int(ids.shape[0])
         if ids.size:
             cp.source_rows = _SourceRows(self._snapshot(ids))
@@ -127,7 +126,7 @@ class StatePersistence:
         src.last_crawl[ids] = np.where(np.isnan(last) | (last > now), -np.inf, last)
         st.utility[ids] = np.where(np.isfinite(st.utility[ids]), st.utility[ids], 0.0)
         self.stats.inc("state_resets", int(ids.size))
-        self._dirty.update(ids.tolist())
+        self.state.dirty[ids] = True
         logger.warning("re-crawl service: the stored book-keeping of %d sources was out of "
                        "range (back-off, last crawl or utility): repaired", ids.size)
 

@@ -268,11 +268,11 @@ class SourceRegistry:
     def __init__(self) -> None:
         self._blob = bytearray()
         self._offsets = np.zeros(1024, dtype=np.int64)
-        self._hashes = np.zeros(1024, dtype=np.uint64)
         self._n = 0
         self._sorted_hashes = np.zeros(0, dtype=np.uint64)
         self._sorted_ids = np.zeros(0, dtype=np.int32)
         self._recent: dict[str, int] = {}
+        self._pending: list[int] = []    # hashes of the ids added since the last rebuild
 
     def __len__(self) -> int:
         return self._n
@@ -309,10 +309,9 @@ class SourceRegistry:
         if sid + 2 > self._offsets.shape[0]:
             size = int(self._offsets.shape[0] * 1.5) + 1024
             self._offsets = np.resize(self._offsets, size)
-            self._hashes = np.resize(self._hashes, size)
         self._blob += raw
         self._offsets[sid + 1] = len(self._blob)
-        self._hashes[sid] = xxhash.xxh3_64_intdigest(raw)
+        self._pending.append(xxhash.xxh3_64_intdigest(raw))
         self._n += 1
         self._recent[url] = sid
         if len(self._recent) > max(self.REBUILD_AFTER, self._n // 8):
@@ -371,22 +370,28 @@ class SourceRegistry:
             need = start + n_new + 1
             if need > self._offsets.shape[0]:
                 self._offsets = np.resize(self._offsets, need + 1024)
-                self._hashes = np.resize(self._hashes, need + 1024)
             added = raws if every else [raws[j] for j in new]
             lengths = np.fromiter(map(len, added), dtype=np.int64, count=n_new)
             self._offsets[start + 1:start + n_new + 1] = len(self._blob) + np.cumsum(lengths)
             self._blob += b"".join(added)
-            self._hashes[start:start + n_new] = hashes if every else hashes[new]
             self._n += n_new
-            self._rebuild()
+            self._rebuild(hashes if every else hashes[new])
         return sids, new
 
-    def _rebuild(self) -> None:
-        hashes = self._hashes[:self._n]
+    def _rebuild(self, added: np.ndarray | None = None) -> None:
+        """Sort the hashes of every id again: those of the last rebuild (by id), then the
+        ones added since (``_pending``, then ``added``: the ids that follow)."""
+        hashes = np.empty(self._n, dtype=np.uint64)
+        hashes[self._sorted_ids] = self._sorted_hashes
+        tail = np.asarray(self._pending, dtype=np.uint64)
+        if added is not None:
+            tail = np.concatenate([tail, added])
+        hashes[self._sorted_ids.shape[0]:] = tail
         order = np.argsort(hashes, kind="stable")
         self._sorted_hashes = hashes[order]
         self._sorted_ids = order.astype(np.int32)
         self._recent = {}
+        self._pending = []
 
     def state_dict(self) -> dict[str, Any]:
         return {"urls": self.urls}
