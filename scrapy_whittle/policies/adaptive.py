@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, SparseRows
-from scrapy_whittle.dynamics import alpha_u, geometric_sum, pages_alpha_u
+from scrapy_whittle.dynamics import alpha_u_logs, geometric_sum, pages_alpha_u
 from scrapy_whittle.estimators import (
     ChangeRateEstimator,
     DecayEstimator,
@@ -152,23 +152,31 @@ class AdaptiveWhittlePolicy(Policy):
     # -- the index --------------------------------------------------------------------------
     def parameters(self) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, u) of every source at the current estimates."""
+        return self._parameters()[:2]
+
+    def _parameters(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(alpha, u, log alpha, 1 - alpha) of every source at the current estimates."""
         scale = self.rates.mean() * self.values.mean()          # Lambda xi
         counts = self.kind == COUNTS
         if counts.any():
             span_scale = self.decay.span_scale()
             scale = np.where(counts & np.isfinite(span_scale), span_scale, scale)
-        alpha, u = alpha_u(scale, self.decay.mean(), float(self.problem.period))
+        alpha, u, log_alpha, one_minus = alpha_u_logs(scale, self.decay.mean(),
+                                                      float(self.problem.period))
         page = (self.kind == PAGE) | ((self.kind == UNKNOWN) & (self.model == "pages"))
         if page.any():
             ids = np.flatnonzero(page)
             rows = self.page_rows.rows(ids)
             alpha[ids], u[ids] = pages_alpha_u(self.changes.mean()[rows],
                                                self.importance.mean()[rows])
-        return alpha, u
+            with np.errstate(divide="ignore"):
+                log_alpha[ids] = np.log(alpha[ids])
+            one_minus[ids] = -np.expm1(log_alpha[ids])
+        return alpha, u, log_alpha, one_minus
 
     def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
-        alpha, u = self.parameters()
+        alpha, u, log_alpha, one_minus = self._parameters()
         explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
@@ -181,7 +189,7 @@ class AdaptiveWhittlePolicy(Policy):
         sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
         k = np.maximum(epoch - self.last_epoch[sub], 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            after_crawl = u[sub] * geometric_sum(k, np.log(alpha[sub]))
+            after_crawl = u[sub] * geometric_sum(k, log_alpha[sub], one_minus[sub])
         if sub is ids:
             x[ids] = after_crawl
         else:
