@@ -33,16 +33,14 @@ def decayed_integral(s, mu) -> np.ndarray:
 def alpha_u(rate_value, decay, period: float) -> tuple[np.ndarray, np.ndarray]:
     """(alpha, u) of sources whose entries bring ``rate_value`` = Lambda xi of value per unit
     of time and decay at rate ``decay`` = mu, over epochs of length ``period``."""
-    decay = np.asarray(decay, dtype=np.float64)
-    alpha = np.exp(-decay * period)
-    return alpha, np.asarray(rate_value, dtype=np.float64) * decayed_integral(period, decay)
+    return alpha_u_logs(rate_value, decay, period)[:2]
 
 
 def alpha_u_logs(rate_value, decay, period: float
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(alpha, u, log alpha, 1 - alpha): :func:`alpha_u` (the same alpha and u, bit for bit)
-    with what :func:`geometric_sum` needs, from one ``expm1`` instead of three more passes
-    (log alpha = -mu T exactly; 1 - alpha = -expm1(-mu T))."""
+    """(alpha, u, log alpha, 1 - alpha): :func:`alpha_u` with what :func:`geometric_sum`
+    needs, from one ``exp`` and one ``expm1`` (log alpha = -mu T exactly, 1 - alpha =
+    -expm1(-mu T); u = Lambda xi :func:`decayed_integral` (T, mu))."""
     decay = np.asarray(decay, dtype=np.float64)
     log_alpha = -decay * period
     alpha = np.exp(log_alpha)

@@ -165,7 +165,7 @@ class EntryMemory(PerSourceArrays):
         size = self.size.item(source)
         if not size:                                    # nothing remembered: all new
             if visible:
-                s = self._reserve(source, visible)
+                s, _ = self._reserve(source, visible)
                 self.pool[s:s + visible] = hashes[::-1]
                 self.size[source] = visible
             return [True] * visible
@@ -183,10 +183,7 @@ class EntryMemory(PerSourceArrays):
             fresh = [True] * n_new + [False] * shown_before
             if not n_new:
                 return fresh       # shown already as the most recently seen: no change
-            cap = self.cap.item(source)
-            if visible + max(self.min_slack, visible // 8) > cap < self.max_per_source:
-                s = self._reserve(source, visible)
-                cap = self.cap.item(source)
+            s, cap = self._reserve(source, visible)
             total = size + n_new
             if total > cap:                             # the oldest are forgotten
                 drop = total - cap
@@ -197,23 +194,25 @@ class EntryMemory(PerSourceArrays):
             return fresh
         return self._observe_any(source, hashes, old, [h not in known for h in hashes])
 
-    def _reserve(self, source: int, visible: int) -> int:
+    def _reserve(self, source: int, visible: int) -> tuple[int, int]:
         """Grow the block of ``source`` to hold ``visible`` entries plus the slack (never
-        shrunk, never beyond ``max_per_source``); returns its start."""
+        shrunk, never beyond ``max_per_source``); returns its (start, capacity)."""
         want = min(visible + max(self.min_slack, visible // 8), self.max_per_source)
-        if want > self.cap.item(source):
+        cap = self.cap.item(source)
+        if want > cap:
             self._relocate(source, want)
-        return self.start.item(source)
+            cap = want
+        return self.start.item(source), cap
 
     def _observe_any(self, source: int, hashes: list[int], old: list[int],
                      fresh: list[bool]) -> list[bool]:
         """:meth:`observe` for any order: the hashes shown move to the recent end."""
         shown = set(hashes)
         kept = [h for h in old if h not in shown]
-        self._reserve(source, len(hashes))
+        _, cap = self._reserve(source, len(hashes))
         kept += hashes[::-1]
         self.set_keys(source, np.fromiter(kept, dtype=np.uint64, count=len(kept)),
-                      capacity=int(self.cap[source]))
+                      capacity=cap)
         return fresh
 
     def seen(self, source: int) -> int:

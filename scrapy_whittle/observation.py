@@ -17,11 +17,34 @@ changed-since-last-crawl bit and ``reward`` is the importance captured.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 _EMPTY_F = np.zeros(0, dtype=np.float64)
+
+
+def one_per_source(sources: np.ndarray, time: np.ndarray, keep: np.ndarray
+                   ) -> Iterator[np.ndarray]:
+    """The crawls ``keep`` (bool mask) in passes that hold each source at most once (what an
+    estimator's batch update needs): bool masks over the crawls, a source's crawls in time
+    order (its earliest in the first pass). One pass, ``keep`` itself, when no source
+    repeats (the usual batch)."""
+    keep = np.asarray(keep, dtype=bool)
+    if np.unique(sources[keep]).size == int(keep.sum()):
+        if keep.any():
+            yield keep
+        return
+    remaining = keep.copy()
+    while remaining.any():
+        idx = np.flatnonzero(remaining)
+        idx = idx[np.lexsort((time[idx], sources[idx]))]
+        _, first = np.unique(sources[idx], return_index=True)
+        batch = np.zeros(remaining.shape[0], dtype=bool)
+        batch[idx[first]] = True
+        yield batch
+        remaining &= ~batch
 
 
 @dataclass(frozen=True)

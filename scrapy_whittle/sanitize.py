@@ -100,19 +100,17 @@ def outlier_times(times: list[float]) -> set[int]:
     ``OUTLIER_GAP`` times the mean gap among the newer ones. For a Poisson stream a gap that
     long has probability about e^-20; at most a quarter of the dates are set aside."""
     n = len(times)
-    if n <= OUTLIER_MIN_DATES:
-        return set()
-    ranked = sorted(times)                      # the usual answer, without the indices:
-    if not ranked[1] - ranked[0] > OUTLIER_GAP * max((ranked[-1] - ranked[1]) / (n - 2), 1.0):
-        return set()                            # the oldest is no outlier, so none is
-    order = sorted(range(n), key=times.__getitem__)
+    ranked = sorted(times)                  # the dates in order; their indices only if needed
+    order: list[int] | None = None
     out: set[int] = set()
-    lo, n = 0, len(order)
-    while n - lo > OUTLIER_MIN_DATES and len(out) < max(1, len(order) // 4):
-        oldest, nxt, newest = (times[order[lo]], times[order[lo + 1]], times[order[-1]])
+    lo = 0
+    while n - lo > OUTLIER_MIN_DATES and len(out) < max(1, n // 4):
+        oldest, nxt, newest = ranked[lo], ranked[lo + 1], ranked[-1]
         mean_gap = (newest - nxt) / (n - lo - 2)
         if not nxt - oldest > OUTLIER_GAP * max(mean_gap, 1.0):
             break
+        if order is None:
+            order = sorted(range(n), key=times.__getitem__)
         out.add(order[lo])
         lo += 1
     return out

@@ -17,7 +17,7 @@ from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.feeds import FeedEntry
 from scrapy_whittle.hints import ServerHints
 from scrapy_whittle.httpdates import unix_seconds
-from scrapy_whittle.observation import Observation
+from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.service_types import FLUSH_AFTER, Crawl, FetchResult, valued
 
 
@@ -259,15 +259,11 @@ class CrawlOutcomes:
 
     def _own_missed(self, obs: Observation) -> float:
         rates, total = self._own_rates, 0.0
-        ok = np.flatnonzero(obs.ok)
         # one crawl per source per call: later crawls of a source in later passes
-        order = ok[np.lexsort((obs.time[ok], obs.sources[ok]))]
-        while order.size:
-            _, first = np.unique(obs.sources[order], return_index=True)
-            take, order = order[first], np.delete(order, first)
-            off, idx = segment_rows(obs.item_offsets, take)
-            _, missed = rates.observe_crawls(obs.sources[take], obs.time[take], off,
-                                             obs.item_published[idx], obs.window_full[take])
+        for batch in one_per_source(obs.sources, obs.time, obs.ok):
+            off, idx = segment_rows(obs.item_offsets, batch)
+            _, missed = rates.observe_crawls(obs.sources[batch], obs.time[batch], off,
+                                             obs.item_published[idx], obs.window_full[batch])
             total += float(missed.sum())
         return total
 

@@ -49,7 +49,7 @@ from scrapy_whittle.estimators import (
 )
 from scrapy_whittle.estimators._base import segment_rows, segment_sum
 from scrapy_whittle.index import IndexTable
-from scrapy_whittle.observation import Observation
+from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
@@ -263,17 +263,8 @@ class AdaptiveWhittlePolicy(Policy):
         self.last_missed = 0.0
         keep = obs.ok & (obs.sources >= 0) & (obs.sources < self.n)
         # one crawl per source per pass (Scrapy may report a source twice in one batch)
-        order = np.lexsort((obs.time, obs.sources))
-        remaining = np.zeros(len(obs.sources), dtype=bool)
-        remaining[order] = keep[order]
-        while np.any(remaining):
-            idx = np.flatnonzero(remaining)
-            idx = idx[np.lexsort((obs.time[idx], obs.sources[idx]))]
-            _, first = np.unique(obs.sources[idx], return_index=True)
-            batch = np.zeros(len(obs.sources), dtype=bool)
-            batch[idx[first]] = True
+        for batch in one_per_source(obs.sources, obs.time, keep):
             self._observe_batch(obs, batch)
-            remaining &= ~batch
 
     def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
         src, t = obs.sources[sel], obs.time[sel]

@@ -33,7 +33,7 @@ import numpy as np
 
 from scrapy_whittle.columns import Col
 from scrapy_whittle.estimators._base import segment_rows
-from scrapy_whittle.observation import Observation
+from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import select_top
@@ -88,61 +88,41 @@ class MinifluxPolicy(Policy):
         return select_top(overdue, self.problem.cost, budget,
                           due if eligible is None else due & eligible)
 
-    def _entry_times(self, obs: Observation, j: int, i: int) -> np.ndarray:
-        if obs.item_offsets is not None:
-            return obs.items_of(j)[0]
-        n_new = int(obs.new_items[j])
-        if n_new <= 0:
-            return np.zeros(0)
-        now = float(obs.time[j])
-        prev = self.last_check[i]
-        prev = now - self._week if np.isnan(prev) else min(prev, now)
-        return prev + (now - prev) * (np.arange(n_new) + 0.5) / n_new
-
     def observe(self, obs: Observation) -> None:
         ids = obs.sources
         if ids.size == 0:
             return
+        # a source checked twice in the batch: its checks one pass each, in time order
+        for batch in one_per_source(ids, obs.time, obs.ok):
+            self._count(obs, batch)
         ok_ids = ids[obs.ok]
-        if obs.item_offsets is not None and np.unique(ok_ids).size == ok_ids.size:
-            self._count_all(obs)        # each source once: all crawls at once
-        else:
-            for j in np.flatnonzero(obs.ok):
-                i = int(ids[j])
-                now = float(obs.time[j])
-                self._count_entries(i, now, self._entry_times(obs, int(j), i))
-                self.last_check[i] = now
         minutes = entry_frequency_interval(self.weekly_count[ok_ids], self.min_interval_minutes,
                                            self.max_interval_minutes, self.factor)
         interval = minutes / 60.0 / self.time_unit_hours
         self.next_check[ok_ids] = obs.epoch * self.problem.period + interval
 
-    def _count_entries(self, i: int, now: float, times: np.ndarray) -> None:
-        """Add entries published at ``times`` to source i's day counts; weekly_count at now."""
-        days = self.day_counts.shape[1]
-        today = int(np.floor(now / self._day))
-        shift = today - int(self.newest_day[i])
-        counts = self.day_counts[i]
-        if shift >= days:
-            counts[:] = 0
-        elif shift > 0:
-            counts[:-shift] = counts[shift:].copy()
-            counts[-shift:] = 0
-        if shift > 0:
-            self.newest_day[i] = today
-        newest = int(self.newest_day[i])
-        slot = np.floor(np.asarray(times, dtype=np.float64) / self._day).astype(np.int64)
-        slot = slot - newest + days - 1
-        slot = slot[(slot >= 0) & (slot < days)]
-        np.add.at(counts, slot, 1)
-        # the window (now - 7 days, now]: the last seven days whole, the cut day in part
-        inside = 1.0 - (now / self._day - today)
-        self.weekly_count[i] = round(float(counts[1:].sum()) + inside * float(counts[0]))
+    def _entry_times(self, obs: Observation, sel: np.ndarray, src: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """(CSR offsets, publication times) of the new entries of crawls ``sel``: the item
+        times, or without them ``new_items`` spread evenly since the previous check (the
+        last week at the first)."""
+        if obs.item_offsets is not None:
+            off, items = segment_rows(obs.item_offsets, sel)
+            return off, obs.item_published[items]
+        n_new = np.maximum(obs.new_items[sel], 0)
+        now = obs.time[sel]
+        prev = self.last_check[src]
+        prev = np.where(np.isnan(prev), now - self._week, np.minimum(prev, now))
+        off = np.zeros(sel.size + 1, dtype=np.int64)
+        np.cumsum(n_new, out=off[1:])
+        crawl = np.repeat(np.arange(sel.size), n_new)
+        pos = np.arange(off[-1]) - off[crawl]
+        return off, prev[crawl] + (now - prev)[crawl] * (pos + 0.5) / n_new[crawl]
 
-    def _count_all(self, obs: Observation) -> None:
-        """:meth:`_count_entries` of every successful crawl of ``obs`` (each of a different
-        source, with publication times), in one pass over the batch."""
-        sel = np.flatnonzero(obs.ok)
+    def _count(self, obs: Observation, crawls: np.ndarray) -> None:
+        """Add the new entries of ``crawls`` (bool mask, each of a different source) to their
+        sources' day counts, and set their weekly counts at the time of the check."""
+        sel = np.flatnonzero(crawls)
         src, now = obs.sources[sel], obs.time[sel]
         days = self.day_counts.shape[1]
         today = np.floor(now / self._day).astype(np.int64)
@@ -154,9 +134,9 @@ class MinifluxPolicy(Policy):
         rows = np.arange(src.size)[:, None]
         counts = np.where(col < days, counts[rows, np.minimum(col, days - 1)], 0)
         newest = np.where(shift > 0, today, newest)
-        off, items = segment_rows(obs.item_offsets, obs.ok)
+        off, times = self._entry_times(obs, sel, src)
         crawl = np.repeat(np.arange(src.size), np.diff(off))
-        slot = np.floor(obs.item_published[items] / self._day).astype(np.int64)
+        slot = np.floor(times / self._day).astype(np.int64)
         slot = slot - newest[crawl] + days - 1
         inside = (slot >= 0) & (slot < days)
         np.add.at(counts, (crawl[inside], slot[inside]), 1)

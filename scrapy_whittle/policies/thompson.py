@@ -23,7 +23,6 @@ of largest Whittle index (``scrapy_whittle.index.IndexTable``) of the sample.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,7 @@ from scrapy_whittle.dynamics import alpha_u, alpha_u_logs, geometric_sum
 from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.estimators.rate import RateEstimator
 from scrapy_whittle.index import IndexTable
-from scrapy_whittle.observation import Observation
+from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.policies.groups import RoundRobinArms, arm_of_sources
 from scrapy_whittle.problem import Problem
@@ -149,20 +148,18 @@ class EphemeralEstimator(PerSourceArrays):
         return {"rates": self.rates}
 
     def update(self, obs: Observation) -> None:
-        sel = np.flatnonzero(obs.ok)
+        # a source crawled twice in the batch: its crawls one pass each (the rate estimator
+        # takes every source at most once per call)
+        for batch in one_per_source(obs.sources, obs.time, obs.ok):
+            self._update_pass(obs, batch)
+
+    def _update_pass(self, obs: Observation, crawls: np.ndarray) -> None:
+        """What the crawls ``crawls`` (bool mask, each of a different source) teach."""
+        sel = np.flatnonzero(crawls)
         src = obs.sources[sel]
-        _, first = np.unique(src, return_index=True)
-        if first.size < src.size:
-            # a source crawled twice in the batch: its crawls one after the other, each
-            # pass taking every source at most once (as the rate estimator requires)
-            now = np.zeros_like(obs.ok)
-            now[sel[first]] = True
-            self.update(dataclasses.replace(obs, ok=now))
-            self.update(dataclasses.replace(obs, ok=obs.ok & ~now))
-            return
         k, t, reward = src.size, obs.time[sel], obs.reward[sel]
         if obs.item_offsets is not None:
-            off, items = segment_rows(obs.item_offsets, obs.ok)
+            off, items = segment_rows(obs.item_offsets, crawls)
             pub, val = obs.item_published[items], obs.item_value[items]
             self.rates.observe_crawls(src, t, off, pub, obs.window_full[sel],
                                       start=self.start_time)

@@ -183,25 +183,49 @@ def test_miniflux_state_round_trip():
 
 
 def test_miniflux_batch_counts_equal_the_crawl_by_crawl_counts():
-    """A batch of crawls of different sources is counted in one pass: the day counts, the
-    weekly counts and the next checks equal those of the crawls counted one by one
-    (``_count_entries``), over weeks of irregular crawls, gaps of more than 8 days too."""
+    """A batch of checks is counted in one pass: the day counts, the weekly counts and the
+    last checks equal those of the checks counted one by one (written out below, Miniflux's
+    rule crawl by crawl), over weeks of irregular checks, gaps of more than 8 days too, and
+    batches where a source is checked twice."""
     rng = np.random.default_rng(3)
-    n = 40
-    batch, ref = MinifluxPolicy(Problem(n=n)), MinifluxPolicy(Problem(n=n))
+    n, days, day = 40, 8, 24.0
+    batch = MinifluxPolicy(Problem(n=n))
+    ref_counts = np.zeros((n, days), dtype=np.int64)
+    ref_newest = np.full(n, np.iinfo(np.int32).min, dtype=np.int64)
+    ref_weekly, ref_last = np.zeros(n), np.full(n, np.nan)
     now = 0.0
     for epoch in range(60):
         now += float(rng.choice([1.0, 7.0, 30.0, 230.0]))       # hours; 230 > 8 days
         src = rng.choice(n, int(rng.integers(1, 15)), replace=False)
+        times = now - np.arange(src.size) * 0.1                 # a batch spans some time
+        if epoch % 5 == 0:
+            src[-1] = src[0]                                    # a source checked twice
         lens = rng.integers(0, 6, src.size)
-        items = [list(now - rng.uniform(0, 400, m)) for m in lens]
-        o = obs(epoch, src.tolist(), lens.tolist(), time=now, items=items)
-        batch.observe(o)
-        for j, i in enumerate(src):
-            ref._count_entries(int(i), now, np.asarray(items[j], dtype=np.float64))
-            ref.last_check[i] = now
-        np.testing.assert_array_equal(batch.day_counts, ref.day_counts)
-        np.testing.assert_array_equal(batch.newest_day, ref.newest_day)
-        np.testing.assert_array_equal(batch.weekly_count, ref.weekly_count)
-        np.testing.assert_array_equal(batch.last_check, ref.last_check)
+        items = [list(t - rng.uniform(0, 400, m)) for t, m in zip(times, lens, strict=True)]
+        off = np.concatenate([[0], np.cumsum(lens)])
+        batch.observe(Observation(epoch=epoch, sources=src, time=times, new_items=lens,
+                                  reward=np.zeros(src.size), item_offsets=off,
+                                  item_published=np.concatenate(
+                                      [np.asarray(x, float) for x in items])))
+        for j in np.argsort(times, kind="stable"):              # one check after the other
+            i, t = src[j], times[j]
+            today = int(np.floor(t / day))
+            shift = today - int(ref_newest[i])
+            if shift >= days:
+                ref_counts[i] = 0
+            elif shift > 0:
+                ref_counts[i] = np.concatenate([ref_counts[i, shift:], np.zeros(shift)])
+            if shift > 0:
+                ref_newest[i] = today
+            for p in items[j]:
+                slot = int(np.floor(p / day)) - int(ref_newest[i]) + days - 1
+                if 0 <= slot < days:
+                    ref_counts[i, slot] += 1
+            inside = 1.0 - (t / day - today)
+            ref_weekly[i] = round(float(ref_counts[i, 1:].sum()) + inside * ref_counts[i, 0])
+            ref_last[i] = t
+        np.testing.assert_array_equal(batch.day_counts, ref_counts)
+        np.testing.assert_array_equal(batch.newest_day, ref_newest)
+        np.testing.assert_array_equal(batch.weekly_count, ref_weekly)
+        np.testing.assert_array_equal(batch.last_check, ref_last)
     assert batch.weekly_count.max() > 0

@@ -35,15 +35,17 @@ def test_alpha_u_of_the_ephemeral_model_and_the_pages_bridge():
 
 
 def test_alpha_u_logs_is_alpha_u_with_the_logs():
-    from scrapy_whittle.dynamics import alpha_u_logs
+    from scrapy_whittle.dynamics import alpha_u_logs, decayed_integral
 
     rng = np.random.default_rng(0)
     decay = np.concatenate([[0.0, 1e-12, 50.0, np.nan], rng.exponential(1e-3, 200)])
     rate = rng.uniform(0, 5, decay.size)
     alpha, u, log_alpha, one_minus = alpha_u_logs(rate, decay, 3600.0)
-    want_alpha, want_u = alpha_u(rate, decay, 3600.0)
+    want_alpha = np.exp(-decay * 3600.0)
+    want_u = rate * decayed_integral(3600.0, decay)
     np.testing.assert_array_equal(alpha, want_alpha)            # bit for bit
     np.testing.assert_array_equal(u, want_u)
+    np.testing.assert_array_equal(alpha_u(rate, decay, 3600.0)[1], want_u)
     ok = np.isfinite(decay)
     # log alpha is -mu T itself, and 1 - alpha -expm1 of it; log(alpha) differs from it by
     # alpha's rounding only (absolute, near alpha = 1)
