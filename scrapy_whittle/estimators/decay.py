@@ -316,28 +316,30 @@ class DecayEstimator(VectorEstimator):
         """argmin over mu of (S_xx mu^2 - 2 S_xy mu) / sigma2 + P (log mu - log mu_0)^2."""
         lo_b, hi_b = self._bounds()
         th0 = np.log(self.mu0[rows])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            data = np.where((sxx > 0) & (sxy > 0), sxy / np.where(sxx > 0, sxx, 1.0), lo_b)
-        thd = np.log(np.clip(data, lo_b, hi_b))
-        lo, hi = np.minimum(th0, thd), np.maximum(th0, thd)
         p = self._prior(rows)
-        th = 0.5 * (lo + hi)
-        active = np.ones(th.shape, dtype=bool)
-        for _ in range(NEWTON_STEPS):     # Newton in log mu, bisection when it leaves [lo, hi]
-            m = np.exp(th)
-            h = m * (sxx * m - sxy) / sigma2 + p * (th - th0)
-            dh = m * (2 * sxx * m - sxy) / sigma2 + p
-            up = h > 0
-            hi = np.where(up, th, hi)
-            lo = np.where(up, lo, th)
-            with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            data = np.where((sxx > 0) & (sxy > 0), sxy / sxx, lo_b)
+            thd = np.log(np.clip(data, lo_b, hi_b))
+            lo, hi = np.minimum(th0, thd), np.maximum(th0, thd)
+            a, b = sxx / sigma2, sxy / sigma2
+            th = 0.5 * (lo + hi)
+            active = np.ones(th.shape, dtype=bool)
+            for _ in range(NEWTON_STEPS):  # Newton in log mu, bisection when it leaves [lo, hi]
+                m = np.exp(th)
+                am = a * m
+                h = m * (am - b) + p * (th - th0)
+                dh = m * (am + am - b) + p
+                up = h > 0
+                hi = np.where(up, th, hi)
+                lo = np.where(up, lo, th)
                 nt = th - h / dh
-            nt = np.where((dh > 0) & (nt >= lo) & (nt <= hi), nt, 0.5 * (lo + hi))
-            nt = np.where(active, nt, th)               # converged rows stay put (a row's
-            active &= np.abs(nt - th) > 1e-10           # result never depends on the others)
-            th = nt
-            if not active.any():
-                break
+                nt = np.where((dh > 0) & (nt >= lo) & (nt <= hi) & active, nt,
+                              np.where(active, 0.5 * (lo + hi), th))
+                # converged rows stay put (a row's result never depends on the others)
+                active &= np.abs(nt - th) > 1e-10
+                th = nt
+                if not active.any():
+                    break
         return np.exp(th)
 
     def _grid_fit(self, rows, sxx, sxy, syy, sigma2):
@@ -428,6 +430,11 @@ class DecayEstimator(VectorEstimator):
         return self.c_mu.copy()
 
     get = mean
+
+    def mean_at(self, ids) -> np.ndarray:
+        """``mean()[ids]`` without a copy of every source's estimate."""
+        self._refresh()
+        return self.c_mu[ids]
 
     def span_scale(self) -> np.ndarray:
         """A_hat = (Lambda xi_bar)_hat from ``update_span`` evidence (NaN without any)."""

@@ -155,7 +155,7 @@ class RateEstimator(VectorEstimator):
         missed = np.zeros(k)
         lost = use & full & np.isfinite(prev) & has_oldest
         if np.any(lost):
-            missed[lost] = self.mean()[ids[lost]] * (boundary[lost] - prev[lost])
+            missed[lost] = self.mean_at(ids[lost]) * (boundary[lost] - prev[lost])
             np.add.at(self.missed, ids[lost], missed[lost])
         self.last_time[ids[accepted]] = t[accepted]
         return accepted, missed
@@ -165,6 +165,10 @@ class RateEstimator(VectorEstimator):
         return self.shape / self.rate
 
     get = mean
+
+    def mean_at(self, ids) -> np.ndarray:
+        """``mean()[ids]``, computed for those sources only."""
+        return self.shape[ids] / self.rate[ids]
 
     def var(self) -> np.ndarray:
         return self.shape / self.rate**2

@@ -304,12 +304,14 @@ class AdaptiveWhittlePolicy(Policy):
         self.last_missed = float(np.sum(missed))
         self.missed_total += self.last_missed
         counts = np.diff(off)
-        item_src = np.repeat(src, counts)
-        self.values.update(item_src, val)
+        unknown = np.isnan(val)
+        if not unknown.all():           # (a feed without engagement: no value per item)
+            self.values.update(np.repeat(src, counts), val)
         ages = np.repeat(t, counts) - pub
-        known = segment_sum(np.isnan(val).astype(np.float64), off) == 0
-        k_off, k_idx = segment_rows(off, known)
-        self.decay.update_batch(src[known], reward[known], k_off, ages[k_idx], val[k_idx])
+        known = segment_sum(unknown.astype(np.float64), off) == 0
+        if np.any(known & (counts > 0)):
+            k_off, k_idx = segment_rows(off, known)
+            self.decay.update_batch(src[known], reward[known], k_off, ages[k_idx], val[k_idx])
         # crawls whose items carry no base value: one (value per item, mean age) report with
         # the base unknown, and xi estimated by undoing the decay at the current mu estimate
         blind = ~known & (counts > 0)
@@ -319,7 +321,7 @@ class AdaptiveWhittlePolicy(Policy):
             a = np.where(np.isfinite(ages[b_idx]), ages[b_idx], np.nan)
             mean_age = segment_sum(np.nan_to_num(a), b_off) / n_items
             self.decay.update(src[blind], reward[blind] / n_items, mean_age)
-            mu = self.decay.mean()[np.repeat(src[blind], np.diff(b_off))]
+            mu = self.decay.mean_at(np.repeat(src[blind], np.diff(b_off)))
             disc = segment_sum(np.exp(-mu * np.nan_to_num(a)), b_off)
             # items whose value has all but vanished say nothing reliable of their base value
             # (undoing a decay of 10^6 amplifies any noise 10^6 times): skipped
