@@ -79,6 +79,11 @@ class ValueEstimator(VectorEstimator):
 
     get = mean
 
+    def mean_at(self, ids) -> np.ndarray:
+        """``mean()[ids]``, computed for those sources only."""
+        w0 = self.prior_weight
+        return (w0 * self.m0[ids] + self.total[ids]) / (w0 + self.count[ids])
+
     def std(self) -> np.ndarray:
         m = self.mean()
         dev = np.maximum(self.total_sq - 2 * m * self.total + m * m * self.count, 0.0)

@@ -121,6 +121,8 @@ class AdaptiveWhittlePolicy(Policy):
         self.missed_total = 0.0
         self.last_missed = 0.0
         self._cut: float | None = None       # last selection's smallest priority (pruning)
+        self._params: tuple[np.ndarray, ...] | None = None       # see _parameters
+        self._stale: list[np.ndarray] = []
         self.pruned_decisions = 0            # selections decided on the pruned path
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
@@ -142,6 +144,12 @@ class AdaptiveWhittlePolicy(Policy):
 
     def set_prior_half_life(self, ids, half_life) -> None:
         self.decay.set_prior(ids, half_life)
+        self._parameters_changed(ids)
+
+    def set_prior_rate(self, ids, rate) -> np.ndarray:
+        changed = super().set_prior_rate(ids, rate)
+        self._parameters_changed(changed)
+        return changed
 
     def _per_epoch(self, rate):
         period = float(self.problem.period)
@@ -151,27 +159,61 @@ class AdaptiveWhittlePolicy(Policy):
 
     # -- the index --------------------------------------------------------------------------
     def parameters(self) -> tuple[np.ndarray, np.ndarray]:
-        """(alpha, u) of every source at the current estimates."""
-        return self._parameters()[:2]
+        """(alpha, u) of every source at the current estimates (computed afresh)."""
+        return self._parameters_at(np.arange(self.n))[:2]
 
     def _parameters(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(alpha, u, log alpha, 1 - alpha) of every source at the current estimates."""
-        scale = self.rates.mean() * self.values.mean()          # Lambda xi
-        counts = self.kind == COUNTS
+        """(alpha, u, log alpha, 1 - alpha) of every source at the current estimates, read-only.
+        Kept between selections: only the sources whose estimates changed since are computed
+        again (``observe``, ``report_value``, ``repair`` and a prior set for some sources
+        name them, ``_forget_parameters`` drops everything); an element is computed the same
+        way either way, so the cache never changes a choice (tested)."""
+        cached = self._params
+        if cached is None or cached[0].shape[0] != self.n:
+            cached = self._parameters_at(np.arange(self.n))
+            for arr in cached:
+                arr.flags.writeable = False
+            self._params, self._stale = cached, []
+        elif self._stale:
+            ids = np.unique(np.concatenate(self._stale))
+            self._stale = []
+            for arr, new in zip(cached, self._parameters_at(ids), strict=True):
+                arr.flags.writeable = True
+                arr[ids] = new
+                arr.flags.writeable = False
+        return cached
+
+    def _parameters_changed(self, ids) -> None:
+        """The estimates of sources ``ids`` changed: their (alpha, u) are computed again."""
+        if self._params is not None:
+            self._stale.append(np.asarray(ids, dtype=np.int64).reshape(-1))
+
+    def _forget_parameters(self) -> None:
+        self._params, self._stale = None, []
+
+    def _after_import(self) -> None:
+        super()._after_import()
+        self._forget_parameters()
+
+    def _parameters_at(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(alpha, u, log alpha, 1 - alpha) of sources ``ids``."""
+        scale = self.rates.mean_at(ids) * self.values.mean_at(ids)          # Lambda xi
+        kind = self.kind[ids]
+        counts = kind == COUNTS
         if counts.any():
-            span_scale = self.decay.span_scale()
+            span_scale = self.decay.span_scale()[ids]
             scale = np.where(counts & np.isfinite(span_scale), span_scale, scale)
-        alpha, u, log_alpha, one_minus = alpha_u_logs(scale, self.decay.mean(),
+        alpha, u, log_alpha, one_minus = alpha_u_logs(scale, self.decay.mean_at(ids),
                                                       float(self.problem.period))
-        page = (self.kind == PAGE) | ((self.kind == UNKNOWN) & (self.model == "pages"))
+        page = (kind == PAGE) | ((kind == UNKNOWN) & (self.model == "pages"))
         if page.any():
-            ids = np.flatnonzero(page)
-            rows = self.page_rows.rows(ids)
-            alpha[ids], u[ids] = pages_alpha_u(self.changes.mean()[rows],
-                                               self.importance.mean()[rows])
+            at = np.flatnonzero(page)
+            rows = self.page_rows.rows(ids[at])
+            alpha[at], u[at] = pages_alpha_u(self.changes.mean()[rows],
+                                             self.importance.mean()[rows])
             with np.errstate(divide="ignore"):
-                log_alpha[ids] = np.log(alpha[ids])
-            one_minus[ids] = -np.expm1(log_alpha[ids])
+                log_alpha[at] = np.log(alpha[at])
+            one_minus[at] = -np.expm1(log_alpha[at])
         return alpha, u, log_alpha, one_minus
 
     def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -295,6 +337,7 @@ class AdaptiveWhittlePolicy(Policy):
                 self._observe_counts(obs, sel, src, t, reward)
         self.last_epoch[src] = obs.epoch
         self.rates.last_time[src] = t
+        self._parameters_changed(src)
 
     def _observe_items(self, obs, sel, src, t, reward) -> None:
         off, idx = segment_rows(obs.item_offsets, sel)
@@ -381,6 +424,7 @@ class AdaptiveWhittlePolicy(Policy):
             self.changes.reset(rows)
             self.importance.reset(rows)
         self.kind[ids] = UNKNOWN
+        self._parameters_changed(ids)
         self.last_epoch[ids] = np.nan
         self.added_epoch[ids] = np.where(np.isinf(self.added_epoch[ids]), np.nan,
                                          self.added_epoch[ids])
@@ -426,6 +470,8 @@ class AdaptiveWhittlePolicy(Policy):
         ok = self.decay.report(source, value_at_capture, age, base_value)
         if ok and base_value is not None:
             self.values.report(source, base_value)
+        if ok:
+            self._parameters_changed([source])
         return ok
 
     # -- growth and persistence -------------------------------------------------------------
@@ -434,6 +480,7 @@ class AdaptiveWhittlePolicy(Policy):
         if n_new <= 0:
             return
         super().grow(n_new, cost)
+        self._forget_parameters()
         self.rates.grow(n_new)
         self.decay.grow(n_new)
         self.values.grow(n_new, prior_mean=weights)

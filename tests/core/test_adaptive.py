@@ -184,3 +184,49 @@ def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_craw
         obs, *_ = env.step(pol.select(t, sc.budget))
         pol.observe(obs)
     assert min(fractions) < 0.5 < max(fractions)        # both ways were taken
+
+
+@pytest.mark.parametrize("name, n, stochastic", [("news-mix", 300, True),
+                                                 ("news-mix", 200, False),
+                                                 ("icc2021-single", None, True)])
+def test_kept_parameters_equal_a_fresh_computation(name, n, stochastic):
+    """select() keeps (alpha, u) between epochs and recomputes only the sources whose
+    estimates changed: after observations (items, counts, pages), value reports, priors set
+    for some sources, a poisoned source repaired, sources added and a state restored, what
+    it keeps is element for element what a fresh computation gives."""
+    sc = make_scenario(name, n=n, seed=5, stochastic=stochastic)
+    n = sc.problem.n
+    env = sc.make_env()
+    env.reset(seed=5)
+    pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=5)
+
+    def check():
+        kept = pol._parameters()
+        fresh = pol._parameters_at(np.arange(pol.n))
+        for a, b in zip(kept, fresh, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+    rng = np.random.default_rng(5)
+    for t in range(60):
+        chosen = pol.select(t, sc.budget)
+        check()
+        obs, *_ = env.step(chosen)
+        pol.observe(obs)
+        if t % 7 == 3:
+            other = int(np.setdiff1d(np.arange(n), chosen)[0])    # not observed now
+            assert pol.report_value(other, 0.3, 2.0, base_value=1.0)
+        if t % 11 == 5:
+            ids = rng.choice(n, 3, replace=False)
+            pol.set_prior_half_life(ids, np.full(3, 7.0))
+            pol.set_prior_rate(ids, np.full(3, 0.2))
+        if t == 20:                      # an estimate gone bad: repaired, then recomputed
+            pol.values.total[int(chosen[0])] = np.inf
+            assert int(chosen[0]) in pol.repair(None)
+        if t == 30:
+            pol.load_state_dict(pickle.loads(pickle.dumps(pol.state_dict())))
+        check()
+    pol.grow(2)
+    pol.select(60, sc.budget)
+    check()
+    with pytest.raises(ValueError):      # read-only: nothing outside changes them
+        pol._parameters()[1][0] = 1.0
