@@ -198,12 +198,16 @@ def unusable_rows(arrays: PerSourceArrays, rows) -> np.ndarray:
     such as "time of the last crawl: never"; +-inf nowhere)."""
     rows = np.asarray(rows, dtype=np.int64)
     bad = np.zeros(rows.shape[0], dtype=bool)
+    if not rows.size:
+        return bad
     for name, col in arrays._cols.items():
-        if not col.persist or col.dtype.kind != "f" or not rows.size:
+        if not col.persist or col.dtype.kind != "f":
             continue
         v = getattr(arrays, name)[rows]
         wrong = np.isinf(v) if np.isnan(col.fill) else ~np.isfinite(v)
-        bad |= wrong.reshape(rows.shape[0], -1).any(axis=1)
+        if wrong.ndim > 1:
+            wrong = wrong.reshape(rows.shape[0], -1).any(axis=1)
+        bad |= wrong
     return bad
 
 

@@ -58,7 +58,8 @@ class IndexTable:
     does. This spares the hot path any special cases.
     """
 
-    __slots__ = ("_consts", "_precise", "_precise_mask", "_scratch", "_shape")
+    __slots__ = ("_consts", "_frozen", "_one_minus", "_precise", "_precise_mask", "_scratch",
+                 "_shape")
 
     #: sources with 1 - alpha below this take the log1p/expm1 path; above it log/exp lose
     #: less than ~1e-13 relative, and are several times faster (SIMD) over large arrays.
@@ -69,25 +70,44 @@ class IndexTable:
                                                for a in (alpha, u, cost)))
         if np.any(~np.isfinite(alpha) | (alpha < 0) | (alpha > 1)):
             raise ValueError("alpha must lie in [0, 1]")
-        if np.any(~np.isfinite(u) | (u < 0)):
-            raise ValueError("u must be finite and >= 0")
         if np.any(~np.isfinite(cost) | (cost <= 0)):
             raise ValueError("cost must be finite and > 0")
-        frozen = alpha >= 1.0            # no decay: the index is exactly 0 (the limit)
+        self._frozen = alpha >= 1.0      # no decay: the index is exactly 0 (the limit)
         alpha = np.clip(alpha, 1e-300, 1.0 - 2.0**-53)
         log_alpha = np.log(alpha)                           # in [-690.8, -1.1e-16]
         em1 = np.expm1(log_alpha)                           # alpha - 1, in [-1, -1.1e-16]
-        # 1/u* = (1 - alpha)/u; +inf for a silent source, so every state is >= u*
-        ustar_inv = np.divide(-em1, u, out=np.full(u.shape, np.inf), where=u > 0)
-        ustar_inv[frozen] = 0.0
-        u = np.where(frozen, 0.0, u)
-        # (1/u*, log alpha, 1/log alpha, 1/(alpha - 1), u, 1/C): all the formula needs
-        self._consts = (ustar_inv, log_alpha, 1.0 / log_alpha, 1.0 / em1, u, 1.0 / cost)
+        self._one_minus = -em1
         self._shape = u.shape
-        self._scratch: tuple[np.ndarray, np.ndarray] | None = None
         self._precise_mask = (-em1 < self.PRECISE_BELOW).ravel()
         self._precise = None if not self._precise_mask.any() else (
             slice(None) if self._precise_mask.all() else np.flatnonzero(self._precise_mask))
+        # (1/u*, log alpha, 1/log alpha, 1/(alpha - 1), u, 1/C): all the formula needs
+        self._consts = (None, log_alpha, 1.0 / log_alpha, 1.0 / em1, None, 1.0 / cost)
+        self._set_u(u)
+
+    def _set_u(self, u: np.ndarray) -> None:
+        if np.any(~np.isfinite(u) | (u < 0)):
+            raise ValueError("u must be finite and >= 0")
+        # 1/u* = (1 - alpha)/u; +inf for a silent source, so every state is >= u*
+        ustar_inv = np.divide(self._one_minus, u, out=np.full(u.shape, np.inf), where=u > 0)
+        ustar_inv[self._frozen] = 0.0
+        u = np.where(self._frozen, 0.0, u)
+        _, *alpha_part, _, cost_inv = self._consts
+        self._consts = (ustar_inv, *alpha_part, u, cost_inv)
+        self._scratch: tuple[np.ndarray, np.ndarray] | None = None
+
+    def with_u(self, u) -> IndexTable:
+        """The table of the same alpha and costs for other arrivals ``u`` (same shape): only
+        what depends on u is computed (a rhythm-aware policy's table of each phase)."""
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape != self._shape:
+            raise ValueError(f"u must have the table's shape {self._shape}, got {u.shape}")
+        table = object.__new__(IndexTable)
+        for name in ("_frozen", "_one_minus", "_shape", "_precise_mask", "_precise",
+                     "_consts"):
+            setattr(table, name, getattr(self, name))
+        table._set_u(u)
+        return table
 
     def index(self, x, out: np.ndarray | None = None) -> np.ndarray:
         """gamma_i(x_i) / C_i for every source; ``out`` (float64, the table's shape) is reused

@@ -95,6 +95,8 @@ class DiurnalOraclePolicy(Policy):
         self._advanced_to: int | None = None
         self._start: int | None = None
         self._tables: dict[int, IndexTable] = {}
+        # (the table at the mean arrivals, the mean arrivals, alpha^K), for _table
+        self._base: tuple[IndexTable, np.ndarray, np.ndarray] | None = None
         self._top = TopSelector()
 
     def _after_import(self) -> None:
@@ -122,17 +124,23 @@ class DiurnalOraclePolicy(Policy):
         self._advanced_to = max(self._advanced_to, epoch)
 
     def _table(self, phase: int) -> IndexTable:
+        """The index table of a phase: the arrivals of ``arrivals`` at that phase, with the
+        alpha part shared by every phase's table (made once per phase)."""
         table = self._tables.get(phase)
         if table is None:
             p = self.periodic
+            if self._base is None:
+                mean_u = p.mean_u
+                self._base = (IndexTable(p.alpha, mean_u, self.problem.cost), mean_u,
+                              p.alpha ** p.k)
+            base, mean_u, survive = self._base
             if self.arrivals == "mean":
-                u = p.mean_u
+                table = base
             elif self.arrivals == "blend":
-                survive = p.alpha ** p.k
-                u = (1.0 - survive) * p.u[:, phase] + survive * p.mean_u
+                table = base.with_u((1.0 - survive) * p.u[:, phase] + survive * mean_u)
             else:
-                u = p.u[:, (phase + np.arange(self._ahead)) % p.k].mean(axis=1)
-            table = self._tables[phase] = IndexTable(p.alpha, u, self.problem.cost)
+                table = base.with_u(p.u[:, (phase + np.arange(self._ahead)) % p.k].mean(axis=1))
+            self._tables[phase] = table
         return table
 
     def priority(self, epoch: int) -> np.ndarray:
@@ -167,9 +175,11 @@ class DiurnalOraclePolicy(Policy):
             np.asarray(alpha, dtype=np.float64), (n_new,))]), np.concatenate([p.u, pu]),
             p.phase0)
         self._tables.clear()
+        self._base = None
 
     def _costs_changed(self) -> None:
         self._tables.clear()
+        self._base = None
 
 
 class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
