@@ -94,6 +94,9 @@ class ProfileEstimator(VectorEstimator):
         self.future_tolerance = float(future_tolerance)
         self.omega = 2.0 * np.pi / self.day
         self._cache: np.ndarray | None = None
+        # raw() of every source, and the sources whose evidence changed since (_raw_of)
+        self._raw: tuple[np.ndarray, np.ndarray] | None = None
+        self._raw_stale: list[np.ndarray] = []
         super().__init__(n)
 
     def _columns(self) -> dict[str, Col]:
@@ -104,13 +107,20 @@ class ProfileEstimator(VectorEstimator):
     def grow(self, n_new: int, **prior: Any) -> None:
         super().grow(n_new, **prior)
         if n_new > 0:
-            self._cache = None
+            self._cache = self._raw = None
 
     def _after_import(self) -> None:
-        self._cache = None
+        self._cache = self._raw = None
 
     def _after_reset(self, ids) -> None:
+        self._changed(ids)
+
+    def _changed(self, ids) -> None:
+        """The evidence of sources ``ids`` changed: their raw coefficients are computed
+        again, and the shrunk ones of every source (the groups' spreads move)."""
         self._cache = None
+        if self._raw is not None:
+            self._raw_stale.append(np.asarray(ids, dtype=np.int64).reshape(-1))
 
     def set_groups(self, sources, groups) -> None:
         """Put ``sources`` in shrinkage groups (ints >= 0, e.g. OPML categories)."""
@@ -136,7 +146,7 @@ class ProfileEstimator(VectorEstimator):
         np.add.at(self.exp_cos, ids, ((np.sin(pb) - np.sin(pa)) / wk).astype(np.float32))
         np.add.at(self.exp_sin, ids, ((np.cos(pa) - np.cos(pb)) / wk).astype(np.float32))
         np.add.at(self.exposure, ids, b - a)
-        self._cache = None
+        self._changed(ids)
 
     def observe_crawls(self, sources, times, offsets, published, window_full=None,
                        start=None) -> np.ndarray:
@@ -193,23 +203,42 @@ class ProfileEstimator(VectorEstimator):
     # -- estimates ------------------------------------------------------------------------
     def raw(self) -> tuple[np.ndarray, np.ndarray]:
         """(raw coefficients (N, 2H) = [c_1..c_H, s_1..s_H], their sampling variance (N,));
-        variance inf where a source has no usable data."""
-        e0 = self.exposure
-        ec = self.exp_cos.astype(np.float64)
-        es = self.exp_sin.astype(np.float64)
-        sc = self.item_cos.astype(np.float64)
-        ss = self.item_sin.astype(np.float64)
-        ok = (e0 > 0) & (self.items > 0)
+        variance inf where a source has no usable data. Kept between calls: only the
+        sources whose evidence changed are computed again (a row depends on its own sums
+        only, so the result is the same either way). Read-only."""
+        if self._raw is None or self._raw[1].shape[0] != self.n:
+            self._raw = self._raw_of(slice(None))
+            self._raw_stale = []
+            for arr in self._raw:
+                arr.flags.writeable = False
+        elif self._raw_stale:
+            ids = np.unique(np.concatenate(self._raw_stale))
+            self._raw_stale = []
+            for arr, new in zip(self._raw, self._raw_of(ids), strict=True):
+                arr.flags.writeable = True
+                arr[ids] = new
+                arr.flags.writeable = False
+        return self._raw
+
+    def _raw_of(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`raw` of sources ``rows`` (an index array or a slice)."""
+        e0 = self.exposure[rows]
+        items = self.items[rows]
+        ec = self.exp_cos[rows].astype(np.float64)
+        es = self.exp_sin[rows].astype(np.float64)
+        sc = self.item_cos[rows].astype(np.float64)
+        ss = self.item_sin[rows].astype(np.float64)
+        ok = (e0 > 0) & (items > 0)
         e0s = np.where(ok, e0, 1.0)[:, None]
         dot = _row_dot             # sum over harmonics (einsum: 3x numpy's sum(axis=1))
-        num = self.items - 2.0 * (dot(sc, ec) + dot(ss, es)) / e0s[:, 0]
+        num = items - 2.0 * (dot(sc, ec) + dot(ss, es)) / e0s[:, 0]
         den = e0s[:, 0] - 2.0 * (dot(ec, ec) + dot(es, es)) / e0s[:, 0]
         b0 = num / np.where(den > 0, den, 1.0)
         ok &= (den > 0) & (b0 > 0)
         b0s = np.where(ok, b0, 1.0)[:, None]
         coef = np.concatenate([(sc - b0s * ec), (ss - b0s * es)], axis=1) / (0.5 * e0s * b0s)
         coef = np.where(ok[:, None], coef, 0.0)
-        var = np.where(ok, 2.0 / np.maximum(self.items, 1.0), np.inf)
+        var = np.where(ok, 2.0 / np.maximum(items, 1.0), np.inf)
         return coef, var
 
     def coefficients(self) -> np.ndarray:

@@ -244,40 +244,114 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         ``stationary``, that triple already computed). The daily mean of the learned
         arrivals is the stationary u (the profile has mean 1)."""
         x0, alpha, u0 = self.expected_state(epoch) if stationary is None else stationary
-        rhythmic = self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
-        if not rhythmic.any():
-            return x0, alpha, u0, rhythmic
-        period = float(self.problem.period)
+        rhythmic = self._rhythmic()
+        x, u = x0.copy(), u0.copy()
         ids = np.flatnonzero(rhythmic)
-        a = np.clip(alpha[ids], 1e-300, 1.0)
-        mu = -np.log(a) / period
+        if ids.size:
+            x[ids], u[ids] = self._rhythm_at(epoch, ids, alpha[ids], u0[ids])
+        return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
+
+    def _rhythmic(self) -> np.ndarray:
+        return self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
+
+    def _decay_scale(self, alpha, u0) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, Lambda xi) of sources with stationary (alpha, u0)."""
+        period = float(self.problem.period)
+        mu = -np.log(np.clip(alpha, 1e-300, 1.0)) / period
         with np.errstate(divide="ignore", invalid="ignore"):
             per_epoch = np.where(mu > 0, -np.expm1(-mu * period) / np.where(mu > 0, mu, 1.0),
                                  period)
-        scale = u0[ids] / per_epoch                      # Lambda xi (value per unit of time)
+        return mu, u0 / per_epoch                     # Lambda xi (value per unit of time)
+
+    def _rhythm_at(self, epoch: int, ids: np.ndarray, alpha: np.ndarray, u0: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """(x, u) under the learned rhythm of the rhythmic sources ``ids`` (alpha, u0: their
+        stationary parameters); element by element, whichever sources are asked."""
+        period = float(self.problem.period)
+        mu, scale = self._decay_scale(alpha, u0)
         now = self.time_of(epoch)
         last = np.minimum(self.crawl_time[ids], now)
-        x, u = x0.copy(), u0.copy()
-        x[ids] = scale * self.profile.decayed_integral(last, now, mu, ids)
+        x = scale * self.profile.decayed_integral(last, now, mu, ids)
+        u = u0
         if self.arrivals != "mean":
             coming = scale * self.profile.decayed_integral(now, now + period, mu, ids)
             survive = 0.0 if self.arrivals == "now" else np.exp(-mu * self.day)
-            u[ids] = (1.0 - survive) * coming + survive * u0[ids]
-        return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
+            u = (1.0 - survive) * coming + survive * u0
+        return x, u
 
     def priority(self, epoch: int) -> np.ndarray:
         stationary = self.expected_state(epoch)
-        x, alpha, u, _ = self.rhythm_state(epoch, stationary)
-        cost = self.problem.cost
-        gamma = IndexTable(alpha, u, cost).index(x)
-        return np.where(self.explored(), gamma, stationary[0] / cost)
+        x0, alpha, _ = stationary
+        prio = x0 / self.problem.cost               # never crawled: x / C, no index needed
+        ids = np.flatnonzero(self.explored())
+        prio[ids] = self._priority_at(epoch, ids, stationary)
+        return prio
+
+    def _priority_at(self, epoch: int, ids: np.ndarray, stationary) -> np.ndarray:
+        """The index of the explored sources ``ids`` at their expected state under the
+        learned rhythm (the stationary one where none was learned)."""
+        x0, alpha, u0 = stationary
+        x, u = x0[ids], u0[ids]
+        rhythmic = self._rhythmic()[ids]
+        if rhythmic.any():
+            at = np.flatnonzero(rhythmic)
+            x, u = x.copy(), u.copy()
+            x[at], u[at] = self._rhythm_at(epoch, ids[at], alpha[ids[at]], u0[ids[at]])
+        return IndexTable(alpha[ids], np.maximum(u, 0.0), self.problem.cost[ids]).index(
+            np.maximum(x, 0.0))
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
-        """The top of ``priority`` within ``budget`` (among ``eligible`` sources); ranked
-        here, not by ``adaptive-whittle``'s selection, whose shortcuts assume its own
-        expected state."""
+        """The top of ``priority`` within ``budget`` (among ``eligible`` sources); with unit
+        costs, computing the rhythm and the index only for the sources that can make the top.
+
+        The index never exceeds x / C, and under the rhythm x is at most what the peak rate
+        of the profile (1 + the sum of its harmonics' amplitudes) would have brought since
+        the last crawl: explored sources whose bound is below the last selection's cut-off
+        (lowered by ``PRUNE_MARGIN``) cannot be chosen while the top M stay above it (a
+        source never crawled has its exact priority, x / C, at no cost); when they do not,
+        the full computation runs. The choice is the same (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
-        return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
+        cost = self.problem.cost
+        k = int(np.floor(budget + 1e-9))
+        if self._cut is not None and 0 < k < self.n and np.all(cost == 1.0):
+            chosen = self._pruned(epoch, budget, k, eligible)
+            if chosen is not None:
+                return chosen
+        prio = self.priority(epoch)
+        chosen = select_top(prio, cost, budget, eligible)
+        self._cut = float(prio[chosen[-1]]) if chosen.shape[0] else None
+        return chosen
+
+    def _pruned(self, epoch, budget, k, eligible) -> np.ndarray | None:
+        x0, alpha, u0 = stationary = self.expected_state(epoch)
+        ids = np.flatnonzero(self.explored())
+        bound = x0[ids]                      # the index never exceeds x / C
+        rhythmic = self._rhythmic()[ids]
+        if rhythmic.any():
+            at = np.flatnonzero(rhythmic)
+            r = ids[at]
+            mu, scale = self._decay_scale(alpha[r], u0[r])
+            span = np.maximum(self.time_of(epoch) - self.crawl_time[r], 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                since = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0),
+                                 span)
+            coef = self.profile.coefficients()[r]
+            h = self.profile.harmonics
+            peak = 1.0 + np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2).sum(axis=1)
+            # (with room for the rounding of the exact integral)
+            bound = bound.copy()
+            bound[at] = np.maximum(scale * peak * since * (1.0 + 1e-9), x0[r])
+        threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
+        cand = bound >= threshold
+        prio = x0.copy()                     # never crawled: exact
+        prio[ids] = -np.inf                  # pruned: below the threshold
+        prio[ids[cand]] = self._priority_at(epoch, ids[cand], stationary)
+        chosen = select_top(prio, None, budget, eligible)
+        if chosen.shape[0] < k or not prio[chosen[-1]] >= threshold:
+            return None                      # something pruned might have made it
+        self._cut = float(prio[chosen[-1]])
+        self.pruned_decisions += 1
+        return chosen
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:

@@ -179,3 +179,30 @@ def test_state_grow_and_size():
     assert np.array_equal(copy.coefficients(), est.coefficients())
     per_source = sum(getattr(est, name).nbytes for name in est._cols) / est.n
     assert per_source == 60.0                 # 28 + 16 H bytes
+
+
+def test_kept_raw_coefficients_equal_a_fresh_computation():
+    """raw() keeps every source's raw coefficients and recomputes those whose evidence
+    changed (crawls of some sources, a reset): the same numbers as computing them all."""
+    rng = np.random.default_rng(3)
+    n = 30
+    est = ProfileEstimator(n, day=DAY, harmonics=2)
+    times = [arrivals(2.0, rng.normal(0.0, 0.3, 4), 24 * 6, rng) for _ in range(n)]
+    prev = np.zeros(n)
+    for step in range(1, 30):
+        t = 5.0 * step
+        ids = np.flatnonzero(rng.random(n) < 0.4)       # some sources crawled now
+        off, pubs = [0], []
+        for i in ids:
+            new = times[i][(times[i] >= prev[i]) & (times[i] < t)][::-1]
+            pubs.extend(new)
+            off.append(len(pubs))
+            prev[i] = t
+        est.observe_crawls(ids, np.full(ids.shape[0], t), off, pubs, start=0.0)
+        if step == 15:
+            est.reset(ids[:2])
+        kept = est.raw()
+        fresh = est._raw_of(slice(None))
+        for a, b in zip(kept, fresh, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert np.isfinite(est.raw()[1]).sum() > n // 2         # most sources have a rhythm
