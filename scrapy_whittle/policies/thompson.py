@@ -58,7 +58,16 @@ class ThompsonPolicy(Policy):
         self.reward_sum = np.zeros(k)               # rewards of successes (importance)
 
     def sample(self) -> np.ndarray:
-        theta = self.rng.beta(self.a, self.b)
+        """One Beta(alpha_k, beta_k) draw per arm. With both parameters >= 1 (the default
+        prior, and every count added to it) as X / (X + Y), X ~ Gamma(alpha_k) and
+        Y ~ Gamma(beta_k), the definition of the Beta law: numpy's ``beta`` draws the
+        Beta(1, 1) of every arm not yet crawled by Johnk's rejection method, 5 times
+        slower, and that is most arms of a large crawl for a long while."""
+        if self.prior[0] >= 1.0 and self.prior[1] >= 1.0:
+            x = self.rng.standard_gamma(self.a)
+            theta = x / (x + self.rng.standard_gamma(self.b))
+        else:
+            theta = self.rng.beta(self.a, self.b)
         if self.weight == "reward":
             changes = self.a - self.prior[0]
             theta = theta * np.where(changes > 0, self.reward_sum / np.maximum(changes, 1), 1.0)

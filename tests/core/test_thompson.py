@@ -33,6 +33,21 @@ def test_beta_posterior_updates_only_the_crawled_arm():
     np.testing.assert_array_equal(p.b, [1, 2, 1])
 
 
+def test_samples_follow_the_beta_posteriors():
+    """The draws (a ratio of Gamma draws with the default prior, numpy's beta with a prior
+    below 1) have the Beta(a, b) mean and variance of each arm."""
+    a = np.array([1.0, 2.0, 5.0, 30.0, 1.0])
+    b = np.array([1.0, 7.0, 1.0, 40.0, 300.0])
+    mean, var = a / (a + b), a * b / ((a + b) ** 2 * (a + b + 1))
+    for prior in ((1.0, 1.0), (0.5, 0.5)):
+        p = ThompsonPolicy(Problem(n=5), rng=1, prior=prior)
+        p.a, p.b = a, b
+        draws = np.array([p.sample() for _ in range(20000)])
+        assert np.all((draws > 0) & (draws < 1))
+        assert np.all(np.abs(draws.mean(axis=0) - mean) < 4 * np.sqrt(var / 20000))
+        np.testing.assert_allclose(draws.var(axis=0), var, rtol=0.05)
+
+
 def test_picks_the_arm_of_largest_sample_round_robin_inside():
     p = ThompsonPolicy(Problem(n=4, groups=[0, 1, 1, 1]), rng=0)
     p.a[:] = [1.0, 1000.0]                     # group 1 almost surely has the larger sample
