@@ -41,13 +41,19 @@ def alpha_u_logs(rate_value, decay, period: float
     """(alpha, u, log alpha, 1 - alpha): :func:`alpha_u` with what :func:`geometric_sum`
     needs, from one ``exp`` and one ``expm1`` (log alpha = -mu T exactly, 1 - alpha =
     -expm1(-mu T); u = Lambda xi :func:`decayed_integral` (T, mu))."""
+    u, log_alpha, one_minus = u_logs(rate_value, decay, period)
+    return np.exp(log_alpha), u, log_alpha, one_minus
+
+
+def u_logs(rate_value, decay, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(u, log alpha, 1 - alpha) of :func:`alpha_u_logs`, without alpha itself (for
+    ``IndexTable.from_logs``)."""
     decay = np.asarray(decay, dtype=np.float64)
     log_alpha = -decay * period
-    alpha = np.exp(log_alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
         one_minus = -np.expm1(log_alpha)
         integral = np.where(decay > 0, one_minus / np.where(decay > 0, decay, 1.0), period)
-    return alpha, np.asarray(rate_value, dtype=np.float64) * integral, log_alpha, one_minus
+    return np.asarray(rate_value, dtype=np.float64) * integral, log_alpha, one_minus
 
 
 def pages_alpha_u(change_rate, importance) -> tuple[np.ndarray, np.ndarray]:

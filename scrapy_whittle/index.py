@@ -37,6 +37,11 @@ from __future__ import annotations
 import numpy as np
 
 
+_LOG_ALPHA_MIN = float(np.log(1e-300))
+_LOG_ALPHA_MAX = float(np.log(1.0 - 2.0**-53))
+_ONE_MINUS_MIN = float(-np.expm1(_LOG_ALPHA_MAX))
+
+
 def whittle_index(x, alpha, u, cost=1.0) -> np.ndarray:
     """Whittle index gamma_i(x_i) of sources in state x (arrays broadcast; returns an array).
 
@@ -84,6 +89,35 @@ class IndexTable:
         # (1/u*, log alpha, 1/log alpha, 1/(alpha - 1), u, 1/C): all the formula needs
         self._consts = (None, log_alpha, 1.0 / log_alpha, 1.0 / em1, None, 1.0 / cost)
         self._set_u(u)
+
+    @classmethod
+    def from_logs(cls, log_alpha, u, cost=1.0, one_minus_alpha=None) -> IndexTable:
+        """The table of alpha = exp(``log_alpha``) (<= 0; -inf for alpha = 0), built from the
+        logarithm the caller has (``dynamics.alpha_u_logs``) rather than from alpha:
+        neither alpha nor its logarithm is computed again, and 1 - alpha is taken from
+        ``one_minus_alpha`` when given. The clamps are those of alpha's: log alpha within
+        [log 1e-300, log(1 - 2^-53)], and alpha = 1 where exp(log alpha) rounds to 1."""
+        log_alpha, u, cost = np.broadcast_arrays(*(np.atleast_1d(np.asarray(a, dtype=np.float64))
+                                                   for a in (log_alpha, u, cost)))
+        if np.any(~(log_alpha <= 0.0)):
+            raise ValueError("alpha must lie in [0, 1] (log alpha <= 0)")
+        if np.any(~np.isfinite(cost) | (cost <= 0)):
+            raise ValueError("cost must be finite and > 0")
+        table = object.__new__(cls)
+        table._frozen = log_alpha > -2.0**-54
+        clipped = np.clip(log_alpha, _LOG_ALPHA_MIN, _LOG_ALPHA_MAX)
+        if one_minus_alpha is None:
+            one_minus = -np.expm1(clipped)
+        else:
+            one_minus = np.maximum(np.broadcast_to(one_minus_alpha, u.shape), _ONE_MINUS_MIN)
+        table._one_minus = one_minus
+        table._shape = u.shape
+        table._precise_mask = (one_minus < cls.PRECISE_BELOW).ravel()
+        table._precise = None if not table._precise_mask.any() else (
+            slice(None) if table._precise_mask.all() else np.flatnonzero(table._precise_mask))
+        table._consts = (None, clipped, 1.0 / clipped, -1.0 / one_minus, None, 1.0 / cost)
+        table._set_u(u)
+        return table
 
     def _set_u(self, u: np.ndarray) -> None:
         if np.any(~np.isfinite(u) | (u < 0)):

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, PerSourceArrays, refill_rows, unusable_rows
-from scrapy_whittle.dynamics import alpha_u, alpha_u_logs, geometric_sum
+from scrapy_whittle.dynamics import alpha_u, geometric_sum, u_logs
 from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.estimators.rate import RateEstimator
 from scrapy_whittle.index import IndexTable
@@ -271,11 +271,11 @@ class ThompsonWhittlePolicy(Policy):
 
     def priority(self, epoch: int) -> np.ndarray:
         lam, xi, mu = self.estimator.sample(self.rng)
-        alpha, u, log_alpha, one_minus = alpha_u_logs(lam * xi, mu, self.estimator.period)
+        u, log_alpha, one_minus = u_logs(lam * xi, mu, self.estimator.period)
         # x0 = 0 at the last crawl: x = u G_k (dynamics.expected_state, without its alpha^k x0)
         with np.errstate(divide="ignore", invalid="ignore"):
             x = u * geometric_sum(epoch - self.last_crawl, log_alpha, one_minus)
-        return IndexTable(alpha, u, self.problem.cost).index(x)
+        return IndexTable.from_logs(log_alpha, u, self.problem.cost, one_minus).index(x)
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         self._epoch = epoch

@@ -101,3 +101,33 @@ def test_index_table_matches_function():
     c = rng.uniform(0.5, 2, 1000)
     x = rng.uniform(0, 2, 1000) * u / (1 - a)
     np.testing.assert_array_equal(IndexTable(a, u, c).index(x), whittle_index(x, a, u, c))
+
+
+def test_tables_from_logs_and_for_other_arrivals_agree_with_the_table_of_alpha():
+    """``from_logs`` (log alpha and 1 - alpha as the caller has them) gives the index of
+    alpha = exp(log alpha), closer where alpha is near 1 (no log of a rounded alpha), the
+    same limits at alpha = 0 and 1, and refuses what the alpha table refuses; ``with_u``
+    gives exactly the table built with the other arrivals."""
+    rng = np.random.default_rng(4)
+    mu = np.concatenate([rng.lognormal(0.0, 2.0, 2000), [0.0, 1e-20, 1e-9, 800.0, np.inf]])
+    log_alpha = -mu
+    alpha, one_minus = np.exp(log_alpha), -np.expm1(log_alpha)
+    u = rng.lognormal(size=mu.shape[0])
+    u[:3] = 0.0
+    c = rng.uniform(0.5, 2, mu.shape[0])
+    x = rng.uniform(0, 2, mu.shape[0]) * 3.0
+    want = IndexTable(alpha, u, c).index(x)
+    for table in (IndexTable.from_logs(log_alpha, u, c),
+                  IndexTable.from_logs(log_alpha, u, c, one_minus)):
+        got = table.index(x)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+        far = one_minus > 1e-3                  # alpha not near 1: the same but for rounding
+        np.testing.assert_allclose(got[far], want[far], rtol=1e-9, atol=0)
+        assert got[-5] == want[-5] == 0.0       # alpha = 1: the limit, 0
+        assert got[-1] == want[-1]              # alpha = 0
+    for bad in (np.nan, 0.5):
+        with pytest.raises(ValueError, match="alpha"):
+            IndexTable.from_logs([bad], [1.0])
+    other = rng.lognormal(size=mu.shape[0])
+    np.testing.assert_array_equal(IndexTable(alpha, u, c).with_u(other).index(x),
+                                  IndexTable(alpha, other, c).index(x))
