@@ -133,19 +133,25 @@ class ProfileEstimator(VectorEstimator):
 
     # -- evidence -------------------------------------------------------------------------
     def _add(self, ids, t_items, item_owner, a, b) -> None:
-        """Items at ``t_items`` (owner index into ids) and exposures (a, b] of ``ids``."""
+        """Items at ``t_items`` (owner index into ``ids``, non-decreasing: a crawl's items
+        together) and exposures (a, b] of ``ids`` (distinct). Each source's sums of the
+        batch are added up in float64 and added to its float32 totals once."""
         k = np.arange(1, self.harmonics + 1)
         if t_items.size:
             ph = np.outer(np.mod(t_items, self.day) * self.omega, k)
-            np.add.at(self.item_cos, ids[item_owner], np.cos(ph).astype(np.float32))
-            np.add.at(self.item_sin, ids[item_owner], np.sin(ph).astype(np.float32))
-            np.add.at(self.items, ids[item_owner], 1.0)
+            starts = np.flatnonzero(np.concatenate([[True], item_owner[1:] != item_owner[:-1]]))
+            owners = ids[item_owner[starts]]
+            self.item_cos[owners] += np.add.reduceat(np.cos(ph), starts, axis=0).astype(
+                np.float32)
+            self.item_sin[owners] += np.add.reduceat(np.sin(ph), starts, axis=0).astype(
+                np.float32)
+            self.items[owners] += np.diff(np.append(starts, t_items.shape[0]))
         pa = np.outer(np.mod(a, self.day) * self.omega, k)
         pb = pa + np.outer((b - a) * self.omega, k)
         wk = self.omega * k
-        np.add.at(self.exp_cos, ids, ((np.sin(pb) - np.sin(pa)) / wk).astype(np.float32))
-        np.add.at(self.exp_sin, ids, ((np.cos(pa) - np.cos(pb)) / wk).astype(np.float32))
-        np.add.at(self.exposure, ids, b - a)
+        self.exp_cos[ids] += ((np.sin(pb) - np.sin(pa)) / wk).astype(np.float32)
+        self.exp_sin[ids] += ((np.cos(pa) - np.cos(pb)) / wk).astype(np.float32)
+        self.exposure[ids] += b - a
         self._changed(ids)
 
     def observe_crawls(self, sources, times, offsets, published, window_full=None,
@@ -249,11 +255,13 @@ class ProfileEstimator(VectorEstimator):
         out = np.zeros_like(coef)
         groups = self.group.astype(np.int64)
         single = not groups.size or groups.min() == groups.max()
+        learned = False
         for g in (groups[:1] if single else np.unique(groups)):
             members = np.ones(groups.shape, dtype=bool) if single else groups == g
             has = members & np.isfinite(var)
             if not has.any():
                 continue
+            learned = True
             w = 1.0 / var[has]                                  # precision, n / 2
             mean = (coef[has] * w[:, None]).sum(axis=0) / w.sum()
             k = int(has.sum())
@@ -269,7 +277,8 @@ class ProfileEstimator(VectorEstimator):
             v = np.where(np.isfinite(var), var, np.inf)[members, None]
             shrink = tau2 / (tau2 + v)
             out[members] = mean + shrink * (coef[members] - mean)
-        self._cache = self._positive(out)
+        # (no group has a source with data yet: every profile is flat, nothing to check)
+        self._cache = self._positive(out) if learned else out
         return self._cache
 
     def _positive(self, coef: np.ndarray) -> np.ndarray:
