@@ -195,19 +195,28 @@ class PerSourceArrays:
 def unusable_rows(arrays: PerSourceArrays, rows) -> np.ndarray:
     """bool per row of ``rows``: some persisted floating-point column holds a number that is
     not finite where it should be (NaN is allowed only in a column whose fill value is NaN,
-    such as "time of the last crawl: never"; +-inf nowhere)."""
+    such as "time of the last crawl: never"; +-inf nowhere). The usual answer, none, is
+    found with one check over all the columns' values together."""
     rows = np.asarray(rows, dtype=np.int64)
     bad = np.zeros(rows.shape[0], dtype=bool)
     if not rows.size:
         return bad
+    finite, not_inf = [], []
     for name, col in arrays._cols.items():
-        if not col.persist or col.dtype.kind != "f":
-            continue
-        v = getattr(arrays, name)[rows]
-        wrong = np.isinf(v) if np.isnan(col.fill) else ~np.isfinite(v)
-        if wrong.ndim > 1:
-            wrong = wrong.reshape(rows.shape[0], -1).any(axis=1)
-        bad |= wrong
+        if col.persist and col.dtype.kind == "f":
+            (not_inf if np.isnan(col.fill) else finite).append(
+                getattr(arrays, name)[rows].reshape(rows.shape[0], -1))
+    wrong = []
+    if finite:
+        values = np.concatenate(finite, axis=1)
+        if not np.isfinite(values).all():
+            wrong.append(~np.isfinite(values))
+    if not_inf:
+        values = np.concatenate(not_inf, axis=1)
+        if np.isinf(values).any():
+            wrong.append(np.isinf(values))
+    for w in wrong:
+        bad |= w.any(axis=1)
     return bad
 
 
