@@ -49,11 +49,21 @@ def u_logs(rate_value, decay, period: float) -> tuple[np.ndarray, np.ndarray, np
     """(u, log alpha, 1 - alpha) of :func:`alpha_u_logs`, without alpha itself (for
     ``IndexTable.from_logs``)."""
     decay = np.asarray(decay, dtype=np.float64)
-    log_alpha = -decay * period
+    log_alpha, one_minus = _logs(decay, period)
     with np.errstate(divide="ignore", invalid="ignore"):
-        one_minus = -np.expm1(log_alpha)
         integral = np.where(decay > 0, one_minus / np.where(decay > 0, decay, 1.0), period)
     return np.asarray(rate_value, dtype=np.float64) * integral, log_alpha, one_minus
+
+
+def alpha_logs(decay, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(alpha, log alpha, 1 - alpha) of :func:`alpha_u_logs`, without u."""
+    log_alpha, one_minus = _logs(np.asarray(decay, dtype=np.float64), period)
+    return np.exp(log_alpha), log_alpha, one_minus
+
+
+def _logs(decay: np.ndarray, period: float) -> tuple[np.ndarray, np.ndarray]:
+    log_alpha = -decay * period                   # exactly, not the log of a rounded exp
+    return log_alpha, -np.expm1(log_alpha)
 
 
 def pages_alpha_u(change_rate, importance) -> tuple[np.ndarray, np.ndarray]:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, SparseRows
-from scrapy_whittle.dynamics import alpha_u_logs, geometric_sum, pages_alpha_u
+from scrapy_whittle.dynamics import alpha_logs, alpha_u_logs, geometric_sum, pages_alpha_u
 from scrapy_whittle.estimators import (
     ChangeRateEstimator,
     DecayEstimator,
@@ -121,7 +121,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.missed_total = 0.0
         self.last_missed = 0.0
         self._cut: float | None = None       # last selection's smallest priority (pruning)
-        self._params: tuple[np.ndarray, ...] | None = None       # see _parameters
+        self._params: np.ndarray | None = None        # the kept u, see _parameters
         self._stale: list[np.ndarray] = []
         self.pruned_decisions = 0            # selections decided on the pruned path
 
@@ -162,26 +162,56 @@ class AdaptiveWhittlePolicy(Policy):
         """(alpha, u) of every source at the current estimates (computed afresh)."""
         return self._parameters_at(np.arange(self.n))[:2]
 
-    def _parameters(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(alpha, u, log alpha, 1 - alpha) of every source at the current estimates, read-only.
-        Kept between selections: only the sources whose estimates changed since are computed
-        again (``observe``, ``report_value``, ``repair`` and a prior set for some sources
-        name them, ``_forget_parameters`` drops everything); an element is computed the same
-        way either way, so the cache never changes a choice (tested)."""
-        cached = self._params
-        if cached is None or cached[0].shape[0] != self.n:
-            cached = self._parameters_at(np.arange(self.n))
-            for arr in cached:
-                arr.flags.writeable = False
-            self._params, self._stale = cached, []
+    def _parameters(self) -> np.ndarray:
+        """u of every source at the current estimates, read-only. It (rate x value x the
+        decay's integral over an epoch: most of the work) is kept between selections and
+        computed again only for the sources whose estimates changed since (``observe``,
+        ``report_value``, ``repair`` and a prior set for some sources name them,
+        ``_forget_parameters`` drops it): 8 bytes a source. alpha (as log alpha and 1 -
+        alpha, ``_logs_at``) comes from the decay fits, which the decay estimator keeps, for
+        the sources a selection ranks only. An element is computed the same way either way,
+        so this never changes a choice (tested)."""
+        u = self._params
+        if u is None or u.shape[0] != self.n:
+            u = self._parameters_at(np.arange(self.n))[1]
+            u.flags.writeable = False
+            self._params, self._stale = u, []
         elif self._stale:
             ids = np.unique(np.concatenate(self._stale))
             self._stale = []
-            for arr, new in zip(cached, self._parameters_at(ids), strict=True):
-                arr.flags.writeable = True
-                arr[ids] = new
-                arr.flags.writeable = False
-        return cached
+            u.flags.writeable = True
+            u[ids] = self._parameters_at(ids)[1]
+            u.flags.writeable = False
+        return u
+
+    def _logs_at(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """(log alpha, 1 - alpha) of sources ``ids`` (an index array or a slice) at the
+        current estimates, as ``_parameters_at`` computes them."""
+        log_alpha, one_minus = alpha_logs(self.decay.mean_at(ids), float(self.problem.period))[1:]
+        page = self._pages(ids)
+        if page is not None:
+            self._page_alphas(page, np.empty(log_alpha.shape[0]), log_alpha, one_minus,
+                              np.arange(self.n)[ids])
+        return log_alpha, one_minus
+
+    def _pages(self, ids=slice(None)) -> np.ndarray | None:
+        """Positions among ``ids`` of the sources ranked as pages (None: none)."""
+        kind = self.kind[ids]
+        page = kind == PAGE
+        if self.model == "pages":
+            page |= kind == UNKNOWN
+        return np.flatnonzero(page) if page.any() else None
+
+    def _page_alphas(self, at, alpha, log_alpha, one_minus, ids=None) -> np.ndarray:
+        """Set the (alpha, log alpha, 1 - alpha) of the pages at positions ``at`` (of
+        ``ids``, default all sources) from their change rates; returns their u."""
+        src = at if ids is None else ids[at]
+        rows = self.page_rows.rows(src)
+        alpha[at], u = pages_alpha_u(self.changes.mean()[rows], self.importance.mean()[rows])
+        with np.errstate(divide="ignore"):
+            log_alpha[at] = np.log(alpha[at])
+        one_minus[at] = -np.expm1(log_alpha[at])
+        return u
 
     def _parameters_changed(self, ids) -> None:
         """The estimates of sources ``ids`` changed: their (alpha, u) are computed again."""
@@ -198,45 +228,49 @@ class AdaptiveWhittlePolicy(Policy):
     def _parameters_at(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
         """(alpha, u, log alpha, 1 - alpha) of sources ``ids``."""
         scale = self.rates.mean_at(ids) * self.values.mean_at(ids)          # Lambda xi
-        kind = self.kind[ids]
-        counts = kind == COUNTS
+        counts = self.kind[ids] == COUNTS
         if counts.any():
             span_scale = self.decay.span_scale()[ids]
             scale = np.where(counts & np.isfinite(span_scale), span_scale, scale)
         alpha, u, log_alpha, one_minus = alpha_u_logs(scale, self.decay.mean_at(ids),
                                                       float(self.problem.period))
-        page = (kind == PAGE) | ((kind == UNKNOWN) & (self.model == "pages"))
-        if page.any():
-            at = np.flatnonzero(page)
-            rows = self.page_rows.rows(ids[at])
-            alpha[at], u[at] = pages_alpha_u(self.changes.mean()[rows],
-                                             self.importance.mean()[rows])
-            with np.errstate(divide="ignore"):
-                log_alpha[at] = np.log(alpha[at])
-            one_minus[at] = -np.expm1(log_alpha[at])
+        page = self._pages(ids)
+        if page is not None:
+            u[page] = self._page_alphas(page, alpha, log_alpha, one_minus, ids)
         return alpha, u, log_alpha, one_minus
 
     def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
-        alpha, u, log_alpha, one_minus = self._parameters()
+        x, u = self._expected(epoch)
+        return x, np.exp(self._logs_at(slice(None))[0]), u
+
+    def _expected(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(x, u) of ``expected_state``, without alpha."""
+        u = self._parameters()
         explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
         x = u * waited                # never crawled: what arrived since the source joined
         ids = np.flatnonzero(explored)
         if not ids.size:
-            return x, alpha, u
+            return x, u
         # explored: u G_k, k epochs after the last crawl (x0 = 0 then); on the explored
         # sources only while they are few (the start of a crawl)
         sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
         k = np.maximum(epoch - self.last_epoch[sub], 0.0)
+        log_alpha, one_minus = self._logs_at(sub)
         with np.errstate(divide="ignore", invalid="ignore"):
-            after_crawl = u[sub] * geometric_sum(k, log_alpha[sub], one_minus[sub])
+            after_crawl = u[sub] * geometric_sum(k, log_alpha, one_minus)
         if sub is ids:
             x[ids] = after_crawl
         else:
             x = np.where(explored, after_crawl, x)
-        return x, alpha, u
+        return x, u
+
+    def _table(self, ids: np.ndarray, u: np.ndarray, cost) -> IndexTable:
+        """The index table of sources ``ids`` (arrivals ``u``, aligned with them)."""
+        log_alpha, one_minus = self._logs_at(ids)
+        return IndexTable.from_logs(log_alpha, u, cost, one_minus)
 
     def explored(self) -> np.ndarray:
         """bool[N]: some crawl of the source taught something (an update of the rate
@@ -250,11 +284,11 @@ class AdaptiveWhittlePolicy(Policy):
         return out
 
     def priority(self, epoch: int) -> np.ndarray:
-        x, alpha, u = self.expected_state(epoch)
+        x, u = self._expected(epoch)
         cost = self.problem.cost
         prio = x / cost                       # unexplored sources: x / C
         ids = np.flatnonzero(self.explored())
-        prio[ids] = IndexTable(alpha[ids], u[ids], cost[ids]).index(x[ids])
+        prio[ids] = self._table(ids, u[ids], cost[ids]).index(x[ids])
         return prio
 
     #: mean discount exp(-mu age) below which a crawl's items teach xi nothing
@@ -276,7 +310,7 @@ class AdaptiveWhittlePolicy(Policy):
         k = int(np.floor(budget + 1e-9))
         if not 0 < k < self.n or not np.all(cost == 1.0):
             return select_top(self.priority(epoch), cost, budget, eligible)
-        x, alpha, u = self.expected_state(epoch)
+        x, u = self._expected(epoch)
         explored = self.explored()
         if self._cut is not None:
             threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
@@ -285,8 +319,8 @@ class AdaptiveWhittlePolicy(Policy):
                 keep &= eligible
             cand = np.flatnonzero(keep)
             if k <= cand.shape[0] <= self.n // 2:
-                prio = np.where(explored[cand],
-                                IndexTable(alpha[cand], u[cand], 1.0).index(x[cand]), x[cand])
+                prio = np.where(explored[cand], self._table(cand, u[cand], 1.0).index(x[cand]),
+                                x[cand])
                 top = select_top(prio, None, budget)
                 if prio[top[-1]] >= threshold:        # nothing pruned could have made it
                     self._cut = float(prio[top[-1]])
@@ -294,7 +328,7 @@ class AdaptiveWhittlePolicy(Policy):
                     return cand[top]
         prio = x.copy()                       # unexplored: x / C (C = 1), no index needed
         ids = np.flatnonzero(explored)
-        prio[ids] = IndexTable(alpha[ids], u[ids], 1.0).index(x[ids])
+        prio[ids] = self._table(ids, u[ids], 1.0).index(x[ids])
         chosen = select_top(prio, None, budget, eligible)
         self._cut = float(prio[chosen[-1]]) if chosen.shape[0] else None
         return chosen
