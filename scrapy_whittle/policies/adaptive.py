@@ -167,9 +167,9 @@ class AdaptiveWhittlePolicy(Policy):
         decay's integral over an epoch: most of the work) is kept between selections and
         computed again only for the sources whose estimates changed since (``observe``,
         ``report_value``, ``repair`` and a prior set for some sources name them,
-        ``_forget_parameters`` drops it): 8 bytes a source. alpha (as log alpha and 1 -
-        alpha, ``_logs_at``) comes from the decay fits, which the decay estimator keeps, for
-        the sources a selection ranks only. An element is computed the same way either way,
+        ``_forget_parameters`` drops it): 8 bytes a source. alpha, log alpha and 1 - alpha
+        (``_logs_at``) come from the decay fits, which the decay estimator keeps, for the
+        sources a selection ranks only. An element is computed the same way either way,
         so this never changes a choice (tested)."""
         u = self._params
         if u is None or u.shape[0] != self.n:
@@ -184,15 +184,15 @@ class AdaptiveWhittlePolicy(Policy):
             u.flags.writeable = False
         return u
 
-    def _logs_at(self, ids) -> tuple[np.ndarray, np.ndarray]:
-        """(log alpha, 1 - alpha) of sources ``ids`` (an index array or a slice) at the
-        current estimates, as ``_parameters_at`` computes them."""
-        log_alpha, one_minus = alpha_logs(self.decay.mean_at(ids), float(self.problem.period))[1:]
+    def _logs_at(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(alpha, log alpha, 1 - alpha) of sources ``ids`` (an index array or a slice) at
+        the current estimates, exactly as ``_parameters_at`` computes them."""
+        alpha, log_alpha, one_minus = alpha_logs(self.decay.mean_at(ids),
+                                                 float(self.problem.period))
         page = self._pages(ids)
         if page is not None:
-            self._page_alphas(page, np.empty(log_alpha.shape[0]), log_alpha, one_minus,
-                              np.arange(self.n)[ids])
-        return log_alpha, one_minus
+            self._page_alphas(page, alpha, log_alpha, one_minus, np.arange(self.n)[ids])
+        return alpha, log_alpha, one_minus
 
     def _pages(self, ids=slice(None)) -> np.ndarray | None:
         """Positions among ``ids`` of the sources ranked as pages (None: none)."""
@@ -242,7 +242,7 @@ class AdaptiveWhittlePolicy(Policy):
     def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
         x, u = self._expected(epoch)
-        return x, np.exp(self._logs_at(slice(None))[0]), u
+        return x, self._logs_at(slice(None))[0], u
 
     def _expected(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """(x, u) of ``expected_state``, without alpha."""
@@ -258,7 +258,7 @@ class AdaptiveWhittlePolicy(Policy):
         # sources only while they are few (the start of a crawl)
         sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
         k = np.maximum(epoch - self.last_epoch[sub], 0.0)
-        log_alpha, one_minus = self._logs_at(sub)
+        _, log_alpha, one_minus = self._logs_at(sub)
         with np.errstate(divide="ignore", invalid="ignore"):
             after_crawl = u[sub] * geometric_sum(k, log_alpha, one_minus)
         if sub is ids:
@@ -269,8 +269,7 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _table(self, ids: np.ndarray, u: np.ndarray, cost) -> IndexTable:
         """The index table of sources ``ids`` (arrivals ``u``, aligned with them)."""
-        log_alpha, one_minus = self._logs_at(ids)
-        return IndexTable.from_logs(log_alpha, u, cost, one_minus)
+        return IndexTable(self._logs_at(ids)[0], u, cost)
 
     def explored(self) -> np.ndarray:
         """bool[N]: some crawl of the source taught something (an update of the rate

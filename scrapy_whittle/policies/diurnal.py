@@ -42,7 +42,6 @@ from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import TopSelector, select_top
 
 ARRIVALS = ("blend", "now", "mean", "ahead:L")
-LOG_ALPHA_MIN = float(np.log(1e-300))     # alpha is taken as at least 1e-300 (IndexTable)
 
 
 def _parse_arrivals(arrivals: str) -> int:
@@ -250,27 +249,27 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         ids = np.flatnonzero(rhythmic)
         if ids.size:
             x[ids], u[ids] = self._rhythm_at(epoch, ids, self._logs_at(ids)[0], u0[ids])
-        alpha = np.exp(self._logs_at(slice(None))[0])
+        alpha = self._logs_at(slice(None))[0]
         return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
 
     def _rhythmic(self) -> np.ndarray:
         return self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
 
-    def _decay_scale(self, log_alpha, u0) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, Lambda xi) of sources with stationary (log alpha, u0)."""
+    def _decay_scale(self, alpha, u0) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, Lambda xi) of sources with stationary (alpha, u0)."""
         period = float(self.problem.period)
-        mu = -np.maximum(log_alpha, LOG_ALPHA_MIN) / period
+        mu = -np.log(np.clip(alpha, 1e-300, 1.0)) / period
         with np.errstate(divide="ignore", invalid="ignore"):
             per_epoch = np.where(mu > 0, -np.expm1(-mu * period) / np.where(mu > 0, mu, 1.0),
                                  period)
         return mu, u0 / per_epoch                     # Lambda xi (value per unit of time)
 
-    def _rhythm_at(self, epoch: int, ids: np.ndarray, log_alpha: np.ndarray, u0: np.ndarray
+    def _rhythm_at(self, epoch: int, ids: np.ndarray, alpha: np.ndarray, u0: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """(x, u) under the learned rhythm of the rhythmic sources ``ids`` (log alpha, u0:
-        their stationary parameters); element by element, whichever sources are asked."""
+        """(x, u) under the learned rhythm of the rhythmic sources ``ids`` (alpha, u0: their
+        stationary parameters); element by element, whichever sources are asked."""
         period = float(self.problem.period)
-        mu, scale = self._decay_scale(log_alpha, u0)
+        mu, scale = self._decay_scale(alpha, u0)
         now = self.time_of(epoch)
         last = np.minimum(self.crawl_time[ids], now)
         x = scale * self.profile.decayed_integral(last, now, mu, ids)
@@ -293,14 +292,14 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         learned rhythm (the stationary one where none was learned)."""
         x0, u0 = stationary
         x, u = x0[ids], u0[ids]
-        log_alpha, one_minus = self._logs_at(ids)
+        alpha = self._logs_at(ids)[0]
         rhythmic = self._rhythmic()[ids]
         if rhythmic.any():
             at = np.flatnonzero(rhythmic)
             x, u = x.copy(), u.copy()
-            x[at], u[at] = self._rhythm_at(epoch, ids[at], log_alpha[at], u0[ids[at]])
-        return IndexTable.from_logs(log_alpha, np.maximum(u, 0.0), self.problem.cost[ids],
-                                    one_minus).index(np.maximum(x, 0.0))
+            x[at], u[at] = self._rhythm_at(epoch, ids[at], alpha[at], u0[ids[at]])
+        return IndexTable(alpha, np.maximum(u, 0.0), self.problem.cost[ids]).index(
+            np.maximum(x, 0.0))
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget`` (among ``eligible`` sources); with unit

@@ -202,8 +202,9 @@ def test_kept_parameters_equal_a_fresh_computation(name, n, stochastic):
     pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=5)
 
     def check():
-        kept = (pol._parameters(), *pol._logs_at(slice(None)))     # u, log alpha, 1 - alpha
-        fresh = pol._parameters_at(np.arange(pol.n))[1:]
+        alpha, log_alpha, one_minus = pol._logs_at(slice(None))
+        kept = (alpha, pol._parameters(), log_alpha, one_minus)
+        fresh = pol._parameters_at(np.arange(pol.n))
         for a, b in zip(kept, fresh, strict=True):
             np.testing.assert_array_equal(a, b)
 
