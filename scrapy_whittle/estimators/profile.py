@@ -257,24 +257,26 @@ class ProfileEstimator(VectorEstimator):
         single = not groups.size or groups.min() == groups.max()
         learned = False
         for g in (groups[:1] if single else np.unique(groups)):
-            members = np.ones(groups.shape, dtype=bool) if single else groups == g
-            has = members & np.isfinite(var)
+            # one group (the usual case): every source, as a slice (no copies of N rows)
+            members = slice(None) if single else groups == g
+            has = np.isfinite(var) if single else members & np.isfinite(var)
             if not has.any():
                 continue
             learned = True
             w = 1.0 / var[has]                                  # precision, n / 2
-            mean = (coef[has] * w[:, None]).sum(axis=0) / w.sum()
+            known = coef[has]
+            mean = (known * w[:, None]).sum(axis=0) / w.sum()
             k = int(has.sum())
             h = self.harmonics
             if k >= 5:                          # DerSimonian-Laird, per harmonic (cos, sin)
-                q = (w[:, None] * (coef[has] - mean) ** 2).sum(axis=0)
+                q = (w[:, None] * (known - mean) ** 2).sum(axis=0)
                 spread = w.sum() - (w * w).sum() / w.sum()
                 tau2 = np.maximum((q - (k - 1)) / spread, 0.0)
                 tau2 = np.maximum(0.5 * (tau2[:h] + tau2[h:]), self.tau_min ** 2)
                 tau2 = np.concatenate([tau2, tau2])
             else:
                 tau2 = np.full(2 * h, self.prior_tau ** 2)
-            v = np.where(np.isfinite(var), var, np.inf)[members, None]
+            v = np.where(np.isfinite(var), var, np.inf)[members][:, None]
             shrink = tau2 / (tau2 + v)
             out[members] = mean + shrink * (coef[members] - mean)
         # (no group has a source with data yet: every profile is flat, nothing to check)
