@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 _LOG_ALPHA_MIN = float(np.log(1e-300))
 _LOG_ALPHA_MAX = float(np.log(1.0 - 2.0**-53))
 _ONE_MINUS_MIN = float(-np.expm1(_LOG_ALPHA_MAX))

@@ -121,7 +121,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.missed_total = 0.0
         self.last_missed = 0.0
         self._cut: float | None = None       # last selection's smallest priority (pruning)
-        self._params: np.ndarray | None = None        # the kept u, see _parameters
+        self._u: np.ndarray | None = None             # see _kept_u
         self._stale: list[np.ndarray] = []
         self.pruned_decisions = 0            # selections decided on the pruned path
 
@@ -144,11 +144,11 @@ class AdaptiveWhittlePolicy(Policy):
 
     def set_prior_half_life(self, ids, half_life) -> None:
         self.decay.set_prior(ids, half_life)
-        self._parameters_changed(ids)
+        self._estimates_changed(ids)
 
     def set_prior_rate(self, ids, rate) -> np.ndarray:
         changed = super().set_prior_rate(ids, rate)
-        self._parameters_changed(changed)
+        self._estimates_changed(changed)
         return changed
 
     def _per_epoch(self, rate):
@@ -162,20 +162,20 @@ class AdaptiveWhittlePolicy(Policy):
         """(alpha, u) of every source at the current estimates (computed afresh)."""
         return self._parameters_at(np.arange(self.n))[:2]
 
-    def _parameters(self) -> np.ndarray:
+    def _kept_u(self) -> np.ndarray:
         """u of every source at the current estimates, read-only. It (rate x value x the
         decay's integral over an epoch: most of the work) is kept between selections and
         computed again only for the sources whose estimates changed since (``observe``,
         ``report_value``, ``repair`` and a prior set for some sources name them,
-        ``_forget_parameters`` drops it): 8 bytes a source. alpha, log alpha and 1 - alpha
-        (``_logs_at``) come from the decay fits, which the decay estimator keeps, for the
+        ``_forget_kept_u`` drops it): 8 bytes a source. alpha, log alpha and 1 - alpha
+        (``_alphas_at``) come from the decay fits, which the decay estimator keeps, for the
         sources a selection ranks only. An element is computed the same way either way,
         so this never changes a choice (tested)."""
-        u = self._params
+        u = self._u
         if u is None or u.shape[0] != self.n:
             u = self._parameters_at(np.arange(self.n))[1]
             u.flags.writeable = False
-            self._params, self._stale = u, []
+            self._u, self._stale = u, []
         elif self._stale:
             ids = np.unique(np.concatenate(self._stale))
             self._stale = []
@@ -184,7 +184,7 @@ class AdaptiveWhittlePolicy(Policy):
             u.flags.writeable = False
         return u
 
-    def _logs_at(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _alphas_at(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(alpha, log alpha, 1 - alpha) of sources ``ids`` (an index array or a slice) at
         the current estimates, exactly as ``_parameters_at`` computes them."""
         alpha, log_alpha, one_minus = alpha_logs(self.decay.mean_at(ids),
@@ -213,17 +213,17 @@ class AdaptiveWhittlePolicy(Policy):
         one_minus[at] = -np.expm1(log_alpha[at])
         return u
 
-    def _parameters_changed(self, ids) -> None:
-        """The estimates of sources ``ids`` changed: their (alpha, u) are computed again."""
-        if self._params is not None:
+    def _estimates_changed(self, ids) -> None:
+        """The estimates of sources ``ids`` changed: their kept u is computed again."""
+        if self._u is not None:
             self._stale.append(np.asarray(ids, dtype=np.int64).reshape(-1))
 
-    def _forget_parameters(self) -> None:
-        self._params, self._stale = None, []
+    def _forget_kept_u(self) -> None:
+        self._u, self._stale = None, []
 
     def _after_import(self) -> None:
         super()._after_import()
-        self._forget_parameters()
+        self._forget_kept_u()
 
     def _parameters_at(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
         """(alpha, u, log alpha, 1 - alpha) of sources ``ids``."""
@@ -242,11 +242,11 @@ class AdaptiveWhittlePolicy(Policy):
     def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
         x, u = self._expected(epoch)
-        return x, self._logs_at(slice(None))[0], u
+        return x, self._alphas_at(slice(None))[0], u
 
     def _expected(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """(x, u) of ``expected_state``, without alpha."""
-        u = self._parameters()
+        u = self._kept_u()
         explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
@@ -258,7 +258,7 @@ class AdaptiveWhittlePolicy(Policy):
         # sources only while they are few (the start of a crawl)
         sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
         k = np.maximum(epoch - self.last_epoch[sub], 0.0)
-        _, log_alpha, one_minus = self._logs_at(sub)
+        _, log_alpha, one_minus = self._alphas_at(sub)
         with np.errstate(divide="ignore", invalid="ignore"):
             after_crawl = u[sub] * geometric_sum(k, log_alpha, one_minus)
         if sub is ids:
@@ -269,7 +269,7 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _table(self, ids: np.ndarray, u: np.ndarray, cost) -> IndexTable:
         """The index table of sources ``ids`` (arrivals ``u``, aligned with them)."""
-        return IndexTable(self._logs_at(ids)[0], u, cost)
+        return IndexTable(self._alphas_at(ids)[0], u, cost)
 
     def explored(self) -> np.ndarray:
         """bool[N]: some crawl of the source taught something (an update of the rate
@@ -370,7 +370,7 @@ class AdaptiveWhittlePolicy(Policy):
                 self._observe_counts(obs, sel, src, t, reward)
         self.last_epoch[src] = obs.epoch
         self.rates.last_time[src] = t
-        self._parameters_changed(src)
+        self._estimates_changed(src)
 
     def _observe_items(self, obs, sel, src, t, reward) -> None:
         off, idx = segment_rows(obs.item_offsets, sel)
@@ -457,7 +457,7 @@ class AdaptiveWhittlePolicy(Policy):
             self.changes.reset(rows)
             self.importance.reset(rows)
         self.kind[ids] = UNKNOWN
-        self._parameters_changed(ids)
+        self._estimates_changed(ids)
         self.last_epoch[ids] = np.nan
         self.added_epoch[ids] = np.where(np.isinf(self.added_epoch[ids]), np.nan,
                                          self.added_epoch[ids])
@@ -504,7 +504,7 @@ class AdaptiveWhittlePolicy(Policy):
         if ok and base_value is not None:
             self.values.report(source, base_value)
         if ok:
-            self._parameters_changed([source])
+            self._estimates_changed([source])
         return ok
 
     # -- growth and persistence -------------------------------------------------------------
@@ -513,7 +513,7 @@ class AdaptiveWhittlePolicy(Policy):
         if n_new <= 0:
             return
         super().grow(n_new, cost)
-        self._forget_parameters()
+        self._forget_kept_u()
         self.rates.grow(n_new)
         self.decay.grow(n_new)
         self.values.grow(n_new, prior_mean=weights)

@@ -248,8 +248,8 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         x, u = x0.copy(), u0.copy()
         ids = np.flatnonzero(rhythmic)
         if ids.size:
-            x[ids], u[ids] = self._rhythm_at(epoch, ids, self._logs_at(ids)[0], u0[ids])
-        alpha = self._logs_at(slice(None))[0]
+            x[ids], u[ids] = self._rhythm_at(epoch, ids, self._alphas_at(ids)[0], u0[ids])
+        alpha = self._alphas_at(slice(None))[0]
         return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
 
     def _rhythmic(self) -> np.ndarray:
@@ -282,7 +282,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
 
     def priority(self, epoch: int) -> np.ndarray:
         stationary = self._expected(epoch)
-        prio = stationary[0] / self.problem.cost               # never crawled: x / C, no index needed
+        prio = stationary[0] / self.problem.cost        # never crawled: x / C, no index
         ids = np.flatnonzero(self.explored())
         prio[ids] = self._priority_at(epoch, ids, stationary)
         return prio
@@ -292,7 +292,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         learned rhythm (the stationary one where none was learned)."""
         x0, u0 = stationary
         x, u = x0[ids], u0[ids]
-        alpha = self._logs_at(ids)[0]
+        alpha = self._alphas_at(ids)[0]
         rhythmic = self._rhythmic()[ids]
         if rhythmic.any():
             at = np.flatnonzero(rhythmic)
@@ -331,7 +331,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         if rhythmic.any():
             at = np.flatnonzero(rhythmic)
             r = ids[at]
-            mu, scale = self._decay_scale(self._logs_at(r)[0], u0[r])
+            mu, scale = self._decay_scale(self._alphas_at(r)[0], u0[r])
             span = np.maximum(self.time_of(epoch) - self.crawl_time[r], 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 since = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0),

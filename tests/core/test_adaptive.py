@@ -202,8 +202,8 @@ def test_kept_parameters_equal_a_fresh_computation(name, n, stochastic):
     pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=5)
 
     def check():
-        alpha, log_alpha, one_minus = pol._logs_at(slice(None))
-        kept = (alpha, pol._parameters(), log_alpha, one_minus)
+        alpha, log_alpha, one_minus = pol._alphas_at(slice(None))
+        kept = (alpha, pol._kept_u(), log_alpha, one_minus)
         fresh = pol._parameters_at(np.arange(pol.n))
         for a, b in zip(kept, fresh, strict=True):
             np.testing.assert_array_equal(a, b)
@@ -231,4 +231,4 @@ def test_kept_parameters_equal_a_fresh_computation(name, n, stochastic):
     pol.select(60, sc.budget)
     check()
     with pytest.raises(ValueError):      # read-only: nothing outside changes the kept u
-        pol._parameters()[0] = 1.0
+        pol._kept_u()[0] = 1.0
