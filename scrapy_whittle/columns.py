@@ -230,6 +230,44 @@ def refill_rows(arrays: PerSourceArrays, rows, keep: tuple[str, ...] = ()) -> No
             getattr(arrays, name)[rows] = col.fill
 
 
+class KeptRows:
+    """Per-source arrays derived from a state, kept between uses and recomputed only for the
+    rows marked changed since (read-only to callers).
+
+    ``compute(ids)`` returns the arrays for sources ``ids`` (an index array, or
+    ``slice(None)`` for all) computing each row from that source's state only, so that a
+    row recomputed alone equals the row of a full computation."""
+
+    def __init__(self, compute) -> None:
+        self._compute = compute
+        self._arrays: tuple[np.ndarray, ...] | None = None
+        self._stale: list[np.ndarray] = []
+
+    def get(self, n: int) -> tuple[np.ndarray, ...]:
+        """The arrays of the ``n`` sources, up to date."""
+        if self._arrays is None or self._arrays[0].shape[0] != n:
+            self._arrays, self._stale = self._compute(slice(None)), []
+            for arr in self._arrays:
+                arr.flags.writeable = False
+        elif self._stale:
+            ids = np.unique(np.concatenate(self._stale))
+            self._stale = []
+            for arr, new in zip(self._arrays, self._compute(ids), strict=True):
+                arr.flags.writeable = True
+                arr[ids] = new
+                arr.flags.writeable = False
+        return self._arrays
+
+    def changed(self, ids) -> None:
+        """The state of sources ``ids`` changed: their rows are recomputed at the next get."""
+        if self._arrays is not None:
+            self._stale.append(np.asarray(ids, dtype=np.int64).reshape(-1))
+
+    def forget(self) -> None:
+        """Everything is recomputed at the next get (sources added, a state imported)."""
+        self._arrays, self._stale = None, []
+
+
 class SparseRows:
     """Source id -> row of a block that only some sources use (-1: none yet).
 

@@ -76,17 +76,9 @@ class IndexTable:
             raise ValueError("alpha must lie in [0, 1]")
         if np.any(~np.isfinite(cost) | (cost <= 0)):
             raise ValueError("cost must be finite and > 0")
-        self._frozen = alpha >= 1.0      # no decay: the index is exactly 0 (the limit)
-        alpha = np.clip(alpha, 1e-300, 1.0 - 2.0**-53)
-        log_alpha = np.log(alpha)                           # in [-690.8, -1.1e-16]
-        em1 = np.expm1(log_alpha)                           # alpha - 1, in [-1, -1.1e-16]
-        self._one_minus = -em1
-        self._shape = u.shape
-        self._precise_mask = (-em1 < self.PRECISE_BELOW).ravel()
-        self._precise = None if not self._precise_mask.any() else (
-            slice(None) if self._precise_mask.all() else np.flatnonzero(self._precise_mask))
-        # (1/u*, log alpha, 1/log alpha, 1/(alpha - 1), u, 1/C): all the formula needs
-        self._consts = (None, log_alpha, 1.0 / log_alpha, 1.0 / em1, None, 1.0 / cost)
+        frozen = alpha >= 1.0            # no decay: the index is exactly 0 (the limit)
+        log_alpha = np.log(np.clip(alpha, 1e-300, 1.0 - 2.0**-53))   # in [-690.8, -1.1e-16]
+        self._set_alpha(frozen, log_alpha, -np.expm1(log_alpha), cost)
         self._set_u(u)
 
     @classmethod
@@ -102,21 +94,27 @@ class IndexTable:
             raise ValueError("alpha must lie in [0, 1] (log alpha <= 0)")
         if np.any(~np.isfinite(cost) | (cost <= 0)):
             raise ValueError("cost must be finite and > 0")
-        table = object.__new__(cls)
-        table._frozen = log_alpha > -2.0**-54
         clipped = np.clip(log_alpha, _LOG_ALPHA_MIN, _LOG_ALPHA_MAX)
         if one_minus_alpha is None:
             one_minus = -np.expm1(clipped)
         else:
             one_minus = np.maximum(np.broadcast_to(one_minus_alpha, u.shape), _ONE_MINUS_MIN)
-        table._one_minus = one_minus
-        table._shape = u.shape
-        table._precise_mask = (one_minus < cls.PRECISE_BELOW).ravel()
-        table._precise = None if not table._precise_mask.any() else (
-            slice(None) if table._precise_mask.all() else np.flatnonzero(table._precise_mask))
-        table._consts = (None, clipped, 1.0 / clipped, -1.0 / one_minus, None, 1.0 / cost)
+        table = object.__new__(cls)
+        table._set_alpha(log_alpha > -2.0**-54, clipped, one_minus, cost)
         table._set_u(u)
         return table
+
+    def _set_alpha(self, frozen, log_alpha, one_minus, cost) -> None:
+        """What the index needs of alpha (clamped) and the costs."""
+        self._frozen = frozen
+        self._one_minus = one_minus
+        self._shape = one_minus.shape
+        self._precise_mask = (one_minus < self.PRECISE_BELOW).ravel()
+        self._precise = None if not self._precise_mask.any() else (
+            slice(None) if self._precise_mask.all() else np.flatnonzero(self._precise_mask))
+        # (1/u*, log alpha, 1/log alpha, 1/(alpha - 1), u, 1/C): all the formula needs; the
+        # u part is set by _set_u
+        self._consts = (None, log_alpha, 1.0 / log_alpha, -1.0 / one_minus, None, 1.0 / cost)
 
     def _set_u(self, u: np.ndarray) -> None:
         if np.any(~np.isfinite(u) | (u < 0)):
@@ -135,7 +133,7 @@ class IndexTable:
         u = np.asarray(u, dtype=np.float64)
         if u.shape != self._shape:
             raise ValueError(f"u must have the table's shape {self._shape}, got {u.shape}")
-        table = object.__new__(IndexTable)
+        table = object.__new__(type(self))
         for name in ("_frozen", "_one_minus", "_shape", "_precise_mask", "_precise",
                      "_consts"):
             setattr(table, name, getattr(self, name))

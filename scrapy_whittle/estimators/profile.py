@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.columns import Col
+from scrapy_whittle.columns import Col, KeptRows
 from scrapy_whittle.estimators._base import VectorEstimator, as_column, as_sources
 
 HARMONIC_ARRAYS = ("item_cos", "item_sin", "exp_cos", "exp_sin")
@@ -94,9 +94,7 @@ class ProfileEstimator(VectorEstimator):
         self.future_tolerance = float(future_tolerance)
         self.omega = 2.0 * np.pi / self.day
         self._cache: np.ndarray | None = None
-        # raw() of every source, and the sources whose evidence changed since (_raw_of)
-        self._raw: tuple[np.ndarray, np.ndarray] | None = None
-        self._raw_stale: list[np.ndarray] = []
+        self._raw = KeptRows(self._raw_of)       # raw() of every source
         super().__init__(n)
 
     def _columns(self) -> dict[str, Col]:
@@ -107,10 +105,12 @@ class ProfileEstimator(VectorEstimator):
     def grow(self, n_new: int, **prior: Any) -> None:
         super().grow(n_new, **prior)
         if n_new > 0:
-            self._cache = self._raw = None
+            self._cache = None
+            self._raw.forget()
 
     def _after_import(self) -> None:
-        self._cache = self._raw = None
+        self._cache = None
+        self._raw.forget()
 
     def _after_reset(self, ids) -> None:
         self._changed(ids)
@@ -119,8 +119,7 @@ class ProfileEstimator(VectorEstimator):
         """The evidence of sources ``ids`` changed: their raw coefficients are computed
         again, and the shrunk ones of every source (the groups' spreads move)."""
         self._cache = None
-        if self._raw is not None:
-            self._raw_stale.append(np.asarray(ids, dtype=np.int64).reshape(-1))
+        self._raw.changed(ids)
 
     def set_groups(self, sources, groups) -> None:
         """Put ``sources`` in shrinkage groups (ints >= 0, e.g. OPML categories)."""
@@ -212,19 +211,8 @@ class ProfileEstimator(VectorEstimator):
         variance inf where a source has no usable data. Kept between calls: only the
         sources whose evidence changed are computed again (a row depends on its own sums
         only, so the result is the same either way). Read-only."""
-        if self._raw is None or self._raw[1].shape[0] != self.n:
-            self._raw = self._raw_of(slice(None))
-            self._raw_stale = []
-            for arr in self._raw:
-                arr.flags.writeable = False
-        elif self._raw_stale:
-            ids = np.unique(np.concatenate(self._raw_stale))
-            self._raw_stale = []
-            for arr, new in zip(self._raw, self._raw_of(ids), strict=True):
-                arr.flags.writeable = True
-                arr[ids] = new
-                arr.flags.writeable = False
-        return self._raw
+        coef, var = self._raw.get(self.n)
+        return coef, var
 
     def _raw_of(self, rows) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`raw` of sources ``rows`` (an index array or a slice)."""

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.columns import Col, SparseRows
+from scrapy_whittle.columns import Col, KeptRows, SparseRows
 from scrapy_whittle.dynamics import alpha_logs, alpha_u_logs, geometric_sum, pages_alpha_u
 from scrapy_whittle.estimators import (
     ChangeRateEstimator,
@@ -121,8 +121,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.missed_total = 0.0
         self.last_missed = 0.0
         self._cut: float | None = None       # last selection's smallest priority (pruning)
-        self._u: np.ndarray | None = None             # see _kept_u
-        self._stale: list[np.ndarray] = []
+        self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
         self.pruned_decisions = 0            # selections decided on the pruned path
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
@@ -160,29 +159,18 @@ class AdaptiveWhittlePolicy(Policy):
     # -- the index --------------------------------------------------------------------------
     def parameters(self) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, u) of every source at the current estimates (computed afresh)."""
-        return self._parameters_at(np.arange(self.n))[:2]
+        return self._parameters_at(slice(None))[:2]
 
     def _kept_u(self) -> np.ndarray:
         """u of every source at the current estimates, read-only. It (rate x value x the
         decay's integral over an epoch: most of the work) is kept between selections and
         computed again only for the sources whose estimates changed since (``observe``,
         ``report_value``, ``repair`` and a prior set for some sources name them,
-        ``_forget_kept_u`` drops it): 8 bytes a source. alpha, log alpha and 1 - alpha
+        a restore or new sources drop it): 8 bytes a source. alpha, log alpha and 1 - alpha
         (``_alphas_at``) come from the decay fits, which the decay estimator keeps, for the
         sources a selection ranks only. An element is computed the same way either way,
         so this never changes a choice (tested)."""
-        u = self._u
-        if u is None or u.shape[0] != self.n:
-            u = self._parameters_at(np.arange(self.n))[1]
-            u.flags.writeable = False
-            self._u, self._stale = u, []
-        elif self._stale:
-            ids = np.unique(np.concatenate(self._stale))
-            self._stale = []
-            u.flags.writeable = True
-            u[ids] = self._parameters_at(ids)[1]
-            u.flags.writeable = False
-        return u
+        return self._u.get(self.n)[0]
 
     def _alphas_at(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(alpha, log alpha, 1 - alpha) of sources ``ids`` (an index array or a slice) at
@@ -191,7 +179,7 @@ class AdaptiveWhittlePolicy(Policy):
                                                  float(self.problem.period))
         page = self._pages(ids)
         if page is not None:
-            self._page_alphas(page, alpha, log_alpha, one_minus, np.arange(self.n)[ids])
+            self._page_alphas(page, alpha, log_alpha, one_minus, ids)
         return alpha, log_alpha, one_minus
 
     def _pages(self, ids=slice(None)) -> np.ndarray | None:
@@ -202,10 +190,11 @@ class AdaptiveWhittlePolicy(Policy):
             page |= kind == UNKNOWN
         return np.flatnonzero(page) if page.any() else None
 
-    def _page_alphas(self, at, alpha, log_alpha, one_minus, ids=None) -> np.ndarray:
-        """Set the (alpha, log alpha, 1 - alpha) of the pages at positions ``at`` (of
-        ``ids``, default all sources) from their change rates; returns their u."""
-        src = at if ids is None else ids[at]
+    def _page_alphas(self, at, alpha, log_alpha, one_minus, ids=slice(None)) -> np.ndarray:
+        """Set the (alpha, log alpha, 1 - alpha) of the pages at positions ``at`` of ``ids``
+        (an index array, or ``slice(None)``: all sources) from their change rates; returns
+        their u."""
+        src = at if isinstance(ids, slice) else ids[at]
         rows = self.page_rows.rows(src)
         alpha[at], u = pages_alpha_u(self.changes.mean()[rows], self.importance.mean()[rows])
         with np.errstate(divide="ignore"):
@@ -215,18 +204,15 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _estimates_changed(self, ids) -> None:
         """The estimates of sources ``ids`` changed: their kept u is computed again."""
-        if self._u is not None:
-            self._stale.append(np.asarray(ids, dtype=np.int64).reshape(-1))
-
-    def _forget_kept_u(self) -> None:
-        self._u, self._stale = None, []
+        self._u.changed(ids)
 
     def _after_import(self) -> None:
         super()._after_import()
-        self._forget_kept_u()
+        self._u.forget()
 
-    def _parameters_at(self, ids: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(alpha, u, log alpha, 1 - alpha) of sources ``ids``."""
+    def _parameters_at(self, ids) -> tuple[np.ndarray, ...]:
+        """(alpha, u, log alpha, 1 - alpha) of sources ``ids`` (an index array, or
+        ``slice(None)``: all)."""
         scale = self.rates.mean_at(ids) * self.values.mean_at(ids)          # Lambda xi
         counts = self.kind[ids] == COUNTS
         if counts.any():
@@ -513,7 +499,7 @@ class AdaptiveWhittlePolicy(Policy):
         if n_new <= 0:
             return
         super().grow(n_new, cost)
-        self._forget_kept_u()
+        self._u.forget()
         self.rates.grow(n_new)
         self.decay.grow(n_new)
         self.values.grow(n_new, prior_mean=weights)
