@@ -43,13 +43,17 @@ def select_top(priority: np.ndarray, cost: np.ndarray | None, budget: float,
     if k_max <= 0:
         return np.zeros(0, dtype=np.int64)
     if k_max < m:
-        # argpartition puts the k_max largest first (in any order); ties at the boundary are
-        # resolved towards lower indices by partitioning on (-priority, index) via lexsort
-        # of the candidates only.
-        part = np.argpartition(-prio, k_max - 1)[:k_max]
-        kth = prio[part].min()
+        # the k_max largest: those above the k_max-th largest value, then those equal to it
+        # from the lowest index on (ties go to the lower index)
+        kth = _shared_kth_largest(prio, k_max)
+        if kth is None:
+            # argpartition puts the k_max largest first (in any order)
+            part = np.argpartition(-prio, k_max - 1)[:k_max]
+            kth = prio[part].min()
+            above = part[prio[part] > kth]
+        else:
+            above = np.flatnonzero(prio > kth)
         tied = np.flatnonzero(prio == kth)
-        above = part[prio[part] > kth]
         top = np.concatenate([above, tied[: k_max - above.shape[0]]])
     else:
         top = np.arange(m)
@@ -66,6 +70,37 @@ def select_top(priority: np.ndarray, cost: np.ndarray | None, budget: float,
                     left -= cj
             top = top[keep]
     return top if candidates is None else candidates[top]
+
+
+#: values sampled to recognise a k-th largest value that many sources share
+TIE_SAMPLE = 256
+
+
+def _shared_kth_largest(prio: np.ndarray, k: int) -> float | None:
+    """The k-th largest of ``prio`` when many elements share it, else None (not looked for).
+
+    A selection often cuts through a mass of equal priorities (at a crawl's start every
+    unexplored source has the same one), and ``argpartition`` is slow on those: five to ten
+    times its usual cost, 70 ms for a million priorities. A strided sample (sorted) says
+    where the k-th largest should be, give or take its sampling error; a sample value near
+    there shared by a twentieth of the sample is checked exactly, with two counting passes.
+    Anything else (no mass there, or a guess off the mark) answers None."""
+    m = prio.shape[0]
+    step = max(1, m // TIE_SAMPLE)
+    sample = np.sort(prio[::step])[::-1]              # descending (NaN first: never a guess)
+    size = sample.shape[0]
+    j = (k - 1) / step                                 # where the k-th falls in the sample
+    spread = 2.0 * np.sqrt(j + 1.0) + 2.0               # ~ its sampling error, generously
+    tried = set()
+    for rank in (j, j - spread, j + spread):
+        guess = float(sample[min(max(int(rank), 0), size - 1)])
+        if guess in tried or not 20 * np.count_nonzero(sample == guess) >= size:
+            continue
+        tried.add(guess)
+        above = int(np.count_nonzero(prio > guess))
+        if above < k <= above + int(np.count_nonzero(prio == guess)):
+            return guess
+    return None
 
 
 class TopSelector:

@@ -40,3 +40,42 @@ def test_top_selector_equals_select_top_on_drifting_priorities(k):
         np.testing.assert_array_equal(sel(prio, None, k), select_top(prio, None, k))
     # a collapse of all priorities forces the fallback path
     np.testing.assert_array_equal(sel(prio * 1e-6, None, k), select_top(prio * 1e-6, None, k))
+
+
+def _reference_top(prio, k):
+    """The k largest by a full sort: higher priority first, ties to the lower index."""
+    return np.lexsort((np.arange(prio.shape[0]), -prio))[:k]
+
+
+@pytest.mark.parametrize("case", ["mass_at_cut", "mass_on_top", "two_masses", "few_values",
+                                  "mass_just_above_cut", "distinct"])
+@pytest.mark.parametrize("k", [1, 37, 400])
+def test_masses_of_equal_priorities_give_the_same_top_as_a_full_sort(case, k):
+    # masses of equal priorities take the sampled shortcut (every unexplored source of a
+    # new crawl shares one); the result must be exactly the full sort's
+    rng = np.random.default_rng(k)
+    n = 20_000
+    prio = np.full(n, 3.0)
+    if case == "mass_at_cut":
+        prio[rng.permutation(n)[:k // 2 + 1]] = rng.uniform(3.5, 9.0, k // 2 + 1)
+    elif case == "mass_on_top":
+        prio[rng.permutation(n)[:n // 3]] = rng.uniform(0.0, 2.0, n // 3)
+    elif case == "two_masses":
+        prio[: n // 2] = 1.0
+        prio[rng.permutation(n)[:k]] = 5.0
+        prio[rng.permutation(n)[:k // 3]] = rng.uniform(4.0, 6.0, k // 3)
+    elif case == "few_values":
+        prio = rng.integers(0, 6, n).astype(np.float64)
+    elif case == "mass_just_above_cut":     # the k-th largest is the first value below it
+        n = 5 * k + 10
+        prio = rng.uniform(0.0, 1.0, n)
+        order = rng.permutation(n)
+        prio[order[:2]] = 4.0
+        prio[order[2:k - 1]] = 3.0          # 2 above, k - 3 in the mass: k - 1 in all
+    else:
+        prio = rng.lognormal(size=n)
+    np.testing.assert_array_equal(select_top(prio, None, k), _reference_top(prio, k))
+    eligible = rng.random(n) < 0.7
+    cand = np.flatnonzero(eligible)
+    np.testing.assert_array_equal(select_top(prio, None, k, eligible),
+                                  cand[_reference_top(prio[cand], k)])
