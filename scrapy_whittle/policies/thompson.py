@@ -257,6 +257,8 @@ class ThompsonWhittlePolicy(Policy):
         self.estimator = EphemeralEstimator(problem.n, problem.period, **estimator_options)
         self._estimator_options = estimator_options
         self._epoch = 0
+        self._cut: float | None = None    # the last selection's cut-off (a cache)
+        self.pruned_decisions = 0
 
     def _row_children(self):
         return {"estimator": self.estimator}
@@ -269,17 +271,52 @@ class ThompsonWhittlePolicy(Policy):
         ids = np.asarray(ids, dtype=np.int64)
         return {"rate": lam[ids], "half_life": np.log(2.0) / mu[ids], "value": xi[ids]}
 
-    def priority(self, epoch: int) -> np.ndarray:
+    #: the cut-off of the next selection is guessed this much below the last one
+    PRUNE_MARGIN = 0.05
+
+    def _sampled(self, epoch: int) -> tuple[np.ndarray, ...]:
+        """(x, u, log alpha, 1 - alpha) of one posterior draw of every source's parameters;
+        x = u G_k, k epochs after the last crawl (x0 = 0 then: ``dynamics.expected_state``
+        without its alpha^k x0)."""
         lam, xi, mu = self.estimator.sample(self.rng)
         u, log_alpha, one_minus = u_logs(lam * xi, mu, self.estimator.period)
-        # x0 = 0 at the last crawl: x = u G_k (dynamics.expected_state, without its alpha^k x0)
         with np.errstate(divide="ignore", invalid="ignore"):
             x = u * geometric_sum(epoch - self.last_crawl, log_alpha, one_minus)
+        return x, u, log_alpha, one_minus
+
+    def priority(self, epoch: int) -> np.ndarray:
+        x, u, log_alpha, one_minus = self._sampled(epoch)
         return IndexTable.from_logs(log_alpha, u, self.problem.cost, one_minus).index(x)
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget``; with unit costs the index is computed
+        only for the sources that can make the top: it never exceeds x / C (``IndexTable``),
+        so a source whose sampled x is below the last selection's cut-off (lowered by
+        ``PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it (else
+        the full computation runs). The same draws, the same choice either way (tested)."""
         self._epoch = epoch
-        return select_top(self.priority(epoch), self.problem.cost, budget, eligible)
+        x, u, log_alpha, one_minus = self._sampled(epoch)
+        cost = self.problem.cost
+        k = int(np.floor(budget + 1e-9))
+        unit = 0 < k < self.n and bool(np.all(cost == 1.0))
+        if unit and self._cut is not None:
+            threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
+            keep = x >= threshold
+            if eligible is not None:
+                keep &= eligible
+            cand = np.flatnonzero(keep)
+            if k <= cand.shape[0] <= self.n // 2:
+                prio = IndexTable.from_logs(log_alpha[cand], u[cand], 1.0,
+                                            one_minus[cand]).index(x[cand])
+                top = select_top(prio, None, budget)
+                if prio[top[-1]] >= threshold:        # nothing pruned could have made it
+                    self._cut = float(prio[top[-1]])
+                    self.pruned_decisions += 1
+                    return cand[top]
+        prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index(x)
+        chosen = select_top(prio, cost, budget, eligible)
+        self._cut = float(prio[chosen[-1]]) if unit and chosen.shape[0] else None
+        return chosen
 
     def observe(self, obs: Observation) -> None:
         self.estimator.update(obs)
