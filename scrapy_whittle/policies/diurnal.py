@@ -343,16 +343,27 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
             bound = bound.copy()
             bound[at] = np.maximum(scale * peak * since * (1.0 + 1e-9), x0[r])
         threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
-        cand = bound >= threshold
         prio = x0.copy()                     # never crawled: exact
         prio[ids] = -np.inf                  # pruned: below the threshold
-        prio[ids[cand]] = self._priority_at(epoch, ids[cand], stationary)
-        chosen = select_top(prio, None, budget, eligible)
-        if chosen.shape[0] < k or not prio[chosen[-1]] >= threshold:
-            return None                      # something pruned might have made it
-        self._cut = float(prio[chosen[-1]])
-        self.pruned_decisions += 1
-        return chosen
+        done = np.zeros(ids.shape[0], dtype=bool)
+        for _ in range(2):
+            cand = (bound >= threshold) & ~done
+            prio[ids[cand]] = self._priority_at(epoch, ids[cand], stationary)
+            done |= cand
+            chosen = select_top(prio, None, budget, eligible)
+            if chosen.shape[0] < k:
+                return None
+            last = prio[chosen[-1]]
+            if last >= threshold:            # nothing pruned could have made it
+                self._cut = float(last)
+                self.pruned_decisions += 1
+                return chosen
+            if not np.isfinite(last):
+                return None
+            # the true M-th priority is at least ``last`` (more exact values can only raise
+            # it): computing every source whose bound reaches it settles the choice
+            threshold = last
+        return None
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:

@@ -300,23 +300,35 @@ class ThompsonWhittlePolicy(Policy):
         k = int(np.floor(budget + 1e-9))
         unit = 0 < k < self.n and bool(np.all(cost == 1.0))
         if unit and self._cut is not None:
-            threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
-            keep = x >= threshold
-            if eligible is not None:
-                keep &= eligible
-            cand = np.flatnonzero(keep)
-            if k <= cand.shape[0] <= self.n // 2:
-                prio = IndexTable.from_logs(log_alpha[cand], u[cand], 1.0,
-                                            one_minus[cand]).index(x[cand])
-                top = select_top(prio, None, budget)
-                if prio[top[-1]] >= threshold:        # nothing pruned could have made it
-                    self._cut = float(prio[top[-1]])
-                    self.pruned_decisions += 1
-                    return cand[top]
+            chosen = self._pruned(x, u, log_alpha, one_minus, budget, k, eligible)
+            if chosen is not None:
+                return chosen
         prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index(x)
         chosen = select_top(prio, cost, budget, eligible)
         self._cut = float(prio[chosen[-1]]) if unit and chosen.shape[0] else None
         return chosen
+
+    def _pruned(self, x, u, log_alpha, one_minus, budget, k, eligible) -> np.ndarray | None:
+        threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
+        for attempt in range(2):
+            keep = x >= threshold
+            if eligible is not None:
+                keep &= eligible
+            cand = np.flatnonzero(keep)
+            if cand.shape[0] < k or (attempt == 0 and cand.shape[0] > self.n // 2):
+                return None
+            prio = IndexTable.from_logs(log_alpha[cand], u[cand], 1.0,
+                                        one_minus[cand]).index(x[cand])
+            top = select_top(prio, None, budget)
+            last = prio[top[-1]]
+            if last >= threshold:                 # nothing pruned could have made it
+                self._cut = float(last)
+                self.pruned_decisions += 1
+                return cand[top]
+            # the true M-th priority is at least ``last`` (more sources can only raise it):
+            # the sources whose x reaches it settle the choice
+            threshold = last
+        return None
 
     def observe(self, obs: Observation) -> None:
         self.estimator.update(obs)
