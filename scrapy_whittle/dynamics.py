@@ -47,12 +47,18 @@ def alpha_u_logs(rate_value, decay, period: float
 
 def u_logs(rate_value, decay, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(u, log alpha, 1 - alpha) of :func:`alpha_u_logs`, without alpha itself (for
-    ``IndexTable.from_logs``)."""
+    ``IndexTable.from_logs``). (In place where it can: at a million sources each temporary
+    array is megabytes of fresh memory.)"""
     decay = np.asarray(decay, dtype=np.float64)
     log_alpha, one_minus = _logs(decay, period)
+    rate_value = np.asarray(rate_value, dtype=np.float64)
+    shape = np.broadcast_shapes(rate_value.shape, decay.shape)
+    # the decayed integral over an epoch, (1 - alpha) / mu, = T at mu = 0
+    u = np.full(shape, float(period))
     with np.errstate(divide="ignore", invalid="ignore"):
-        integral = np.where(decay > 0, one_minus / np.where(decay > 0, decay, 1.0), period)
-    return np.asarray(rate_value, dtype=np.float64) * integral, log_alpha, one_minus
+        np.divide(one_minus, decay, out=u, where=decay > 0)
+    u *= rate_value
+    return u, log_alpha, one_minus
 
 
 def alpha_logs(decay, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,7 +69,8 @@ def alpha_logs(decay, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _logs(decay: np.ndarray, period: float) -> tuple[np.ndarray, np.ndarray]:
     log_alpha = -decay * period                   # exactly, not the log of a rounded exp
-    return log_alpha, -np.expm1(log_alpha)
+    one_minus = np.expm1(log_alpha)
+    return log_alpha, np.negative(one_minus, out=one_minus if one_minus.ndim else None)
 
 
 def pages_alpha_u(change_rate, importance) -> tuple[np.ndarray, np.ndarray]:
@@ -75,13 +82,21 @@ def pages_alpha_u(change_rate, importance) -> tuple[np.ndarray, np.ndarray]:
 def geometric_sum(k, log_alpha, one_minus_alpha=None) -> np.ndarray:
     """G_k = (1 - alpha^k) / (1 - alpha) from log alpha (<= 0): k at alpha = 1, 1 for k >= 1
     at alpha = 0 (log alpha = -inf), 0 at k = 0; stable as alpha -> 1. ``one_minus_alpha``:
-    -expm1(log alpha), when the caller has it already."""
+    -expm1(log alpha), when the caller has it already. (In place: see ``u_logs``.)"""
     k = np.asarray(k, dtype=np.float64)
     log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    g = np.empty(np.broadcast_shapes(k.shape, log_alpha.shape))
     with np.errstate(divide="ignore", invalid="ignore"):
-        den = -np.expm1(log_alpha) if one_minus_alpha is None else one_minus_alpha
-        g = -np.expm1(k * log_alpha) / np.where(den > 0, den, 1.0)
-    return np.where(k == 0, 0.0, np.where(den > 0, g, k))
+        den = -np.expm1(log_alpha) if one_minus_alpha is None else \
+            np.asarray(one_minus_alpha, dtype=np.float64)
+        np.multiply(k, log_alpha, out=g)
+        np.expm1(g, out=g)
+        np.negative(g, out=g)
+        pos = den > 0
+        np.divide(g, den, out=g, where=pos)
+    np.copyto(g, k, where=~pos)                    # alpha = 1: k
+    np.copyto(g, 0.0, where=k == 0)
+    return g
 
 
 def expected_state(x0, alpha, u, k) -> np.ndarray:
