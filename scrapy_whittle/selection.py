@@ -135,3 +135,66 @@ class TopSelector:
         if unit and chosen.shape[0]:
             self._cut = float(priority[chosen].min())
         return chosen
+
+
+class PrunedTop:
+    """The top M (unit costs) of priorities that never exceed a bound known for every source,
+    computing the priorities only where the bound can reach the top.
+
+    Priorities move little from one epoch to the next, so the last selection's cut-off (its
+    M-th priority), lowered by ``margin``, is a good guess for this one: a source whose bound
+    is below the guess cannot be chosen as long as the top M of the others all clear it.
+    When they do not, their M-th priority is still a lower bound of the true one (computing
+    more sources can only raise it), and the sources whose bound reaches it settle the
+    choice in a second pass. Either way the answer is exactly ``select_top`` over every
+    priority (ties to the lower index: the pruned sources are strictly below the cut).
+
+    max_share: above this share of the sources in the first pass, computing them all costs
+        about the same: the caller's full computation runs instead.
+    """
+
+    __slots__ = ("cut", "decisions", "margin", "max_share")
+
+    def __init__(self, margin: float, max_share: float = 0.5) -> None:
+        self.margin = float(margin)
+        self.max_share = float(max_share)
+        self.cut: float | None = None
+        self.decisions = 0                     # selections decided here (diagnostics)
+
+    def __call__(self, bound: np.ndarray, priority_of, budget: float,
+                 eligible: np.ndarray | None = None) -> np.ndarray | None:
+        """The top M by priority (``priority_of(ids)``: the priorities of sources ``ids``,
+        each at most ``bound[id]``), or None where it is not decided here (no cut-off yet,
+        too many candidates): then the caller computes every priority and calls
+        :meth:`settled`."""
+        n = bound.shape[0]
+        k = int(np.floor(budget + 1e-9))
+        if self.cut is None or not self.cut > 0 or not 0 < k < n:
+            return None
+        threshold = self.cut * (1.0 - self.margin)
+        for attempt in range(2):
+            keep = bound >= threshold
+            if eligible is not None:
+                keep &= eligible
+            cand = np.flatnonzero(keep)
+            if cand.shape[0] < k or (attempt == 0 and cand.shape[0] > self.max_share * n):
+                return None
+            prio = priority_of(cand)
+            top = select_top(prio, None, budget)
+            last = float(prio[top[-1]])
+            if last >= threshold:               # nothing pruned could have made it
+                self.cut = last
+                self.decisions += 1
+                return cand[top]
+            if not last > 0:
+                return None
+            threshold = last
+        return None
+
+    def settled(self, priority: np.ndarray, chosen: np.ndarray) -> None:
+        """A selection computed in full chose ``chosen``: its cut-off."""
+        self.cut = float(np.min(priority[chosen])) if chosen.shape[0] else None
+
+    def forget(self) -> None:
+        """Priorities changed beyond the margin's reach (sources reset, costs changed)."""
+        self.cut = None

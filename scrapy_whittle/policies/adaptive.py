@@ -52,7 +52,7 @@ from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import select_top
+from scrapy_whittle.selection import PrunedTop, select_top
 
 UNKNOWN, EPHEMERAL, PAGE, COUNTS = 0, 1, 2, 3
 MODELS = ("auto", "ephemeral", "pages")
@@ -120,9 +120,8 @@ class AdaptiveWhittlePolicy(Policy):
             self.page_rows.rows(np.arange(n), create=True)
         self.missed_total = 0.0
         self.last_missed = 0.0
-        self._cut: float | None = None       # last selection's smallest priority (pruning)
+        self._pruning = PrunedTop(self.PRUNE_MARGIN)
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
-        self.pruned_decisions = 0            # selections decided on the pruned path
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
         start = self.changes.n
@@ -297,25 +296,18 @@ class AdaptiveWhittlePolicy(Policy):
             return select_top(self.priority(epoch), cost, budget, eligible)
         x, u = self._expected(epoch)
         explored = self.explored()
-        if self._cut is not None:
-            threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
-            keep = x >= threshold
-            if eligible is not None:
-                keep &= eligible
-            cand = np.flatnonzero(keep)
-            if k <= cand.shape[0] <= self.n // 2:
-                prio = np.where(explored[cand], self._table(cand, u[cand], 1.0).index(x[cand]),
-                                x[cand])
-                top = select_top(prio, None, budget)
-                if prio[top[-1]] >= threshold:        # nothing pruned could have made it
-                    self._cut = float(prio[top[-1]])
-                    self.pruned_decisions += 1
-                    return cand[top]
+
+        def index_of(ids):
+            return np.where(explored[ids], self._table(ids, u[ids], 1.0).index(x[ids]), x[ids])
+
+        chosen = self._pruning(x, index_of, budget, eligible)
+        if chosen is not None:
+            return chosen
         prio = x.copy()                       # unexplored: x / C (C = 1), no index needed
         ids = np.flatnonzero(explored)
         prio[ids] = self._table(ids, u[ids], 1.0).index(x[ids])
         chosen = select_top(prio, None, budget, eligible)
-        self._cut = float(prio[chosen[-1]]) if chosen.shape[0] else None
+        self._pruning.settled(prio, chosen)
         return chosen
 
     # -- learning ---------------------------------------------------------------------------
@@ -447,7 +439,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.last_epoch[ids] = np.nan
         self.added_epoch[ids] = np.where(np.isinf(self.added_epoch[ids]), np.nan,
                                          self.added_epoch[ids])
-        self._cut = None
+        self._pruning.forget()
 
     # -- outputs for the Scrapy glue --------------------------------------------------------
     def estimates(self) -> dict[str, np.ndarray]:

@@ -53,7 +53,7 @@ import numpy as np
 from scrapy_whittle.columns import PerSourceArrays
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import select_top
+from scrapy_whittle.selection import PrunedTop, select_top
 
 if TYPE_CHECKING:
     from scrapy_whittle.estimators import RateEstimator
@@ -85,6 +85,14 @@ class Policy(PerSourceArrays, ABC):
     @property
     def n(self) -> int:
         return self.problem.n
+
+    #: a policy that ranks only the sources able to reach the top keeps its ``PrunedTop``
+    _pruning: PrunedTop | None = None
+
+    @property
+    def pruned_decisions(self) -> int:
+        """Selections decided on a pruned path (``PrunedTop``; diagnostics)."""
+        return 0 if self._pruning is None else self._pruning.decisions
 
     # -- acting and learning --------------------------------------------------------------
     def priority(self, epoch: int) -> np.ndarray | None:

@@ -39,7 +39,7 @@ from scrapy_whittle.periodic import PeriodicArrivals
 from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import TopSelector, select_top
+from scrapy_whittle.selection import PrunedTop, TopSelector, select_top
 
 ARRIVALS = ("blend", "now", "mean", "ahead:L")
 
@@ -79,6 +79,8 @@ class DiurnalOraclePolicy(Policy):
     # source was emptied, from which _after_import replays the periodic recursion
     per_source = {"x": Col(0.0, persist=False), "emptied": np.nan}
     scalar_state = ("_advanced_to", "_start")
+    #: the cut-off of the next selection is guessed this much below the last one
+    PRUNE_MARGIN = 0.05
 
     def __init__(self, problem: Problem, rng=None, *,
                  periodic: PeriodicArrivals | None = None, arrivals: str = "blend") -> None:
@@ -98,6 +100,7 @@ class DiurnalOraclePolicy(Policy):
         # (the table at the mean arrivals, the mean arrivals, alpha^K), for _table
         self._base: tuple[IndexTable, np.ndarray, np.ndarray] | None = None
         self._top = TopSelector()
+        self._pruning = PrunedTop(self.PRUNE_MARGIN)
 
     def _after_import(self) -> None:
         """Replay x <- alpha x + u(phase) from each source's emptying (or the start) to now:
@@ -148,11 +151,23 @@ class DiurnalOraclePolicy(Policy):
         return self._table(int(self.periodic.phase(epoch))).index(self.x)
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget``; with unit costs the index is computed
+        only for the sources that can make the top (``PrunedTop``: the index never exceeds
+        x / C), from the phase's table."""
         cost = self.problem.cost
-        if eligible is not None:
+        if not np.all(cost == 1.0):
             return select_top(self.priority(epoch), cost, budget, eligible)
-        unit = bool(np.all(cost == 1.0))
-        return self._top(self.priority(epoch), None if unit else cost, budget)
+        self._advance(epoch)
+        table = self._table(int(self.periodic.phase(epoch)))
+        chosen = self._pruning(self.x, lambda ids: table.index_at(ids, self.x[ids]), budget,
+                               eligible)
+        if chosen is not None:
+            return chosen
+        prio = table.index(self.x)
+        chosen = select_top(prio, None, budget, eligible) if eligible is not None else \
+            self._top(prio, None, budget)
+        self._pruning.settled(prio, chosen)
+        return chosen
 
     def observe(self, obs: Observation) -> None:
         self._advance(obs.epoch)
@@ -223,6 +238,8 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         self.time_origin = float(time_origin) if time_origin is not None else np.nan
         self.groups = groups
         self._set_groups(np.arange(problem.n))
+        # a source never crawled has its exact priority at no cost: no share limit
+        self._pruning = PrunedTop(self.PRUNE_MARGIN, max_share=1.0)
 
     def _set_groups(self, ids: np.ndarray) -> None:
         if self.groups is None or ids.size == 0:
@@ -303,67 +320,52 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget`` (among ``eligible`` sources); with unit
-        costs, computing the rhythm and the index only for the sources that can make the top.
+        costs, computing the rhythm and the index only for the sources that can make the top
+        (``PrunedTop``).
 
         The index never exceeds x / C, and under the rhythm x is at most what the peak rate
         of the profile (1 + the sum of its harmonics' amplitudes) would have brought since
-        the last crawl: explored sources whose bound is below the last selection's cut-off
-        (lowered by ``PRUNE_MARGIN``) cannot be chosen while the top M stay above it (a
-        source never crawled has its exact priority, x / C, at no cost); when they do not,
-        the full computation runs. The choice is the same (tested)."""
+        the last crawl: that is the bound of an explored source; a source never crawled has
+        its exact priority, x / C, at no cost. The choice is the same (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
         cost = self.problem.cost
-        k = int(np.floor(budget + 1e-9))
-        if self._cut is not None and 0 < k < self.n and np.all(cost == 1.0):
-            chosen = self._pruned(epoch, budget, k, eligible)
+        if np.all(cost == 1.0):
+            stationary = self._expected(epoch)
+            explored = self.explored()
+
+            def priority_of(ids):
+                prio = stationary[0][ids]
+                at = np.flatnonzero(explored[ids])
+                prio[at] = self._priority_at(epoch, ids[at], stationary)
+                return prio
+
+            chosen = self._pruning(self._bound(epoch, stationary, explored), priority_of,
+                                   budget, eligible)
             if chosen is not None:
                 return chosen
         prio = self.priority(epoch)
         chosen = select_top(prio, cost, budget, eligible)
-        self._cut = float(prio[chosen[-1]]) if chosen.shape[0] else None
+        self._pruning.settled(prio, chosen)
         return chosen
 
-    def _pruned(self, epoch, budget, k, eligible) -> np.ndarray | None:
-        x0, u0 = stationary = self._expected(epoch)
-        ids = np.flatnonzero(self.explored())
-        bound = x0[ids]                      # the index never exceeds x / C
-        rhythmic = self._rhythmic()[ids]
-        if rhythmic.any():
-            at = np.flatnonzero(rhythmic)
-            r = ids[at]
-            mu, scale = self._decay_scale(self._alphas_at(r)[0], u0[r])
-            span = np.maximum(self.time_of(epoch) - self.crawl_time[r], 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                since = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0),
-                                 span)
-            coef = self.profile.coefficients()[r]
-            h = self.profile.harmonics
-            peak = 1.0 + np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2).sum(axis=1)
-            # (with room for the rounding of the exact integral)
-            bound = bound.copy()
-            bound[at] = np.maximum(scale * peak * since * (1.0 + 1e-9), x0[r])
-        threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
-        prio = x0.copy()                     # never crawled: exact
-        prio[ids] = -np.inf                  # pruned: below the threshold
-        done = np.zeros(ids.shape[0], dtype=bool)
-        for _ in range(2):
-            cand = (bound >= threshold) & ~done
-            prio[ids[cand]] = self._priority_at(epoch, ids[cand], stationary)
-            done |= cand
-            chosen = select_top(prio, None, budget, eligible)
-            if chosen.shape[0] < k:
-                return None
-            last = prio[chosen[-1]]
-            if last >= threshold:            # nothing pruned could have made it
-                self._cut = float(last)
-                self.pruned_decisions += 1
-                return chosen
-            if not np.isfinite(last):
-                return None
-            # the true M-th priority is at least ``last`` (more exact values can only raise
-            # it): computing every source whose bound reaches it settles the choice
-            threshold = last
-        return None
+    def _bound(self, epoch: int, stationary, explored: np.ndarray) -> np.ndarray:
+        """Per source, a bound of its priority (unit costs): x / C where the stationary x is
+        exact (never crawled, or no rhythm learned), else the peak-rate bound."""
+        x0, u0 = stationary
+        ids = np.flatnonzero(explored & self._rhythmic())
+        if not ids.size:
+            return x0
+        mu, scale = self._decay_scale(self._alphas_at(ids)[0], u0[ids])
+        span = np.maximum(self.time_of(epoch) - self.crawl_time[ids], 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            since = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0), span)
+        coef = self.profile.coefficients()[ids]
+        h = self.profile.harmonics
+        peak = 1.0 + np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2).sum(axis=1)
+        bound = x0.copy()
+        # (with room for the rounding of the exact integral)
+        bound[ids] = np.maximum(scale * peak * since * (1.0 + 1e-9), x0[ids])
+        return bound
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:

@@ -36,7 +36,7 @@ from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.policies.groups import RoundRobinArms, arm_of_sources
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import select_top
+from scrapy_whittle.selection import PrunedTop, select_top
 
 
 class ThompsonPolicy(Policy):
@@ -257,8 +257,7 @@ class ThompsonWhittlePolicy(Policy):
         self.estimator = EphemeralEstimator(problem.n, problem.period, **estimator_options)
         self._estimator_options = estimator_options
         self._epoch = 0
-        self._cut: float | None = None    # the last selection's cut-off (a cache)
-        self.pruned_decisions = 0
+        self._pruning = PrunedTop(self.PRUNE_MARGIN)
 
     def _row_children(self):
         return {"estimator": self.estimator}
@@ -290,45 +289,25 @@ class ThompsonWhittlePolicy(Policy):
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget``; with unit costs the index is computed
-        only for the sources that can make the top: it never exceeds x / C (``IndexTable``),
-        so a source whose sampled x is below the last selection's cut-off (lowered by
-        ``PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it (else
-        the full computation runs). The same draws, the same choice either way (tested)."""
+        only for the sources that can make the top (``PrunedTop``: the index never exceeds
+        x / C). The same draws, the same choice either way (tested)."""
         self._epoch = epoch
         x, u, log_alpha, one_minus = self._sampled(epoch)
         cost = self.problem.cost
-        k = int(np.floor(budget + 1e-9))
-        unit = 0 < k < self.n and bool(np.all(cost == 1.0))
-        if unit and self._cut is not None:
-            chosen = self._pruned(x, u, log_alpha, one_minus, budget, k, eligible)
+        unit = bool(np.all(cost == 1.0))
+        if unit:
+            def index_of(ids):
+                return IndexTable.from_logs(log_alpha[ids], u[ids], 1.0,
+                                            one_minus[ids]).index(x[ids])
+
+            chosen = self._pruning(x, index_of, budget, eligible)
             if chosen is not None:
                 return chosen
         prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index(x)
         chosen = select_top(prio, cost, budget, eligible)
-        self._cut = float(prio[chosen[-1]]) if unit and chosen.shape[0] else None
+        if unit:
+            self._pruning.settled(prio, chosen)
         return chosen
-
-    def _pruned(self, x, u, log_alpha, one_minus, budget, k, eligible) -> np.ndarray | None:
-        threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
-        for attempt in range(2):
-            keep = x >= threshold
-            if eligible is not None:
-                keep &= eligible
-            cand = np.flatnonzero(keep)
-            if cand.shape[0] < k or (attempt == 0 and cand.shape[0] > self.n // 2):
-                return None
-            prio = IndexTable.from_logs(log_alpha[cand], u[cand], 1.0,
-                                        one_minus[cand]).index(x[cand])
-            top = select_top(prio, None, budget)
-            last = prio[top[-1]]
-            if last >= threshold:                 # nothing pruned could have made it
-                self._cut = float(last)
-                self.pruned_decisions += 1
-                return cand[top]
-            # the true M-th priority is at least ``last`` (more sources can only raise it):
-            # the sources whose x reaches it settle the choice
-            threshold = last
-        return None
 
     def observe(self, obs: Observation) -> None:
         self.estimator.update(obs)

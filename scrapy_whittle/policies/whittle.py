@@ -16,7 +16,7 @@ from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import TopSelector, select_top
+from scrapy_whittle.selection import PrunedTop, TopSelector, select_top
 
 
 class ExpectedStatePolicy(Policy):
@@ -92,13 +92,12 @@ class ExpectedStatePolicy(Policy):
 class WhittlePolicy(ExpectedStatePolicy):
     """The oracle Whittle index policy.
 
-    With unit costs it prunes exactly: the index never exceeds x (see ``IndexTable``), so a
-    source whose expected value is below the last epoch's cut-off (the smallest index
-    selected), lowered by ``PRUNE_MARGIN``, cannot make this epoch's top M unless the cut-off
-    itself fell that far. Only the sources above it get their index computed; if the M-th best
-    of them is not above the lowered cut-off, the epoch falls back to the full computation.
-    Either way the choice is exactly the top M by index (ties to the lower id). In steady state
-    on ``news-mix`` about 11% of the sources pass the filter.
+    With unit costs it prunes exactly (``PrunedTop``): the index never exceeds x (see
+    ``IndexTable``), so a source whose expected value is below the last epoch's cut-off (the
+    smallest index selected), lowered by ``PRUNE_MARGIN``, cannot make this epoch's top M
+    unless the cut-off itself fell that far. Only the sources above it get their index
+    computed. Either way the choice is exactly the top M by index (ties to the lower id). In
+    steady state on ``news-mix`` about 11% of the sources pass the filter.
     """
 
     name = "whittle"
@@ -108,8 +107,7 @@ class WhittlePolicy(ExpectedStatePolicy):
         super().__init__(problem, rng)
         self._table = IndexTable(problem.alpha, problem.u, problem.cost)
         self._out = np.empty(problem.n)
-        self._cut: float | None = None
-        self.pruned_decisions = 0      # epochs decided on the pruned path (diagnostics)
+        self._pruning = PrunedTop(self.PRUNE_MARGIN)
 
     def priority(self, epoch: int) -> np.ndarray:
         self._advance(epoch)
@@ -120,28 +118,19 @@ class WhittlePolicy(ExpectedStatePolicy):
         k = int(np.floor(budget + 1e-9))
         if not self._unit_cost or k <= 0 or k >= self.n:
             return super().select(epoch, budget, eligible)
-        if self._cut is not None and self._cut > 0:
-            threshold = self._cut * (1.0 - self.PRUNE_MARGIN)
-            keep = self.x >= threshold
-            if eligible is not None:
-                keep &= eligible
-            candidates = np.flatnonzero(keep)
-            if k <= candidates.shape[0] <= self.n // 2:
-                gamma = self._table.index_at(candidates, self.x[candidates])
-                top = select_top(gamma, None, budget)
-                if gamma[top[-1]] >= threshold:     # every pruned source is below it
-                    self._cut = float(gamma[top[-1]])
-                    self.pruned_decisions += 1
-                    return candidates[top]
+        chosen = self._pruning(self.x, lambda ids: self._table.index_at(ids, self.x[ids]),
+                               budget, eligible)
+        if chosen is not None:
+            return chosen
         if eligible is not None:
             chosen = select_top(self.priority(epoch), None, budget, eligible)
         else:
             chosen = self._top(self.priority(epoch), None, budget)
-        self._cut = float(self._out[chosen].min()) if chosen.shape[0] else None
+        self._pruning.settled(self._out, chosen)
         return chosen
 
     def _costs_changed(self) -> None:
         super()._costs_changed()
         self._table = IndexTable(self.problem.alpha, self.problem.u, self.problem.cost)
         self._out = np.empty(self.problem.n)
-        self._cut = None
+        self._pruning.forget()

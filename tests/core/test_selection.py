@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.selection import TopSelector, select_top
+from scrapy_whittle.selection import PrunedTop, TopSelector, select_top
 
 
 def test_unit_costs_take_the_top_k_with_ties_to_the_lower_index():
@@ -79,3 +79,39 @@ def test_masses_of_equal_priorities_give_the_same_top_as_a_full_sort(case, k):
     cand = np.flatnonzero(eligible)
     np.testing.assert_array_equal(select_top(prio, None, k, eligible),
                                   cand[_reference_top(prio[cand], k)])
+
+
+def test_pruned_top_is_select_top_whatever_its_guess():
+    """Priorities below a bound; the guessed cut-off drifts, falls far (the second pass), or
+    rises; the answer is select_top's over every priority, or None (then the caller computes
+    all), and only candidates' priorities are asked for."""
+    rng = np.random.default_rng(5)
+    n, k = 4000, 40
+    pruned = PrunedTop(margin=0.05)
+    asked = []
+
+    def priority_of(ids):
+        asked.append(ids.shape[0])
+        return prio[ids]
+
+    second_passes = decided = 0
+    for t in range(120):
+        bound = rng.lognormal(size=n)
+        prio = bound * rng.uniform(0.2, 1.0, n)          # never above the bound
+        if t % 10 == 5:
+            prio *= 0.3                                   # the top falls far: second pass
+        eligible = rng.random(n) < 0.9 if t % 4 == 0 else None
+        want = select_top(prio, None, k, eligible)
+        asked.clear()
+        got = pruned(bound, priority_of, k, eligible)
+        if got is None:
+            got = select_top(prio, None, k, eligible)
+            pruned.settled(prio, got)
+        else:
+            decided += 1
+            second_passes += len(asked) == 2
+            assert sum(asked) < n                       # not every priority was needed
+        np.testing.assert_array_equal(got, want)
+    assert decided > 80 and second_passes > 3
+    pruned.forget()
+    assert pruned(bound, priority_of, k) is None        # no guess: the caller decides
