@@ -117,7 +117,8 @@ class IndexTable:
         self._consts = (None, log_alpha, 1.0 / log_alpha, -1.0 / one_minus, None, 1.0 / cost)
 
     def _set_u(self, u: np.ndarray) -> None:
-        if np.any(~np.isfinite(u) | (u < 0)):
+        # (NaN and negatives fail the first test, +inf the second: two passes, not four)
+        if not (np.all(u >= 0) and np.isfinite(u.max(initial=0.0))):
             raise ValueError("u must be finite and >= 0")
         # 1/u* = (1 - alpha)/u; +inf for a silent source, so every state is >= u*
         ustar_inv = np.divide(self._one_minus, u, out=np.full(u.shape, np.inf), where=u > 0)

@@ -51,7 +51,11 @@ class PeriodicArrivals:
         if np.any(~np.isfinite(u) | (u < 0)):
             raise ValueError("u must be finite and >= 0")
         object.__setattr__(self, "alpha", alpha)
-        object.__setattr__(self, "u", u)
+        # the daily mean summed along each source's row, as numpy sums a C-ordered array
+        object.__setattr__(self, "_mean_u", np.ascontiguousarray(u).mean(axis=1))
+        # stored phase by phase (column-major): an epoch reads one phase of every source,
+        # which is then contiguous instead of one element per 8 x K bytes
+        object.__setattr__(self, "u", np.asfortranarray(u))
         object.__setattr__(self, "phase0", int(self.phase0) % u.shape[1])
 
     @property
@@ -66,7 +70,7 @@ class PeriodicArrivals:
     @property
     def mean_u(self) -> np.ndarray:
         """The time-average of u_i(tau): the u of the rhythm-blind stationary model."""
-        return self.u.mean(axis=1)
+        return self._mean_u
 
     def phase(self, epoch) -> np.ndarray:
         return (np.asarray(epoch, dtype=np.int64) + self.phase0) % self.k

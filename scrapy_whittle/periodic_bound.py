@@ -296,7 +296,7 @@ def periodic_upper_bound(arrivals: PeriodicArrivals, budget: float, cost=1.0, *,
         raise ValueError("cost must be finite and > 0")
     if n == 0:
         return PeriodicBound(0.0, np.zeros(k), np.zeros(0), np.zeros((0, k)), 0.0)
-    src = _Sources(arrivals.alpha, arrivals.u, cost)
+    src = _Sources(arrivals.alpha, np.ascontiguousarray(arrivals.u), cost)
 
     def value(price):
         total, use, gain, rate = src.relaxed(price)
@@ -310,8 +310,8 @@ def periodic_upper_bound(arrivals: PeriodicArrivals, budget: float, cost=1.0, *,
             best = (result, price.copy())
 
     if cost.sum() <= budget:             # every source every epoch: nothing is ever lost
-        total = float(arrivals.u.mean(axis=1).sum())
-        return PeriodicBound(total, np.zeros(k), arrivals.u.mean(axis=1),
+        total = float(arrivals.mean_u.sum())
+        return PeriodicBound(total, np.zeros(k), arrivals.mean_u.copy(),
                              np.full((n, k), 1.0 / k), total)
     def scalar(lam: float) -> bool:
         """Evaluate one price for all phases; True when the relaxed use exceeds the budget."""
