@@ -193,4 +193,6 @@ class RateEstimator(VectorEstimator):
         """One posterior draw per source (Thompson sampling): the same draws as
         ``rng.gamma(shape, 1 / rate)`` (to the last bit or so), without its broadcasting of
         a second parameter array (30% of the time)."""
-        return rng.standard_gamma(np.maximum(self.shape, 1e-12)) / self.rate
+        draws = rng.standard_gamma(np.maximum(self.shape, 1e-12))
+        draws /= self.rate
+        return draws

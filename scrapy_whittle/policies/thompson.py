@@ -202,7 +202,9 @@ class EphemeralEstimator(PerSourceArrays):
         return self.rates.shape.copy(), self.rates.rate.copy()
 
     def xi_mean(self) -> np.ndarray:
-        return (self.value_sum + self.xi_weight * self.xi_prior) / (self.value_n + self.xi_weight)
+        xi = self.value_sum + self.xi_weight * self.xi_prior
+        xi /= self.value_n + self.xi_weight
+        return xi
 
     def mu_hat(self) -> np.ndarray:
         mu = np.full(self.n, self.mu_prior)
@@ -232,8 +234,13 @@ class EphemeralEstimator(PerSourceArrays):
     def sample(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One posterior draw of (Lambda, xi, mu) for every source."""
         lam = self.rates.sample(rng)
-        sd = self.mu_spread / np.sqrt(1.0 + self.fit_crawls)
-        mu = self.mu_hat() * np.exp(sd * rng.standard_normal(self.n))
+        sd = 1.0 + self.fit_crawls                  # (in place: a million sources' arrays)
+        np.sqrt(sd, out=sd)
+        np.divide(self.mu_spread, sd, out=sd)
+        mu = rng.standard_normal(self.n)
+        mu *= sd
+        np.exp(mu, out=mu)
+        mu *= self.mu_hat()
         return lam, self.xi_mean(), mu
 
     def alpha_u(self, lam, xi, mu) -> tuple[np.ndarray, np.ndarray]:
@@ -278,7 +285,8 @@ class ThompsonWhittlePolicy(Policy):
         x = u G_k, k epochs after the last crawl (x0 = 0 then: ``dynamics.expected_state``
         without its alpha^k x0)."""
         lam, xi, mu = self.estimator.sample(self.rng)
-        u, log_alpha, one_minus = u_logs(lam * xi, mu, self.estimator.period)
+        lam *= xi
+        u, log_alpha, one_minus = u_logs(lam, mu, self.estimator.period)
         with np.errstate(divide="ignore", invalid="ignore"):
             x = u * geometric_sum(epoch - self.last_crawl, log_alpha, one_minus)
         return x, u, log_alpha, one_minus
