@@ -153,15 +153,22 @@ def parse_opml(data: bytes, origin: str = "OPML") -> list[SourceSpec]:
     return specs
 
 
+#: A line that is not plainly "http(s)://host/...": only those are checked one by one
+#: (user info, a port, brackets, a file URL... or not a URL at all)
+_NOT_PLAIN_LINE = re.compile(r"^(?!(?i:https?)://[A-Za-z0-9.-]+(?:[/?#]|$)).*$", re.M)
+
+
 def parse_url_lines(text: str, origin: str = "URL list") -> list[SourceSpec]:
     """One URL per line; blank lines and ``#`` comments ignored."""
     lines = text.splitlines()
     urls = [words[0] for words in map(str.split, lines) if words and words[0][0] != "#"]
-    hosts = url_hosts(urls)
-    if None in hosts:              # the line number, for the message (not needed otherwise)
-        bad = urls[hosts.index(None)]
-        i = next(i for i, line in enumerate(lines, 1) if line.split()[:1] == [bad])
-        raise SourceListError(f"{origin} line {i}: {bad!r} is not an http(s) URL")
+    # one scan of them all (a URL has no white space) instead of a host each: half the
+    # time of url_hosts, for the million lines of a start-up
+    for maybe in _NOT_PLAIN_LINE.finditer("\n".join(urls)):
+        bad = maybe.group(0)
+        if url_host(bad) is None:  # the line number, for the message (not needed otherwise)
+            i = next(i for i, line in enumerate(lines, 1) if line.split()[:1] == [bad])
+            raise SourceListError(f"{origin} line {i}: {bad!r} is not an http(s) URL")
     return list(map(SourceSpec, urls))
 
 

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -46,6 +48,19 @@ def test_bad_lists(tmp_path):
     txt.write_text("# feeds\nhttp://a.example/rss\n\n  ftp://b.example/x  # old\n")
     with pytest.raises(SourceListError, match=r"line 4: 'ftp://b.example/x' is not an http"):
         load_sources(str(txt))
+
+
+def test_url_lines_check_every_url_that_is_not_plain(tmp_path):
+    # plain "http(s)://host/..." lines pass one scan; the others are checked one by one
+    ok = ["http://a.example/rss", "HTTPS://B.example", "https://user@c.example:8443/f",
+          "http://[::1]:8080/feed", "file:///tmp/feed.xml", "http://d.example?x=1"]
+    txt = tmp_path / "feeds.txt"
+    txt.write_text("\n".join(ok) + "\n")
+    assert [s.url for s in load_sources(str(txt))] == ok
+    for bad in ("http://", "https:///path", "ftp://e.example/", "mailto:x@y"):
+        txt.write_text("\n".join([*ok, bad]) + "\n")
+        with pytest.raises(SourceListError, match=f"line 7: {re.escape(repr(bad))} is not"):
+            load_sources(str(txt))
 
 
 def test_registry_keeps_ids():
