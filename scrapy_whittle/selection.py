@@ -50,6 +50,12 @@ def select_top(priority: np.ndarray, cost: np.ndarray | None, budget: float,
             # argpartition puts the k_max largest first (in any order)
             part = np.argpartition(-prio, k_max - 1)[:k_max]
             kth = prio[part].min()
+            if kth != kth:
+                # NaN priorities had to be taken (fewer numbers than k_max): they rank below
+                # every number, among themselves by index
+                prio = np.where(np.isnan(prio), -np.inf, prio)
+                part = np.argpartition(-prio, k_max - 1)[:k_max]
+                kth = prio[part].min()
             above = part[prio[part] > kth]
         else:
             above = np.flatnonzero(prio > kth)

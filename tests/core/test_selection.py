@@ -24,6 +24,15 @@ def test_costs_fill_the_budget_greedily_in_priority_order():
     np.testing.assert_array_equal(chosen, [0, 1])
 
 
+def test_nan_priorities_rank_below_every_number():
+    prio = np.array([1.0, np.nan, 2.0, np.nan, 0.5, np.nan])
+    np.testing.assert_array_equal(select_top(prio, None, 2), [2, 0])
+    # more budget than numbers: the numbers first, then the NaNs by index
+    np.testing.assert_array_equal(select_top(prio, None, 4), [2, 0, 4, 1])
+    np.testing.assert_array_equal(select_top(prio, None, 4, np.array([1, 1, 0, 1, 1, 1], bool)),
+                                  [0, 4, 1, 3])
+
+
 def test_eligible_mask_excludes_sources():
     prio = np.array([9.0, 8.0, 7.0])
     np.testing.assert_array_equal(select_top(prio, None, 2, np.array([False, True, True])),
