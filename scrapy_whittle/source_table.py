@@ -83,8 +83,10 @@ class SourceTable(PerSourceArrays):
             return values if every else [values[j] for j in new]
 
         new_urls = pick(urls)
-        host_id = self._host_id
-        self.host[ids] = [host_id(h or "") for h in url_hosts(new_urls)]
+        hosts = [h or "" for h in url_hosts(new_urls)]
+        for host in dict.fromkeys(hosts):       # new hosts numbered in order of appearance
+            self._host_id(host)
+        self.host[ids] = list(map(self.hosts.__getitem__, hosts))
         self.min_interval[ids] = np.maximum(np.asarray(pick(min_intervals), dtype=float),
                                             self.config.min_interval)
         self.weight[ids] = pick(weights)

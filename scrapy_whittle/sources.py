@@ -84,6 +84,9 @@ def url_hosts(urls: list[str]) -> list[str | None]:
     nets = _URL_LINES.findall("\n".join(urls))
     if len(nets) != len(urls):           # a URL with a line break in it: one at a time
         return [url_host(u) for u in urls]
+    every = "\n".join(nets)
+    if "" not in nets and not any(c in every for c in "@:[") and every == every.lower():
+        return nets                      # the usual list: every netloc is its host already
     out: list[str | None] = []
     append = out.append
     for url, netloc in zip(urls, nets, strict=True):

@@ -94,6 +94,24 @@ def test_url_host_agrees_with_urlsplit():
         assert url_host(bad) is None, bad
 
 
+def test_url_hosts_of_many_urls_are_url_host_of_each():
+    # plain lists take a short path (every netloc is its host); any other URL in the list
+    # sends it the long way
+    import random
+
+    from scrapy_whittle.sources import url_host, url_hosts
+
+    plain = [f"http://h{i % 7}.example/feed/{i}.xml" for i in range(50)]
+    assert url_hosts(plain) == [url_host(u) for u in plain]
+    others = ["HTTP://B.Example/x", "https://u@h.example/", "http://h.example:8080/f",
+              "http://[::1]/f", "file:///tmp/x", "ftp://x/", "not a url", "http://a\nb/"]
+    rng = random.Random(3)
+    for _ in range(200):
+        urls = rng.sample(plain, 5) + rng.sample(others, rng.randint(0, 2))
+        rng.shuffle(urls)
+        assert url_hosts(urls) == [url_host(u) for u in urls], urls
+
+
 @pytest.mark.parametrize("colliding", [False, True])
 def test_registry_finds_every_url_one_by_one_or_in_bulk(monkeypatch, colliding):
     import scrapy_whittle.sources as sources
