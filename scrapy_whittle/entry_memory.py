@@ -240,22 +240,24 @@ class EntryMemory(PerSourceArrays):
         hold nothing yet: one allocation and one copy for all of them."""
         ids = np.asarray(ids, dtype=np.int64)
         blobs = [b or b"" for b in blobs]
-        sizes = np.fromiter((len(b) // 8 for b in blobs), dtype=np.int64, count=len(blobs))
-        keep = sizes > 0
-        ids, sizes = ids[keep], sizes[keep]
+        nbytes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+        if (nbytes % 8).any():   # not all whole hashes: the bytes after the last one dropped
+            blobs = [b[:len(b) - len(b) % 8] for b in blobs]
+            nbytes -= nbytes % 8
+        keep = nbytes > 0
+        ids, lengths = ids[keep], nbytes[keep] // 8
         if not ids.size:
             return
-        caps = np.minimum(sizes + np.maximum(self.min_slack, sizes // 8), self.max_per_source)
-        sizes = np.minimum(sizes, caps)
+        caps = np.minimum(lengths + np.maximum(self.min_slack, lengths // 8),
+                          self.max_per_source)
+        sizes = np.minimum(lengths, caps)
         starts = self.used + np.concatenate([[0], np.cumsum(caps)[:-1]])
         total = int(caps.sum())
         if self.used + total > self.pool.shape[0]:
             pool = np.zeros(self.used + total + 1024, dtype=np.uint64)
             pool[:self.used] = self.pool[:self.used]
             self.pool = pool
-        data = np.frombuffer(b"".join(b for b, k in zip(blobs, keep, strict=True) if k),
-                             dtype="<u8")
-        lengths = np.asarray([len(b) // 8 for b, k in zip(blobs, keep, strict=True) if k])
+        data = np.frombuffer(b"".join(blobs), dtype="<u8")      # (empty blobs add nothing)
         src_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         skip = lengths - sizes                     # beyond the bound: the oldest are dropped
         offs = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)

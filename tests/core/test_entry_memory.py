@@ -136,6 +136,19 @@ def test_state_round_trips_through_json_and_the_store_format():
         assert m.new_entries(1, entries("a")) == entries("a")
 
 
+def test_stored_hashes_that_are_not_whole_are_cut_to_the_whole_ones():
+    # a blob that is not a multiple of 8 bytes (a foreign writer): its whole hashes are kept,
+    # and its neighbours' hashes stay aligned
+    mem = EntryMemory(3)
+    mem.new_entries(0, entries("ab"))
+    mem.new_entries(2, entries("xyz"))
+    a, c = mem.export_keys([0, 2])
+    other = EntryMemory(3)
+    other.import_keys([0, 1, 2], [a + b"\x07" * 3, None, c])
+    assert other.export_keys([0, 1, 2]) == [a, b"", c]
+    assert other.new_entries(2, entries("wxyz")) == entries("w")
+
+
 def test_hashes_are_the_same_in_another_process():
     code = ("from scrapy_whittle.entry_memory import entry_hashes;"
             "print(entry_hashes(['urn:a', 'https://x/1', 'caf\\u00e9']).tolist())")
