@@ -329,7 +329,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         its exact priority, x / C, at no cost. The choice is the same (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
         cost = self.problem.cost
-        if np.all(cost == 1.0):
+        if self._pruning.cut is not None and np.all(cost == 1.0):   # (the bound costs)
             stationary = self._expected(epoch)
             explored = self.explored()
 
