@@ -287,8 +287,9 @@ class AdaptiveWhittlePolicy(Policy):
 
         The index never exceeds x / C (``IndexTable``) and an unexplored source's priority is
         x / C, so a source with x / C below the last selection's cut-off (lowered by
-        ``PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it; when
-        they do not, the full computation runs. The choice is the same either way (tested)."""
+        ``PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it
+        (``PrunedTop``, which also says when the full computation must run). The choice is
+        the same either way (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
         cost = self.problem.cost
         k = int(np.floor(budget + 1e-9))
@@ -297,10 +298,13 @@ class AdaptiveWhittlePolicy(Policy):
         x, u = self._expected(epoch)
         explored = self.explored()
 
-        def index_of(ids):
-            return np.where(explored[ids], self._table(ids, u[ids], 1.0).index(x[ids]), x[ids])
+        def priority_of(ids):             # never crawled: x / C (C = 1), no index needed
+            prio, ranked = x[ids], explored[ids]
+            at = ids[ranked]
+            prio[ranked] = self._table(at, u[at], 1.0).index(x[at])
+            return prio
 
-        chosen = self._pruning(x, index_of, budget, eligible)
+        chosen = self._pruning(x, priority_of, budget, eligible)
         if chosen is not None:
             return chosen
         prio = x.copy()                       # unexplored: x / C (C = 1), no index needed

@@ -39,7 +39,7 @@ from scrapy_whittle.periodic import PeriodicArrivals
 from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import PrunedTop, TopSelector, select_top
+from scrapy_whittle.selection import PrunedTop, select_top
 
 ARRIVALS = ("blend", "now", "mean", "ahead:L")
 
@@ -99,7 +99,6 @@ class DiurnalOraclePolicy(Policy):
         self._tables: dict[int, IndexTable] = {}
         # (the table at the mean arrivals, the mean arrivals, alpha^K), for _table
         self._base: tuple[IndexTable, np.ndarray, np.ndarray] | None = None
-        self._top = TopSelector()
         self._pruning = PrunedTop(self.PRUNE_MARGIN)
 
     def _after_import(self) -> None:
@@ -164,8 +163,7 @@ class DiurnalOraclePolicy(Policy):
         if chosen is not None:
             return chosen
         prio = table.index(self.x)
-        chosen = select_top(prio, None, budget, eligible) if eligible is not None else \
-            self._top(prio, None, budget)
+        chosen = select_top(prio, None, budget, eligible)
         self._pruning.settled(prio, chosen)
         return chosen
 

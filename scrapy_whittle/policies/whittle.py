@@ -122,10 +122,7 @@ class WhittlePolicy(ExpectedStatePolicy):
                                budget, eligible)
         if chosen is not None:
             return chosen
-        if eligible is not None:
-            chosen = select_top(self.priority(epoch), None, budget, eligible)
-        else:
-            chosen = self._top(self.priority(epoch), None, budget)
+        chosen = select_top(self.priority(epoch), None, budget, eligible)
         self._pruning.settled(self._out, chosen)
         return chosen
 
