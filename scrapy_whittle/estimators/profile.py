@@ -94,6 +94,7 @@ class ProfileEstimator(VectorEstimator):
         self.future_tolerance = float(future_tolerance)
         self.omega = 2.0 * np.pi / self.day
         self._cache: np.ndarray | None = None
+        self._stats: tuple[np.ndarray, ...] | None = None
         self._raw = KeptRows(self._raw_of)       # raw() of every source
         super().__init__(n)
 
@@ -105,11 +106,11 @@ class ProfileEstimator(VectorEstimator):
     def grow(self, n_new: int, **prior: Any) -> None:
         super().grow(n_new, **prior)
         if n_new > 0:
-            self._cache = None
+            self._cache = self._stats = None
             self._raw.forget()
 
     def _after_import(self) -> None:
-        self._cache = None
+        self._cache = self._stats = None
         self._raw.forget()
 
     def _after_reset(self, ids) -> None:
@@ -118,7 +119,7 @@ class ProfileEstimator(VectorEstimator):
     def _changed(self, ids) -> None:
         """The evidence of sources ``ids`` changed: their raw coefficients are computed
         again, and the shrunk ones of every source (the groups' spreads move)."""
-        self._cache = None
+        self._cache = self._stats = None
         self._raw.changed(ids)
 
     def set_groups(self, sources, groups) -> None:
@@ -128,7 +129,7 @@ class ProfileEstimator(VectorEstimator):
         if np.any(~np.isfinite(g) | (g < 0) | (g != np.floor(g))):
             raise ValueError("groups must be integers >= 0")
         self.group[ids] = g
-        self._cache = None
+        self._cache = self._stats = None
 
     # -- evidence -------------------------------------------------------------------------
     def _add(self, ids, t_items, item_owner, a, b) -> None:
@@ -235,27 +236,29 @@ class ProfileEstimator(VectorEstimator):
         var = np.where(ok, 2.0 / np.maximum(items, 1.0), np.inf)
         return coef, var
 
-    def coefficients(self) -> np.ndarray:
-        """Shrunk, non-negative profile coefficients (N, 2H), cached until new evidence."""
-        if self._cache is not None and self._cache.shape[0] == self.n:
-            return self._cache
+    def _group_stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(group of each source (N,) as a position into the next two, the groups' means
+        (G, 2H) and spreads tau^2 (G, 2H)): what the shrinkage of every source depends on
+        besides its own raw coefficients, cached until new evidence. A group without data
+        has mean 0 and tau^2 0: its members stay flat."""
+        if self._stats is not None and self._stats[0].shape[0] == self.n:
+            return self._stats
         coef, var = self.raw()
-        out = np.zeros_like(coef)
         groups = self.group.astype(np.int64)
         single = not groups.size or groups.min() == groups.max()
-        learned = False
-        for g in (groups[:1] if single else np.unique(groups)):
-            # one group (the usual case): every source, as a slice (no copies of N rows)
-            members = slice(None) if single else groups == g
-            has = np.isfinite(var) if single else members & np.isfinite(var)
+        names = groups[:1] if single else np.unique(groups)
+        h = self.harmonics
+        means = np.zeros((names.shape[0], 2 * h))
+        tau2s = np.zeros((names.shape[0], 2 * h))
+        finite = np.isfinite(var)
+        for j, g in enumerate(names):
+            has = finite if single else (groups == g) & finite
             if not has.any():
                 continue
-            learned = True
             w = 1.0 / var[has]                                  # precision, n / 2
-            known = coef[has]
+            known = coef if has.all() else coef[has]            # (the same values, in order)
             mean = (known * w[:, None]).sum(axis=0) / w.sum()
             k = int(has.sum())
-            h = self.harmonics
             if k >= 5:                          # DerSimonian-Laird, per harmonic (cos, sin)
                 q = (w[:, None] * (known - mean) ** 2).sum(axis=0)
                 spread = w.sum() - (w * w).sum() / w.sum()
@@ -264,25 +267,96 @@ class ProfileEstimator(VectorEstimator):
                 tau2 = np.concatenate([tau2, tau2])
             else:
                 tau2 = np.full(2 * h, self.prior_tau ** 2)
-            v = np.where(np.isfinite(var), var, np.inf)[members][:, None]
-            shrink = tau2 / (tau2 + v)
-            out[members] = mean + shrink * (coef[members] - mean)
-        # (no group has a source with data yet: every profile is flat, nothing to check)
-        self._cache = self._positive(out) if learned else out
-        return self._cache
+            means[j], tau2s[j] = mean, tau2
+        position = np.zeros(groups.shape[0], dtype=np.int64) if single else \
+            np.searchsorted(names, groups)
+        self._stats = (position, means, tau2s)
+        return self._stats
+
+    def _shrunk(self, ids) -> np.ndarray:
+        """The raw coefficients of sources ``ids`` (an index array or a slice) shrunk towards
+        their group's mean, before the positivity check; element by element, so a row is the
+        same whichever rows are asked with it."""
+        coef, var = self.raw()
+        mean, tau2 = self._group_stats_of(ids)
+        v = var[ids]
+        v = np.where(np.isfinite(v), v, np.inf)[:, None]
+        shrink = tau2 / (tau2 + v)
+        return mean + shrink * (coef[ids] - mean)
+
+    def _group_stats_of(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, tau^2) of the groups of sources ``ids``: (2H,) each with one group (they
+        broadcast), else (n, 2H)."""
+        position, means, tau2s = self._group_stats()
+        if means.shape[0] == 1:
+            return means[0], tau2s[0]
+        g = position[ids]
+        return means[g], tau2s[g]
+
+    def coefficients(self, ids=None) -> np.ndarray:
+        """Shrunk, non-negative profile coefficients (N, 2H), cached until new evidence; of
+        sources ``ids`` only (an index array) when given: computed for those rows alone
+        while the cache is stale and they are a minority (a selection ranks a few
+        thousand sources of a million), each row the same as in the full array."""
+        if self._cache is not None and self._cache.shape[0] == self.n:
+            return self._cache if ids is None else self._cache[ids]
+        if ids is not None:
+            ids = np.asarray(ids, dtype=np.int64)
+            if 2 * ids.shape[0] < self.n:
+                return self._positive(self._shrunk(ids))
+        self._cache = self._positive(self._shrunk(slice(None)))
+        return self._cache if ids is None else self._cache[ids]
+
+    def integral_bound(self, flat, ids) -> np.ndarray:
+        """An upper bound of ``decayed_integral(b - T, b, mu, ids)`` whatever b, for
+        sources ``ids`` whose flat part, int_0^T e^{-mu s} ds, is ``flat``, without their
+        profiles: ``flat`` plus, per harmonic k, its amplitude (of the shrunk profile before
+        the positivity check, which only scales it down) times a bound of the modulus of
+        int_0^T e^{i k w s} e^{-mu s} ds = (1 - e^{-(mu + i k w) T}) / (mu + i k w): at most
+        ``flat``, and at most 2 / (k w) (a decay slower than the day averages the rhythm
+        out)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        coef, var = self.raw()
+        if 2 * ids.shape[0] > self.n:            # most sources: no gathers, then pick
+            amp = self._amplitudes(slice(None), coef, var)[:, ids]
+        else:
+            amp = self._amplitudes(ids, coef[ids], var[ids])
+        out = np.array(flat, dtype=np.float64)
+        for k in range(self.harmonics):
+            out += amp[k] * np.minimum(flat, 2.0 / (self.omega * (k + 1)))
+        return out
+
+    def _amplitudes(self, rows, coef, var) -> np.ndarray:
+        """(H, n): each harmonic's amplitude in the shrunk profiles of sources ``rows``
+        (``coef``, ``var``: their raw coefficients and variances) before the positivity
+        check; computed harmonic by harmonic on vectors."""
+        mean, tau2 = self._group_stats_of(rows)
+        v = np.where(np.isfinite(var), var, np.inf)
+        h = self.harmonics
+        out = np.empty((h, v.shape[0]))
+        for k in range(h):
+            shrink = tau2[..., k] / (tau2[..., k] + v)
+            c = mean[..., k] + shrink * (coef[:, k] - mean[..., k])
+            s = mean[..., h + k] + shrink * (coef[:, h + k] - mean[..., h + k])
+            np.sqrt(c * c + s * s, out=out[k])
+        return out
 
     def _positive(self, coef: np.ndarray) -> np.ndarray:
         """Scale the harmonic part down where the profile would fall below ``floor``
-        (checked on a grid, only where the amplitudes allow it: p >= 1 - sum_k |(c_k, s_k)|)."""
+        (checked on a grid, only where the amplitudes allow it: p >= 1 - sum_k |(c_k, s_k)|).
+        Row by row (sums of products in a fixed order, no matrix product: BLAS rounds a
+        single row differently from many), so a row is the same whichever rows come along."""
         h = self.harmonics
         amp = _row_sum(np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2))
         ids = np.flatnonzero(1.0 - amp < self.floor)
         if ids.size == 0:
             return coef
         grid = np.arange(8 * h + 8) * (2.0 * np.pi / (8 * h + 8))
-        k = np.arange(1, h + 1)
-        basis_c, basis_s = np.cos(np.outer(grid, k)), np.sin(np.outer(grid, k))
-        wave = coef[ids, :h] @ basis_c.T + coef[ids, h:] @ basis_s.T   # (n, G)
+        rows = coef[ids]
+        wave = np.zeros((ids.shape[0], grid.shape[0]))
+        for k in range(1, h + 1):
+            wave += rows[:, k - 1, None] * np.cos(k * grid)
+            wave += rows[:, h + k - 1, None] * np.sin(k * grid)
         low = wave.min(axis=1)
         scale = np.where(1.0 + low < self.floor, (1.0 - self.floor) / np.maximum(-low, 1e-300),
                          1.0)
@@ -300,14 +374,16 @@ class ProfileEstimator(VectorEstimator):
         return 1.0 + (coef[ids, :h] * np.cos(ph)).sum(axis=-1) + \
             (coef[ids, h:] * np.sin(ph)).sum(axis=-1)
 
-    def decayed_integral(self, a, b, mu, ids=None) -> np.ndarray:
+    def decayed_integral(self, a, b, mu, ids=None, coef=None) -> np.ndarray:
         """int_a^b p_hat_i(s) exp(-mu_i (b - s)) ds for every source (arrays aligned with
         ``ids``, default all; a <= b), in closed form: with theta = k w and
         D = mu^2 + theta^2, int_a^b cos(theta s) e^{-mu (b - s)} ds =
         [mu cos(theta b) + theta sin(theta b) - e^{-mu (b - a)} (mu cos(theta a) +
-        theta sin(theta a))] / D, and the same with (cos, sin) -> (sin, -cos) for the sine."""
-        coef = self.coefficients()
-        ids = np.arange(self.n) if ids is None else np.asarray(ids, dtype=np.int64)
+        theta sin(theta a))] / D, and the same with (cos, sin) -> (sin, -cos) for the sine.
+        ``coef``: ``coefficients(ids)``, where the caller has them already."""
+        # (the rows of ``ids`` only: a selection asks for the few sources it ranks)
+        if coef is None:
+            coef = self.coefficients() if ids is None else self.coefficients(ids)
         h = self.harmonics
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
@@ -326,7 +402,7 @@ class ProfileEstimator(VectorEstimator):
         den = m * m + theta * theta
         int_cos = (m * cb + theta * sb - e * (m * ca + theta * sa)) / den
         int_sin = (m * sb - theta * cb - e * (m * sa - theta * ca)) / den
-        wave = _row_sum(coef[ids, :h] * int_cos + coef[ids, h:] * int_sin)
+        wave = _row_sum(coef[..., :h] * int_cos + coef[..., h:] * int_sin)
         return flat + wave
 
     def mean(self) -> np.ndarray:

@@ -287,10 +287,11 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         mu, scale = self._decay_scale(alpha, u0)
         now = self.time_of(epoch)
         last = np.minimum(self.crawl_time[ids], now)
-        x = scale * self.profile.decayed_integral(last, now, mu, ids)
+        coef = self.profile.coefficients(ids)
+        x = scale * self.profile.decayed_integral(last, now, mu, ids, coef)
         u = u0
         if self.arrivals != "mean":
-            coming = scale * self.profile.decayed_integral(now, now + period, mu, ids)
+            coming = scale * self.profile.decayed_integral(now, now + period, mu, ids, coef)
             survive = 0.0 if self.arrivals == "now" else np.exp(-mu * self.day)
             u = (1.0 - survive) * coming + survive * u0
         return x, u
@@ -348,7 +349,9 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
 
     def _bound(self, epoch: int, stationary, explored: np.ndarray) -> np.ndarray:
         """Per source, a bound of its priority (unit costs): x / C where the stationary x is
-        exact (never crawled, or no rhythm learned), else the peak-rate bound."""
+        exact (never crawled, or no rhythm learned), else a bound of x under the rhythm
+        whatever its phase (``ProfileEstimator.integral_bound``: no profile of a million
+        sources is computed whole for it)."""
         x0, u0 = stationary
         ids = np.flatnonzero(explored & self._rhythmic())
         if not ids.size:
@@ -356,13 +359,11 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         mu, scale = self._decay_scale(self._alphas_at(ids)[0], u0[ids])
         span = np.maximum(self.time_of(epoch) - self.crawl_time[ids], 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            since = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0), span)
-        coef = self.profile.coefficients()[ids]
-        h = self.profile.harmonics
-        peak = 1.0 + np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2).sum(axis=1)
+            flat = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0), span)
         bound = x0.copy()
         # (with room for the rounding of the exact integral)
-        bound[ids] = np.maximum(scale * peak * since * (1.0 + 1e-9), x0[ids])
+        bound[ids] = np.maximum(scale * self.profile.integral_bound(flat, ids) * (1.0 + 1e-9),
+                                x0[ids])
         return bound
 
     # -- learning ---------------------------------------------------------------------------

@@ -206,3 +206,62 @@ def test_kept_raw_coefficients_equal_a_fresh_computation():
         for a, b in zip(kept, fresh, strict=True):
             np.testing.assert_array_equal(a, b)
     assert np.isfinite(est.raw()[1]).sum() > n // 2         # most sources have a rhythm
+
+
+def _strong_rhythms(n: int, seed: int) -> ProfileEstimator:
+    """n sources with strong rhythms (the positivity check scales many of them down), every
+    seventh without any dated item."""
+    rng = np.random.default_rng(seed)
+    est = ProfileEstimator(n, day=DAY, harmonics=2, floor=0.05)
+    times = [arrivals(rng.uniform(0.5, 3.0), rng.normal(0.0, 0.6, 4), 24 * 5, rng)
+             if i % 7 else np.array([]) for i in range(n)]
+    crawl_all(est, times, 4.0, 24 * 5)
+    return est
+
+
+@pytest.mark.parametrize("groups", [None, 3])
+def test_coefficients_of_some_sources_equal_those_of_all(groups):
+    """A selection asks for the profiles of the few sources it ranks: computed for those rows
+    alone (the cache stale), each is the same, to the last bit, as in the whole array,
+    whichever rows come along (one row too: a matrix product of one row rounds otherwise)."""
+    n = 60
+    est = _strong_rhythms(n, seed=5)
+    if groups:
+        est.set_groups(np.arange(n), np.arange(n) % groups)
+    whole = est.coefficients()
+    # profiles scaled to the floor (on the check's grid, the hours here) are among them
+    low = est.multiplier(np.arange(24.0)[None, :], np.arange(n)[:, None]).min(axis=1)
+    scaled = np.flatnonzero(np.abs(low - 0.05) < 1e-9)
+    assert scaled.size >= 5
+    rng = np.random.default_rng(0)
+    alone = [[i] for i in scaled]
+    for ids in (*alone, [0, 59], rng.choice(n, 10, replace=False), np.arange(29)):
+        ids = np.asarray(ids)
+        fresh = ProfileEstimator(0, day=DAY, harmonics=2, floor=0.05)
+        fresh.load_state_dict(est.state_dict())
+        if groups:
+            fresh.set_groups(np.arange(n), np.arange(n) % groups)
+        assert np.array_equal(fresh.coefficients(ids), whole[ids])
+        assert fresh._cache is None                         # computed for those rows only
+
+
+def test_integral_bound_holds_at_every_phase():
+    """integral_bound (what a pruned selection ranks by) is at least the decayed integral of
+    the learned profile over any window of the same length, whatever the time of day; and
+    below the peak-rate bound where the decay is slower than the day."""
+    n = 60
+    est = _strong_rhythms(n, seed=6)
+    ids = np.arange(n)
+    coef = est.coefficients()
+    peak = 1.0 + np.hypot(coef[:, :2], coef[:, 2:]).sum(axis=1)
+    for mu in (0.0, 0.005, 0.2, 3.0):
+        for span in (0.25, 5.0, 30.0, 400.0):
+            flat = span if mu == 0 else -np.expm1(-mu * span) / mu
+            bound = est.integral_bound(np.full(n, flat), ids)
+            for b in np.linspace(0.0, DAY, 97):
+                exact = est.decayed_integral(np.full(n, b - span), np.full(n, b),
+                                             np.full(n, mu), ids)
+                assert np.all(exact <= bound * (1 + 1e-12))
+            if mu < 0.01 and span > 30:
+                # (the harmonics' part at most 2 / (k w) = 7.6 h in place of ``flat``)
+                assert np.all(bound - flat <= 0.05 * (peak - 1.0) * flat)
