@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from scrapy_whittle.distinct import distinct
+
 
 def dtype_from_descr(descr: list) -> np.dtype:
     """The structured dtype of a JSON-decoded ``dtype.descr`` (lists back to tuples)."""
@@ -250,7 +252,7 @@ class KeptRows:
             for arr in self._arrays:
                 arr.flags.writeable = False
         elif self._stale:
-            ids = np.unique(np.concatenate(self._stale))
+            ids = distinct(np.concatenate(self._stale))
             self._stale = []
             for arr, new in zip(self._arrays, self._compute(ids), strict=True):
                 arr.flags.writeable = True
@@ -293,7 +295,7 @@ class SparseRows:
         ids = np.asarray(ids, dtype=np.int64)
         r = self.row[ids]
         if create and np.any(r < 0):
-            missing = np.unique(ids[r < 0])
+            missing = distinct(ids[r < 0])
             self.row[missing] = self._allocate(missing)
             r = self.row[ids]
         return r.astype(np.int64)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scrapy_whittle.distinct import all_distinct, first_of_each
+
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 
 
@@ -32,7 +34,7 @@ def one_per_source(sources: np.ndarray, time: np.ndarray, keep: np.ndarray
     order (its earliest in the first pass). One pass, ``keep`` itself, when no source
     repeats (the usual batch)."""
     keep = np.asarray(keep, dtype=bool)
-    if np.unique(sources[keep]).size == int(keep.sum()):
+    if all_distinct(sources[keep]):
         if keep.any():
             yield keep
         return
@@ -40,7 +42,7 @@ def one_per_source(sources: np.ndarray, time: np.ndarray, keep: np.ndarray
     while remaining.any():
         idx = np.flatnonzero(remaining)
         idx = idx[np.lexsort((time[idx], sources[idx]))]
-        _, first = np.unique(sources[idx], return_index=True)
+        _, first = first_of_each(sources[idx])
         batch = np.zeros(remaining.shape[0], dtype=bool)
         batch[idx[first]] = True
         yield batch

@@ -13,6 +13,7 @@ from itertools import chain
 import numpy as np
 
 from scrapy_whittle import sanitize
+from scrapy_whittle.distinct import distinct
 from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.feeds import FeedEntry
 from scrapy_whittle.hints import ServerHints
@@ -247,7 +248,7 @@ class CrawlOutcomes:
         from the policy's rate estimates (or the service's own, for a policy without)."""
         rates = self.policy.rate_estimator()
         if rates is not None:
-            ids = np.unique(obs.sources[obs.ok])
+            ids = distinct(obs.sources[obs.ok])
             before = float(rates.missed[ids].sum(dtype=np.float64))
             self.policy.observe(obs)
             missed = float(rates.missed[ids].sum(dtype=np.float64)) - before

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from scrapy_whittle.distinct import all_distinct
+
 
 class SourceListError(ValueError):
     """A source list that cannot be read; the message says which file and why."""
@@ -357,7 +359,7 @@ class SourceRegistry:
         batch: dict[str, int] = {}
         start = self._n
         every = (not self._recent and bool((lo == hi).all())
-                 and np.unique(hashes).shape[0] == len(urls))
+                 and all_distinct(hashes))
         if every:        # no hash known, none twice (a restore, a first start-up): all new
             sids, new = list(range(start, start + len(urls))), list(range(len(urls)))
         else:

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, KeptRows
+from scrapy_whittle.distinct import all_distinct
 from scrapy_whittle.estimators._base import VectorEstimator, as_column, as_sources
 
 HARMONIC_ARRAYS = ("item_cos", "item_sin", "exp_cos", "exp_sin")
@@ -162,7 +163,7 @@ class ProfileEstimator(VectorEstimator):
         the bool mask of crawls used (a crawl earlier than the previous one is not)."""
         ids = as_sources(sources, self.n)
         kk = ids.shape[0]
-        if np.unique(ids).shape[0] != kk:
+        if not all_distinct(ids):
             raise ValueError("observe_crawls takes each source at most once per call")
         t = as_column("times", times, kk)
         off = np.asarray(offsets, dtype=np.int64)

@@ -28,6 +28,7 @@ from statistics import NormalDist
 import numpy as np
 
 from scrapy_whittle.columns import Col
+from scrapy_whittle.distinct import all_distinct
 from scrapy_whittle.estimators._base import (
     VectorEstimator,
     as_column,
@@ -113,7 +114,7 @@ class RateEstimator(VectorEstimator):
         """
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
-        if np.unique(ids).shape[0] != k:
+        if not all_distinct(ids):
             raise ValueError("observe_crawls takes each source at most once per call")
         t = as_column("times", times, k)
         off = np.asarray(offsets, dtype=np.int64)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, KeptRows, SparseRows
+from scrapy_whittle.distinct import distinct
 from scrapy_whittle.dynamics import alpha_logs, alpha_u_logs, geometric_sum, pages_alpha_u
 from scrapy_whittle.estimators import (
     ChangeRateEstimator,
@@ -411,7 +412,7 @@ class AdaptiveWhittlePolicy(Policy):
         to their priors: evidence forgotten, unexplored again (so the optimistic priority of
         a new source brings them back soon). Returns the ids reset."""
         full = ids is None
-        ids = np.arange(self.n) if full else np.unique(np.asarray(ids, dtype=np.int64))
+        ids = np.arange(self.n) if full else distinct(np.asarray(ids, dtype=np.int64))
         ids = ids[(ids >= 0) & (ids < self.n)]
         bad = np.isinf(self.last_epoch[ids]) | np.isinf(self.added_epoch[ids])
         for estimator in self._row_children().values():

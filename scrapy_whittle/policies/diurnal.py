@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.columns import Col
+from scrapy_whittle.distinct import first_of_each
 from scrapy_whittle.estimators.profile import ProfileEstimator
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
@@ -387,7 +388,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         while remaining.any():
             idx = np.flatnonzero(remaining)
             idx = idx[np.lexsort((obs.time[idx], obs.sources[idx]))]
-            _, first = np.unique(obs.sources[idx], return_index=True)
+            _, first = first_of_each(obs.sources[idx])
             batch = idx[first]
             off = obs.item_offsets
             lengths = off[batch + 1] - off[batch]

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, PerSourceArrays, refill_rows, unusable_rows
+from scrapy_whittle.distinct import distinct
 from scrapy_whittle.dynamics import alpha_u, geometric_sum, u_logs
 from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.estimators.rate import RateEstimator
@@ -332,7 +333,7 @@ class ThompsonWhittlePolicy(Policy):
         """Sources whose estimates hold numbers that are not finite (or, when every source
         is checked, whose point estimates are not) go back to their priors."""
         full = ids is None
-        ids = np.arange(self.n) if full else np.unique(np.asarray(ids, dtype=np.int64))
+        ids = np.arange(self.n) if full else distinct(np.asarray(ids, dtype=np.int64))
         ids = ids[(ids >= 0) & (ids < self.n)]
         est = self.estimator
         bad = unusable_rows(est, ids) | est.rates.invalid(ids)
