@@ -144,16 +144,20 @@ def test_scrapy_style_observations_and_growth():
         make_policy("diurnal-oracle", make_scenario("news-mix", n=5).problem)
 
 
-@pytest.mark.parametrize("name", ["diurnal-whittle", "diurnal-oracle"])
-def test_pruned_selection_is_the_full_top_m(name):
+@pytest.mark.parametrize(("name", "groups"), [("diurnal-whittle", None),
+                                               ("diurnal-whittle", 3),
+                                               ("diurnal-oracle", None)])
+def test_pruned_selection_is_the_full_top_m(name, groups):
     """select() computes the rhythm and the index only for the sources whose bound can make
     the top; the choice is exactly the top M of priority(), epoch after epoch, with and
-    without an eligibility mask, once rhythms are learned too."""
+    without an eligibility mask, once rhythms are learned too (in one shrinkage group, or
+    several)."""
     from scrapy_whittle.selection import select_top
 
     scn = make_scenario("news-diurnal", n=400, budget=4, stochastic=True)
     env = _reset(scn, seed=3)
-    pol = build_policy(name, scn, 3)
+    options = {} if groups is None else {"groups": np.arange(400) % groups}
+    pol = build_policy(name, scn, 3, **options)
     rng = np.random.default_rng(3)
     rhythmic = []
     for t in range(160):

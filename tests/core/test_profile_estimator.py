@@ -245,14 +245,18 @@ def test_coefficients_of_some_sources_equal_those_of_all(groups):
         assert fresh._cache is None                         # computed for those rows only
 
 
-def test_integral_bound_holds_at_every_phase():
+@pytest.mark.parametrize(("groups", "ids"), [(None, np.arange(60)), (4, np.arange(60)),
+                                             (4, np.arange(0, 60, 5))])
+def test_integral_bound_holds_at_every_phase(groups, ids):
     """integral_bound (what a pruned selection ranks by) is at least the decayed integral of
     the learned profile over any window of the same length, whatever the time of day; and
-    below the peak-rate bound where the decay is slower than the day."""
-    n = 60
-    est = _strong_rhythms(n, seed=6)
-    ids = np.arange(n)
-    coef = est.coefficients()
+    below the peak-rate bound where the decay is slower than the day. For every source, or
+    a few (computed for those alone)."""
+    est = _strong_rhythms(60, seed=6)
+    if groups:
+        est.set_groups(np.arange(60), np.arange(60) % groups)
+    n = ids.shape[0]
+    coef = est.coefficients()[ids]
     peak = 1.0 + np.hypot(coef[:, :2], coef[:, 2:]).sum(axis=1)
     for mu in (0.0, 0.005, 0.2, 3.0):
         for span in (0.25, 5.0, 30.0, 400.0):
