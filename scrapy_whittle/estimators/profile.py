@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.columns import Col, KeptRows
-from scrapy_whittle.distinct import all_distinct
+from scrapy_whittle.distinct import all_distinct, distinct
 from scrapy_whittle.estimators._base import VectorEstimator, as_column, as_sources
 
 HARMONIC_ARRAYS = ("item_cos", "item_sin", "exp_cos", "exp_sin")
@@ -247,7 +247,7 @@ class ProfileEstimator(VectorEstimator):
         coef, var = self.raw()
         groups = self.group.astype(np.int64)
         single = not groups.size or groups.min() == groups.max()
-        names = groups[:1] if single else np.unique(groups)
+        names = groups[:1] if single else distinct(groups)
         h = self.harmonics
         means = np.zeros((names.shape[0], 2 * h))
         tau2s = np.zeros((names.shape[0], 2 * h))

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scrapy_whittle.distinct import distinct
 from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
@@ -139,7 +140,7 @@ class StaticPolicy(Policy):
             return np.zeros(0, dtype=np.int64)
         points = self.rng.random() + np.arange(int(np.ceil(total)))
         points = points[points < total]
-        chosen = np.unique(self._order[np.searchsorted(cum, points, side="right")])
+        chosen = distinct(self._order[np.searchsorted(cum, points, side="right")])
         if eligible is not None:
             chosen = chosen[eligible[chosen]]
         cost = self.problem.cost
