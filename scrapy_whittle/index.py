@@ -156,6 +156,21 @@ class IndexTable:
             self._scratch = (np.empty(self._shape), np.empty(self._shape))
         return _evaluate(x, self._consts, self._precise, out, *self._scratch)
 
+    def index_where_unsaturated(self, x) -> np.ndarray:
+        """``index(x)`` (1-D table), the formula evaluated only where x < u*: at or above u*
+        the index is x / C (the module docstring), which is what ``index`` returns there
+        too, through its NaN. The same numbers; fewer passes when most sources wait at u*
+        (the steady state of a long crawl of alike feeds)."""
+        x = np.asarray(x, dtype=np.float64)
+        ustar_inv, *_, cost_inv = self._consts
+        with np.errstate(invalid="ignore"):            # (0 * inf: x = 0 at a silent source)
+            below = np.flatnonzero(x * ustar_inv < 1.0)   # (NaN is not below: x / C = 0)
+        if 2 * below.shape[0] > x.shape[0]:
+            return self.index(x)
+        out = x * cost_inv
+        out[below] = self.index_at(below, x[below])
+        return out
+
     def index_at(self, ids: np.ndarray, x: np.ndarray) -> np.ndarray:
         """gamma_i(x) / C_i for the sources ``ids`` only (1-D table), x aligned with ids."""
         x = np.asarray(x, dtype=np.float64)

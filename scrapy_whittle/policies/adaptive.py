@@ -302,7 +302,7 @@ class AdaptiveWhittlePolicy(Policy):
         def priority_of(ids):             # never crawled: x / C (C = 1), no index needed
             prio, ranked = x[ids], explored[ids]
             at = ids[ranked]
-            prio[ranked] = self._table(at, u[at], 1.0).index(x[at])
+            prio[ranked] = self._table(at, u[at], 1.0).index_where_unsaturated(x[at])
             return prio
 
         chosen = self._pruning(x, priority_of, budget, eligible)
@@ -310,7 +310,7 @@ class AdaptiveWhittlePolicy(Policy):
             return chosen
         prio = x.copy()                       # unexplored: x / C (C = 1), no index needed
         ids = np.flatnonzero(explored)
-        prio[ids] = self._table(ids, u[ids], 1.0).index(x[ids])
+        prio[ids] = self._table(ids, u[ids], 1.0).index_where_unsaturated(x[ids])
         chosen = select_top(prio, None, budget, eligible)
         self._pruning.settled(prio, chosen)
         return chosen

@@ -315,8 +315,8 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
             at = np.flatnonzero(rhythmic)
             x, u = x.copy(), u.copy()
             x[at], u[at] = self._rhythm_at(epoch, ids[at], alpha[at], u0[ids[at]])
-        return IndexTable(alpha, np.maximum(u, 0.0), self.problem.cost[ids]).index(
-            np.maximum(x, 0.0))
+        return IndexTable(alpha, np.maximum(u, 0.0),
+                          self.problem.cost[ids]).index_where_unsaturated(np.maximum(x, 0.0))
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget`` (among ``eligible`` sources); with unit

@@ -307,12 +307,12 @@ class ThompsonWhittlePolicy(Policy):
         if unit:
             def index_of(ids):
                 return IndexTable.from_logs(log_alpha[ids], u[ids], 1.0,
-                                            one_minus[ids]).index(x[ids])
+                                            one_minus[ids]).index_where_unsaturated(x[ids])
 
             chosen = self._pruning(x, index_of, budget, eligible)
             if chosen is not None:
                 return chosen
-        prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index(x)
+        prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index_where_unsaturated(x)
         chosen = select_top(prio, cost, budget, eligible)
         if unit:
             self._pruning.settled(prio, chosen)

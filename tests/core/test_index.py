@@ -131,3 +131,30 @@ def test_tables_from_logs_and_for_other_arrivals_agree_with_the_table_of_alpha()
     other = rng.lognormal(size=mu.shape[0])
     np.testing.assert_array_equal(IndexTable(alpha, u, c).with_u(other).index(x),
                                   IndexTable(alpha, other, c).index(x))
+
+
+@pytest.mark.parametrize("saturated", [0.1, 0.6, 0.95])
+def test_index_where_unsaturated_is_index(saturated):
+    """The formula evaluated only below u* gives index()'s numbers to the last bit, with
+    a share of the states at or above u* (where the index is x / C), exactly at u*, at 0,
+    for silent sources, frozen and nearly frozen ones (alpha close to 1: the precise path)
+    and costs other than 1."""
+    rng = np.random.default_rng(7)
+    n = 4000
+    alpha = rng.uniform(0.0, 1.0, n)
+    alpha[:200] = 1.0 - rng.uniform(1e-9, 1e-4, 200)           # the precise path
+    alpha[200:220] = 1.0                                         # frozen
+    u = rng.exponential(1.0, n)
+    u[220:260] = 0.0                                             # silent
+    cost = rng.uniform(0.5, 3.0, n)
+    ustar = u / np.maximum(1.0 - alpha, 1e-300)
+    x = np.where(rng.random(n) < saturated, ustar * rng.uniform(1.0, 2.0, n),
+                 ustar * rng.uniform(0.0, 1.0, n))
+    x[260:300] = ustar[260:300]                                  # exactly at u*
+    x[300:340] = 0.0
+    x = np.where(np.isfinite(x), x, 1.0)
+    for c in (1.0, cost):
+        table = IndexTable(alpha, u, c)
+        want = table.index(x)
+        got = table.index_where_unsaturated(x)
+        assert np.array_equal(got, want)
