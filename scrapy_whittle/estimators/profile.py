@@ -217,7 +217,17 @@ class ProfileEstimator(VectorEstimator):
         return coef, var
 
     def _raw_of(self, rows) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`raw` of sources ``rows`` (an index array or a slice)."""
+        """:meth:`raw` of sources ``rows`` (an index array or a slice). For every source (the
+        first call, after growth or a restore) only those with items and exposure are
+        computed: the others have none to show (0, inf), and early in a crawl they are
+        nearly all of a million."""
+        if isinstance(rows, slice):
+            coef = np.zeros((self.n, 2 * self.harmonics))
+            var = np.full(self.n, np.inf)
+            ids = np.flatnonzero((self.exposure > 0) & (self.items > 0))
+            if ids.size:
+                coef[ids], var[ids] = self._raw_of(ids)
+            return coef, var
         e0 = self.exposure[rows]
         items = self.items[rows]
         ec = self.exp_cos[rows].astype(np.float64)

@@ -269,3 +269,18 @@ def test_integral_bound_holds_at_every_phase(groups, ids):
             if mu < 0.01 and span > 30:
                 # (the harmonics' part at most 2 / (k w) = 7.6 h in place of ``flat``)
                 assert np.all(bound - flat <= 0.05 * (peak - 1.0) * flat)
+
+
+def test_raw_of_every_source_computes_those_with_evidence_the_same():
+    """raw() of every source at once (a first call, growth, a restore) computes only the
+    sources with items and exposure; every row equals the formula's for that row alone,
+    the others' (no items, no exposure, a NaN exposure) included."""
+    est = _strong_rhythms(40, seed=8)                  # every seventh without items
+    est.grow(5)                                        # no evidence at all
+    est.exposure[41] = 12.0                            # exposure, no items
+    est.exposure[42], est.items[42] = 5.0, 1.0         # one item
+    est.exposure[3] = np.nan                           # garbage
+    whole = est._raw_of(slice(None))
+    rows = est._raw_of(np.arange(est.n))
+    assert np.array_equal(whole[0], rows[0]) and np.array_equal(whole[1], rows[1])
+    assert np.isfinite(whole[1]).sum() == 40 - 6 - 1 + 1   # (not 0, 7, ..., 35, 3; 42)
