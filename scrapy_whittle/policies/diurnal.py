@@ -33,6 +33,7 @@ import numpy as np
 
 from scrapy_whittle.columns import Col
 from scrapy_whittle.distinct import first_of_each
+from scrapy_whittle.dynamics import decayed_integral
 from scrapy_whittle.estimators.profile import ProfileEstimator
 from scrapy_whittle.index import IndexTable
 from scrapy_whittle.observation import Observation
@@ -80,8 +81,6 @@ class DiurnalOraclePolicy(Policy):
     # source was emptied, from which _after_import replays the periodic recursion
     per_source = {"x": Col(0.0, persist=False), "emptied": np.nan}
     scalar_state = ("_advanced_to", "_start")
-    #: the cut-off of the next selection is guessed this much below the last one
-    PRUNE_MARGIN = 0.05
 
     def __init__(self, problem: Problem, rng=None, *,
                  periodic: PeriodicArrivals | None = None, arrivals: str = "blend") -> None:
@@ -100,7 +99,7 @@ class DiurnalOraclePolicy(Policy):
         self._tables: dict[int, IndexTable] = {}
         # (the table at the mean arrivals, the mean arrivals, alpha^K), for _table
         self._base: tuple[IndexTable, np.ndarray, np.ndarray] | None = None
-        self._pruning = PrunedTop(self.PRUNE_MARGIN)
+        self._pruning = PrunedTop()
 
     def _after_import(self) -> None:
         """Replay x <- alpha x + u(phase) from each source's emptying (or the start) to now:
@@ -238,7 +237,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         self.groups = groups
         self._set_groups(np.arange(problem.n))
         # a source never crawled has its exact priority at no cost: no share limit
-        self._pruning = PrunedTop(self.PRUNE_MARGIN, max_share=1.0)
+        self._pruning = PrunedTop(max_share=1.0)
 
     def _set_groups(self, ids: np.ndarray) -> None:
         if self.groups is None or ids.size == 0:
@@ -275,10 +274,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         """(mu, Lambda xi) of sources with stationary (alpha, u0)."""
         period = float(self.problem.period)
         mu = -np.log(np.clip(alpha, 1e-300, 1.0)) / period
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_epoch = np.where(mu > 0, -np.expm1(-mu * period) / np.where(mu > 0, mu, 1.0),
-                                 period)
-        return mu, u0 / per_epoch                     # Lambda xi (value per unit of time)
+        return mu, u0 / decayed_integral(period, mu)     # Lambda xi (value per unit of time)
 
     def _rhythm_at(self, epoch: int, ids: np.ndarray, alpha: np.ndarray, u0: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
@@ -323,10 +319,9 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         costs, computing the rhythm and the index only for the sources that can make the top
         (``PrunedTop``).
 
-        The index never exceeds x / C, and under the rhythm x is at most what the peak rate
-        of the profile (1 + the sum of its harmonics' amplitudes) would have brought since
-        the last crawl: that is the bound of an explored source; a source never crawled has
-        its exact priority, x / C, at no cost. The choice is the same (tested)."""
+        The index never exceeds x / C, and ``_bound`` bounds x under the rhythm whatever its
+        phase: that is the bound of an explored source; a source never crawled has its exact
+        priority, x / C, at no cost. The choice is the same (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
         cost = self.problem.cost
         if self._pruning.cut is not None and np.all(cost == 1.0):   # (the bound costs)
@@ -359,8 +354,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
             return x0
         mu, scale = self._decay_scale(self._alphas_at(ids)[0], u0[ids])
         span = np.maximum(self.time_of(epoch) - self.crawl_time[ids], 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            flat = np.where(mu > 0, -np.expm1(-mu * span) / np.where(mu > 0, mu, 1.0), span)
+        flat = decayed_integral(span, mu)
         bound = x0.copy()
         # (with room for the rounding of the exact integral)
         bound[ids] = np.maximum(scale * self.profile.integral_bound(flat, ids) * (1.0 + 1e-9),

@@ -265,7 +265,7 @@ class ThompsonWhittlePolicy(Policy):
         self.estimator = EphemeralEstimator(problem.n, problem.period, **estimator_options)
         self._estimator_options = estimator_options
         self._epoch = 0
-        self._pruning = PrunedTop(self.PRUNE_MARGIN)
+        self._pruning = PrunedTop()
 
     def _row_children(self):
         return {"estimator": self.estimator}
@@ -277,9 +277,6 @@ class ThompsonWhittlePolicy(Policy):
         lam, xi, mu = self.estimator.point()
         ids = np.asarray(ids, dtype=np.int64)
         return {"rate": lam[ids], "half_life": np.log(2.0) / mu[ids], "value": xi[ids]}
-
-    #: the cut-off of the next selection is guessed this much below the last one
-    PRUNE_MARGIN = 0.05
 
     def _sampled(self, epoch: int) -> tuple[np.ndarray, ...]:
         """(x, u, log alpha, 1 - alpha) of one posterior draw of every source's parameters;
