@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -156,8 +158,15 @@ class PrunedTop:
     is below the guess cannot be chosen as long as the top M of the others all clear it.
     When they do not, their M-th priority is still a lower bound of the true one (computing
     more sources can only raise it), and the sources whose bound reaches it settle the
-    choice in a second pass. Either way the answer is exactly ``select_top`` over every
+    choice in a second pass. Where the guess lies above the M-th largest bound (fewer than M
+    sources reach it: the cut-off fell, as it does in every epoch of Thompson sampling's
+    steady state, whose draws move the top by more than the margin), the M-th largest bound
+    is the guess instead: where the chosen sources sit at their bound (saturated), M
+    priorities settle the choice. Either way the answer is exactly ``select_top`` over every
     priority (ties to the lower index: the pruned sources are strictly below the cut).
+    Without a last cut-off the caller computes every priority: at a crawl's start the bound
+    of a source crawled an epoch ago is far above its priority, and guessing from the bounds
+    alone costs more passes than it saves (measured).
 
     margin: how far below the last cut-off the guess is (``PRUNE_MARGIN`` by default).
     max_share: above this share of the sources in the first pass, computing them all costs
@@ -176,18 +185,22 @@ class PrunedTop:
                  eligible: np.ndarray | None = None) -> np.ndarray | None:
         """The top M by priority (``priority_of(ids)``: the priorities of sources ``ids``,
         each at most ``bound[id]``), or None where it is not decided here (no cut-off yet,
-        too many candidates): then the caller computes every priority and calls
-        :meth:`settled`."""
+        too many candidates, bounds of zero or NaN at the top): then the caller computes
+        every priority and calls :meth:`settled`."""
         n = bound.shape[0]
         k = int(np.floor(budget + 1e-9))
         if self.cut is None or not self.cut > 0 or not 0 < k < n:
             return None
         threshold = self.cut * (1.0 - self.margin)
+        cand = _reaching(bound, threshold, eligible)
+        if cand.shape[0] < k:             # the guess is above the M-th largest bound
+            threshold = _kth_largest_bound(bound, k, eligible)
+            if not threshold > 0:         # (NaN, fewer than M eligible, or nothing to prune)
+                return None
+            cand = _reaching(bound, threshold, eligible)
         for attempt in range(2):
-            keep = bound >= threshold
-            if eligible is not None:
-                keep &= eligible
-            cand = np.flatnonzero(keep)
+            if attempt:
+                cand = _reaching(bound, threshold, eligible)
             if cand.shape[0] < k or (attempt == 0 and cand.shape[0] > self.max_share * n):
                 return None
             prio = priority_of(cand)
@@ -209,3 +222,22 @@ class PrunedTop:
     def forget(self) -> None:
         """Priorities changed beyond the margin's reach (sources reset, costs changed)."""
         self.cut = None
+
+
+def _reaching(bound: np.ndarray, threshold: float, eligible: np.ndarray | None) -> np.ndarray:
+    """Sources (eligible ones) whose bound reaches ``threshold``."""
+    keep = bound >= threshold
+    if eligible is not None:
+        keep &= eligible
+    return np.flatnonzero(keep)
+
+
+def _kth_largest_bound(bound: np.ndarray, k: int, eligible: np.ndarray | None) -> float:
+    """The k-th largest bound of the (eligible) sources; NaN where fewer than k are eligible
+    (a NaN bound counts as the largest here: the caller then finds fewer than k sources
+    reaching the answer, and gives up)."""
+    values = bound if eligible is None else bound[eligible]
+    m = values.shape[0]
+    if m < k:
+        return math.nan
+    return float(np.partition(values, m - k)[m - k])

@@ -124,3 +124,58 @@ def test_pruned_top_is_select_top_whatever_its_guess():
     assert decided > 80 and second_passes > 3
     pruned.forget()
     assert pruned(bound, priority_of, k) is None        # no guess: the caller decides
+
+
+def test_pruned_top_guesses_the_kth_bound_when_the_cut_off_fell():
+    """Thompson sampling's steady state: each epoch's draws move the top by more than the
+    margin, and the last cut-off lies above the k-th largest bound (fewer than k sources reach
+    it). The top sources sit at their bound (saturated), the rest below it: the k-th largest
+    bound settles the choice with k priorities. Also with eligibility, and for a top where
+    the bound is loose (the second pass). Always select_top's answer."""
+    rng = np.random.default_rng(11)
+    n, k = 5000, 50
+    pruned = PrunedTop()
+    asked = []
+
+    def priority_of(ids):
+        asked.append(ids.shape[0])
+        return prio[ids]
+
+    for t in range(60):
+        bound = rng.lognormal(size=n) * (0.5 if t % 2 else 1.0)   # the top falls by half
+        prio = bound * np.where(bound > np.quantile(bound, 0.97), 1.0, rng.uniform(0.1, 0.9, n))
+        if t % 7 == 3:
+            prio *= rng.uniform(0.2, 1.0, n)                        # loose at the top too
+        eligible = rng.random(n) < 0.8 if t % 3 == 0 else None
+        cut_before = pruned.cut
+        asked.clear()
+        got = pruned(bound, priority_of, k, eligible)
+        want = select_top(prio, None, k, eligible)
+        if cut_before is None:
+            assert got is None                          # the first: computed in full
+            pruned.settled(prio, want)
+            continue
+        np.testing.assert_array_equal(got, want)
+        fell = t % 2 == 1
+        if fell and t % 7 != 3:         # guess: the k-th bound, where the top sits: k priorities
+            assert asked == [k], (t, cut_before, asked)
+        assert sum(asked) < n / 4
+
+
+def test_pruned_top_leaves_degenerate_bounds_to_the_caller():
+    """A cut-off above every bound, and then no bound above zero at the top, NaN bounds at
+    the top, or fewer than k eligible: None (the caller computes every priority)."""
+    n, k = 1000, 10
+    pruned = PrunedTop()
+    pruned.cut = 10.0                   # above every bound below: the k-th bound is tried
+
+    def priority_of(ids):
+        return np.zeros(ids.shape[0])
+
+    assert pruned(np.zeros(n), priority_of, k) is None
+    bound = np.linspace(1.0, 2.0, n)
+    bound[:k] = np.nan
+    assert pruned(bound, priority_of, k) is None
+    few = np.zeros(n, dtype=bool)
+    few[:k - 1] = True
+    assert pruned(np.linspace(1.0, 2.0, n), priority_of, k, few) is None
