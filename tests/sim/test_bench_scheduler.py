@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,6 +28,10 @@ def test_a_small_bench_scheduler_run_reports_every_policy_and_the_state():
         row = report["policies"][name]
         assert row["us_per_crawl"] > 0
         assert row["ratio"] == row["us_per_crawl"] / report["scrapy_us_per_request"]
+        # the policy's share: part of the crawl's cost, the same figure per epoch
+        assert 0 < row["deciding_us_per_crawl"] < row["us_per_crawl"]
+        assert row["deciding_ms_per_epoch"] == pytest.approx(
+            1e-3 * row["deciding_us_per_crawl"] * report["budget"])
     state = report["state"]
     # N / budget more epochs (--fill) crawl many of the sources; a restore finds them all
     assert n // 100 < state["sources_crawled"] <= n and state["restored_sources"] == n
