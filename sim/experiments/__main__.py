@@ -1,4 +1,5 @@
-"""Command line of the experiments: ``python -m sim.experiments {icc2021,allerton2019,dqn-timing}``.
+"""Command line of the experiments:
+``python -m sim.experiments {icc2021,allerton2019,dqn-timing,dqn-devices}``.
 
 Each experiment runs every policy ``--runs`` times for ``--iterations`` epochs on the same
 seeded worlds (run r uses seed r for the environment and a separate stream for the policy),
@@ -133,16 +134,19 @@ def run_experiment(name: str, out: Path, runs: int, iterations: int, jobs: int,
     return report
 
 
-def dqn_timing(arms: int, batch: int, repeats: int, threads: int) -> dict[str, float]:
+def dqn_timing(arms: int, batch: int, repeats: int, threads: int, device: str = "cpu"
+               ) -> dict[str, float]:
     """Milliseconds of one FG-DQN training step (minibatch ``batch``) and one decision with
-    ``arms`` arms and the paper's network (4000 and 8 hidden units), on CPU."""
+    ``arms`` arms and the paper's network (4000 and 8 hidden units), on ``device`` (CUDA's
+    work is waited for before each clock reading)."""
     import torch
 
     from scrapy_whittle.policies.dqn import DQNPolicy
     from scrapy_whittle.problem import Problem
 
     torch.set_num_threads(threads)
-    policy = DQNPolicy(Problem(n=arms), rng=0, device="cpu")
+    policy = DQNPolicy(Problem(n=arms), rng=0, device=device)
+    sync = torch.cuda.synchronize if policy.device.type == "cuda" else (lambda: None)
     rng = np.random.default_rng(0)
     n = 4 * batch
     policy.buf_s[:n] = rng.random((n, 2 * arms))
@@ -156,13 +160,15 @@ def dqn_timing(arms: int, batch: int, repeats: int, threads: int) -> dict[str, f
             f()
         times = []
         for _ in range(repeats):
+            sync()
             t = time.perf_counter()
             f()
+            sync()
             times.append(time.perf_counter() - t)
         return 1e3 * float(np.median(times))
 
     idx = rng.integers(0, n, batch)
-    return {"arms": arms, "batch": batch, "threads": threads,
+    return {"arms": arms, "batch": batch, "threads": threads, "device": str(policy.device),
             "train_step_ms": per_call(lambda: policy.train_step(idx)),
             "decision_ms": per_call(lambda: policy.select(0, 1.0)),
             "parameters": sum(p.numel() for p in policy.q.parameters())}
@@ -188,10 +194,30 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--batch", type=int, default=64)
     t.add_argument("--repeats", type=int, default=30)
     t.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    t.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    d = sub.add_parser("dqn-devices", help="FG-DQN on the CPU and on CUDA: the same runs, "
+                                           "compared (repeatability, checkpoints, speed)")
+    d.add_argument("--slots", type=int, default=2000)
+    d.add_argument("--devices", default="cpu,cuda")
+    d.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
+    d.add_argument("--seeds", default="0", help="comma-separated seeds of the reward runs")
+    d.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
+    if args.command == "dqn-devices":
+        import torch
+
+        from sim.experiments.dqn_devices import dqn_devices, print_report
+
+        torch.set_num_threads(args.threads)
+        report = dqn_devices([x.strip() for x in args.devices.split(",") if x.strip()],
+                             args.slots, tuple(int(x) for x in args.seeds.split(",")))
+        print_report(report)
+        if args.json is not None:
+            args.json.write_text(json.dumps(report, indent=2) + "\n")
+        return 0
     if args.command == "dqn-timing":
-        res = dqn_timing(args.arms, args.batch, args.repeats, args.threads)
-        print(f"FG-DQN, {res['arms']} arms, {res['parameters']} parameters, "
+        res = dqn_timing(args.arms, args.batch, args.repeats, args.threads, args.device)
+        print(f"FG-DQN on {res['device']}, {res['arms']} arms, {res['parameters']} parameters, "
               f"{res['threads']} torch thread(s): training step on a minibatch of "
               f"{res['batch']}: {res['train_step_ms']:.2f} ms; one decision: "
               f"{res['decision_ms']:.3f} ms (medians of {args.repeats})")

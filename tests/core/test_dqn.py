@@ -76,6 +76,39 @@ def test_state_dict_round_trip_continues_identically():
         assert torch.equal(pa, pb)
 
 
+def test_noise_of_its_own_generator_as_on_a_gpu_is_seeded_and_checkpointed(monkeypatch):
+    """On a GPU the gradient noise comes from a generator of its own there, seeded from the
+    policy's; its state goes into the checkpoint. The same on the CPU with a CPU generator
+    of its own: two runs agree, a restored policy of another seed goes on identically, and
+    the noise stream is not the CPU path's (whose generator also drew the network)."""
+    def own_generator(self):
+        seed = int(torch.randint(0, 2**62, (1,), generator=self.gen))
+        return torch.Generator().manual_seed(seed)
+
+    plain, env = fresh()
+    run(plain, env, 100)
+    monkeypatch.setattr(DQNPolicy, "_noise_generator", own_generator)
+    a, env = fresh()
+    assert a.noise_gen is not a.gen
+    b, env_b = fresh()
+    run(a, env, 100)
+    run(b, env_b, 100)
+    for pa, pb in zip(a.q.parameters(), b.q.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    assert not all(torch.equal(pa, pp) for pa, pp in zip(a.q.parameters(),
+                                                          plain.q.parameters(), strict=True))
+    state = copy.deepcopy(a.state_dict())
+    assert state["global"]["noise_generator"] is not None
+    env_c = copy.deepcopy(env)
+    c, _ = fresh(seed=999)
+    c.load_state_dict(state)
+    da, ra = run(a, env, 60)
+    dc, rc = run(c, env_c, 60)
+    assert da == dc and np.array_equal(ra, rc)
+    for pa, pc in zip(a.q.parameters(), c.q.parameters(), strict=True):
+        assert torch.equal(pa, pc)
+
+
 def test_gradient_flows_through_max_next_q():
     """The FG-DQN loss gradient equals eq. (9)'s bracket averaged over the minibatch:
     (2/B) sum_b delta_b (gamma grad Q(s'_b, v_b) - grad Q(s_b, a_b)), computed here term by

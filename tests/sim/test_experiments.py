@@ -48,3 +48,17 @@ def test_allerton_tiny_run(tmp_path):
     summary = results["allerton2019"]["scenarios"]["allerton2019"]
     assert summary["whittle"]["span_ratio_to_whittle"] == 1.0
     assert (tmp_path / "allerton2019_running.png").exists()
+
+
+def test_dqn_devices_on_the_cpu_repeats_itself_and_resumes_from_a_checkpoint():
+    """The device comparison (run on a GPU machine for docs/experiments.md) on the CPU alone:
+    two runs with one seed decide the same, and a checkpoint taken half-way (after training
+    started) and loaded into a policy of another seed goes on as the uninterrupted run."""
+    pytest.importorskip("torch")
+    from sim.experiments.dqn_devices import dqn_devices
+
+    report = dqn_devices(["cpu"], slots=120)
+    for name in ("icc2021-single", "icc2021-groups"):
+        out = report["scenarios"][name]
+        assert out["cpu"]["updates"] > 0 and out["cpu"]["repeats_itself"]
+        assert out["checkpoint_cpu_to_cpu"] == {"first_difference_from_uninterrupted_cpu": None}
