@@ -205,7 +205,16 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
             u = periodic_u.mean(axis=1)
         problem = Problem(n=n, cost=self.sources.cost[:n].copy(), period=self.config.period,
                           alpha=alpha, u=u)
-        return make_policy(self.config.core_policy, problem, rng=self.config.seed, **options)
+        try:
+            return make_policy(self.config.core_policy, problem, rng=self.config.seed,
+                               **options)
+        except (TypeError, ValueError) as exc:
+            given = self.config.policy_options
+            if not given:
+                raise
+            # an option's value the policy refuses (its names were checked with the settings)
+            raise InvalidSetting(f"WHITTLE_POLICY_OPTIONS ({given!r}) for policy "
+                                 f"{self.config.policy!r}: {exc}") from exc
 
     def _oracle_rhythms(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, u per phase of the day (N, K), column t for epoch t mod K) of sources

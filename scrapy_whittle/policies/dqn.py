@@ -118,9 +118,20 @@ def fg_bellman_loss(q: QNetwork, s, a, r, s2, gamma: float) -> torch.Tensor:
 
 
 def _resolve_device(device: str) -> torch.device:
+    """``DQNConfig.device`` as a torch device; a ValueError that says why for one this torch
+    cannot use (torch's own answer to "cuda" without a GPU is a bare AssertionError)."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device ({device!r}) must be 'auto', 'cpu' or 'cuda[:index]'") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device ({device!r}): torch {torch.__version__} sees no CUDA GPU "
+                         f"(use 'auto' or 'cpu')")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device ({device!r}) must be 'auto', 'cpu' or 'cuda[:index]'")
+    return resolved
 
 
 class DQNPolicy(Policy):

@@ -41,6 +41,21 @@ def test_registry_builds_dqn():
     assert isinstance(p, DQNPolicy) and p.arms.k == 3
 
 
+def test_a_device_torch_cannot_use_is_refused_with_its_reason():
+    """'cuda' without a GPU (torch's own answer is a bare AssertionError when the network
+    moves there) and device types the policy does not run on are ValueErrors that say why;
+    with a GPU, 'cuda' is taken."""
+    for device in ("tpu", "mps", "cuda:x"):
+        with pytest.raises(ValueError, match=r"must be 'auto', 'cpu' or 'cuda\[:index\]'"):
+            make_policy("dqn", Problem(n=3), rng=0, hidden=(8,), device=device)
+    if torch.cuda.is_available():
+        assert make_policy("dqn", Problem(n=3), rng=0, hidden=(8,),
+                           device="cuda").device.type == "cuda"
+    else:
+        with pytest.raises(ValueError, match="sees no CUDA GPU"):
+            make_policy("dqn", Problem(n=3), rng=0, hidden=(8,), device="cuda")
+
+
 def test_same_seed_same_decisions():
     a, env_a = fresh()
     b, env_b = fresh()

@@ -15,7 +15,7 @@ from scrapy_whittle.observation import Observation
 from scrapy_whittle.policies import make_policy
 from scrapy_whittle.problem import Problem
 from scrapy_whittle.service import RecrawlService
-from scrapy_whittle.settings import WhittleConfig
+from scrapy_whittle.settings import InvalidSetting, WhittleConfig
 from scrapy_whittle.sources import SourceSpec
 from scrapy_whittle.store import FILE_NAME, SCHEMA_VERSION, StateStore, StoreError
 
@@ -246,3 +246,20 @@ def test_http_dates_are_read_in_every_form_servers_send():
     for bad in (None, "", "yesterday", "Sun, 99 Nov 1994 08:49:37 GMT", "Thu, 01 Jan 1970 "
                 "00:00:00 GMT", "Sun, 06 Nov 2200 08:49:37 GMT"):
         assert unix_seconds(bad) == 0, bad
+
+
+@pytest.mark.parametrize(("policy", "options", "why"), [
+    ("thompson", {"weight": "bogus"}, "must be 'none' or 'reward'"),
+    ("dqn", {"device": "tpu", "hidden": (8,)}, "device ('tpu') must be 'auto', 'cpu'"),
+])
+def test_a_policy_option_value_the_policy_refuses_names_the_setting(policy, options, why):
+    """The names of WHITTLE_POLICY_OPTIONS are checked with the settings; a value the policy
+    refuses when it is built (at the service's start) is an InvalidSetting that names the
+    setting, its value, the policy and the policy's reason."""
+    if policy == "dqn":
+        pytest.importorskip("torch")
+    with pytest.raises(InvalidSetting) as info:
+        make_service(policy=policy, WHITTLE_POLICY_OPTIONS=options)
+    message = str(info.value)
+    assert message.startswith(f"WHITTLE_POLICY_OPTIONS ({options!r}) for policy {policy!r}")
+    assert why in message
