@@ -81,7 +81,7 @@ from scrapy_whittle.service_types import (  # noqa: F401  (the service's public 
     entry_values,
     valued,
 )
-from scrapy_whittle.settings import InvalidSetting, WhittleConfig
+from scrapy_whittle.settings import InvalidSetting, WhittleConfig, refused_option
 from scrapy_whittle.source_table import SourceTable
 from scrapy_whittle.sources import SourceSpec
 from scrapy_whittle.store import SavedState, StateStore, StoreError
@@ -209,12 +209,11 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
             return make_policy(self.config.core_policy, problem, rng=self.config.seed,
                                **options)
         except (TypeError, ValueError) as exc:
-            given = self.config.policy_options
-            if not given:
+            if not self.config.policy_options:
                 raise
-            # an option's value the policy refuses (its names were checked with the settings)
-            raise InvalidSetting(f"WHITTLE_POLICY_OPTIONS ({given!r}) for policy "
-                                 f"{self.config.policy!r}: {exc}") from exc
+            # an option's value the policy refuses (its names were checked with the settings,
+            # and a Scrapy crawl's start-up check builds the policy once with them)
+            raise refused_option(self.config, exc) from exc
 
     def _oracle_rhythms(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, u per phase of the day (N, K), column t for epoch t mod K) of sources

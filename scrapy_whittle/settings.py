@@ -10,6 +10,7 @@ into it. The table of settings with their meaning is in ``docs/scrapy.md``.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,6 +107,13 @@ def _fail(name: str, value: Any, why: str) -> InvalidSetting:
     return InvalidSetting(f"{name} ({value!r}) {why}")
 
 
+def refused_option(config: WhittleConfig, exc: Exception) -> InvalidSetting:
+    """The error of a ``WHITTLE_POLICY_OPTIONS`` value the policy's constructor refused
+    (``exc``, its TypeError or ValueError): the setting, its value, the policy, the reason."""
+    return InvalidSetting(f"WHITTLE_POLICY_OPTIONS ({config.policy_options!r}) for policy "
+                          f"{config.policy!r}: {exc}")
+
+
 def _number(settings, name: str, *, minimum: float | None = None, strict: bool = False,
             integer: bool = False) -> float:
     raw = settings.get(name, DEFAULTS[name])
@@ -124,10 +132,22 @@ def _number(settings, name: str, *, minimum: float | None = None, strict: bool =
     return int(value) if integer else value
 
 
+def _json_object(name: str, value: Any) -> Any:
+    """A dict setting given as JSON text (``scrapy crawl -s NAME='{"a": 1}'`` gives every
+    value as a string; Scrapy's own ``getdict`` reads such text the same way); anything
+    else as it is."""
+    if hasattr(value, "copy_to_dict"):
+        return value.copy_to_dict()
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _fail(name, value, f"is not valid JSON: {exc}") from None
+    return value
+
+
 def _half_life(settings) -> float | dict[str, float] | None:
-    raw = settings.get("WHITTLE_HALF_LIFE", None)
-    if hasattr(raw, "copy_to_dict"):
-        raw = raw.copy_to_dict()
+    raw = _json_object("WHITTLE_HALF_LIFE", settings.get("WHITTLE_HALF_LIFE", None))
     if raw is None:
         return None
 
@@ -317,11 +337,10 @@ class WhittleConfig:
         except ValueError as exc:
             raise _fail("WHITTLE_POLICY", policy, f"is not usable: {exc}") from None
         needs_parameters = cls_.needs_parameters
-        options = settings.get("WHITTLE_POLICY_OPTIONS", None) or {}
-        if hasattr(options, "copy_to_dict"):
-            options = options.copy_to_dict()
+        options = _json_object("WHITTLE_POLICY_OPTIONS",
+                               settings.get("WHITTLE_POLICY_OPTIONS", None)) or {}
         if not isinstance(options, Mapping):
-            raise _fail("WHITTLE_POLICY_OPTIONS", options, "must be a dict")
+            raise _fail("WHITTLE_POLICY_OPTIONS", options, "must be a dict (or its JSON text)")
         _check_options(cls_, policy, options)
         oracle = settings.get("WHITTLE_ORACLE_PARAMS", None)
         if hasattr(oracle, "copy_to_dict"):

@@ -32,8 +32,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from scrapy_whittle.bulk import gc_paused
-from scrapy_whittle.settings import InvalidSetting, WhittleConfig
+from scrapy_whittle.problem import Problem
+from scrapy_whittle.settings import InvalidSetting, WhittleConfig, refused_option
 from scrapy_whittle.sources import (
     SourceListError,
     SourceSpec,
@@ -106,8 +109,30 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
                 f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no daily rhythm "
                 f"(\"profile\") for {len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: "
                 f"policy {config.policy!r} needs one for every source")
+    if config.policy_options:
+        _check_option_values(config, cls)
     warn_unreachable_budget(settings, config, sources)
     return CrawlStart(config=config, sources=sources, oracle=oracle)
+
+
+def _check_option_values(config: WhittleConfig, cls: type) -> None:
+    """Build the policy once, for one source, with ``WHITTLE_POLICY_OPTIONS``: a value it
+    refuses (``{"device": "cuda"}`` for dqn where torch sees no GPU, say) stops the crawl
+    here, in one line, rather than in a traceback when the scheduler opens. (A policy built
+    on the oracle's daily rhythms, and options of per-source values, such as diurnal-whittle's
+    ``groups``, whose length is the number of sources, are checked when the policy is built.)"""
+    per_source = any(isinstance(v, list | tuple | np.ndarray) and len(v) > 4
+                     for v in config.policy_options.values())
+    if cls.needs_rhythms or per_source:
+        return
+    from scrapy_whittle.policies import make_policy
+
+    problem = Problem(n=1, period=config.period, alpha=np.array([0.5]), u=np.array([1.0])) \
+        if cls.needs_parameters else Problem(n=1, period=config.period)
+    try:
+        make_policy(config.core_policy, problem, rng=0, **config.policy_options)
+    except (TypeError, ValueError) as exc:
+        raise refused_option(config, exc) from None
 
 
 def _sources(name: str, value: Any) -> list[SourceSpec]:

@@ -19,6 +19,7 @@ GOOD = {"WHITTLE_BUDGET": 2, "WHITTLE_POLICY": "round_robin",
     ("WHITTLE_POLICY_OPTIONS", {"nonesuch": 1}, "has no option 'nonesuch'"),
     ("WHITTLE_POLICY", "oracle", "WHITTLE_ORACLE_PARAMS"),
     ("WHITTLE_POLICY_OPTIONS", [1], "must be a dict"),
+    ("WHITTLE_POLICY_OPTIONS", '{"batch": ', "is not valid JSON"),
     ("WHITTLE_SPREAD", "maybe", "must be a boolean"),
     ("WHITTLE_SEED", 1.5, "must be an integer"),
     ("WHITTLE_MIN_INTERVAL", -3, "must be >= 0"),
@@ -50,6 +51,30 @@ def test_oracle_params_are_validated(tmp_path):
                               "WHITTLE_ORACLE_PARAMS": str(bad)})
     with pytest.raises(InvalidSetting, match="WHITTLE_ORACLE_PARAMS"):
         WhittleScheduler.from_crawler(crawler)
+
+
+def test_dict_settings_from_the_command_line_are_json():
+    """``scrapy crawl -s`` gives every value as a string: a dict setting is read as JSON, as
+    Scrapy's ``getdict`` does."""
+    config = WhittleConfig.from_settings({**GOOD, "WHITTLE_POLICY": "thompson",
+                                          "WHITTLE_POLICY_OPTIONS": '{"weight": "reward"}',
+                                          "WHITTLE_HALF_LIFE": '{"*": 7200, "news": "600"}'})
+    assert config.policy_options == {"weight": "reward"}
+    assert config.half_life == {"*": 7200.0, "news": 600.0}
+    with pytest.raises(InvalidSetting, match=r"WHITTLE_HALF_LIFE\['\*'\] \(0\) must be"):
+        WhittleConfig.from_settings({**GOOD, "WHITTLE_HALF_LIFE": '{"*": 0}'})
+
+
+def test_a_policy_option_value_the_policy_refuses_stops_the_start():
+    """Option names are checked against the constructor; their values by building the policy
+    once at start-up (one line and exit status 1 from ``scrapy crawl``, not a traceback when
+    the scheduler opens). From the command line, as JSON text."""
+    crawler = make_crawler(**{**GOOD, "WHITTLE_POLICY": "thompson",
+                              "WHITTLE_POLICY_OPTIONS": '{"weight": "bogus"}'})
+    with pytest.raises(InvalidSetting) as info:
+        WhittleScheduler.from_crawler(crawler)
+    assert str(info.value) == ("WHITTLE_POLICY_OPTIONS ({'weight': 'bogus'}) for policy "
+                               "'thompson': weight ('bogus') must be 'none' or 'reward'")
 
 
 def test_good_settings_and_defaults():
