@@ -77,6 +77,17 @@ def test_a_policy_option_value_the_policy_refuses_stops_the_start():
                                "'thompson': weight ('bogus') must be 'none' or 'reward'")
 
 
+def test_options_with_a_value_per_source_are_left_to_the_build_at_open():
+    """A prior half-life per source (one value per source id): built for one source at
+    start-up it would not fit, so it is checked when the scheduler builds the policy."""
+    urls = [f"http://127.0.0.1:1/{i}.xml" for i in range(6)]
+    options = {"prior_half_life": [3600.0] * 6}
+    crawler = make_crawler(**{**GOOD, "WHITTLE_SOURCES": urls, "WHITTLE_POLICY": "whittle",
+                              "WHITTLE_POLICY_OPTIONS": options})
+    sched = WhittleScheduler.from_crawler(crawler)
+    assert sched.config.policy_options == options
+
+
 def test_good_settings_and_defaults():
     crawler = make_crawler(**GOOD)
     sched = WhittleScheduler.from_crawler(crawler)
