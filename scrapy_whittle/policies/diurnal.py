@@ -206,7 +206,8 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
     time_origin: time of the start of epoch 0; default: learned from the observations as the
         smallest crawl time minus epoch x period (0 in ``sim``, the crawl's start in Scrapy).
     groups: shrinkage group of each source (array, or callable(ids) -> ints, e.g. OPML
-        categories); default one group.
+        categories); default one group. Sources added later than an array covers are in
+        group 0.
     arrivals: ``"blend"`` (default), ``"now"`` or ``"mean"``, as for ``diurnal-oracle``.
     Other arguments: as ``AdaptiveWhittlePolicy``.
     """
@@ -235,14 +236,25 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         self.fixed_origin = time_origin is not None
         self.time_origin = float(time_origin) if time_origin is not None else np.nan
         self.groups = groups
+        if groups is not None and not callable(groups) and len(groups) < problem.n:
+            raise ValueError(f"groups has {len(groups)} values for {problem.n} sources: one "
+                             f"per source (or a callable)")
         self._set_groups(np.arange(problem.n))
         # a source never crawled has its exact priority at no cost: no share limit
         self._pruning = PrunedTop(max_share=1.0)
 
     def _set_groups(self, ids: np.ndarray) -> None:
+        """The shrinkage groups of sources ``ids``; a source added after the array given as
+        ``groups`` (a crawl's list grew) is in group 0, the default."""
         if self.groups is None or ids.size == 0:
             return
-        g = self.groups(ids) if callable(self.groups) else np.asarray(self.groups)[ids]
+        if callable(self.groups):
+            g = self.groups(ids)
+        else:
+            given = np.asarray(self.groups)
+            g = np.zeros(ids.shape[0], dtype=given.dtype)
+            inside = ids < given.shape[0]
+            g[inside] = given[ids[inside]]
         self.profile.set_groups(ids, g)
 
     # -- the index --------------------------------------------------------------------------

@@ -172,3 +172,14 @@ def test_pruned_selection_is_the_full_top_m(name, groups):
     assert pol.pruned_decisions > 60          # the pruned path was taken, and agreed
     if name == "diurnal-whittle":
         assert rhythmic[-1] > 100             # with rhythms learned for many sources
+
+
+def test_groups_one_per_source_and_sources_added_later_in_group_zero():
+    """An array of groups must cover the sources the policy starts with (a shorter one is a
+    ValueError, which a Scrapy crawl reports as a bad WHITTLE_POLICY_OPTIONS); sources added
+    during the crawl, which it cannot cover, join group 0 rather than stop the crawl."""
+    with pytest.raises(ValueError, match="groups has 2 values for 3 sources"):
+        make_policy("diurnal-whittle", Problem(n=3, period=3600.0), rng=0, groups=[1, 2])
+    pol = make_policy("diurnal-whittle", Problem(n=3, period=3600.0), rng=0, groups=[1, 2, 1])
+    pol.grow(2)
+    assert pol.profile.group.tolist() == [1, 2, 1, 0, 0]
