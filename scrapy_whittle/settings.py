@@ -342,9 +342,7 @@ class WhittleConfig:
         if not isinstance(options, Mapping):
             raise _fail("WHITTLE_POLICY_OPTIONS", options, "must be a dict (or its JSON text)")
         _check_options(cls_, policy, options)
-        oracle = settings.get("WHITTLE_ORACLE_PARAMS", None)
-        if hasattr(oracle, "copy_to_dict"):
-            oracle = oracle.copy_to_dict()
+        oracle = _json_object("WHITTLE_ORACLE_PARAMS", settings.get("WHITTLE_ORACLE_PARAMS", None))
         if policy == "oracle" and not oracle:
             raise _fail("WHITTLE_ORACLE_PARAMS", oracle,
                         "must name a JSON file of per-URL rate/mean_utility/decay "

@@ -32,11 +32,11 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.columns import Col
-from scrapy_whittle.distinct import first_of_each
 from scrapy_whittle.dynamics import decayed_integral
+from scrapy_whittle.estimators._base import segment_rows
 from scrapy_whittle.estimators.profile import ProfileEstimator
 from scrapy_whittle.index import IndexTable
-from scrapy_whittle.observation import Observation
+from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.periodic import PeriodicArrivals
 from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
 from scrapy_whittle.policies.base import Policy
@@ -390,20 +390,10 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
 
     def _observe_profile(self, obs: Observation, keep: np.ndarray) -> None:
         """Feed the profile estimator, each source at most once per pass, in time order."""
-        remaining = keep.copy()
-        while remaining.any():
-            idx = np.flatnonzero(remaining)
-            idx = idx[np.lexsort((obs.time[idx], obs.sources[idx]))]
-            _, first = first_of_each(obs.sources[idx])
-            batch = idx[first]
-            off = obs.item_offsets
-            lengths = off[batch + 1] - off[batch]
-            new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            items = (np.repeat(off[batch] - new_off[:-1], lengths)
-                     + np.arange(new_off[-1])).astype(np.int64)
-            self.profile.observe_crawls(obs.sources[batch], obs.time[batch], new_off,
+        for batch in one_per_source(obs.sources, obs.time, keep):
+            off, items = segment_rows(obs.item_offsets, batch)
+            self.profile.observe_crawls(obs.sources[batch], obs.time[batch], off,
                                         obs.item_published[items], obs.window_full[batch])
-            remaining[batch] = False
 
     # -- outputs, growth and persistence ----------------------------------------------------
     def estimates(self) -> dict[str, np.ndarray]:

@@ -124,13 +124,13 @@ def _resolve_device(device: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         resolved = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device ({device!r}) must be 'auto', 'cpu' or 'cuda[:index]'") from exc
+    except (RuntimeError, TypeError):
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device ({device!r}) must be 'auto', 'cpu' or 'cuda[:index]'")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device ({device!r}): torch {torch.__version__} sees no CUDA GPU "
                          f"(use 'auto' or 'cpu')")
-    if resolved.type not in ("cpu", "cuda"):
-        raise ValueError(f"device ({device!r}) must be 'auto', 'cpu' or 'cuda[:index]'")
     return resolved
 
 
