@@ -230,3 +230,33 @@ def test_thompson_whittle_pruned_selection_is_the_full_top_m_of_the_same_draws()
         obs, *_ = env.step(chosen)
         pol.observe(obs)
     assert pol.pruned_decisions > 50         # the pruned path was taken, and agreed
+
+
+def test_one_arm_per_source_selects_as_the_round_robin_path():
+    """A crawl without groups has one arm per source; its short path in
+    ``RoundRobinArms.select`` (no pointers) chooses exactly what the general path does, with
+    unit and other costs, eligibility and ties, and new sources added."""
+    from scrapy_whittle.policies.groups import RoundRobinArms
+
+    rng = np.random.default_rng(7)
+    chose = 0
+    fast = RoundRobinArms(np.arange(50))
+    general = RoundRobinArms(np.arange(50))
+    general.one_per_source = False
+    assert fast.one_per_source
+    assert not RoundRobinArms(np.array([0, 0, 1, 2])).one_per_source   # a group of two
+    assert not RoundRobinArms(np.array([1, 0, 2])).one_per_source      # arm 0 is source 1
+    for step in range(40):
+        if step == 20:
+            for arms in (fast, general):
+                arms.add_sources(np.arange(50, 60))
+            assert fast.one_per_source
+        n = fast.k
+        prio = rng.integers(0, 5, n).astype(np.float64)          # many ties
+        cost = np.ones(n) if step % 2 else rng.choice([0.5, 1.0, 2.0], n)
+        eligible = None if step % 3 else rng.random(n) < 0.7
+        budget = float(rng.integers(1, 12)) + (0.5 if step % 5 == 0 else 0.0)
+        chosen = fast.select(prio, cost, budget, eligible)
+        np.testing.assert_array_equal(chosen, general.select(prio, cost, budget, eligible))
+        chose += chosen.size > 0
+    assert chose >= 30
