@@ -250,13 +250,15 @@ def test_one_arm_per_source_selects_as_the_round_robin_path():
         if step == 20:
             for arms in (fast, general):
                 arms.add_sources(np.arange(50, 60))
-            assert fast.one_per_source
+            assert fast.one_per_source and general.one_per_source
+            general.one_per_source = False      # (add_sources recognised it again)
         n = fast.k
         prio = rng.integers(0, 5, n).astype(np.float64)          # many ties
         cost = np.ones(n) if step % 2 else rng.choice([0.5, 1.0, 2.0], n)
         eligible = None if step % 3 else rng.random(n) < 0.7
         budget = float(rng.integers(1, 12)) + (0.5 if step % 5 == 0 else 0.0)
         chosen = fast.select(prio, cost, budget, eligible)
+        assert fast.one_per_source and not general.one_per_source
         np.testing.assert_array_equal(chosen, general.select(prio, cost, budget, eligible))
         chose += chosen.size > 0
     assert chose >= 30
