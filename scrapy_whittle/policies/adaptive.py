@@ -41,7 +41,7 @@ import numpy as np
 
 from scrapy_whittle.columns import Col, KeptRows, SparseRows
 from scrapy_whittle.distinct import distinct
-from scrapy_whittle.dynamics import alpha_logs, alpha_u_logs, geometric_sum, pages_alpha_u
+from scrapy_whittle.dynamics import alpha_u_logs, decay_logs, geometric_sum, pages_alpha_u
 from scrapy_whittle.estimators import (
     ChangeRateEstimator,
     DecayEstimator,
@@ -172,11 +172,14 @@ class AdaptiveWhittlePolicy(Policy):
         so this never changes a choice (tested)."""
         return self._u.get(self.n)[0]
 
-    def _alphas_at(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _alphas_at(self, ids, with_alpha: bool = True) -> tuple[np.ndarray | None,
+                                                                np.ndarray, np.ndarray]:
         """(alpha, log alpha, 1 - alpha) of sources ``ids`` (an index array or a slice) at
-        the current estimates, exactly as ``_parameters_at`` computes them."""
-        alpha, log_alpha, one_minus = alpha_logs(self.decay.mean_at(ids),
-                                                 float(self.problem.period))
+        the current estimates, exactly as ``_parameters_at`` computes them; alpha is None
+        unless ``with_alpha`` (the expected state and the index need only its logarithm
+        and 1 - alpha: its ``exp`` is spared)."""
+        log_alpha, one_minus = decay_logs(self.decay.mean_at(ids), float(self.problem.period))
+        alpha = np.exp(log_alpha) if with_alpha else None
         page = self._pages(ids)
         if page is not None:
             self._page_alphas(page, alpha, log_alpha, one_minus, ids)
@@ -192,13 +195,15 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _page_alphas(self, at, alpha, log_alpha, one_minus, ids=slice(None)) -> np.ndarray:
         """Set the (alpha, log alpha, 1 - alpha) of the pages at positions ``at`` of ``ids``
-        (an index array, or ``slice(None)``: all sources) from their change rates; returns
-        their u."""
+        (an index array, or ``slice(None)``: all sources) from their change rates (alpha
+        None: not wanted); returns their u."""
         src = at if isinstance(ids, slice) else ids[at]
         rows = self.page_rows.rows(src)
-        alpha[at], u = pages_alpha_u(self.changes.mean()[rows], self.importance.mean()[rows])
+        page_alpha, u = pages_alpha_u(self.changes.mean()[rows], self.importance.mean()[rows])
+        if alpha is not None:
+            alpha[at] = page_alpha
         with np.errstate(divide="ignore"):
-            log_alpha[at] = np.log(alpha[at])
+            log_alpha[at] = np.log(page_alpha)
         one_minus[at] = -np.expm1(log_alpha[at])
         return u
 
@@ -244,7 +249,7 @@ class AdaptiveWhittlePolicy(Policy):
         # sources only while they are few (the start of a crawl)
         sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
         k = np.maximum(epoch - self.last_epoch[sub], 0.0)
-        _, log_alpha, one_minus = self._alphas_at(sub)
+        _, log_alpha, one_minus = self._alphas_at(sub, with_alpha=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             after_crawl = u[sub] * geometric_sum(k, log_alpha, one_minus)
         if sub is ids:
@@ -254,8 +259,10 @@ class AdaptiveWhittlePolicy(Policy):
         return x, u
 
     def _table(self, ids: np.ndarray, u: np.ndarray, cost) -> IndexTable:
-        """The index table of sources ``ids`` (arrivals ``u``, aligned with them)."""
-        return IndexTable(self._alphas_at(ids)[0], u, cost)
+        """The index table of sources ``ids`` (arrivals ``u``, aligned with them), from the
+        logarithms of their alpha (neither alpha nor its log is computed again)."""
+        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
+        return IndexTable.from_logs(log_alpha, u, cost, one_minus)
 
     def explored(self) -> np.ndarray:
         """bool[N]: some crawl of the source taught something (an update of the rate

@@ -44,6 +44,8 @@ from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import PrunedTop, select_top
 
 ARRIVALS = ("blend", "now", "mean", "ahead:L")
+#: the largest decay per epoch of the rhythm's integrals: alpha >= 1e-300, as in ``IndexTable``
+_MU_MAX_EPOCHS = -float(np.log(1e-300))
 
 
 def _parse_arrivals(arrivals: str) -> int:
@@ -275,25 +277,32 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         x, u = x0.copy(), u0.copy()
         ids = np.flatnonzero(rhythmic)
         if ids.size:
-            x[ids], u[ids] = self._rhythm_at(epoch, ids, self._alphas_at(ids)[0], u0[ids])
+            x[ids], u[ids] = self._rhythm_at(epoch, ids, u0[ids])
         alpha = self._alphas_at(slice(None))[0]
         return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
 
     def _rhythmic(self) -> np.ndarray:
         return self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
 
-    def _decay_scale(self, alpha, u0) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, Lambda xi) of sources with stationary (alpha, u0)."""
+    def _decay_scale(self, ids: np.ndarray, u0) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, Lambda xi) of sources ``ids`` with stationary arrivals ``u0``: mu = -log
+        alpha / T of ``_alphas_at``'s alpha (a page's from its change rate), alpha floored
+        at 1e-300 (taken from the estimates, not from alpha: no exp and log per source)."""
         period = float(self.problem.period)
-        mu = -np.log(np.clip(alpha, 1e-300, 1.0)) / period
+        mu = self.decay.mean_at(ids)
+        page = self._pages(ids)
+        if page is not None:
+            mu = mu.copy()
+            mu[page] = self.changes.mean()[self.page_rows.rows(ids[page])] / period
+        mu = np.minimum(mu, _MU_MAX_EPOCHS / period)
         return mu, u0 / decayed_integral(period, mu)     # Lambda xi (value per unit of time)
 
-    def _rhythm_at(self, epoch: int, ids: np.ndarray, alpha: np.ndarray, u0: np.ndarray
+    def _rhythm_at(self, epoch: int, ids: np.ndarray, u0: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """(x, u) under the learned rhythm of the rhythmic sources ``ids`` (alpha, u0: their
-        stationary parameters); element by element, whichever sources are asked."""
+        """(x, u) under the learned rhythm of the rhythmic sources ``ids`` (u0: their
+        stationary arrivals); element by element, whichever sources are asked."""
         period = float(self.problem.period)
-        mu, scale = self._decay_scale(alpha, u0)
+        mu, scale = self._decay_scale(ids, u0)
         now = self.time_of(epoch)
         last = np.minimum(self.crawl_time[ids], now)
         coef = self.profile.coefficients(ids)
@@ -317,14 +326,14 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         learned rhythm (the stationary one where none was learned)."""
         x0, u0 = stationary
         x, u = x0[ids], u0[ids]
-        alpha = self._alphas_at(ids)[0]
+        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
         rhythmic = self._rhythmic()[ids]
         if rhythmic.any():
             at = np.flatnonzero(rhythmic)
             x, u = x.copy(), u.copy()
-            x[at], u[at] = self._rhythm_at(epoch, ids[at], alpha[at], u0[ids[at]])
-        return IndexTable(alpha, np.maximum(u, 0.0),
-                          self.problem.cost[ids]).index_where_unsaturated(np.maximum(x, 0.0))
+            x[at], u[at] = self._rhythm_at(epoch, ids[at], u0[ids[at]])
+        return IndexTable.from_logs(log_alpha, np.maximum(u, 0.0), self.problem.cost[ids],
+                                    one_minus).index_where_unsaturated(np.maximum(x, 0.0))
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget`` (among ``eligible`` sources); with unit
@@ -364,7 +373,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         ids = np.flatnonzero(explored & self._rhythmic())
         if not ids.size:
             return x0
-        mu, scale = self._decay_scale(self._alphas_at(ids)[0], u0[ids])
+        mu, scale = self._decay_scale(ids, u0[ids])
         span = np.maximum(self.time_of(epoch) - self.crawl_time[ids], 0.0)
         flat = decayed_integral(span, mu)
         bound = x0.copy()

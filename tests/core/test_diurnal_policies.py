@@ -183,3 +183,29 @@ def test_groups_one_per_source_and_sources_added_later_in_group_zero():
     pol = make_policy("diurnal-whittle", Problem(n=3, period=3600.0), rng=0, groups=[1, 2, 1])
     pol.grow(2)
     assert pol.profile.group.tolist() == [1, 2, 1, 0, 0]
+
+
+def test_rhythm_decay_is_that_of_the_index_for_feeds_and_pages():
+    """The rhythm's decay rate mu is taken from the estimates, not from alpha (no exp and log
+    per source): it is -log alpha / T of the alpha the index uses, for a feed, for a source
+    that showed dated items and was later seen as a page (its alpha comes from its change
+    rate), and at the fastest decay, where alpha is floored at 1e-300 as in the index."""
+    period = 3600.0
+    pol = make_policy("diurnal-whittle", Problem(n=3, period=period), rng=0)
+    t0 = 1.7e9
+    pol.observe(Observation(epoch=0, sources=[0, 1, 2], time=[t0, t0, t0], new_items=[2, 2, 2],
+                            reward=[1.0, 1.0, 1.0], item_offsets=[0, 2, 4, 6],
+                            item_published=[t0 - 900, t0 - 1800] * 3,
+                            item_value=[np.nan] * 6))
+    pol.observe(Observation(epoch=1, sources=[1], time=[t0 + period], new_items=[1],
+                            reward=[0.7]))                        # no item arrays: a page
+    pol.decay.set_prior([2], 1e-9)     # a half-life far below the estimator's floor
+    ids = np.arange(3)
+    assert pol._pages(ids).tolist() == [1] and np.all(pol._rhythmic())
+    alpha = pol._alphas_at(ids)[0]
+    mu, scale = pol._decay_scale(ids, np.ones(3))
+    np.testing.assert_allclose(mu, -np.log(np.clip(alpha, 1e-300, 1.0)) / period, rtol=1e-12)
+    assert np.all(np.isfinite(scale) & (scale > 0))
+    _, log_alpha, one_minus = pol._alphas_at(ids, with_alpha=False)
+    np.testing.assert_array_equal(log_alpha, pol._alphas_at(ids)[1])
+    np.testing.assert_array_equal(one_minus, pol._alphas_at(ids)[2])
