@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
-_LOG_ALPHA_MIN = float(np.log(1e-300))
+#: the smallest log alpha the index uses (alpha floored at 1e-300)
+LOG_ALPHA_MIN = float(np.log(1e-300))
 _LOG_ALPHA_MAX = float(np.log(1.0 - 2.0**-53))
 _ONE_MINUS_MIN = float(-np.expm1(_LOG_ALPHA_MAX))
 
@@ -94,7 +95,7 @@ class IndexTable:
             raise ValueError("alpha must lie in [0, 1] (log alpha <= 0)")
         if np.any(~np.isfinite(cost) | (cost <= 0)):
             raise ValueError("cost must be finite and > 0")
-        clipped = np.clip(log_alpha, _LOG_ALPHA_MIN, _LOG_ALPHA_MAX)
+        clipped = np.clip(log_alpha, LOG_ALPHA_MIN, _LOG_ALPHA_MAX)
         if one_minus_alpha is None:
             one_minus = -np.expm1(clipped)
         else:

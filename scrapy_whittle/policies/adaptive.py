@@ -49,7 +49,7 @@ from scrapy_whittle.estimators import (
     ValueEstimator,
 )
 from scrapy_whittle.estimators._base import segment_rows, segment_sum
-from scrapy_whittle.index import IndexTable
+from scrapy_whittle.index import LOG_ALPHA_MIN, IndexTable
 from scrapy_whittle.observation import Observation, one_per_source
 from scrapy_whittle.policies.base import Policy
 from scrapy_whittle.problem import Problem
@@ -184,6 +184,18 @@ class AdaptiveWhittlePolicy(Policy):
         if page is not None:
             self._page_alphas(page, alpha, log_alpha, one_minus, ids)
         return alpha, log_alpha, one_minus
+
+    def _decay_rates_at(self, ids: np.ndarray) -> np.ndarray:
+        """mu = -log alpha / T of sources ``ids`` (an index array), alpha as ``_alphas_at``
+        has it (a page's from its change rate) and floored as the index floors it, taken
+        from the estimates (no exp and log per source)."""
+        period = float(self.problem.period)
+        mu = self.decay.mean_at(ids)
+        page = self._pages(ids)
+        if page is not None:
+            mu = mu.copy()
+            mu[page] = self.changes.mean()[self.page_rows.rows(ids[page])] / period
+        return np.minimum(mu, -LOG_ALPHA_MIN / period)
 
     def _pages(self, ids=slice(None)) -> np.ndarray | None:
         """Positions among ``ids`` of the sources ranked as pages (None: none)."""

@@ -44,8 +44,6 @@ from scrapy_whittle.problem import Problem
 from scrapy_whittle.selection import PrunedTop, select_top
 
 ARRIVALS = ("blend", "now", "mean", "ahead:L")
-#: the largest decay per epoch of the rhythm's integrals: alpha >= 1e-300, as in ``IndexTable``
-_MU_MAX_EPOCHS = -float(np.log(1e-300))
 
 
 def _parse_arrivals(arrivals: str) -> int:
@@ -285,17 +283,9 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         return self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
 
     def _decay_scale(self, ids: np.ndarray, u0) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, Lambda xi) of sources ``ids`` with stationary arrivals ``u0``: mu = -log
-        alpha / T of ``_alphas_at``'s alpha (a page's from its change rate), alpha floored
-        at 1e-300 (taken from the estimates, not from alpha: no exp and log per source)."""
-        period = float(self.problem.period)
-        mu = self.decay.mean_at(ids)
-        page = self._pages(ids)
-        if page is not None:
-            mu = mu.copy()
-            mu[page] = self.changes.mean()[self.page_rows.rows(ids[page])] / period
-        mu = np.minimum(mu, _MU_MAX_EPOCHS / period)
-        return mu, u0 / decayed_integral(period, mu)     # Lambda xi (value per unit of time)
+        """(mu, Lambda xi) of sources ``ids`` with stationary arrivals ``u0``."""
+        mu = self._decay_rates_at(ids)
+        return mu, u0 / decayed_integral(float(self.problem.period), mu)   # value per time
 
     def _rhythm_at(self, epoch: int, ids: np.ndarray, u0: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
