@@ -269,10 +269,14 @@ class ProfileEstimator(VectorEstimator):
                 continue
             w = 1.0 / var[has]                                  # precision, n / 2
             known = coef if has.all() else coef[has]            # (the same values, in order)
-            mean = (known * w[:, None]).sum(axis=0) / w.sum()
+            # the sums over the sources one after the other, as sum(axis=0) adds them,
+            # without the (n, 2H) products: einsum's loops, not a BLAS product (whose
+            # rounding depends on its blocking and threads)
+            mean = np.einsum("i,ij->j", w, known) / w.sum()
             k = int(has.sum())
             if k >= 5:                          # DerSimonian-Laird, per harmonic (cos, sin)
-                q = (w[:, None] * (known - mean) ** 2).sum(axis=0)
+                dev = known - mean
+                q = np.einsum("i,ij->j", w, dev * dev)
                 spread = w.sum() - (w * w).sum() / w.sum()
                 tau2 = np.maximum((q - (k - 1)) / spread, 0.0)
                 tau2 = np.maximum(0.5 * (tau2[:h] + tau2[h:]), self.tau_min ** 2)
@@ -319,40 +323,76 @@ class ProfileEstimator(VectorEstimator):
         self._cache = self._positive(self._shrunk(slice(None)))
         return self._cache if ids is None else self._cache[ids]
 
-    def integral_bound(self, flat, ids) -> np.ndarray:
-        """An upper bound of ``decayed_integral(b - T, b, mu, ids)`` whatever b, for
-        sources ``ids`` whose flat part, int_0^T e^{-mu s} ds, is ``flat``, without their
-        profiles: ``flat`` plus, per harmonic k, its amplitude (of the shrunk profile before
+    def integral_bound(self, flat, ids, mu=None, end=None) -> np.ndarray:
+        """An upper bound of ``decayed_integral(b - T, b, mu, ids)`` for sources ``ids``
+        whose flat part, int_0^T e^{-mu s} ds, is ``flat``, without their profiles.
+
+        Whatever b: ``flat`` plus, per harmonic k, its amplitude (of the shrunk profile before
         the positivity check, which only scales it down) times a bound of the modulus of
         int_0^T e^{i k w s} e^{-mu s} ds = (1 - e^{-(mu + i k w) T}) / (mu + i k w): at most
         ``flat``, and at most 2 / (k w) (a decay slower than the day averages the rhythm
-        out)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        coef, var = self.raw()
-        if 2 * ids.shape[0] > self.n:            # most sources: no gathers, then pick
-            amp = self._amplitudes(slice(None), coef, var)[:, ids]
-        else:
-            amp = self._amplitudes(ids, coef[ids], var[ids])
-        out = np.array(flat, dtype=np.float64)
-        for k in range(self.harmonics):
-            out += amp[k] * np.minimum(flat, 2.0 / (self.omega * (k + 1)))
-        return out
+        out).
 
-    def _amplitudes(self, rows, coef, var) -> np.ndarray:
-        """(H, n): each harmonic's amplitude in the shrunk profiles of sources ``rows``
-        (``coef``, ``var``: their raw coefficients and variances) before the positivity
-        check: ``_shrunk``'s numbers, harmonic by harmonic on vectors (six times faster than
-        its (n, 2H) arrays at 10^5 sources)."""
+        With ``mu`` and ``end`` (b, one time for all: the selection's now) also, where it is
+        lower, the integral's part that depends on b alone, exactly, plus a bound of the part
+        that depends on the window's start: with theta = k w, D = mu^2 + theta^2 and the
+        shrunk harmonic (c, s), the wave is W = B - e^{-mu T} A,
+        B = sum_k [c (mu cos theta b + theta sin theta b) + s (mu sin theta b - theta cos
+        theta b)] / D and |A| <= sum_k |(c, s)| / sqrt(D); the positivity check scales W
+        by a factor in [0, 1], so the integral is at most flat + max(0, B + e^{-mu T}
+        sum_k |(c, s)| / sqrt(D)), without the max where the check leaves the profile alone
+        (the sum of its amplitudes keeps it above the floor). Then nearly exact once the
+        window is long against 1 / mu (a source crawled days ago), where the phase-free
+        bound is not."""
+        ids = np.asarray(ids, dtype=np.int64)
+        flat = np.asarray(flat, dtype=np.float64)
+        phased = mu is not None and end is not None
+        if phased:
+            mu = np.asarray(mu, dtype=np.float64)
+            # e^{-mu T} from the flat part (1 - mu flat), with room for its rounding
+            tail = np.maximum(1.0 - mu * flat, 0.0) + 1e-12
+            now_part = np.zeros(ids.shape[0])
+            start_part = np.zeros(ids.shape[0])
+        out = np.array(flat, dtype=np.float64)
+        wave = np.zeros(ids.shape[0])
+        amp_sum = np.zeros(ids.shape[0])
+        for k, (c, s) in enumerate(self._shrunk_harmonics(ids)):
+            theta = self.omega * (k + 1)
+            amp = np.sqrt(c * c + s * s)
+            wave += amp * np.minimum(flat, 2.0 / theta)
+            amp_sum += amp
+            if phased:
+                phase = np.mod(float(end), self.day) * theta
+                cb, sb = np.cos(phase), np.sin(phase)
+                d = mu * mu + theta * theta
+                now_part += (c * (mu * cb + theta * sb) + s * (mu * sb - theta * cb)) / d
+                start_part += amp / np.sqrt(d)
+        if phased:
+            at_end = now_part + tail * start_part
+            # a profile the positivity check cannot reach (1 - sum of amplitudes above the
+            # floor, with room for rounding) keeps its wave whole: no max(0, .)
+            scaled = 1.0 - amp_sum < self.floor + 1e-9
+            wave = np.minimum(wave, np.where(scaled, np.maximum(at_end, 0.0), at_end))
+        return out + wave
+
+    def _shrunk_harmonics(self, ids: np.ndarray):
+        """(c_k, s_k) of sources ``ids``, harmonic by harmonic: the shrunk profile before the
+        positivity check (``_shrunk``'s numbers, on vectors: six times faster than its
+        (n, 2H) arrays at 10^5 sources); for most sources computed for all and picked (no
+        gathers of the raw arrays)."""
+        coef, var = self.raw()
+        whole = 2 * ids.shape[0] > self.n
+        rows = slice(None) if whole else ids
         mean, tau2 = self._group_stats_of(rows)
+        if not whole:
+            coef, var = coef[ids], var[ids]
         v = np.where(np.isfinite(var), var, np.inf)
         h = self.harmonics
-        out = np.empty((h, v.shape[0]))
         for k in range(h):
             shrink = tau2[..., k] / (tau2[..., k] + v)
             c = mean[..., k] + shrink * (coef[:, k] - mean[..., k])
             s = mean[..., h + k] + shrink * (coef[:, h + k] - mean[..., h + k])
-            np.sqrt(c * c + s * s, out=out[k])
-        return out
+            yield (c[ids], s[ids]) if whole else (c, s)
 
     def _positive(self, coef: np.ndarray) -> np.ndarray:
         """Scale the harmonic part down where the profile would fall below ``floor``

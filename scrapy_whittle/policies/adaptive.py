@@ -247,13 +247,19 @@ class AdaptiveWhittlePolicy(Policy):
         x, u = self._expected(epoch)
         return x, self._alphas_at(slice(None))[0], u
 
-    def _expected(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """(x, u) of ``expected_state``, without alpha."""
+    def _expected(self, epoch: int, skip=None) -> tuple[np.ndarray, np.ndarray]:
+        """(x, u) of ``expected_state``, without alpha; ``skip``: bool[N], explored sources
+        whose x the caller computes otherwise (diurnal-whittle's, under their rhythm): their
+        x is NaN."""
         u = self._kept_u()
         explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
         x = u * waited                # never crawled: what arrived since the source joined
+        if skip is not None:
+            skip = skip & explored
+            x[skip] = np.nan
+            explored &= ~skip
         ids = np.flatnonzero(explored)
         if not ids.size:
             return x, u

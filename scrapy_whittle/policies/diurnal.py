@@ -311,13 +311,15 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         prio[ids] = self._priority_at(epoch, ids, stationary)
         return prio
 
-    def _priority_at(self, epoch: int, ids: np.ndarray, stationary) -> np.ndarray:
+    def _priority_at(self, epoch: int, ids: np.ndarray, stationary, rhythmic=None
+                     ) -> np.ndarray:
         """The index of the explored sources ``ids`` at their expected state under the
-        learned rhythm (the stationary one where none was learned)."""
+        learned rhythm (the stationary one where none was learned; ``rhythmic``: the
+        ``_rhythmic()`` mask of every source, where the caller has it)."""
         x0, u0 = stationary
         x, u = x0[ids], u0[ids]
         _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
-        rhythmic = self._rhythmic()[ids]
+        rhythmic = (self._rhythmic() if rhythmic is None else rhythmic)[ids]
         if rhythmic.any():
             at = np.flatnonzero(rhythmic)
             x, u = x.copy(), u.copy()
@@ -336,16 +338,18 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
         cost = self.problem.cost
         if self._pruning.cut is not None and np.all(cost == 1.0):   # (the bound costs)
-            stationary = self._expected(epoch)
             explored = self.explored()
+            rhythmic = self._rhythmic()
+            # (the stationary x of a source with a rhythm is not needed: NaN)
+            stationary = self._expected(epoch, skip=rhythmic)
 
             def priority_of(ids):
                 prio = stationary[0][ids]
                 at = np.flatnonzero(explored[ids])
-                prio[at] = self._priority_at(epoch, ids[at], stationary)
+                prio[at] = self._priority_at(epoch, ids[at], stationary, rhythmic)
                 return prio
 
-            chosen = self._pruning(self._bound(epoch, stationary, explored), priority_of,
+            chosen = self._pruning(self._bound(epoch, stationary, rhythmic), priority_of,
                                    budget, eligible)
             if chosen is not None:
                 return chosen
@@ -354,22 +358,23 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         self._pruning.settled(prio, chosen)
         return chosen
 
-    def _bound(self, epoch: int, stationary, explored: np.ndarray) -> np.ndarray:
+    def _bound(self, epoch: int, stationary, rhythmic: np.ndarray) -> np.ndarray:
         """Per source, a bound of its priority (unit costs): x / C where the stationary x is
         exact (never crawled, or no rhythm learned), else a bound of x under the rhythm
-        whatever its phase (``ProfileEstimator.integral_bound``: no profile of a million
-        sources is computed whole for it)."""
+        (``ProfileEstimator.integral_bound``: exact in the part that depends on the current
+        time of day, bounded in the part that depends on the time of the last crawl, which
+        has faded away for a source crawled days ago; no profile of a million sources is
+        computed whole for it)."""
         x0, u0 = stationary
-        ids = np.flatnonzero(explored & self._rhythmic())
+        ids = np.flatnonzero(rhythmic)
         if not ids.size:
             return x0
         mu, scale = self._decay_scale(ids, u0[ids])
-        span = np.maximum(self.time_of(epoch) - self.crawl_time[ids], 0.0)
-        flat = decayed_integral(span, mu)
+        now = self.time_of(epoch)
+        flat = decayed_integral(np.maximum(now - self.crawl_time[ids], 0.0), mu)
         bound = x0.copy()
         # (with room for the rounding of the exact integral)
-        bound[ids] = np.maximum(scale * self.profile.integral_bound(flat, ids) * (1.0 + 1e-9),
-                                x0[ids])
+        bound[ids] = scale * self.profile.integral_bound(flat, ids, mu, now) * (1.0 + 1e-9)
         return bound
 
     # -- learning ---------------------------------------------------------------------------
