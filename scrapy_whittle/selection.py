@@ -147,6 +147,9 @@ class TopSelector:
 
 #: the cut-off of a pruned selection is guessed this much below the last one
 PRUNE_MARGIN = 0.05
+#: a tight ``PrunedTop`` takes its bounds as tight while at most this share of M sources
+#: had a bound reaching the last cut-off and a priority below the margin
+TIGHT_LOOSE = 0.25
 
 
 class PrunedTop:
@@ -171,13 +174,26 @@ class PrunedTop:
     margin: how far below the last cut-off the guess is (``PRUNE_MARGIN`` by default).
     max_share: above this share of the sources in the first pass, computing them all costs
         about the same: the caller's full computation runs instead.
+    tight: the bounds of the sources near the top are nearly their priorities (saturated,
+        and diurnal-whittle's bound under the rhythm of a source crawled days ago). Where
+        more than 2M sources reach the lowered guess (the cut-off rose: the guess lets in
+        everything within the margin), a little below the M-th largest of their bounds
+        (estimated from a sample) is the guess: about 5M / 4 priorities, and a second pass
+        over the few between it and the M-th priority, settle the choice. Only while the
+        bounds were tight at the last decision (at most ``TIGHT_LOOSE`` M of the sources
+        whose bound reached its cut-off had a priority below the margin): where they are
+        loose (sources crawled an epoch or two ago, at a crawl's start) the second pass
+        ranks what the plain guess would have, after a pass of its own.
     """
 
-    __slots__ = ("cut", "decisions", "margin", "max_share")
+    __slots__ = ("_top_tight", "cut", "decisions", "margin", "max_share", "tight")
 
-    def __init__(self, margin: float = PRUNE_MARGIN, max_share: float = 0.5) -> None:
+    def __init__(self, margin: float = PRUNE_MARGIN, max_share: float = 0.5,
+                 tight: bool = False) -> None:
         self.margin = float(margin)
         self.max_share = float(max_share)
+        self.tight = bool(tight)
+        self._top_tight = False                # the last decision's top sat at its bounds
         self.cut: float | None = None
         self.decisions = 0                     # selections decided here (diagnostics)
 
@@ -193,6 +209,15 @@ class PrunedTop:
             return None
         threshold = self.cut * (1.0 - self.margin)
         cand = _reaching(bound, threshold, eligible)
+        if self.tight and self._top_tight and cand.shape[0] > 2 * k:
+            # the bounds were the priorities at the top: where the cut-off rose, a little
+            # below the M-th largest bound of the sources reaching the guess is the better
+            # guess
+            guess = _below_kth_bound(bound, cand, k)
+            if guess > threshold:
+                threshold = guess
+                cand = cand[bound[cand] >= threshold] if 2 * cand.shape[0] < n else \
+                    _reaching(bound, threshold, eligible)
         if cand.shape[0] < k:             # the guess is above the M-th largest bound
             threshold = _kth_largest_bound(bound, k, eligible)
             if not threshold > 0:         # (NaN, fewer than M eligible, or nothing to prune)
@@ -209,6 +234,12 @@ class PrunedTop:
             if last >= threshold:               # nothing pruned could have made it
                 self.cut = last
                 self.decisions += 1
+                if self.tight:
+                    # loose: a bound that reached the cut-off, its priority not within the
+                    # margin of it
+                    b = bound[cand]
+                    loose = np.count_nonzero((b >= last) & (prio < (1.0 - self.margin) * b))
+                    self._top_tight = loose <= TIGHT_LOOSE * k
                 return cand[top]
             if not last > 0:
                 return None
@@ -222,6 +253,7 @@ class PrunedTop:
     def forget(self) -> None:
         """Priorities changed beyond the margin's reach (sources reset, costs changed)."""
         self.cut = None
+        self._top_tight = False
 
 
 def _reaching(bound: np.ndarray, threshold: float, eligible: np.ndarray | None) -> np.ndarray:
@@ -230,6 +262,16 @@ def _reaching(bound: np.ndarray, threshold: float, eligible: np.ndarray | None) 
     if eligible is not None:
         keep &= eligible
     return np.flatnonzero(keep)
+
+
+def _below_kth_bound(bound: np.ndarray, cand: np.ndarray, k: int) -> float:
+    """A value that about 5k / 4 of the bounds of sources ``cand`` (more than 2k, none NaN)
+    reach: the (5k / 4s)-th largest bound of every s-th of them, s = k / 128 (a partition
+    of 128 values per k candidates, not of all of them: they can be most of a million)."""
+    step = max(1, k // 128)
+    sample = bound[cand[::step]]
+    rank = min(sample.shape[0], -(-5 * k // (4 * step)))
+    return float(np.partition(sample, sample.shape[0] - rank)[sample.shape[0] - rank])
 
 
 def _kth_largest_bound(bound: np.ndarray, k: int, eligible: np.ndarray | None) -> float:

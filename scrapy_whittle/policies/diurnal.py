@@ -240,8 +240,9 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
             raise ValueError(f"groups has {len(groups)} values for {problem.n} sources: one "
                              f"per source (or a callable)")
         self._set_groups(np.arange(problem.n))
-        # a source never crawled has its exact priority at no cost: no share limit
-        self._pruning = PrunedTop(max_share=1.0)
+        # a source never crawled has its exact priority at no cost: no share limit; the bound
+        # of a source crawled days ago is nearly its priority (tight)
+        self._pruning = PrunedTop(max_share=1.0, tight=True)
 
     def _set_groups(self, ids: np.ndarray) -> None:
         """The shrinkage groups of sources ``ids``; a source added after the array given as

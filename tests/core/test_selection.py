@@ -90,13 +90,16 @@ def test_masses_of_equal_priorities_give_the_same_top_as_a_full_sort(case, k):
                                   cand[_reference_top(prio[cand], k)])
 
 
-def test_pruned_top_is_select_top_whatever_its_guess():
+@pytest.mark.parametrize("tight", [False, True])
+def test_pruned_top_is_select_top_whatever_its_guess(tight):
     """Priorities below a bound; the guessed cut-off drifts, falls far (the second pass), or
     rises; the answer is select_top's over every priority, or None (then the caller computes
-    all), and only candidates' priorities are asked for."""
+    all), and only candidates' priorities are asked for. The same when the guess is also
+    the k-th largest bound of the candidates (``tight``), which the loose bounds here make
+    a bad guess."""
     rng = np.random.default_rng(5)
     n, k = 4000, 40
-    pruned = PrunedTop(margin=0.05)
+    pruned = PrunedTop(margin=0.05, tight=tight)
     asked = []
 
     def priority_of(ids):
@@ -160,6 +163,48 @@ def test_pruned_top_guesses_the_kth_bound_when_the_cut_off_fell():
         if fell and t % 7 != 3:         # guess: the k-th bound, where the top sits: k priorities
             assert asked == [k], (t, cut_before, asked)
         assert sum(asked) < n / 4
+
+
+def test_tight_pruned_top_guesses_the_kth_bound_where_the_cut_off_rose():
+    """diurnal-whittle's steady state: the bounds of the sources near the top are nearly
+    their priorities (tight), and the top rises by a few percent from one epoch to the next,
+    so that many sources reach the lowered last cut-off. With ``tight``, once a decision
+    showed the bounds tight, a little below the k-th largest bound of those is the guess:
+    about 5k / 4 priorities and a second pass over the few sources between it and the k-th
+    priority settle the choice, where the plain guess asks for many more. While the bounds
+    at the top are loose (a crawl's start) it asks for what the plain guess does. Always
+    select_top's answer (eligibility too)."""
+    rng = np.random.default_rng(12)
+    n, k = 5000, 50
+    asked = {False: [], True: []}
+    pruners = {tight: PrunedTop(max_share=1.0, tight=tight) for tight in (False, True)}
+    level = 1.0
+    for t in range(60):
+        level *= 1.04 if t % 5 else 0.9                   # rises, and now and then falls
+        bound = level * rng.uniform(0.5, 1.0, n)
+        top = bound > np.quantile(bound, 0.9)
+        loose = t < 20
+        prio = bound * np.where(top & ~loose, rng.uniform(0.99, 1.0, n),
+                                rng.uniform(0.5, 1.0, n))
+        eligible = rng.random(n) < 0.8 if t % 3 == 0 else None
+        want = select_top(prio, None, k, eligible)
+        for tight, pruned in pruners.items():
+            seen = []
+
+            def priority_of(ids, seen=seen, prio=prio):
+                seen.append(ids.shape[0])
+                return prio[ids]
+
+            got = pruned(bound, priority_of, k, eligible)
+            if got is None:
+                assert t == 0                               # the first: computed in full
+                pruned.settled(prio, want)
+                continue
+            np.testing.assert_array_equal(got, want)
+            asked[tight].append(sum(seen))
+    assert asked[True][:20] == asked[False][:20]            # loose: the plain guess
+    assert max(asked[True][20:]) < 5 * k
+    assert sum(asked[True][20:]) < sum(asked[False][20:]) / 4
 
 
 def test_pruned_top_leaves_degenerate_bounds_to_the_caller():
