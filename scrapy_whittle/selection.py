@@ -223,12 +223,14 @@ class PrunedTop:
             if not threshold > 0:         # (NaN, fewer than M eligible, or nothing to prune)
                 return None
             cand = _reaching(bound, threshold, eligible)
+        prio = None
         for attempt in range(2):
-            if attempt:
-                cand = _reaching(bound, threshold, eligible)
+            if attempt:                       # (the first pass's priorities are kept)
+                cand, prio = _widened(bound, threshold, eligible, cand, prio, priority_of)
             if cand.shape[0] < k or (attempt == 0 and cand.shape[0] > self.max_share * n):
                 return None
-            prio = priority_of(cand)
+            if not attempt:
+                prio = priority_of(cand)
             top = select_top(prio, None, budget)
             last = float(prio[top[-1]])
             if last >= threshold:               # nothing pruned could have made it
@@ -262,6 +264,20 @@ def _reaching(bound: np.ndarray, threshold: float, eligible: np.ndarray | None) 
     if eligible is not None:
         keep &= eligible
     return np.flatnonzero(keep)
+
+
+def _widened(bound, threshold, eligible, cand, prio, priority_of):
+    """(sources reaching ``threshold``, their priorities), where ``threshold`` is below the
+    first pass's: a superset of its sources ``cand`` (sorted), whose priorities ``prio``
+    are kept (a priority is computed element by element: the same either way)."""
+    wider = _reaching(bound, threshold, eligible)
+    at = np.minimum(np.searchsorted(cand, wider), cand.shape[0] - 1)
+    known = cand[at] == wider
+    out = np.empty(wider.shape[0])
+    out[known] = prio[at[known]]
+    if not known.all():
+        out[~known] = priority_of(wider[~known])
+    return wider, out
 
 
 def _below_kth_bound(bound: np.ndarray, cand: np.ndarray, k: int) -> float:

@@ -94,16 +94,16 @@ def test_masses_of_equal_priorities_give_the_same_top_as_a_full_sort(case, k):
 def test_pruned_top_is_select_top_whatever_its_guess(tight):
     """Priorities below a bound; the guessed cut-off drifts, falls far (the second pass), or
     rises; the answer is select_top's over every priority, or None (then the caller computes
-    all), and only candidates' priorities are asked for. The same when the guess is also
-    the k-th largest bound of the candidates (``tight``), which the loose bounds here make
-    a bad guess."""
+    all), and only candidates' priorities are asked for, each once (a second pass keeps the
+    first's). The same when the guess is also the k-th largest bound of the candidates
+    (``tight``), which the loose bounds here make a bad guess."""
     rng = np.random.default_rng(5)
     n, k = 4000, 40
     pruned = PrunedTop(margin=0.05, tight=tight)
     asked = []
 
     def priority_of(ids):
-        asked.append(ids.shape[0])
+        asked.append(ids)
         return prio[ids]
 
     second_passes = decided = 0
@@ -122,7 +122,9 @@ def test_pruned_top_is_select_top_whatever_its_guess(tight):
         else:
             decided += 1
             second_passes += len(asked) == 2
-            assert sum(asked) < n                       # not every priority was needed
+            every = np.concatenate(asked)
+            assert every.shape[0] < n                   # not every priority was needed
+            assert np.unique(every).shape[0] == every.shape[0]     # none asked twice
         np.testing.assert_array_equal(got, want)
     assert decided > 80 and second_passes > 3
     pruned.forget()
