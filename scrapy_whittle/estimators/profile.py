@@ -363,9 +363,9 @@ class ProfileEstimator(VectorEstimator):
             # e^{-mu T} from the flat part (1 - mu flat), with room for its rounding
             tail = np.maximum(1.0 - mu * flat, 0.0) + 1e-12
             mu2 = mu * mu
+            day_time = np.mod(float(end), self.day)
             now_part = np.zeros(ids.shape[0])
             start_part = np.zeros(ids.shape[0])
-        out = np.array(flat, dtype=np.float64)
         wave = np.zeros(ids.shape[0])
         amp_sum = np.zeros(ids.shape[0])
         for k, (c, s) in enumerate(self._shrunk_harmonics(ids)):
@@ -374,7 +374,7 @@ class ProfileEstimator(VectorEstimator):
             wave += amp * np.minimum(flat, 2.0 / theta)
             amp_sum += amp
             if phased:
-                phase = np.mod(float(end), self.day) * theta
+                phase = day_time * theta
                 cb, sb = np.cos(phase), np.sin(phase)
                 now_part += (c * (mu * cb + theta * sb) + s * (mu * sb - theta * cb)) \
                     / (mu2 + theta * theta)
@@ -385,7 +385,7 @@ class ProfileEstimator(VectorEstimator):
             # floor, with room for rounding) keeps its wave whole: no max(0, .)
             scaled = 1.0 - amp_sum < self.floor + 1e-9
             wave = np.minimum(wave, np.where(scaled, np.maximum(at_end, 0.0), at_end))
-        return out + wave
+        return flat + wave
 
     def _shrunk_harmonics(self, ids: np.ndarray):
         """(c_k, s_k) of sources ``ids``, harmonic by harmonic: the shrunk profile before the
