@@ -2,8 +2,14 @@
 
 The pure core (no Scrapy import): :func:`whittle_index`, :func:`upper_bound`, the policies
 (:func:`make_policy`) and the data they exchange (:class:`Problem`, :class:`Observation`).
-The Scrapy glue (``Addon``, ``WhittleScheduler``, ``FeedObserverMiddleware``, ``FeedSpider``)
-is imported lazily so that the core stays importable without Scrapy's engine.
+The Scrapy adapters (``Addon``, ``WhittleScheduler``, ``FeedObserverMiddleware``,
+``FeedSpider``, ``report_value``) and the service's public names (``RecrawlService``,
+``InvalidSetting``, ``SimulatedClock``) are imported lazily, so that the core stays importable
+without Scrapy's engine.
+
+The package is laid out by layer: ``core`` (maths, policies, estimators), ``feeds`` (parsing),
+``service`` (the Scrapy-free re-crawl service), ``scrapy`` (the adapters), ``cluster`` (many
+processes through Redis) and ``report``; each imports only the layers before it.
 """
 
 from __future__ import annotations
@@ -11,21 +17,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from scrapy_whittle.bound import UpperBound, upper_bound
-from scrapy_whittle.index import IndexTable, whittle_index
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies import POLICIES, Policy, make_policy
-from scrapy_whittle.problem import Problem, SourceParams
+from scrapy_whittle.core.bound import UpperBound, upper_bound
+from scrapy_whittle.core.index import IndexTable, whittle_index
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.policies import POLICIES, Policy, make_policy
+from scrapy_whittle.core.problem import Problem, SourceParams
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Addon": "scrapy_whittle.addon",
-    "WhittleScheduler": "scrapy_whittle.scheduler",
-    "FeedObserverMiddleware": "scrapy_whittle.middleware",
-    "RetryAfterMiddleware": "scrapy_whittle.middleware",
-    "FeedSpider": "scrapy_whittle.spiders",
-    "report_value": "scrapy_whittle.feedback",
+    "Addon": "scrapy_whittle.scrapy.addon",
+    "WhittleScheduler": "scrapy_whittle.scrapy.scheduler",
+    "FeedObserverMiddleware": "scrapy_whittle.scrapy.middleware",
+    "RetryAfterMiddleware": "scrapy_whittle.scrapy.middleware",
+    "FeedSpider": "scrapy_whittle.scrapy.spiders",
+    "report_value": "scrapy_whittle.scrapy.item_value",
+    "InvalidSetting": "scrapy_whittle.service.config",
+    "RecrawlService": "scrapy_whittle.service.recrawl",
+    "SimulatedClock": "scrapy_whittle.service.clock",
 }
 
 

@@ -17,7 +17,7 @@ otherwise). Reported per policy:
 * ``upper_bound``: ``scrapy_whittle.upper_bound`` for the scenario's true (alpha, u), costs and
   budget, which bounds the long-run average reward of every policy; ``ratio`` = reward / bound;
   on a scenario with daily rhythms (``news-diurnal``) the periodic bound
-  (``scrapy_whittle.periodic_bound``, one price per hour of the day);
+  (``scrapy_whittle.core.periodic_bound``, one price per hour of the day);
 * ``decision_ms``: wall time per epoch of the policy's decision, ``select`` plus ``observe``
   (the simulator's own time excluded), averaged over all epochs and seeds.
 
@@ -46,10 +46,10 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.bound import upper_bound
-from scrapy_whittle.periodic import PeriodicArrivals
-from scrapy_whittle.periodic_bound import periodic_upper_bound
-from scrapy_whittle.policies import make_policy, policy_class
+from scrapy_whittle.core.bound import upper_bound
+from scrapy_whittle.core.periodic import PeriodicArrivals
+from scrapy_whittle.core.periodic_bound import periodic_upper_bound
+from scrapy_whittle.core.policies import make_policy, policy_class
 from sim.scenarios import SCENARIOS, Scenario, make_scenario
 
 # 97.5% quantiles of Student's t for 1..30 degrees of freedom

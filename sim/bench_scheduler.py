@@ -44,11 +44,11 @@ from scrapy import Request, Spider
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.test import get_crawler
 
-from scrapy_whittle.bulk import thaw
-from scrapy_whittle.clock import SimulatedClock
-from scrapy_whittle.feeds import FeedEntry
-from scrapy_whittle.policies import POLICIES
-from scrapy_whittle.scheduler import META_CRAWL, WhittleScheduler
+from scrapy_whittle.core.policies import POLICIES
+from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.scrapy.scheduler import META_CRAWL, WhittleScheduler
+from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.gc_pause import thaw
 from sim.scenarios import make_scenario
 
 WINDOW = 20

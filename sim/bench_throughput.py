@@ -76,7 +76,7 @@ def _crawl(mode: str, urls: list[str], seconds: float, concurrency: int, warmup:
                 yield self.next_request()
         spidercls = BareSpider
     else:
-        from scrapy_whittle.spiders import FeedSpider
+        from scrapy_whittle.scrapy.spiders import FeedSpider
 
         settings.update({
             "ADDONS": {"scrapy_whittle.Addon": 0},      # as the README's quick start
@@ -216,8 +216,8 @@ def _cpu() -> float:
 # -- the driver -----------------------------------------------------------------------------
 def parse_times(repeat: int = 200) -> dict[str, float]:
     """Median ms of parse_feed on one realistic 50-entry RSS feed, per parser."""
-    from scrapy_whittle.feeds import parse_feed
-    from scrapy_whittle.parsers import PARSERS
+    from scrapy_whittle.feeds.parse import parse_feed
+    from scrapy_whittle.feeds.parsers import PARSERS
     from sim.realistic import RealisticItems
 
     items = RealisticItems(0)

@@ -15,7 +15,7 @@ import sys
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 
-from scrapy_whittle.spiders import FeedSpider
+from scrapy_whittle.scrapy.spiders import FeedSpider
 
 
 class SyncedItems:

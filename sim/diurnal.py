@@ -9,7 +9,7 @@ xi exp(-mu_i age), epoch t starting at t T, a crawl at t T capturing what was pu
 [previous crawl, t T). Time 0 is Monday 00:00 UTC.
 
 Deterministic mode: the reward of a crawl is the expected value F(phase, k) of the periodic
-recursion (``scrapy_whittle.periodic``), exactly; ``new_items`` the expected count, rounded.
+recursion (``scrapy_whittle.core.periodic``), exactly; ``new_items`` the expected count, rounded.
 Stochastic mode: at a crawl, the number of arrivals since the previous crawl is drawn
 ~ Poisson(Lambda_i (P_i(now) - P_i(prev))), P_i the cumulative multiplier, and their times as
 uniform order statistics in that operational time mapped back through P_i^{-1} (exact for the
@@ -19,23 +19,19 @@ piecewise-constant profile), newest first so that a ``window`` draws only what a
 u_i(tau)); ``env.periodic`` holds u_i(tau) for every phase, what ``diurnal-oracle`` and the
 periodic upper bound need.
 
-    python -m sim.diurnal --n 50 --days 14 --out trace.csv [--weekend] [--seed 0]
-
-writes a trace of the ``news-diurnal`` sources for ``sim.trace.TraceReplay`` (time unit: the
-hour, 0 = Monday 00:00 UTC).
+``diurnal_trace`` draws a trace of the same model for ``sim.trace.TraceReplay``;
+``python -m sim.make_trace`` writes one of the ``news-diurnal`` sources.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.periodic import PeriodicArrivals
-from scrapy_whittle.problem import Problem, SourceParams
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.periodic import PeriodicArrivals
+from scrapy_whittle.core.problem import Problem, SourceParams
 from sim.ephemeral import SourcesEnv, check_action, newest_ages
 from sim.profiles import DiurnalProfile
 from sim.trace import Trace
@@ -164,38 +160,3 @@ def diurnal_trace(params: SourceParams, profile: DiurnalProfile, duration: float
     if len(names) != n or sorted(names) != names:
         raise ValueError("names must be n names in sorted order (ids follow sorted names)")
     return Trace(names, src[order].astype(np.int64), times[order], utility[order])
-
-
-def write_trace(trace: Trace, path) -> None:
-    """Write ``trace`` as the ``source,timestamp,utility`` CSV that ``read_trace`` reads."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("source,timestamp,utility\n")
-        for s, t, v in zip(trace.source, trace.time, trace.utility, strict=True):
-            fh.write(f"{trace.names[s]},{t:.6f},{v:.6f}\n")
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.diurnal",
-                                 description="write a trace of news-diurnal sources (CSV)")
-    ap.add_argument("--n", type=int, default=50, help="number of sources")
-    ap.add_argument("--days", type=float, default=14.0, help="length of the trace in days")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--weekend", action="store_true", help="add weekend factors")
-    ap.add_argument("--out", required=True, help="CSV file to write")
-    args = ap.parse_args(argv)
-    from sim.scenarios import make_scenario
-
-    try:
-        scn = make_scenario("news-diurnal", n=args.n, seed=args.seed, weekend=args.weekend)
-        trace = diurnal_trace(scn.params, scn.profile, 24.0 * args.days, seed=args.seed)
-    except ValueError as exc:
-        print(f"sim.diurnal: error: {exc}", file=sys.stderr)
-        return 2
-    write_trace(trace, args.out)
-    print(f"{trace.time.shape[0]} items of {len(trace.names)} sources over {args.days:g} days "
-          f"written to {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.dynamics import decayed_integral, geometric_sum
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.problem import Problem, SourceParams
+from scrapy_whittle.core.dynamics import decayed_integral, geometric_sum
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.problem import Problem, SourceParams
 
 
 def check_action(action, n: int, cost: np.ndarray, budget: float) -> np.ndarray:

@@ -6,7 +6,7 @@ their own counters). With ``--faults`` (``all`` or a comma-separated list of cas
 fault; without it nothing changes (the routes answer, but no source list names them).
 
 What each case does, and what a crawler should make of it (``FAULTS``; the kinds are those of
-``scrapy_whittle.errors``):
+``scrapy_whittle.scrapy.errors``):
 
 * transport: ``reset`` (TCP reset after the request), ``truncated`` (a Content-Length never
   reached, then close), ``hang`` (no answer; the connection is closed after ``hang_seconds``),

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.problem import SourceParams
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.problem import SourceParams
 
 
 @dataclass(frozen=True)

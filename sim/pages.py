@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.problem import Problem
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.problem import Problem
 from sim.ephemeral import SourcesEnv, check_action
 
 

@@ -2,7 +2,7 @@
 
 Source i publishes as a Poisson process of intensity Lambda_i p_i(t), where p_i is periodic
 (a day, or a week when a weekend factor is given) with mean 1 over its period, so Lambda_i
-stays the mean rate of the stationary model (``scrapy_whittle.problem.SourceParams.rate``).
+stays the mean rate of the stationary model (``scrapy_whittle.core.problem.SourceParams.rate``).
 
 Representation (exact, small, vectorised):
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scrapy_whittle.periodic import epoch_arrivals
+from scrapy_whittle.core.periodic import epoch_arrivals
 
 WEEKEND_DAYS = (5, 6)          # Saturday, Sunday (day 0 = Monday)
 
@@ -232,7 +232,7 @@ class DiurnalProfile:
     def epoch_table(self, rate, mean_utility, decay, period: float) -> np.ndarray:
         """u_i(tau): the expected value published during an epoch of phase tau (the epoch
         [tau T, (tau + 1) T) of the rhythm's period), decayed to the epoch's end, exactly
-        (``scrapy_whittle.periodic.epoch_arrivals``); shape (N, K), K = period / T."""
+        (``scrapy_whittle.core.periodic.epoch_arrivals``); shape (N, K), K = period / T."""
         return epoch_arrivals(rate, mean_utility, decay, self.bin_rates(), self.bin_width,
                               period)
 

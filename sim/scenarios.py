@@ -2,7 +2,7 @@
 
 A :class:`Scenario` is pure data (parameters, budget, model options); ``make_env()`` builds the
 simulator for it. Every scenario speaks the same (alpha, u) language through
-``scenario.problem`` (see ``scrapy_whittle.problem``).
+``scenario.problem`` (see ``scrapy_whittle.core.problem``).
 
 * ``tcns2018``: Table I of *Whittle Index Policy for Crawling Ephemeral Content* (IEEE TCNS
   2018): four sources, Lambda = 250, xi = (1, .7, .2, .08), mu = (.7, .35, .7, .21), T = 1;
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.problem import Problem, SourceParams
+from scrapy_whittle.core.problem import Problem, SourceParams
 
 TCNS2018_PARAMS = SourceParams(
     rate=np.full(4, 250.0),
@@ -80,7 +80,7 @@ class Scenario:
 
     @property
     def periodic(self):
-        """u_i(tau) per phase of the rhythm (``scrapy_whittle.periodic.PeriodicArrivals``);
+        """u_i(tau) per phase of the rhythm (``scrapy_whittle.core.periodic.PeriodicArrivals``);
         None for scenarios without a rhythm."""
         if self.kind != "diurnal":
             return None

@@ -63,7 +63,7 @@ BAD_CASES = ("malformed", "html", "empty", "huge", "latin1", "nodates", "future"
 class VirtualClock:
     """Scenario time (units) <-> the crawler's unix time r: v = (r - r0) * speed / unit.
 
-    ``time_source`` gives r (default the wall clock; a ``scrapy_whittle.clock`` clock's ``now``
+    ``time_source`` gives r (default the wall clock; a ``scrapy_whittle.service.clock`` clock's ``now``
     when the crawler and the server share simulated time in one process)."""
 
     def __init__(self, speed: float, unit: float, real0: float | None = None,
@@ -424,7 +424,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  hang_seconds: float = 600.0) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
-    ``clock``: a ``scrapy_whittle.clock`` clock shared with an in-process crawl (its time is
+    ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
     the server's "real" time); default the wall clock. ``start``: the virtual clock reads
     ``start`` (scenario units) now, so the feeds have a history at once. ``faults``: hostile
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of

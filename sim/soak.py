@@ -153,7 +153,7 @@ class SoakMonitor:
 def run_crawl(args) -> int:
     from scrapy.crawler import CrawlerProcess
 
-    from scrapy_whittle.spiders import FeedSpider
+    from scrapy_whittle.scrapy.spiders import FeedSpider
 
     out = Path(args.out)
     settings = {

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.problem import Problem, SourceParams
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.problem import Problem, SourceParams
 from sim.ephemeral import SourcesEnv, check_action
 
 
@@ -250,3 +250,11 @@ class TraceReplay(SourcesEnv):
 
     def __repr__(self) -> str:
         return f"TraceReplay(n={self.n}, items={self.trace.time.shape[0]}, budget={self.budget:g})"
+
+
+def write_trace(trace: Trace, path) -> None:
+    """Write ``trace`` as the ``source,timestamp,utility`` CSV that ``read_trace`` reads."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("source,timestamp,utility\n")
+        for s, t, v in zip(trace.source, trace.time, trace.utility, strict=True):
+            fh.write(f"{trace.names[s]},{t:.6f},{v:.6f}\n")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from scrapy_whittle.policies import make_policy
-from scrapy_whittle.problem import Problem
+from scrapy_whittle import Problem, make_policy
 from sim.feedweb import FeedWeb, simulate
 
 

@@ -1,6 +1,6 @@
 """The entry memory of a cluster: which entries of each source were already seen, in Redis.
 
-The same memory as :mod:`scrapy_whittle.entry_memory` (64-bit XXH3 hashes of entry keys,
+The same memory as :mod:`scrapy_whittle.service.entry_memory` (64-bit XXH3 hashes of entry keys,
 oldest first, capacity following the feed plus an eighth), kept per source in a field of a
 small hash (``Keys.entries``) as a 4-byte capacity and the packed hashes. One Lua script
 tells which of a fetch's entries are new and remembers them, atomically: two workers can
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import xxhash
 
-from scrapy_whittle.feeds import FeedEntry
+from scrapy_whittle.feeds.parse import FeedEntry
 
 DEDUPE = """
 local old = redis.call('HGET', KEYS[1], ARGV[1])

@@ -32,11 +32,11 @@ from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import Retrier
 from scrapy_whittle.cluster.tasks import task_crawl, task_fields
-from scrapy_whittle.feeds import FeedEntry
-from scrapy_whittle.hints import ServerHints
-from scrapy_whittle.service import Crawl, FetchResult, entry_values
-from scrapy_whittle.settings import WhittleConfig
-from scrapy_whittle.sources import SourceSpec
+from scrapy_whittle.feeds.hints import ServerHints
+from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.recrawl import Crawl, FetchResult, entry_values
+from scrapy_whittle.service.sources import SourceSpec
 
 logger = logging.getLogger(__name__)
 

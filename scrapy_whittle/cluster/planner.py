@@ -31,9 +31,9 @@ from collections import defaultdict
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
 from scrapy_whittle.cluster.tasks import task_fields
-from scrapy_whittle.hints import ServerHints
-from scrapy_whittle.service import Crawl, PrefixedStats, RecrawlService
-from scrapy_whittle.sources import SourceSpec
+from scrapy_whittle.feeds.hints import ServerHints
+from scrapy_whittle.service.recrawl import Crawl, PrefixedStats, RecrawlService
+from scrapy_whittle.service.sources import SourceSpec
 
 logger = logging.getLogger(__name__)
 

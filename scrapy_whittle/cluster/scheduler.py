@@ -17,15 +17,15 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from scrapy_whittle.cluster.node import ClusterNode
-from scrapy_whittle.scheduler import META_CRAWL, META_REGISTER, WhittleScheduler
-from scrapy_whittle.sources import SourceSpec
-from scrapy_whittle.stats import WhittleStats
+from scrapy_whittle.scrapy.scheduler import META_CRAWL, META_REGISTER, WhittleScheduler
+from scrapy_whittle.scrapy.stats import WhittleStats
+from scrapy_whittle.service.sources import SourceSpec
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.spiders import Spider
 
-    from scrapy_whittle.settings import WhittleConfig
+    from scrapy_whittle.service.config import WhittleConfig
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,6 @@ class ClusterScheduler(WhittleScheduler):
 
 
 def _system_clock():
-    from scrapy_whittle.clock import SystemClock
+    from scrapy_whittle.service.clock import SystemClock
 
     return SystemClock()

@@ -26,8 +26,8 @@ import struct
 from typing import Any
 
 from scrapy_whittle.cluster.keys import CHUNK, Keys
-from scrapy_whittle.columns import dtype_from_descr
-from scrapy_whittle.store import LOAD_COLUMNS, Checkpoint, SavedState
+from scrapy_whittle.core.columns import dtype_from_descr
+from scrapy_whittle.service.store import LOAD_COLUMNS, Checkpoint, SavedState
 
 #: last_crawl, retry_at, failures, flags, modified (unix s), crawls, errors, new_items,
 #: utility, weight, min_interval (the last two written when the source is registered)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scrapy_whittle.service import Crawl
+from scrapy_whittle.service.recrawl import Crawl
 
 
 def task_fields(crawl: Crawl) -> dict:

@@ -3,7 +3,7 @@
 :func:`load_report` reads the state without writing to it (:mod:`.data`); :mod:`.table`
 formats the per-source table; :mod:`.page` writes the HTML page and :mod:`.figures` its PNG
 figures (matplotlib, optional). ``scrapy whittle report`` and ``scrapy whittle sources``
-(:mod:`scrapy_whittle.commands.whittle`) are the command-line front.
+(:mod:`scrapy_whittle.scrapy.commands.whittle`) are the command-line front.
 """
 
 from __future__ import annotations

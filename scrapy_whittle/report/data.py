@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.clock import SimulatedClock
-from scrapy_whittle.settings import POLICY_ALIASES, InvalidSetting, WhittleConfig
-from scrapy_whittle.store import FILE_NAME, StateStore, StoreError
+from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.config import POLICY_ALIASES, InvalidSetting, WhittleConfig
+from scrapy_whittle.service.store import FILE_NAME, StateStore, StoreError
 
 #: columns of the ``sources`` table the report shows, in this order
 SOURCE_COLUMNS = ("id", "url", "title", "rate_per_hour", "half_life_hours", "mean_value",
@@ -187,9 +187,9 @@ def _float(values) -> np.ndarray:
 def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]) -> None:
     """Rebuild the service from the store on a stopped clock; ask its policy for the index now
     and the plan of the next epoch."""
-    from scrapy_whittle.policies import policy_class
-    from scrapy_whittle.service import RecrawlService
-    from scrapy_whittle.sources import load_oracle
+    from scrapy_whittle.core.policies import policy_class
+    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.sources import load_oracle
 
     core = report.policy
     alias = {v: k for k, v in POLICY_ALIASES.items()}.get(core, core)

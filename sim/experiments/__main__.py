@@ -141,8 +141,8 @@ def dqn_timing(arms: int, batch: int, repeats: int, threads: int, device: str = 
     work is waited for before each clock reading)."""
     import torch
 
-    from scrapy_whittle.policies.dqn import DQNPolicy
-    from scrapy_whittle.problem import Problem
+    from scrapy_whittle.core.policies.dqn import DQNPolicy
+    from scrapy_whittle.core.problem import Problem
 
     torch.set_num_threads(threads)
     policy = DQNPolicy(Problem(n=arms), rng=0, device=device)

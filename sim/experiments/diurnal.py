@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scrapy_whittle.problem import SourceParams
+from scrapy_whittle.core.problem import SourceParams
 from sim.bench import mean_ci95, run_policy
 from sim.profiles import DiurnalProfile
 from sim.scenarios import Scenario, make_scenario

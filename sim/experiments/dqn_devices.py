@@ -29,7 +29,7 @@ SCENARIOS = ("icc2021-single", "icc2021-groups")
 
 
 def _policy(scenario, device: str, seed: int):
-    from scrapy_whittle.policies.dqn import DQNPolicy
+    from scrapy_whittle.core.policies.dqn import DQNPolicy
 
     return DQNPolicy(scenario.problem.without_parameters(), rng=seed, device=device)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrapy_whittle.policies import make_policy, policy_class
+from scrapy_whittle.core.policies import make_policy, policy_class
 from sim.scenarios import Scenario
 
 # Student t quantiles t_{0.975, df} for 95% confidence bands over few runs

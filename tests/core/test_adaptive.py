@@ -16,11 +16,11 @@ import pickle
 import numpy as np
 import pytest
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies import make_policy
-from scrapy_whittle.policies.adaptive import AdaptiveWhittlePolicy
-from scrapy_whittle.problem import Problem
-from scrapy_whittle.selection import select_top
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.core.policies.adaptive import AdaptiveWhittlePolicy
+from scrapy_whittle.core.problem import Problem
+from scrapy_whittle.core.selection import select_top
 from sim.scenarios import make_scenario
 
 TCNS_M1_ORACLE = 260.39       # long-run average of the oracle Whittle policy (papers' README)
@@ -165,7 +165,7 @@ def test_pruned_selection_is_the_full_top_m():
 def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_crawled():
     """x = u G_k k epochs after a source's last crawl, u x (epochs since it joined) before
     its first: computed on the explored sources only while they are few, on all after."""
-    from scrapy_whittle.dynamics import expected_state
+    from scrapy_whittle.core.dynamics import expected_state
 
     sc = make_scenario("news-mix", n=400, seed=2, stochastic=True)
     env = sc.make_env()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies import make_policy, policy_class
-from scrapy_whittle.policies.miniflux import MinifluxPolicy, entry_frequency_interval
-from scrapy_whittle.policies.nutch import NutchAdaptivePolicy
-from scrapy_whittle.policies.static import StaticPolicy, static_distribution
-from scrapy_whittle.problem import Problem
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.policies import make_policy, policy_class
+from scrapy_whittle.core.policies.miniflux import MinifluxPolicy, entry_frequency_interval
+from scrapy_whittle.core.policies.nutch import NutchAdaptivePolicy
+from scrapy_whittle.core.policies.static import StaticPolicy, static_distribution
+from scrapy_whittle.core.problem import Problem
 
 
 def obs(epoch, sources, new_items, time=None, items=None):

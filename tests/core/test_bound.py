@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle import upper_bound, whittle_index
-from scrapy_whittle.bound import best_cycle
+from scrapy_whittle.core.bound import best_cycle
 from tests.core.brute_force import brute_force_bound
 from tests.core.test_index import TABLE_I_ALPHA, TABLE_I_U
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from scrapy_whittle.columns import Col, PerSourceArrays, SparseRows, StringColumn
+from scrapy_whittle.core.columns import Col, PerSourceArrays, SparseRows, StringColumn
 
 
 class Table(PerSourceArrays):

@@ -1,11 +1,11 @@
-"""scrapy_whittle.distinct: the same answers as np.unique, found by sorting."""
+"""scrapy_whittle.core.distinct: the same answers as np.unique, found by sorting."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from scrapy_whittle.distinct import all_distinct, distinct, first_of_each
+from scrapy_whittle.core.distinct import all_distinct, distinct, first_of_each
 
 
 def _cases():

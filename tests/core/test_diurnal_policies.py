@@ -15,10 +15,10 @@ import pickle
 import numpy as np
 import pytest
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.periodic import PeriodicArrivals
-from scrapy_whittle.policies import make_policy
-from scrapy_whittle.problem import Problem
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.periodic import PeriodicArrivals
+from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.core.problem import Problem
 from sim.bench import build_policy, run_policy, scenario_bound
 from sim.scenarios import make_scenario
 from tests.core.loop import run
@@ -152,7 +152,7 @@ def test_pruned_selection_is_the_full_top_m(name, groups):
     the top; the choice is exactly the top M of priority(), epoch after epoch, with and
     without an eligibility mask, once rhythms are learned too (in one shrinkage group, or
     several)."""
-    from scrapy_whittle.selection import select_top
+    from scrapy_whittle.core.selection import select_top
 
     scn = make_scenario("news-diurnal", n=400, budget=4, stochastic=True)
     env = _reset(scn, seed=3)

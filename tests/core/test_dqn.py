@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from scrapy_whittle.policies import make_policy  # noqa: E402
-from scrapy_whittle.policies.dqn import DQNPolicy, fg_bellman_loss  # noqa: E402
-from scrapy_whittle.problem import Problem  # noqa: E402
+from scrapy_whittle.core.policies import make_policy  # noqa: E402
+from scrapy_whittle.core.policies.dqn import DQNPolicy, fg_bellman_loss  # noqa: E402
+from scrapy_whittle.core.problem import Problem  # noqa: E402
 from sim.scenarios import make_scenario  # noqa: E402
 from tests.core.loop import run  # noqa: E402
 

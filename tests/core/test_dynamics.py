@@ -1,10 +1,10 @@
-"""The recursion x' = alpha x + u and its closed forms (scrapy_whittle.dynamics)."""
+"""The recursion x' = alpha x + u and its closed forms (scrapy_whittle.core.dynamics)."""
 
 import numpy as np
 import pytest
 
-from scrapy_whittle.dynamics import alpha_u, expected_state, geometric_sum, pages_alpha_u
-from scrapy_whittle.problem import SourceParams
+from scrapy_whittle.core.dynamics import alpha_u, expected_state, geometric_sum, pages_alpha_u
+from scrapy_whittle.core.problem import SourceParams
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1e-300, 0.3, 0.5, 1.0 - 1e-12, 1.0])
@@ -35,7 +35,7 @@ def test_alpha_u_of_the_ephemeral_model_and_the_pages_bridge():
 
 
 def test_alpha_u_logs_is_alpha_u_with_the_logs():
-    from scrapy_whittle.dynamics import alpha_u_logs, decayed_integral
+    from scrapy_whittle.core.dynamics import alpha_u_logs, decayed_integral
 
     rng = np.random.default_rng(0)
     decay = np.concatenate([[0.0, 1e-12, 50.0, np.nan], rng.exponential(1e-3, 200)])

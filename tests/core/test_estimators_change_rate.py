@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.estimators import ChangeRateEstimator, cho_garcia_molina
+from scrapy_whittle.core.estimators import ChangeRateEstimator, cho_garcia_molina
 
 
 @pytest.mark.parametrize(("n", "x", "interval"), [(10, 4, 2.0), (50, 50, 1.0), (7, 0, 3.0),

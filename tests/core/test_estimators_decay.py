@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.estimators import DecayEstimator, prior_from_categories
+from scrapy_whittle.core.estimators import DecayEstimator, prior_from_categories
 
 LN2 = np.log(2)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.estimators import RateEstimator
+from scrapy_whittle.core.estimators import RateEstimator
 
 
 def test_conjugate_update_matches_batch_reference():
@@ -105,7 +105,7 @@ def test_grow_and_state_round_trip():
 
 
 def test_segment_rows_by_mask_or_by_row_numbers_in_their_order():
-    from scrapy_whittle.estimators._base import segment_rows
+    from scrapy_whittle.core.estimators._base import segment_rows
 
     off = np.array([0, 2, 2, 5, 6])                    # rows [0 1] [] [2 3 4] [5]
     new_off, idx = segment_rows(off, np.array([True, False, True, True]))

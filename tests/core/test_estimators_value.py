@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.estimators import ValueEstimator
+from scrapy_whittle.core.estimators import ValueEstimator
 
 
 def test_shrinkage_mean_matches_batch_reference():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle import whittle_index
-from scrapy_whittle.index import IndexTable
+from scrapy_whittle.core.index import IndexTable
 from tests.core.brute_force import brute_force_index
 
 TABLE_I_ALPHA = np.exp(-np.array([0.7, 0.35, 0.7, 0.21]))

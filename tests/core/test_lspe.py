@@ -6,15 +6,15 @@ import copy
 
 import numpy as np
 
-from scrapy_whittle.policies import make_policy
-from scrapy_whittle.policies.lspe import (
+from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.core.policies.lspe import (
     LSPEPolicy,
     critic_features,
     logistic,
     project_thresholds,
     regularised_inverse,
 )
-from scrapy_whittle.problem import Problem
+from scrapy_whittle.core.problem import Problem
 from sim.experiments.runner import run_policy
 from sim.scenarios import make_scenario
 from tests.core.loop import run

@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from scrapy_whittle.bound import upper_bound
-from scrapy_whittle.periodic import PeriodicArrivals, accumulated, arrivals_from_bins
-from scrapy_whittle.periodic_bound import _Block, _solve_block, periodic_upper_bound
+from scrapy_whittle.core.bound import upper_bound
+from scrapy_whittle.core.periodic import PeriodicArrivals, accumulated, arrivals_from_bins
+from scrapy_whittle.core.periodic_bound import _Block, _solve_block, periodic_upper_bound
 
 
 def direct_accumulated(alpha, u_row, phase, k):

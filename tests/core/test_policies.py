@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle import Observation, Problem, make_policy
-from scrapy_whittle.policies import POLICIES, policy_class
+from scrapy_whittle.core.policies import POLICIES, policy_class
 from tests.core.test_index import TABLE_I_ALPHA, TABLE_I_U
 
 
@@ -84,7 +84,7 @@ def test_registry_names_resolve_to_classes_with_that_name():
 
 
 def test_whittle_pruned_selection_is_exactly_the_full_top_m():
-    from scrapy_whittle.selection import select_top
+    from scrapy_whittle.core.selection import select_top
     from sim.scenarios import make_scenario
 
     scenario = make_scenario("news-mix", n=5000, seed=4)
@@ -137,11 +137,11 @@ sys.modules['torch'] = None          # as if torch were not installed
 import numpy as np
 import scrapy_whittle, sim.bench, sim.scenarios
 from scrapy_whittle import make_policy, Problem
-from scrapy_whittle.policies import POLICIES
+from scrapy_whittle.core.policies import POLICIES
 for name in POLICIES:
     if name == 'dqn':
         continue
-    scrapy_whittle.policies.policy_class(name)
+    scrapy_whittle.core.policies.policy_class(name)
 try:
     make_policy('dqn', Problem(n=4))
 except ValueError as exc:

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from scrapy_whittle.estimators.profile import ProfileEstimator
+from scrapy_whittle.core.estimators.profile import ProfileEstimator
 
 DAY = 24.0
 

@@ -1,5 +1,5 @@
 """What one hostile feed can teach: values, dates and counts kept within plausible ranges
-(scrapy_whittle.sanitize), estimators that refuse garbage, and a policy that repairs a source
+(scrapy_whittle.core.sanitize), estimators that refuse garbage, and a policy that repairs a source
 whose state went bad, in memory or as restored (Policy.repair)."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import sqlite3
 import numpy as np
 import pytest
 
-from scrapy_whittle import sanitize
-from scrapy_whittle.estimators import DecayEstimator, RateEstimator, ValueEstimator
-from scrapy_whittle.estimators._base import MAX_INPUT
-from scrapy_whittle.feeds import FeedEntry
-from scrapy_whittle.policies import make_policy
-from scrapy_whittle.problem import Problem
-from scrapy_whittle.store import FILE_NAME, StateStore
-from tests.core.test_service import START, make_service
+from scrapy_whittle.core import sanitize
+from scrapy_whittle.core.estimators import DecayEstimator, RateEstimator, ValueEstimator
+from scrapy_whittle.core.estimators._base import MAX_INPUT
+from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.core.problem import Problem
+from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.service.store import FILE_NAME, StateStore
+from tests.service.test_recrawl import START, make_service
 
 HOUR = 3600.0
 
@@ -217,7 +217,7 @@ def test_a_poisoned_stored_state_is_repaired_at_restore(tmp_path, caplog):
     service.close()
     db = sqlite3.connect(path)
     layout = json.loads(db.execute("select row_layout from policy_state").fetchone()[0])
-    from scrapy_whittle.columns import dtype_from_descr
+    from scrapy_whittle.core.columns import dtype_from_descr
 
     dtype = dtype_from_descr(layout)
     blob = db.execute("select policy_row from sources where id = 2").fetchone()[0]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.selection import PrunedTop, TopSelector, select_top
+from scrapy_whittle.core.selection import PrunedTop, TopSelector, select_top
 
 
 def test_unit_costs_take_the_top_k_with_ties_to_the_lower_index():

@@ -6,14 +6,14 @@ import copy
 
 import numpy as np
 
-from scrapy_whittle.observation import Observation
-from scrapy_whittle.policies import make_policy
-from scrapy_whittle.policies.thompson import (
+from scrapy_whittle.core.observation import Observation
+from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.core.policies.thompson import (
     EphemeralEstimator,
     ThompsonPolicy,
     ThompsonWhittlePolicy,
 )
-from scrapy_whittle.problem import Problem
+from scrapy_whittle.core.problem import Problem
 from sim.scenarios import make_scenario
 from tests.core.loop import run
 
@@ -146,7 +146,7 @@ def test_thompson_whittle_deterministic_round_trip_and_beats_uniform():
 
 
 def test_cluster_sources_groups_similar_rates():
-    from scrapy_whittle.policies.groups import arm_of_sources, cluster_sources
+    from scrapy_whittle.core.policies.groups import arm_of_sources, cluster_sources
 
     rates = np.array([0.01, 5.0, 0.012, 4.0, 0.3, 0.011, 0.25, 6.0])
     arm = cluster_sources(8, 3, rates)
@@ -161,7 +161,7 @@ def test_estimator_batch_update_equals_one_crawl_at_a_time():
     the other do, written out here crawl by crawl: items with values (the mu fit), without
     (xi only), crawls with no items (a page's reward per new entry), a failed crawl, a
     source crawled twice in the batch."""
-    from scrapy_whittle.policies.thompson import MU_GRID
+    from scrapy_whittle.core.policies.thompson import MU_GRID
 
     rng = np.random.default_rng(5)
     n = 12
@@ -213,7 +213,7 @@ def test_thompson_whittle_pruned_selection_is_the_full_top_m_of_the_same_draws()
     """select() computes the index only for the sources whose sampled x can reach the top;
     for the same posterior draws the choice is exactly the top M of priority(), epoch after
     epoch, with and without an eligibility mask."""
-    from scrapy_whittle.selection import select_top
+    from scrapy_whittle.core.selection import select_top
 
     sc = make_scenario("news-mix", n=3000, seed=4, stochastic=True)
     env = sc.make_env()
@@ -236,7 +236,7 @@ def test_one_arm_per_source_selects_as_the_round_robin_path():
     """A crawl without groups has one arm per source; its short path in
     ``RoundRobinArms.select`` (no pointers) chooses exactly what the general path does, with
     unit and other costs, eligibility and ties, and new sources added."""
-    from scrapy_whittle.policies.groups import RoundRobinArms
+    from scrapy_whittle.core.policies.groups import RoundRobinArms
 
     rng = np.random.default_rng(7)
     chose = 0

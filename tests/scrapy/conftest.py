@@ -65,7 +65,7 @@ class VirtualWeb:
 
     def __init__(self, scenario: str = "news-mix", *, n: int | None = 20, seed: int = 0,
                  speed: float = 1.0, **options) -> None:
-        from scrapy_whittle.clock import SimulatedClock
+        from scrapy_whittle.service.clock import SimulatedClock
         from sim.serve import start_server
 
         self.clock = SimulatedClock(start=START, speed=0.0)
@@ -81,7 +81,7 @@ class VirtualWeb:
 
 
 def make_crawler(spidercls=None, **settings):
-    from scrapy_whittle.spiders import FeedSpider
+    from scrapy_whittle.scrapy.spiders import FeedSpider
 
     return get_crawler(spidercls or FeedSpider, {**BASE_SETTINGS, **settings})
 

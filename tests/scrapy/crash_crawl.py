@@ -16,7 +16,7 @@ import numpy as np
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 
-from scrapy_whittle.spiders import FeedSpider
+from scrapy_whittle.scrapy.spiders import FeedSpider
 
 
 class SyncedItems:

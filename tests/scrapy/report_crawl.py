@@ -14,8 +14,8 @@ import sys
 
 from scrapy.crawler import AsyncCrawlerProcess
 
-from scrapy_whittle.clock import SimulatedClock
-from scrapy_whittle.spiders import FeedSpider
+from scrapy_whittle.scrapy.spiders import FeedSpider
+from scrapy_whittle.service.clock import SimulatedClock
 
 N_FEEDS = 30
 BROKEN = ("404", "malformed", "500", "html")

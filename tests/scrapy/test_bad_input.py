@@ -9,7 +9,7 @@ import numpy as np
 import pytest_twisted
 from scrapy import signals
 
-from scrapy_whittle.middleware import FeedObserverMiddleware, exception_kind
+from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, exception_kind
 from tests.scrapy.conftest import make_crawler, run, whittle
 
 ERRORS = {"malformed": "malformed", "html": "not_a_feed", "empty": "empty",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scrapy_whittle.store import FILE_NAME
+from scrapy_whittle.service.store import FILE_NAME
 from tests.scrapy.conftest import ROOT, Server
 
 N_FEEDS = 40

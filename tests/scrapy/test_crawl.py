@@ -11,7 +11,7 @@ import pytest_twisted
 import scrapy
 from scrapy import signals
 
-from scrapy_whittle.store import FILE_NAME
+from scrapy_whittle.service.store import FILE_NAME
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import pytest_twisted
 
-from scrapy_whittle.periodic import arrivals_from_bins
-from scrapy_whittle.service import RecrawlService
-from scrapy_whittle.settings import InvalidSetting, WhittleConfig
-from scrapy_whittle.sources import load_oracle, load_oracle_profiles
-from scrapy_whittle.store import FILE_NAME, StateStore
+from scrapy_whittle.core.periodic import arrivals_from_bins
+from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
+from scrapy_whittle.service.recrawl import RecrawlService
+from scrapy_whittle.service.sources import load_oracle, load_oracle_profiles
+from scrapy_whittle.service.store import FILE_NAME, StateStore
 from tests.scrapy.conftest import Server, VirtualWeb, make_crawler, run, whittle
 from tests.scrapy.test_crawl import keep_scheduler
 
@@ -113,7 +113,7 @@ async def test_diurnal_oracle_crawls_on_the_published_rhythms():
 
 
 def test_diurnal_oracle_needs_a_rhythm_for_every_source():
-    from scrapy_whittle.startup import check_start
+    from scrapy_whittle.scrapy.startup import check_start
 
     doc = {"https://a.example/feed": {"rate": 1e-3, "mean_utility": 1, "decay": 1e-4}}
     with pytest.raises(InvalidSetting, match="no daily rhythm"):

@@ -91,7 +91,7 @@ def test_the_quick_start_crawls_the_simulated_web(quick_start):
 def test_the_readme_error_example_is_what_scrapy_crawl_prints(quick_start, meta):
     project, _ = quick_start
     readme = (ROOT / "README.md").read_text()
-    example = re.search(r"```\n(\[scrapy_whittle\.startup\] ERROR: [^\n]*)\n```", readme)
+    example = re.search(r"```\n(\[scrapy_whittle\.scrapy\.startup\] ERROR: [^\n]*)\n```", readme)
     assert example, "the README's example of a start-up error"
     value = re.search(r"(WHITTLE_\w+) \('([^']*)'\)", example.group(1))
     result = run(project, meta, "scrapy.cmdline", "crawl", "news", "-s",

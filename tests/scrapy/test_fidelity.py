@@ -15,8 +15,8 @@ import pytest
 import pytest_twisted
 from scrapy import signals
 
-from scrapy_whittle.clock import SimulatedClock
-from scrapy_whittle.policies import make_policy
+from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.service.clock import SimulatedClock
 from sim.feedweb import FeedWeb, simulate
 from sim.scenarios import make_scenario
 from sim.serve import start_server

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from scrapy_whittle.service import RecrawlService
-from scrapy_whittle.settings import InvalidSetting, WhittleConfig
-from scrapy_whittle.sources import parse_opml
+from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
+from scrapy_whittle.service.recrawl import RecrawlService
+from scrapy_whittle.service.sources import parse_opml
 
 OPML = b"""<?xml version="1.0"?>
 <opml version="2.0"><body>

@@ -9,7 +9,7 @@ import pytest_twisted
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
-from scrapy_whittle.clock import SimulatedClock
+from scrapy_whittle.service.clock import SimulatedClock
 from tests.scrapy.conftest import BASE_SETTINGS, START, run, whittle
 
 
@@ -49,7 +49,7 @@ async def test_retry_after_and_ttl_are_honoured():
     try:
         from scrapy.utils.test import get_crawler
 
-        from scrapy_whittle.spiders import FeedSpider
+        from scrapy_whittle.scrapy.spiders import FeedSpider
 
         base = {k: v for k, v in BASE_SETTINGS.items()
                 if k not in ("SCHEDULER", "DOWNLOADER_MIDDLEWARES")}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest_twisted
 from scrapy import signals
 
-from scrapy_whittle.errors import ERROR_KINDS, exception_kind
+from scrapy_whittle.scrapy.errors import ERROR_KINDS, exception_kind
 from sim.faults import FAULTS, MIB
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
@@ -91,7 +91,7 @@ async def test_a_hostile_web_is_counted_logged_once_and_starves_no_healthy_feed(
         url = f"{web.url}/hostile/{case}/0.xml"
         kinds = {k for u, k in failures if u == url}
         assert kinds == {kind}, (case, kinds)
-        logged = [r for r in caplog.records if r.name == "scrapy_whittle.service"
+        logged = [r for r in caplog.records if r.name == "scrapy_whittle.service.recrawl"
                   and r.levelno == logging.WARNING and f"({url})" in r.getMessage()]
         assert len(logged) == 1, (case, [r.getMessage() for r in logged])
         # a source that keeps failing is fetched no more than its back-off allows

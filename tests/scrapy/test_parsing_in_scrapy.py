@@ -8,9 +8,9 @@ import pytest
 import pytest_twisted
 from scrapy import signals
 
-from scrapy_whittle.middleware import FeedObserverMiddleware
-from scrapy_whittle.scheduler import WhittleScheduler
-from scrapy_whittle.settings import InvalidSetting
+from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware
+from scrapy_whittle.scrapy.scheduler import WhittleScheduler
+from scrapy_whittle.service.config import InvalidSetting
 from tests.scrapy.conftest import make_crawler, run, whittle
 
 GOOD = {"WHITTLE_BUDGET": 2, "WHITTLE_POLICY": "round_robin",

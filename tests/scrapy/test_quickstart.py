@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 from scrapy.settings import Settings
 
-from scrapy_whittle.startup import check_start
+from scrapy_whittle.scrapy.startup import check_start
 from tests.scrapy.conftest import ROOT
 
 #: what ``scrapy startproject`` writes into settings.py (Scrapy 2.19), besides names

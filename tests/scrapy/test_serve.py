@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from scrapy_whittle.feeds import parse_feed
+from scrapy_whittle.feeds.parse import parse_feed
 from sim.feedweb import FeedWeb
 from sim.scenarios import make_scenario
 from tests.scrapy.conftest import ROOT

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from scrapy_whittle.feeds import parse_feed
+from scrapy_whittle.feeds.parse import parse_feed
 from tests.scrapy.conftest import ROOT, Server
 from tests.scrapy.test_serve import get
 

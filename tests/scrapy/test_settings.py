@@ -1,8 +1,8 @@
 import pytest
 
-from scrapy_whittle.middleware import FeedObserverMiddleware
-from scrapy_whittle.scheduler import WhittleScheduler
-from scrapy_whittle.settings import InvalidSetting, WhittleConfig
+from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware
+from scrapy_whittle.scrapy.scheduler import WhittleScheduler
+from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from tests.scrapy.conftest import make_crawler
 
 GOOD = {"WHITTLE_BUDGET": 2, "WHITTLE_POLICY": "round_robin",
@@ -103,7 +103,7 @@ def test_public_names():
 
     assert scrapy_whittle.WhittleScheduler is WhittleScheduler
     assert scrapy_whittle.FeedObserverMiddleware is FeedObserverMiddleware
-    from scrapy_whittle.addon import Addon
+    from scrapy_whittle.scrapy.addon import Addon
 
     assert scrapy_whittle.Addon is Addon
 

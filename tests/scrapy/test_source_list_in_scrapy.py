@@ -9,7 +9,7 @@ import pytest_twisted
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
-from scrapy_whittle.clock import SimulatedClock
+from scrapy_whittle.service.clock import SimulatedClock
 from tests.scrapy.conftest import START, make_crawler, run, whittle
 from tests.scrapy.test_crawl import keep_scheduler
 

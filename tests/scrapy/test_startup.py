@@ -92,7 +92,7 @@ def test_a_bad_setting_is_one_error_line_and_exit_status_1(project, setup, setti
     assert message in errors[0], errors[0]
     assert "Traceback" not in result.stderr and "Spider opened" not in result.stderr
     if setting == "WHITTLE_POLICY=nonsense":           # every known policy is named
-        from scrapy_whittle.policies import POLICIES
+        from scrapy_whittle.core.policies import POLICIES
 
         for name in ["whittle", "oracle", *(p for p in POLICIES if p != "whittle")]:
             assert f"'{name}'" in errors[0]
@@ -117,10 +117,10 @@ def start_logs(caplog, **settings) -> list[str]:
     scheduler, each running the start-up check); the warnings logged."""
     from scrapy.utils.test import get_crawler
 
-    from scrapy_whittle.addon import Addon
-    from scrapy_whittle.middleware import FeedObserverMiddleware
-    from scrapy_whittle.scheduler import WhittleScheduler
-    from scrapy_whittle.spiders import FeedSpider
+    from scrapy_whittle.scrapy.addon import Addon
+    from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware
+    from scrapy_whittle.scrapy.scheduler import WhittleScheduler
+    from scrapy_whittle.scrapy.spiders import FeedSpider
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="scrapy_whittle"):
@@ -155,11 +155,11 @@ def test_an_unreachable_budget_is_warned_about_once(caplog):
 
 def test_the_addon_lowers_concurrent_items_unless_the_project_sets_it():
     """Scrapy's CONCURRENT_ITEMS (100) lets one response's item flood hold the event loop
-    (scrapy_whittle.addon's docstring); the add-on sets 16 at its own priority."""
+    (scrapy_whittle.scrapy.addon's docstring); the add-on sets 16 at its own priority."""
     from scrapy.utils.test import get_crawler
 
-    from scrapy_whittle.addon import CONCURRENT_ITEMS, Addon
-    from scrapy_whittle.spiders import FeedSpider
+    from scrapy_whittle.scrapy.addon import CONCURRENT_ITEMS, Addon
+    from scrapy_whittle.scrapy.spiders import FeedSpider
 
     feeds = [f"{UNREACHABLE}feed/{i}.xml" for i in range(3)]
     crawler = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, "WHITTLE_SOURCES": feeds,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.problem import SourceParams
-from sim.diurnal import DiurnalWeb, diurnal_trace, write_trace
+from scrapy_whittle.core.problem import SourceParams
+from sim.diurnal import DiurnalWeb, diurnal_trace
 from sim.ephemeral import EphemeralWeb
 from sim.feedweb import FeedWeb
 from sim.profiles import RATIO_RANGE, DiurnalProfile, draw_profile, newsroom_shape
 from sim.scenarios import make_scenario, news_mix_params
-from sim.trace import TraceReplay, read_trace
+from sim.trace import TraceReplay, read_trace, write_trace
 
 
 @pytest.mark.parametrize("weekend", [False, True])
@@ -147,7 +147,7 @@ def test_diurnal_trace_replays(tmp_path):
 
 
 def test_trace_command(tmp_path, capsys):
-    from sim.diurnal import main
+    from sim.make_trace import main
 
     out = tmp_path / "t.csv"
     assert main(["--n", "5", "--days", "3", "--out", str(out)]) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.problem import SourceParams
+from scrapy_whittle.core.problem import SourceParams
 from sim.ephemeral import EphemeralWeb, newest_ages
 from sim.scenarios import TCNS2018_PARAMS, make_scenario
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.bound import upper_bound
-from scrapy_whittle.policies import make_policy
-from scrapy_whittle.policies.static import static_distribution
-from scrapy_whittle.problem import Problem
+from scrapy_whittle.core.bound import upper_bound
+from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.core.policies.static import static_distribution
+from scrapy_whittle.core.problem import Problem
 from sim.scenarios import ICC2021_IMPORTANCE, ICC2021_SINGLE_RATES, make_scenario
 
 

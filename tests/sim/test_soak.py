@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scrapy_whittle.errors import ERROR_KINDS
+from scrapy_whittle.scrapy.errors import ERROR_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 

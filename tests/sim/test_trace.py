@@ -116,8 +116,8 @@ def test_example_trace_is_bursty_and_replays_completely():
 
 
 def test_whittle_on_fitted_params_runs_on_the_trace():
-    from scrapy_whittle.policies import make_policy
-    from scrapy_whittle.problem import Problem
+    from scrapy_whittle.core.policies import make_policy
+    from scrapy_whittle.core.problem import Problem
 
     env = TraceReplay(EXAMPLE, budget=1, decay=0.2, window=20)
     env.reset()

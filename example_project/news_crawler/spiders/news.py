@@ -7,7 +7,7 @@ import logging
 
 from scrapy import signals
 
-from scrapy_whittle.spiders import FeedSpider
+from scrapy_whittle import FeedSpider
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,60 @@
+"""Crawl policies, selectable by name (``WHITTLE_POLICY``, ``sim.bench --policy``).
+
+Modules are imported only when their policy is asked for, so ``dqn`` (torch) costs nothing
+to a crawl that does not use it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.problem import Problem
+
+# name -> "module:Class" (relative to scrapy_whittle.core.policies)
+POLICIES: dict[str, str] = {
+    "whittle": "whittle:WhittlePolicy",
+    "greedy": "simple:GreedyPolicy",
+    "uniform": "simple:UniformPolicy",
+    "round_robin": "simple:RoundRobinPolicy",
+    "static": "static:StaticPolicy",
+    "nutch": "nutch:NutchAdaptivePolicy",
+    "miniflux": "miniflux:MinifluxPolicy",
+    "adaptive-whittle": "adaptive:AdaptiveWhittlePolicy",
+    "thompson": "thompson:ThompsonPolicy",
+    "thompson-whittle": "thompson:ThompsonWhittlePolicy",
+    "lspe": "lspe:LSPEPolicy",
+    "dqn": "dqn:DQNPolicy",
+    "diurnal-oracle": "diurnal:DiurnalOraclePolicy",
+    "diurnal-whittle": "diurnal:DiurnalWhittlePolicy",
+}
+
+
+def policy_class(name: str) -> type[Policy]:
+    try:
+        target = POLICIES[name]
+    except KeyError:
+        known = ", ".join(sorted(POLICIES))
+        raise ValueError(f"unknown policy {name!r}; known policies: {known}") from None
+    module, cls = target.split(":")
+    try:
+        mod = importlib.import_module(f"scrapy_whittle.core.policies.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("scrapy_whittle"):
+            raise ValueError(f"policy {name!r} is not available in this version") from exc
+        raise ValueError(f"policy {name!r} needs the package {exc.name!r}; install it "
+                         f"(for dqn: pip install 'scrapy-whittle[dqn]' -c constraints.txt)"
+                         ) from exc
+    return getattr(mod, cls)
+
+
+def make_policy(name: str, problem: Problem, rng: np.random.Generator | int | None = None,
+                **options: Any) -> Policy:
+    """Build the policy called ``name`` for ``problem``; ``options`` go to its constructor."""
+    return policy_class(name)(problem, rng=rng, **options)
+
+
+__all__ = ["POLICIES", "Policy", "make_policy", "policy_class"]

@@ -1,0 +1,534 @@
+"""The Whittle index policy evaluated at online estimates of the sources' parameters.
+
+Nothing about the sources is known in advance (``needs_parameters = False``). Every epoch the
+policy turns its current estimates into the (alpha_i, u_i) of the index of Avrachenkov &
+Borkar, *Whittle Index Policy for Crawling Ephemeral Content* (IEEE TCNS 2018, Theorem 1), and
+crawls the sources of largest index gamma_i(x_i) within the budget:
+
+* ephemeral content (observations with item arrays): Lambda_hat (``RateEstimator``, from entry
+  counts and publication times, window overflow corrected), xi_hat (``ValueEstimator``, from
+  observed base values), mu_hat (``DecayEstimator``, from the value captured against the items'
+  ages and base values); alpha = exp(-mu_hat T), u = Lambda_hat xi_hat (1 - alpha) / mu_hat;
+* ephemeral content seen only through counts and captured value (no item arrays, e.g. the
+  deterministic simulator): Lambda_hat from ``new_items`` over the time since the previous
+  crawl, and (mu_hat, A_hat = (Lambda xi)_hat) from the value captured over that span
+  (``DecayEstimator.update_span``); u = A_hat (1 - alpha) / mu_hat;
+* changing pages (observations without item arrays: ``new_items`` is the changed bit, the
+  reward the importance captured; Avrachenkov, Borkar & Patil, *Deep Reinforcement Learning for
+  Web Crawling*, ICC 2021): lambda_hat per epoch (``ChangeRateEstimator``, Cho & Garcia-Molina)
+  and m_hat, the mean reward of a crawl that found a change, through the bridge
+  alpha = exp(-lambda_hat), u = m_hat (1 - exp(-lambda_hat)).
+
+The expected state is not accumulated: it is recomputed every epoch from the epoch of the last
+crawl with the *current* estimates, x_i = u_i (1 - alpha_i^k) / (1 - alpha_i) after k epochs,
+so a change of estimate applies at once. A source not yet explored (never crawled, or whose
+crawls taught nothing yet) holds, optimistically, the undecayed prior value u_i k accumulated
+over the k epochs since it was added, and its priority
+is that value per unit of cost: it grows without bound, so every source is explored, the
+promising ones (large prior weight) first.
+
+Time: ``obs.time`` and publication times are in the problem's unit (seconds in Scrapy, where
+``problem.period`` is the epoch length in seconds; epochs of length 1 in the papers' examples);
+epochs are ``obs.epoch``. Crawls that failed (``ok`` False) teach nothing and leave the source's
+content in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.core.columns import Col, KeptRows, SparseRows
+from scrapy_whittle.core.distinct import distinct
+from scrapy_whittle.core.dynamics import alpha_u_logs, decay_logs, geometric_sum, pages_alpha_u
+from scrapy_whittle.core.estimators import (
+    ChangeRateEstimator,
+    DecayEstimator,
+    RateEstimator,
+    ValueEstimator,
+)
+from scrapy_whittle.core.estimators._base import segment_rows, segment_sum
+from scrapy_whittle.core.index import LOG_ALPHA_MIN, IndexTable
+from scrapy_whittle.core.observation import Observation, one_per_source
+from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.problem import Problem
+from scrapy_whittle.core.selection import PrunedTop, select_top
+
+UNKNOWN, EPHEMERAL, PAGE, COUNTS = 0, 1, 2, 3
+MODELS = ("auto", "ephemeral", "pages")
+
+
+def _prior_at(value, ids: np.ndarray):
+    """A prior given as a scalar, an array over all sources or ``callable(ids)``, for ``ids``."""
+    if callable(value):
+        return value(ids)
+    arr = np.asarray(value, dtype=np.float64)
+    return arr if arr.ndim == 0 else arr[ids]
+
+
+class AdaptiveWhittlePolicy(Policy):
+    """Whittle index at online estimates (``"adaptive-whittle"``).
+
+    prior_rate: prior arrival rate of entries (ephemeral) and change rate (pages), per unit of
+        time; default one per epoch (1 / period). Scalar, array or callable(ids).
+    prior_half_life: prior half-life of interest, unit of time; default 4 epochs.
+    weights: prior mean value of an item (ephemeral) and importance (pages) per source;
+        default 1. Scalar, array or callable(ids).
+    prior_exposure: weight of the rate prior, in units of time; default one epoch.
+    prior_weight: pseudo-observations behind the value, decay and change-rate priors.
+    model: "auto": a crawl with item arrays is ephemeral content; one without is a page
+        (changed bit) until it shows more than one new entry, a value without a new entry, or
+        two different values when changed (a page's importance is fixed), after which that
+        source is count-only ephemeral content for good; "ephemeral": crawls
+        without items are count-only ephemeral content; "pages": every crawl is a page.
+    """
+
+    name = "adaptive-whittle"
+    needs_parameters = False
+    per_source = {"last_epoch": np.nan, "added_epoch": np.nan,
+                  "kind": Col(UNKNOWN, np.uint8)}
+    scalar_state = ("missed_total", "last_missed")
+
+    def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
+                 weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
+                 model: str = "auto") -> None:
+        super().__init__(problem, rng)
+        if model not in MODELS:
+            raise ValueError(f"model ({model!r}) must be one of {', '.join(MODELS)}")
+        period = float(problem.period)
+        self.prior_rate = 1.0 / period if prior_rate is None else prior_rate
+        self.prior_half_life = 4.0 * period if prior_half_life is None else prior_half_life
+        self.weights = 1.0 if weights is None else weights
+        self.prior_exposure = period if prior_exposure is None else float(prior_exposure)
+        self.prior_weight = float(prior_weight)
+        self.model = model
+        n = problem.n
+        self.rates = RateEstimator(n, prior_rate=self.prior_rate,
+                                   prior_exposure=self.prior_exposure)
+        self.values = ValueEstimator(n, prior_mean=self.weights, prior_weight=self.prior_weight)
+        self.decay = DecayEstimator(n, prior_half_life=self.prior_half_life,
+                                    prior_weight=self.prior_weight,
+                                    min_half_life=1e-3 * period, max_half_life=1e6 * period)
+        # pages (intervals in epochs, rates per epoch), only for the sources seen as pages:
+        # row page_rows.row[i] of both estimators belongs to source i
+        self.changes = ChangeRateEstimator(0, prior_rate=self._per_epoch(self.prior_rate),
+                                           prior_weight=self.prior_weight)
+        self.importance = ValueEstimator(0, prior_mean=1.0, prior_weight=self.prior_weight)
+        self.page_rows = SparseRows(self._allocate_pages)
+        self.page_rows.grow(n)
+        if model == "pages":
+            self.page_rows.rows(np.arange(n), create=True)
+        self.missed_total = 0.0
+        self.last_missed = 0.0
+        self._pruning = PrunedTop()
+        self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
+
+    def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
+        start = self.changes.n
+        self.changes.grow(ids.shape[0], prior_rate=_prior_at(self._per_epoch(self.prior_rate),
+                                                              ids))
+        self.importance.grow(ids.shape[0], prior_mean=self.values.m0[ids])
+        return np.arange(start, start + ids.shape[0])
+
+    def _row_children(self):
+        return {"rates": self.rates, "values": self.values, "decay": self.decay}
+
+    def _sparse_children(self):
+        return {"changes": (self.page_rows, self.changes),
+                "importance": (self.page_rows, self.importance)}
+
+    def rate_estimator(self) -> RateEstimator:
+        return self.rates
+
+    def set_prior_half_life(self, ids, half_life) -> None:
+        self.decay.set_prior(ids, half_life)
+        self._estimates_changed(ids)
+
+    def set_prior_rate(self, ids, rate) -> np.ndarray:
+        changed = super().set_prior_rate(ids, rate)
+        self._estimates_changed(changed)
+        return changed
+
+    def _per_epoch(self, rate):
+        period = float(self.problem.period)
+        if callable(rate):
+            return lambda ids: np.asarray(rate(ids), dtype=np.float64) * period
+        return np.asarray(rate, dtype=np.float64) * period
+
+    # -- the index --------------------------------------------------------------------------
+    def parameters(self) -> tuple[np.ndarray, np.ndarray]:
+        """(alpha, u) of every source at the current estimates (computed afresh)."""
+        return self._parameters_at(slice(None))[:2]
+
+    def _kept_u(self) -> np.ndarray:
+        """u of every source at the current estimates, read-only. It (rate x value x the
+        decay's integral over an epoch: most of the work) is kept between selections and
+        computed again only for the sources whose estimates changed since (``observe``,
+        ``report_value``, ``repair`` and a prior set for some sources name them,
+        a restore or new sources drop it): 8 bytes a source. alpha, log alpha and 1 - alpha
+        (``_alphas_at``) come from the decay fits, which the decay estimator keeps, for the
+        sources a selection ranks only. An element is computed the same way either way,
+        so this never changes a choice (tested)."""
+        return self._u.get(self.n)[0]
+
+    def _alphas_at(self, ids, with_alpha: bool = True) -> tuple[np.ndarray | None,
+                                                                np.ndarray, np.ndarray]:
+        """(alpha, log alpha, 1 - alpha) of sources ``ids`` (an index array or a slice) at
+        the current estimates, exactly as ``_parameters_at`` computes them; alpha is None
+        unless ``with_alpha`` (the expected state and the index need only its logarithm
+        and 1 - alpha: its ``exp`` is spared)."""
+        log_alpha, one_minus = decay_logs(self.decay.mean_at(ids), float(self.problem.period))
+        alpha = np.exp(log_alpha) if with_alpha else None
+        page = self._pages(ids)
+        if page is not None:
+            self._page_alphas(page, alpha, log_alpha, one_minus, ids)
+        return alpha, log_alpha, one_minus
+
+    def _decay_rates_at(self, ids: np.ndarray) -> np.ndarray:
+        """mu = -log alpha / T of sources ``ids`` (an index array), alpha as ``_alphas_at``
+        has it (a page's from its change rate) and floored as the index floors it, taken
+        from the estimates (no exp and log per source)."""
+        period = float(self.problem.period)
+        mu = self.decay.mean_at(ids)
+        page = self._pages(ids)
+        if page is not None:
+            mu = mu.copy()
+            mu[page] = self.changes.mean()[self.page_rows.rows(ids[page])] / period
+        return np.minimum(mu, -LOG_ALPHA_MIN / period)
+
+    def _pages(self, ids=slice(None)) -> np.ndarray | None:
+        """Positions among ``ids`` of the sources ranked as pages (None: none)."""
+        kind = self.kind[ids]
+        page = kind == PAGE
+        if self.model == "pages":
+            page |= kind == UNKNOWN
+        return np.flatnonzero(page) if page.any() else None
+
+    def _page_alphas(self, at, alpha, log_alpha, one_minus, ids=slice(None)) -> np.ndarray:
+        """Set the (alpha, log alpha, 1 - alpha) of the pages at positions ``at`` of ``ids``
+        (an index array, or ``slice(None)``: all sources) from their change rates (alpha
+        None: not wanted); returns their u."""
+        src = at if isinstance(ids, slice) else ids[at]
+        rows = self.page_rows.rows(src)
+        page_alpha, u = pages_alpha_u(self.changes.mean()[rows], self.importance.mean()[rows])
+        if alpha is not None:
+            alpha[at] = page_alpha
+        with np.errstate(divide="ignore"):
+            log_alpha[at] = np.log(page_alpha)
+        one_minus[at] = -np.expm1(log_alpha[at])
+        return u
+
+    def _estimates_changed(self, ids) -> None:
+        """The estimates of sources ``ids`` changed: their kept u is computed again."""
+        self._u.changed(ids)
+
+    def _after_import(self) -> None:
+        super()._after_import()
+        self._u.forget()
+
+    def _parameters_at(self, ids) -> tuple[np.ndarray, ...]:
+        """(alpha, u, log alpha, 1 - alpha) of sources ``ids`` (an index array, or
+        ``slice(None)``: all)."""
+        scale = self.rates.mean_at(ids) * self.values.mean_at(ids)          # Lambda xi
+        counts = self.kind[ids] == COUNTS
+        if counts.any():
+            span_scale = self.decay.span_scale()[ids]
+            scale = np.where(counts & np.isfinite(span_scale), span_scale, scale)
+        alpha, u, log_alpha, one_minus = alpha_u_logs(scale, self.decay.mean_at(ids),
+                                                      float(self.problem.period))
+        page = self._pages(ids)
+        if page is not None:
+            u[page] = self._page_alphas(page, alpha, log_alpha, one_minus, ids)
+        return alpha, u, log_alpha, one_minus
+
+    def expected_state(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, alpha, u): the expected value waiting at each source at ``epoch``."""
+        x, u = self._expected(epoch)
+        return x, self._alphas_at(slice(None))[0], u
+
+    def _expected(self, epoch: int, skip=None) -> tuple[np.ndarray, np.ndarray]:
+        """(x, u) of ``expected_state``, without alpha; ``skip``: bool[N], explored sources
+        whose x the caller computes otherwise (diurnal-whittle's, under their rhythm): their
+        x is NaN."""
+        u = self._kept_u()
+        explored = self.explored()
+        waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
+                                             self.added_epoch), 0.0)
+        x = u * waited                # never crawled: what arrived since the source joined
+        if skip is not None:
+            skip = skip & explored
+            x[skip] = np.nan
+            explored &= ~skip
+        ids = np.flatnonzero(explored)
+        if not ids.size:
+            return x, u
+        # explored: u G_k, k epochs after the last crawl (x0 = 0 then); on the explored
+        # sources only while they are few (the start of a crawl)
+        sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
+        k = np.maximum(epoch - self.last_epoch[sub], 0.0)
+        _, log_alpha, one_minus = self._alphas_at(sub, with_alpha=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            after_crawl = u[sub] * geometric_sum(k, log_alpha, one_minus)
+        if sub is ids:
+            x[ids] = after_crawl
+        else:
+            x = np.where(explored, after_crawl, x)
+        return x, u
+
+    def _table(self, ids: np.ndarray, u: np.ndarray, cost) -> IndexTable:
+        """The index table of sources ``ids`` (arrivals ``u``, aligned with them), from the
+        logarithms of their alpha (neither alpha nor its log is computed again)."""
+        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
+        return IndexTable.from_logs(log_alpha, u, cost, one_minus)
+
+    def explored(self) -> np.ndarray:
+        """bool[N]: some crawl of the source taught something (an update of the rate
+        estimator or a visit of the change-rate one). A crawl of an empty feed at the very
+        start, say, does not: the source keeps its optimistic priority."""
+        out = self.rates.updates > 0
+        pages = self.page_rows.has()
+        if pages.any():
+            ids = np.flatnonzero(pages)
+            out[ids] |= self.changes.visits[self.page_rows.rows(ids)] > 0
+        return out
+
+    def priority(self, epoch: int) -> np.ndarray:
+        x, u = self._expected(epoch)
+        cost = self.problem.cost
+        prio = x / cost                       # unexplored sources: x / C
+        ids = np.flatnonzero(self.explored())
+        prio[ids] = self._table(ids, u[ids], cost[ids]).index(x[ids])
+        return prio
+
+    #: mean discount exp(-mu age) below which a crawl's items teach xi nothing
+    MIN_DISCOUNT = 1e-6
+
+    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget``; with unit costs exactly so, computing the
+        index only for the sources that can make the top.
+
+        The index never exceeds x / C (``IndexTable``) and an unexplored source's priority is
+        x / C, so a source with x / C below the last selection's cut-off (lowered by
+        ``selection.PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it
+        (``PrunedTop``, which also says when the full computation must run). The choice is
+        the same either way (tested)."""
+        self.added_epoch[np.isnan(self.added_epoch)] = epoch
+        cost = self.problem.cost
+        k = int(np.floor(budget + 1e-9))
+        if not 0 < k < self.n or not np.all(cost == 1.0):
+            return select_top(self.priority(epoch), cost, budget, eligible)
+        x, u = self._expected(epoch)
+        explored = self.explored()
+
+        def priority_of(ids):             # never crawled: x / C (C = 1), no index needed
+            prio, ranked = x[ids], explored[ids]
+            at = ids[ranked]
+            prio[ranked] = self._table(at, u[at], 1.0).index_where_unsaturated(x[at])
+            return prio
+
+        chosen = self._pruning(x, priority_of, budget, eligible)
+        if chosen is not None:
+            return chosen
+        prio = x.copy()                       # unexplored: x / C (C = 1), no index needed
+        ids = np.flatnonzero(explored)
+        prio[ids] = self._table(ids, u[ids], 1.0).index_where_unsaturated(x[ids])
+        chosen = select_top(prio, None, budget, eligible)
+        self._pruning.settled(prio, chosen)
+        return chosen
+
+    # -- learning ---------------------------------------------------------------------------
+    def observe(self, obs: Observation) -> None:
+        self.added_epoch[np.isnan(self.added_epoch)] = obs.epoch
+        self.last_missed = 0.0
+        keep = obs.ok & (obs.sources >= 0) & (obs.sources < self.n)
+        # one crawl per source per pass (Scrapy may report a source twice in one batch)
+        for batch in one_per_source(obs.sources, obs.time, keep):
+            self._observe_batch(obs, batch)
+
+    def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
+        src, t = obs.sources[sel], obs.time[sel]
+        newer = ~(t <= self.rates.last_time[src])                 # drops stale reports
+        sel = sel.copy()
+        sel[np.flatnonzero(sel)[~newer]] = False
+        src, t, reward = obs.sources[sel], obs.time[sel], obs.reward[sel]
+        if src.size == 0:
+            return
+        if obs.item_offsets is not None and self.model != "pages":
+            self._observe_items(obs, sel, src, t, reward)
+            self.kind[src] = EPHEMERAL
+        else:
+            self._observe_changes(obs, sel, src, t, reward)
+            if self.model == "pages":
+                self.kind[src] = PAGE
+            else:
+                new = obs.new_items[sel]
+                rows = self.page_rows.rows(src)
+                seen = self.importance.count[rows] > 0
+                m_prev = self.importance.total[rows] / np.where(
+                    seen, self.importance.count[rows], 1.0)
+                varies = seen & (new > 0) & (np.abs(reward - m_prev)
+                                             > 1e-9 * np.maximum(1.0, m_prev))
+                counts = ((self.kind[src] == COUNTS) | (self.model == "ephemeral")
+                          | (new > 1) | ((new == 0) & (reward > 0)) | varies)
+                self.kind[src] = np.where(counts, COUNTS, PAGE)
+                self._observe_counts(obs, sel, src, t, reward)
+        self.last_epoch[src] = obs.epoch
+        self.rates.last_time[src] = t
+        self._estimates_changed(src)
+
+    def _observe_items(self, obs, sel, src, t, reward) -> None:
+        off, idx = segment_rows(obs.item_offsets, sel)
+        pub = obs.item_published[idx]
+        val = obs.item_value[idx]
+        _, missed = self.rates.observe_crawls(src, t, off, pub, obs.window_full[sel])
+        self.last_missed = float(np.sum(missed))
+        self.missed_total += self.last_missed
+        counts = np.diff(off)
+        unknown = np.isnan(val)
+        if not unknown.all():           # (a feed without engagement: no value per item)
+            self.values.update(np.repeat(src, counts), val)
+        ages = np.repeat(t, counts) - pub
+        known = segment_sum(unknown.astype(np.float64), off) == 0
+        if np.any(known & (counts > 0)):
+            k_off, k_idx = segment_rows(off, known)
+            self.decay.update_batch(src[known], reward[known], k_off, ages[k_idx], val[k_idx])
+        # crawls whose items carry no base value: one (value per item, mean age) report with
+        # the base unknown, and xi estimated by undoing the decay at the current mu estimate
+        blind = ~known & (counts > 0)
+        if np.any(blind):
+            b_off, b_idx = segment_rows(off, blind)
+            n_items = np.diff(b_off).astype(np.float64)
+            a = np.where(np.isfinite(ages[b_idx]), ages[b_idx], np.nan)
+            mean_age = segment_sum(np.nan_to_num(a), b_off) / n_items
+            self.decay.update(src[blind], reward[blind] / n_items, mean_age)
+            mu = self.decay.mean_at(np.repeat(src[blind], np.diff(b_off)))
+            disc = segment_sum(np.exp(-mu * np.nan_to_num(a)), b_off)
+            # items whose value has all but vanished say nothing reliable of their base value
+            # (undoing a decay of 10^6 amplifies any noise 10^6 times): skipped
+            clear = disc >= n_items * self.MIN_DISCOUNT
+            self.values.update(src[blind][clear], reward[blind][clear] / disc[clear],
+                               weight=n_items[clear])
+
+    def _since(self, obs, src, t) -> np.ndarray:
+        """Time since each source's previous crawl, in epochs (since it was added, first)."""
+        first = np.isnan(self.rates.last_time[src])
+        return np.where(first, (obs.epoch - self.added_epoch[src]) * 1.0,
+                        (t - self.rates.last_time[src]) / float(self.problem.period))
+
+    def _observe_changes(self, obs, sel, src, t, reward) -> None:
+        changed = (obs.new_items[sel] > 0)
+        rows = self.page_rows.rows(src, create=True)
+        self.changes.update(rows, self._since(obs, src, t), changed)
+        self.importance.update(rows[changed], reward[changed])
+
+    def _observe_counts(self, obs, sel, src, t, reward) -> None:
+        span = self._since(obs, src, t) * float(self.problem.period)
+        self.rates.update(src, obs.new_items[sel], span)
+        self.decay.update_span(src, reward, span)
+
+    # -- health -----------------------------------------------------------------------------
+    def repair(self, ids=None) -> np.ndarray:
+        """Sources whose estimators hold unusable numbers (``VectorEstimator.invalid``) or,
+        when every source is checked, whose (alpha, u) are not finite and in range, go back
+        to their priors: evidence forgotten, unexplored again (so the optimistic priority of
+        a new source brings them back soon). Returns the ids reset."""
+        full = ids is None
+        ids = np.arange(self.n) if full else distinct(np.asarray(ids, dtype=np.int64))
+        ids = ids[(ids >= 0) & (ids < self.n)]
+        bad = np.isinf(self.last_epoch[ids]) | np.isinf(self.added_epoch[ids])
+        for estimator in self._row_children().values():
+            bad |= estimator.invalid(ids)
+        pages = self.page_rows.has(ids)
+        if pages.any():
+            rows = self.page_rows.rows(ids[pages])
+            bad[pages] |= self.changes.invalid(rows) | self.importance.invalid(rows)
+        if full and ids.size:
+            with np.errstate(all="ignore"):
+                alpha, u = self.parameters()
+            bad |= ~((alpha[ids] >= 0) & (alpha[ids] <= 1) & (u[ids] >= 0)
+                     & np.isfinite(u[ids]))
+        out = ids[bad]
+        if out.size:
+            self._reset_sources(out)
+        return out
+
+    def _reset_sources(self, ids: np.ndarray) -> None:
+        for estimator in self._row_children().values():
+            estimator.reset(ids)
+        pages = self.page_rows.has(ids)
+        if pages.any():
+            rows = self.page_rows.rows(ids[pages])
+            self.changes.reset(rows)
+            self.importance.reset(rows)
+        self.kind[ids] = UNKNOWN
+        self._estimates_changed(ids)
+        self.last_epoch[ids] = np.nan
+        self.added_epoch[ids] = np.where(np.isinf(self.added_epoch[ids]), np.nan,
+                                         self.added_epoch[ids])
+        self._pruning.forget()
+
+    # -- outputs for the Scrapy glue --------------------------------------------------------
+    def estimates(self) -> dict[str, np.ndarray]:
+        """Current estimates and their standard errors, arrays over sources (a page's change
+        rate and importance: their prior where the source was never seen as a page)."""
+        alpha, u = self.parameters()
+        lo, hi = self.rates.interval(0.9)
+        period = float(self.problem.period)
+        change, change_std = np.full(self.n, np.nan), np.full(self.n, np.nan)
+        importance, importance_std = self.values.m0.copy(), np.full(self.n, np.nan)
+        ids = np.flatnonzero(self.page_rows.has())
+        if ids.size:
+            rows = self.page_rows.rows(ids)
+            change[ids] = self.changes.mean()[rows] / period
+            change_std[ids] = self.changes.std()[rows] / period
+            importance[ids] = self.importance.mean()[rows]
+            importance_std[ids] = self.importance.std()[rows]
+        return {
+            "rate": self.rates.mean(), "rate_std": self.rates.std(),
+            "rate_lo90": lo, "rate_hi90": hi,
+            "mean_utility": self.values.mean(), "mean_utility_std": self.values.std(),
+            "decay": self.decay.mean(), "decay_std": self.decay.std(),
+            "change_rate": change, "change_rate_std": change_std,
+            "importance": importance, "importance_std": importance_std,
+            "alpha": alpha, "u": u, "kind": self.kind.copy(),
+            "missed": self.rates.missed.astype(np.float64),
+        }
+
+    def summary(self, ids) -> dict[str, np.ndarray]:
+        ids = np.asarray(ids, dtype=np.int64)
+        return {"rate": self.rates.mean()[ids], "half_life": self.decay.half_life()[ids],
+                "value": self.values.mean()[ids]}
+
+    def report_value(self, source: int, value_at_capture: float, age: float,
+                     base_value: float | None = None) -> bool:
+        """Feedback from the spider (an item pipeline): an item of ``source`` was worth
+        ``value_at_capture`` at ``age`` (time since publication, problem's unit); its base
+        value at publication when known. Returns whether it was accepted."""
+        ok = self.decay.report(source, value_at_capture, age, base_value)
+        if ok and base_value is not None:
+            self.values.report(source, base_value)
+        if ok:
+            self._estimates_changed([source])
+        return ok
+
+    # -- growth and persistence -------------------------------------------------------------
+    def grow(self, n_new: int, cost=1.0, alpha=None, u=None, weights=None) -> None:
+        """Add sources; ``weights`` their prior value (default: the policy's ``weights``)."""
+        if n_new <= 0:
+            return
+        super().grow(n_new, cost)
+        self._u.forget()
+        self.rates.grow(n_new)
+        self.decay.grow(n_new)
+        self.values.grow(n_new, prior_mean=weights)
+        self.page_rows.grow(n_new)
+        if self.model == "pages":
+            self.page_rows.rows(np.arange(self.n - n_new, self.n), create=True)
+
+    def global_state(self) -> dict[str, Any]:
+        return {**super().global_state(), "model": self.model}
+
+    def load_global_state(self, state: dict[str, Any]) -> None:
+        super().load_global_state(state)
+        self.model = state.get("model", self.model)

@@ -1,0 +1,98 @@
+"""``scrapy_whittle.Addon``: scrapy-whittle in a Scrapy project with one line.
+
+::
+
+    ADDONS = {"scrapy_whittle.Addon": 0}
+    WHITTLE_SOURCES = "feeds.opml"
+    WHITTLE_BUDGET = 60
+
+It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at order 540 and
+``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES`` with Scrapy's ``"addon"``
+priority, so a value the project sets itself wins (a subclass of the scheduler, another order
+for the middleware); lowers ``CONCURRENT_ITEMS`` to 16 (below); checks that the crawl runs on
+the asyncio reactor; and runs the start-up
+check of the ``WHITTLE_*`` settings and the source list (:mod:`scrapy_whittle.scrapy.startup`) while
+Scrapy applies the settings, before anything is built: a bad setting stops ``scrapy crawl``
+with one ERROR line and exit status 1.
+
+``CONCURRENT_ITEMS`` (Scrapy's default 100, the items of one response processed at once):
+Scrapy queues up to twice that many items of a response, and one of its item tasks runs
+through the queue without returning to the event loop as long as the pipelines do not wait on
+anything. A feed that shows thousands of unseen entries at once (a first crawl, a replayed
+archive) then holds every download for 100-300 ms per 200 items (``sim.soak``: 188 loop
+stalls over 100 ms in a minute of a replaying feed at 100; none at 10, and more items
+delivered). A feed crawl hands out a few items per response, so the items of one response
+need little concurrency: 16 keeps 32 in a step. A project's own ``CONCURRENT_ITEMS`` wins
+(say, for pipelines that wait on a database).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.utils.misc import load_object
+
+from scrapy_whittle.scrapy.startup import crawl_start, refuse_to_start
+from scrapy_whittle.service.config import InvalidSetting
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+SCHEDULER = "scrapy_whittle.scrapy.scheduler.WhittleScheduler"
+MIDDLEWARE_ORDER = 540
+RETRY_AFTER_ORDER = 560          # before RetryMiddleware (550) sees a response
+CONCURRENT_ITEMS = 16            # see the module docstring
+
+
+class Addon:
+    """See the module docstring."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Addon:
+        return cls(crawler)
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, RetryAfterMiddleware
+        from scrapy_whittle.scrapy.scheduler import WhittleScheduler
+
+        with refuse_to_start():
+            check_reactor(settings)
+            settings.set("SCHEDULER", SCHEDULER, priority="addon")
+            settings.set("CONCURRENT_ITEMS", CONCURRENT_ITEMS, priority="addon")
+            scheduler = settings.get("SCHEDULER")
+            if not _is_subclass(scheduler, WhittleScheduler):
+                raise InvalidSetting(
+                    f"SCHEDULER ({scheduler!r}) must be scrapy_whittle.WhittleScheduler or a "
+                    "subclass of it when the scrapy_whittle.Addon add-on is enabled (remove "
+                    "the SCHEDULER setting: the add-on sets it)")
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", FeedObserverMiddleware, MIDDLEWARE_ORDER)
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", RetryAfterMiddleware, RETRY_AFTER_ORDER)
+        crawl_start(self.crawler)
+
+
+def check_reactor(settings: BaseSettings) -> None:
+    """scrapy-whittle's scheduler runs on Twisted's asyncio reactor (Scrapy's default)."""
+    if not settings.getbool("TWISTED_REACTOR_ENABLED", True):
+        raise InvalidSetting("TWISTED_REACTOR_ENABLED (False) must be True: scrapy-whittle "
+                             f"runs on Twisted's reactor {ASYNCIO_REACTOR}")
+    reactor = settings.get("TWISTED_REACTOR")
+    if reactor and reactor != ASYNCIO_REACTOR:
+        raise InvalidSetting(f"TWISTED_REACTOR ({reactor!r}) must be {ASYNCIO_REACTOR!r} "
+                             "(Scrapy's default) for scrapy-whittle")
+
+
+def _is_subclass(value, cls: type) -> bool:
+    try:
+        obj = load_object(value) if isinstance(value, str) else value
+    except (ImportError, NameError, ValueError, AttributeError):
+        return False
+    # the MRO, not issubclass: Scrapy's BaseScheduler counts any class with a scheduler's
+    # methods as a subclass of every scheduler
+    return isinstance(obj, type) and cls in obj.__mro__

@@ -1,0 +1,223 @@
+"""``FeedObserverMiddleware``: turns every fetched feed into an Observation for the policy.
+
+Install it at order **540**::
+
+    DOWNLOADER_MIDDLEWARES = {"scrapy_whittle.FeedObserverMiddleware": 540}
+
+Responses travel through downloader middlewares from the highest order to the lowest, so at
+540 it sees each feed after HttpCacheMiddleware (900), RedirectMiddleware (600),
+HttpCompressionMiddleware (590) and RetryMiddleware (550): decompressed, after redirects, and
+only once retries have given up. Source requests carry ``dont_cache`` (a cached feed would
+hide new entries; conditional GET gives the same savings), so the HTTP cache keeps working
+for every other request.
+
+It is an adapter: for a source response it parses the body (``scrapy_whittle.feeds.parse``,
+through ``scrapy_whittle.feeds.parse_pool.ParsePool``: small feeds on the reactor thread, large
+ones in worker processes; the pool is closed at ``engine_stopped``) and hands what it found
+to the re-crawl service
+(:mod:`scrapy_whittle.service.recrawl`), which remembers the validators for the next conditional GET,
+keeps the entries not seen before, values them (engagement / ``WHITTLE_ENGAGEMENT_SCALE``
+when the feed gives one, else ``WHITTLE_ITEM_VALUE`` x the source's weight) and lets the
+policy learn from them. A 304 is a successful crawl that found nothing new.
+
+Failures (HTTP >= 400, a 3xx left unfollowed, a download error after retries, an unusable
+body, a redirect loop: a source request redirected back to a URL of its own chain is dropped
+here, before it is sent again) teach the policy nothing; the service logs them once per
+source and kind with their cause, counts them under ``whittle/errors/<kind>`` (the kinds of
+:mod:`scrapy_whittle.scrapy.errors`), and backs the source off
+``min(WHITTLE_BACKOFF_MAX, WHITTLE_BACKOFF_BASE * 2**(k-1))`` seconds after k consecutive
+failures, or as long as a 429 / 503's ``Retry-After`` asks if longer. What a response says
+about the next visit (``Cache-Control: max-age``, ``Expires``, the feed's ``<ttl>``,
+``<skipHours>``, ``<skipDays>``, ``sy:updateFrequency``) goes to the service with it
+(:mod:`scrapy_whittle.feeds.hints`). The new entries are in ``response.meta["whittle_entries"]``
+(a list of ``FeedEntry``) with their values in ``response.meta["whittle_values"]``; an unusable
+response has ``response.meta["whittle_error"]`` set to its kind.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from scrapy import signals
+from scrapy.utils.reactor import is_asyncio_reactor_installed
+
+from scrapy_whittle.feeds.hints import response_hints, retry_after
+from scrapy_whittle.scrapy.errors import RedirectLoop, describe, exception_kind
+from scrapy_whittle.scrapy.scheduler import META_CRAWL
+from scrapy_whittle.scrapy.startup import crawl_start
+from scrapy_whittle.service.config import WhittleConfig
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from scrapy_whittle.feeds.parse_pool import ParsePool
+    from scrapy_whittle.service.recrawl import RecrawlService
+
+logger = logging.getLogger(__name__)
+
+
+def service_of(crawler: Crawler | None) -> RecrawlService | None:
+    """What ``crawler``'s crawl reports fetches to: its re-crawl service, or in a cluster
+    the process's node (the same methods, as coroutines). None without a
+    ``WhittleScheduler``, or before the crawl starts."""
+    from scrapy_whittle.scrapy.scheduler import WhittleScheduler
+
+    try:
+        scheduler = crawler.engine.scheduler
+    except (AttributeError, RuntimeError):
+        return None
+    return scheduler.sink if isinstance(scheduler, WhittleScheduler) else None
+
+
+async def _settle(result):
+    """The value of a call to the service (plain) or to a cluster node (a coroutine)."""
+    return await result if inspect.isawaitable(result) else result
+
+
+class RetryAfterMiddleware:
+    """At order 560 (the add-on installs it): a source's 429 or 503 that carries
+    ``Retry-After`` is not retried at once by Scrapy's RetryMiddleware (550), which would
+    ignore the header and earn another refusal; it reaches ``FeedObserverMiddleware``, and
+    the source backs off at least as long as the server asked. Other requests are untouched."""
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if response.status in (429, 503) and META_CRAWL in request.meta \
+                and response.headers.get("Retry-After"):
+            request.meta["dont_retry"] = True
+        return response
+
+
+class FeedObserverMiddleware:
+    def __init__(self, crawler: Crawler | None, config: WhittleConfig,
+                 pool: ParsePool | None = None) -> None:
+        self.crawler = crawler
+        self.config = config
+        # feeds are parsed by this pool: small ones inline, large ones in worker processes
+        self.pool = pool if pool is not None else config.parsing.make_pool()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FeedObserverMiddleware:
+        # Built with the engine, before the spider opens: without the add-on, the earliest
+        # point to stop a crawl with bad WHITTLE_* settings (scrapy_whittle.scrapy.startup).
+        config = crawl_start(crawler).config
+        pool = config.parsing.make_pool()
+        if pool.workers and not is_asyncio_reactor_installed():
+            logger.warning("WHITTLE_PARSE_WORKERS (%d) needs the asyncio reactor: feeds are "
+                           "parsed on the reactor thread", pool.workers)
+            pool.workers = 0
+        mw = cls(crawler, config, pool=pool)
+        crawler.signals.connect(mw._close_pool, signal=signals.engine_stopped)
+        return mw
+
+    async def _close_pool(self) -> None:
+        await self.pool.close()
+
+    # -- hooks --------------------------------------------------------------------------
+    def process_request(self, request: Request) -> None:
+        """A redirect of a source request back to a URL of its own chain is a loop: dropped
+        before it is sent (``RedirectLoop``, kind ``redirect_loop``), instead of after
+        ``REDIRECT_MAX_TIMES`` requests."""
+        visited = request.meta.get("redirect_urls")
+        if visited and META_CRAWL in request.meta and request.url in visited:
+            chain = " -> ".join([*visited, request.url][-4:])
+            raise RedirectLoop(f"redirect loop: ... {chain}")
+
+    async def process_response(self, request: Request, response: Response) -> Response:
+        service = service_of(self.crawler)
+        crawl = request.meta.get(META_CRAWL)
+        if service is None:
+            return response
+        if crawl is None:
+            if response.status == 200 and urlsplit(response.url).path == "/robots.txt":
+                self._read_crawl_delay(service, response)
+            return response
+        if response.status == 304:
+            await _settle(service.not_modified(
+                crawl, **self._validators(response),
+                hints=response_hints(response.headers, service.clock.now())))
+            request.meta.update(whittle_entries=[], whittle_values=[],
+                                whittle_time=service.clock.now())
+            return response
+        if response.status >= 300:
+            kind, cause = f"http_{response.status}", f"HTTP {response.status}"
+            if 300 <= response.status < 400:
+                kind, cause = "redirect", f"HTTP {response.status} not followed"
+            wait = None
+            if response.status in (429, 503):
+                wait = retry_after(response.headers, service.clock.now())
+                if wait is not None:
+                    cause += f", Retry-After {wait:.0f} s"
+            await self._failure(service, crawl, request, kind, cause, wait)
+            return response
+        from scrapy_whittle.feeds.parse import FeedError
+
+        ctype = response.headers.get("Content-Type")
+        try:
+            parsed = await self.pool.parse(response.body, url=response.url,
+                                           now=service.clock.now(),
+                                           content_type=ctype.decode("latin-1") if ctype
+                                           else None)
+        except FeedError as exc:
+            await self._failure(service, crawl, request, exc.kind, str(exc))
+            return response
+        for notice in parsed.notices:           # too_many_entries, field_too_long, ...
+            service.stats.inc(f"warnings/{notice}")
+        if parsed.warnings:
+            service.feed_warnings(crawl, parsed.warnings)
+        now = service.clock.now()             # the entries are told new at this instant
+        found = await _settle(service.feed_fetched(
+            crawl, parsed.entries, **self._validators(response),
+            hints=response_hints(response.headers, now, parsed.hints)))
+        request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
+                            whittle_time=now)
+        return response
+
+    async def process_exception(self, request: Request, exception: BaseException) -> None:
+        service = service_of(self.crawler)
+        crawl = request.meta.get(META_CRAWL)
+        if service is not None and crawl is not None:
+            await self._failure(service, crawl, request, exception_kind(exception),
+                                describe(exception))
+        return None
+
+    @staticmethod
+    async def _failure(service: RecrawlService, crawl, request: Request, kind: str,
+                       cause: str, retry_after: float | None = None) -> None:
+        await _settle(service.crawl_failed(crawl, kind, cause, retry_after))
+        request.meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
+
+    @staticmethod
+    def _validators(response: Response) -> dict[str, Any]:
+        def header(name: str) -> Any:
+            value = response.headers.get(name)
+            return value.decode("latin-1") if value else None
+
+        return {"etag": header("ETag"), "last_modified": header("Last-Modified")}
+
+    def _read_crawl_delay(self, service: RecrawlService, response: Response) -> None:
+        """Scrapy obeys robots.txt rules but not ``Crawl-delay``: it paces the host's download
+        slot here and enters the cost of the host's sources in the service."""
+        from protego import Protego  # a dependency of Scrapy's own robots.txt support
+
+        settings = self.crawler.settings
+        agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
+        try:
+            delay = Protego.parse(response.body.decode("utf-8", "replace")).crawl_delay(agent)
+        except Exception as exc:  # an unparsable robots.txt only loses the delay
+            logger.info("robots.txt at %s: Crawl-delay unreadable (%s)", response.url, exc)
+            return
+        if not delay:
+            return
+        host = urlsplit(response.url).hostname or ""
+        if not service.set_crawl_delay(host, float(delay)):
+            return
+        logger.info("robots.txt of %s asks for Crawl-delay %g s: pacing its slot, cost of its "
+                    "sources raised accordingly", host, delay)
+        slot = self.crawler.engine.downloader.slots.get(host)
+        if slot is not None and slot.delay < delay:
+            slot.delay = delay

@@ -1,0 +1,404 @@
+"""``WhittleScheduler``: Scrapy's scheduler, with the re-crawl of feeds chosen by a policy.
+
+It is the Scrapy side of the re-crawl service (:mod:`scrapy_whittle.service.recrawl`), which decides
+which feed to fetch when, learns from what the feeds show and keeps the crawl's state. The
+scheduler only moves requests:
+
+* **source requests** (feeds) come from ``service.next_crawl()`` when the downloader asks for
+  a request; they are never queued. When nothing may be fetched now the scheduler still
+  reports pending requests (the spider stays open) and wakes the engine at
+  ``service.wake_at``, through ``engine.crawl()`` of the request then due (Scrapy's public
+  way of handing the engine a request), so a crawl never waits for the engine's 5 s
+  heartbeat and nothing polls in between.
+* **every other request** goes to a wrapped ``scrapy.core.scheduler.Scheduler`` (dupefilter,
+  priority queues, JOBDIR disk queues unchanged). Redirects and retries of a source request
+  (they carry ``meta["whittle_crawl"]``) are served first and cost no budget. A request with
+  ``meta["whittle_source"] = True`` registers its URL as a new source (it is not downloaded
+  now; the policy decides when) and becomes the template of that source's requests
+  (callback, headers, cb_kwargs).
+
+Politeness: the hosts whose download slot is saturated are passed to the service, which
+passes over their sources for others fetchable now. Costs: C_i = max(1, d_i M / T), d_i the
+source's minimum interval or its slot's download delay (``DOWNLOAD_SLOTS``) or robots.txt
+Crawl-delay, whichever is larger.
+
+State: with ``JOBDIR`` the service keeps its state in ``JOBDIR/whittle.sqlite``, checkpointed
+every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (written in a thread, off the reactor) and at
+close.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.core.scheduler import BaseScheduler, Scheduler
+from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_deferred_to_future
+from scrapy.utils.job import job_dir
+from twisted.internet.threads import deferToThread
+
+from scrapy_whittle.scrapy.source_list import SourceListReader
+from scrapy_whittle.scrapy.startup import crawl_start, forget_sources
+from scrapy_whittle.scrapy.stats import WhittleStats
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.gc_pause import freeze_startup_heap
+from scrapy_whittle.service.recrawl import Crawl, RecrawlService
+from scrapy_whittle.service.sources import SourceSpec, is_plain_url, load_sources
+from scrapy_whittle.service.store import StateStore
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.spiders import Spider
+
+logger = logging.getLogger(__name__)
+
+META_CRAWL = "whittle_crawl"
+META_REGISTER = "whittle_source"
+META_ERRBACK = "whittle_errback"          # a template's own errback, called after ours
+META_PLAIN = "whittle_plain_url"         # _request set verbatim_url: the URL needs no escaping
+LEGACY_STATE_FILE = "whittle.state.pickle"
+
+
+class DownloadSlots:
+    """The downloader's slots as the service's ``HostLoad``: a host is saturated when its
+    slot has as many requests active as it may, or a delay and requests waiting."""
+
+    def __init__(self, crawler: Crawler | None) -> None:
+        self.crawler = crawler
+
+    def _slots(self) -> dict:
+        try:
+            return self.crawler.engine.downloader.slots
+        except (AttributeError, RuntimeError):
+            return {}
+
+    @staticmethod
+    def _full(slot) -> bool:
+        return len(slot.active) >= slot.concurrency or bool(slot.delay and slot.queue)
+
+    def saturated(self, host: str) -> bool:
+        slot = self._slots().get(host)
+        return slot is not None and self._full(slot)
+
+    def all_saturated(self) -> list[str]:
+        return [key for key, slot in self._slots().items() if self._full(slot)]
+
+
+class WhittleScheduler(BaseScheduler):
+    """See the module docstring; settings in ``scrapy_whittle.service.config`` / docs/scrapy.md."""
+
+    def __init__(self, inner: Scheduler | Any, service: RecrawlService | None, *,
+                 config: WhittleConfig | None = None, sources: list[SourceSpec] | None = None,
+                 crawler: Crawler | None = None, jobdir: str | None = None) -> None:
+        self.inner = inner
+        self.service = service         # None in a cluster process (ClusterScheduler)
+        self.config: WhittleConfig = service.config if service is not None else config
+        self.crawler = crawler
+        self.jobdir = jobdir
+        self._initial = list(sources or [])
+        self.followups: deque[Request] = deque()
+        self.templates: dict[int, Request] = {}
+        self._wakeup = None
+        self._wakeup_at = math.inf
+        self._checkpoints = None
+        self._writing = None
+        self.source_list: SourceListReader | None = None
+        self._list_due = math.inf                # when the source list is read again
+        self._slots = DownloadSlots(crawler)
+        self.polls = 0                        # next_request calls that looked at sources
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> WhittleScheduler:
+        settings = crawler.settings
+        start = crawl_start(crawler)       # validated before the spider opened
+        config, sources, oracle = start.config, start.sources, start.oracle
+        slots = settings.getdict("DOWNLOAD_SLOTS")
+        slot_delays = {k: float(v.get("delay", 0.0)) for k, v in slots.items()
+                       if isinstance(v, dict)}
+        retries = settings.getint("RETRY_TIMES") if settings.getbool("RETRY_ENABLED") else 0
+        max_flight = settings.getfloat("DOWNLOAD_TIMEOUT") * (retries + 2) + 60.0
+        mws = {**settings.getdict("DOWNLOADER_MIDDLEWARES_BASE"),
+               **settings.getdict("DOWNLOADER_MIDDLEWARES")}
+        if not any(str(getattr(k, "__name__", k)).endswith("FeedObserverMiddleware")
+                   and v is not None
+                   for k, v in mws.items()):
+            logger.warning("WhittleScheduler without FeedObserverMiddleware in "
+                           "DOWNLOADER_MIDDLEWARES: the policy will learn nothing")
+        if config.redis_url:
+            from scrapy_whittle.cluster.scheduler import ClusterScheduler
+
+            return ClusterScheduler.build(crawler, config, sources=sources, oracle=oracle,
+                                          slot_delays=slot_delays, max_flight=max_flight)
+        stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy)
+        service = RecrawlService(config, oracle=oracle, slot_delays=slot_delays,
+                                 max_flight=max_flight, stats=stats)
+        obj = cls(Scheduler.from_crawler(crawler), service, sources=sources, crawler=crawler,
+                  jobdir=job_dir(settings))
+        crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
+        return obj
+
+    @property
+    def sink(self) -> RecrawlService:
+        """What the middleware reports fetches to."""
+        return self.service
+
+    # -- open / close -------------------------------------------------------------------
+    def open(self, spider: Spider):
+        self.spider = spider
+        result = self.inner.open(spider)
+        if self.config.state and self.jobdir:
+            self._retire_legacy_state()
+            self.service.store = StateStore.in_jobdir(self.jobdir)
+        spider_sources = load_sources(getattr(spider, "whittle_sources", None) or None)
+        url = self.config.sources_url
+        # with a list at a URL, the list is what the fetch finds: nothing leaves before
+        self.service.open(self._initial + spider_sources, listed=url is None)
+        self._initial = []                 # registered: the list is not kept twice
+        if self.crawler is not None:
+            forget_sources(self.crawler)
+        freeze_startup_heap()              # see scrapy_whittle.service.gc_pause
+        self.service.stats.start()
+        if self.service.store is not None:
+            self._checkpoints = create_looping_call(self._checkpoint)
+            self._checkpoints.start(self.config.checkpoint_interval, now=False)
+        self._start_source_list(spider_sources)
+        return result
+
+    def _start_source_list(self, spider_sources: list[SourceSpec]) -> None:
+        """Fetch a list at a URL now, and read the list again every
+        ``WHITTLE_SOURCES_REFRESH`` seconds of the crawl's clock (a simulated clock included)
+        (:mod:`scrapy_whittle.scrapy.source_list`)."""
+        url, every = self.config.sources_url, self.config.sources_refresh
+        if url is None and not (every and isinstance(self.config.sources, str)):
+            return
+        self.source_list = SourceListReader(self.service, self.config.sources, spider_sources,
+                                            url, on_change=self._sources_changed)
+        if url is not None:
+            self.followups.append(self.source_list.request())
+        if every:
+            self._list_due = self.service.clock.now() + every
+
+    def _source_list_due(self) -> Request | None:
+        """The request that reads a list at a URL again, when due (a file list is read in a
+        thread: None)."""
+        reader = self.source_list
+        if reader is None or self.service.finished:
+            self._list_due = math.inf
+            return None
+        if self.service.clock.now() < self._list_due or reader.pending:
+            return None
+        self._list_due = self.service.clock.now() + self.config.sources_refresh
+        if reader.url is None:
+            reader.read_file()
+            return None
+        return reader.request()
+
+    def _sources_changed(self) -> None:
+        self._cancel_wakeup()
+        self._schedule_wakeup(self.service.clock.now())
+
+    def _retire_legacy_state(self) -> None:
+        legacy = Path(self.jobdir) / LEGACY_STATE_FILE
+        if legacy.exists():
+            aside = legacy.with_name(LEGACY_STATE_FILE + ".ignored")
+            legacy.replace(aside)
+            logger.warning("%s (state of scrapy-whittle < 0.2) is not loaded: unpickling can "
+                           "run arbitrary code. Moved to %s; the crawl's state now lives in "
+                           "%s", legacy, aside.name, "whittle.sqlite")
+
+    def close(self, reason: str):
+        return deferred_from_coro(self._close(reason))
+
+    async def _close(self, reason: str) -> None:
+        self._cancel_wakeup()
+        if self._checkpoints is not None and self._checkpoints.running:
+            self._checkpoints.stop()
+        if self._writing is not None:              # let a checkpoint in progress finish
+            await deferred_to_future(self._writing)
+        self.service.close()
+        self.service.stats.stop()
+        result = self.inner.close(reason)
+        if result is not None:
+            await maybe_deferred_to_future(result)
+
+    def _checkpoint(self) -> None:
+        """Prepare the checkpoint on the reactor, write it in a thread."""
+        if self._writing is not None:
+            return
+        cp = self.service.prepare_checkpoint()
+
+        def done(result):
+            self._writing = None
+            return result
+
+        def failed(failure):
+            logger.error("checkpoint of the crawl state failed: %s", failure.value)
+
+        self._writing = deferToThread(self.service.store.write, cp)
+        self._writing.addErrback(failed)
+        self._writing.addBoth(done)
+
+    # -- the scheduler interface --------------------------------------------------------
+    def has_pending_requests(self) -> bool:
+        sources = len(self.service.sources) > 0 and not self.service.finished
+        waiting = self.source_list is not None and self.source_list.pending
+        return sources or waiting or bool(self.followups) or self.inner.has_pending_requests()
+
+    def __len__(self) -> int:
+        return len(self.followups) + len(self.service.plan) + len(self.inner)
+
+    def enqueue_request(self, request: Request) -> bool:
+        if META_CRAWL in request.meta:     # a due source, a redirect / retry of one
+            if request.meta.get(META_PLAIN) and not is_plain_url(request.url):
+                # redirected to a URL that needs Scrapy's escaping: made again without
+                # ``verbatim_url`` (set by _request for the plain URL it started from)
+                meta = {k: v for k, v in request.meta.items()
+                        if k not in ("verbatim_url", META_PLAIN)}
+                request = request.replace(meta=meta)
+            self.followups.append(request)
+            return True
+        if request.meta.get(META_REGISTER):
+            template = request.replace(dont_filter=True, meta={
+                k: v for k, v in request.meta.items() if k != META_REGISTER})
+            (sid,) = self.service.add_sources([SourceSpec(url=request.url)])
+            self.templates[sid] = template
+            logger.debug("registered source %d: %s", sid, request.url)
+            self._schedule_wakeup(self.service.clock.now())
+            return True
+        return self.inner.enqueue_request(request)
+
+    def next_request(self) -> Request | None:
+        if self.followups:
+            return self.followups.popleft()
+        request = self._next_source_request()
+        if request is not None:
+            return request
+        return self.inner.next_request()
+
+    # -- source requests ----------------------------------------------------------------
+    def _next_source_request(self) -> Request | None:
+        listing = self._source_list_due()
+        if listing is not None:
+            return listing
+        if not len(self.service.sources):
+            # nothing to crawl yet: wait for the list (the clock must not run ahead of it)
+            if math.isfinite(self._list_due) and not self.source_list.pending:
+                self._schedule_wakeup(self._list_due)
+            return None
+        self.polls += 1
+        crawl = self.service.next_crawl(self._slots)
+        if crawl is None:
+            self._schedule_wakeup(min(self.service.wake_at, self._list_due))
+            return None
+        return self._request(crawl)
+
+
+    def _request(self, crawl: Crawl) -> Request:
+        """The request of a crawl. It carries Scrapy's own size limits at
+        ``WHITTLE_MAX_FEED_SIZE`` (``download_maxsize``, enforced on the wire and while
+        HttpCompressionMiddleware inflates the body, so a gzip bomb is cut there;
+        ``download_warnsize`` off: the limit is an error already, and Scrapy would warn about
+        every large feed) and the errback that reports the failures the
+        middleware cannot see (:meth:`_source_failed`)."""
+        limit = self.config.max_feed_size
+        meta = {META_CRAWL: crawl, "whittle_source_id": crawl.source,
+                "whittle_source_url": crawl.url, "dont_cache": True,
+                "download_maxsize": limit, "download_warnsize": 0}
+        template = self.templates.get(crawl.source)
+        if template is None:
+            if is_plain_url(crawl.url):
+                # already what Scrapy's escaping makes of it: Scrapy's documented
+                # ``verbatim_url`` skips that work (a third of a crawl's cost in the
+                # scheduler); a redirect elsewhere is escaped again (enqueue_request)
+                meta["verbatim_url"] = meta[META_PLAIN] = True
+            return Request(crawl.url, dont_filter=True, meta=meta,
+                           headers=crawl.headers or None, errback=self._source_failed)
+        request = template.replace(meta={**template.meta, **meta})
+        for key, value in crawl.headers.items():
+            request.headers[key] = value
+        if request.errback is not None:
+            request.meta[META_ERRBACK] = request.errback
+        request.errback = self._source_failed
+        return request
+
+    async def _source_failed(self, failure):
+        """Errback of source requests. A failure raised by a downloader middleware's
+        ``process_response`` (RedirectMiddleware's "max redirections reached",
+        HttpCompressionMiddleware's size limit while inflating) reaches no middleware's
+        ``process_exception``, only this: it is reported to the service here, once; what the
+        middleware already reported (``whittle_error`` or ``whittle_entries`` set) is not.
+        Then the template's own errback, if it had one."""
+        request = getattr(failure, "request", None)
+        meta = request.meta if request is not None else {}
+        crawl = meta.get(META_CRAWL)
+        if crawl is not None and "whittle_error" not in meta and "whittle_entries" not in meta:
+            from scrapy_whittle.scrapy.errors import describe, exception_kind
+
+            kind = exception_kind(failure.value)
+            result = self.sink.crawl_failed(crawl, kind, describe(failure.value))
+            if inspect.isawaitable(result):
+                await result
+            meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
+        errback = meta.get(META_ERRBACK)
+        if errback is not None:
+            return errback(failure)
+        return None
+
+    # -- waking the engine --------------------------------------------------------------
+    def _schedule_wakeup(self, at: float) -> None:
+        if not math.isfinite(at) or at >= self._wakeup_at - 1e-4:
+            return
+        idle = self._downloader_idle()
+        delay = self.service.clock.wait(at, idle)
+        if delay is None:                  # a simulated clock: woken by the next download
+            return
+        self._cancel_wakeup()
+        self._wakeup_at = at
+        self._wakeup = call_later(delay, self._wake)
+
+    def _downloader_idle(self) -> bool:
+        """Nothing is being downloaded, and no crawl handed out waits for its report: a
+        failure only the errback sees (:meth:`_source_failed`) reaches it through the
+        scraper, after the downloader let it go, and a simulated clock must not jump past
+        it (the source would be due again before its failure backed it off)."""
+        try:
+            if self.crawler.engine.downloader.active:
+                return False
+        except (AttributeError, RuntimeError):
+            return True
+        service = self.service
+        if service is None or not service.sources.in_flight:
+            return True
+        now = service.clock.now()
+        return not any(until > now for until in service.sources.in_flight.values())
+
+    def _cancel_wakeup(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup, self._wakeup_at = None, math.inf
+
+    def _wake(self) -> None:
+        """Hand the engine the request now due, if any (``engine.crawl`` also makes it poll
+        this scheduler for more); else wait for the next due time."""
+        self._wakeup, self._wakeup_at = None, math.inf
+        engine = getattr(self.crawler, "engine", None)
+        if engine is None or getattr(engine, "spider", None) is None:
+            return
+        request = self._next_source_request()
+        if request is not None:
+            engine.crawl(request)
+
+    def _spider_idle(self, spider=None) -> None:
+        # has_pending_requests() is True while there are sources, so the engine does not
+        # call this then; kept for spiders that send only registration requests late.
+        if len(self.service.sources) and not self.service.finished:
+            from scrapy.exceptions import DontCloseSpider
+
+            raise DontCloseSpider

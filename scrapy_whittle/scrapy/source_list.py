@@ -1,0 +1,109 @@
+"""The source list (``WHITTLE_SOURCES``) read again while the crawl runs, and from a URL.
+
+A list at an http(s) URL (OPML, JSON or text, told apart by its content type and content) is
+fetched **through Scrapy** like any other request: the project's middlewares, robots.txt,
+retries, proxies and download slots apply, and it is counted in Scrapy's stats. It is
+fetched when the crawl starts (the crawl waits for it; the sources a JOBDIR already holds
+keep being crawled meanwhile) and every ``WHITTLE_SOURCES_REFRESH`` seconds if set; a file
+list is read again on the same interval (in a thread: a million lines take seconds).
+
+Each read is handed to :meth:`RecrawlService.sync_sources`: new sources join, sources of
+the previous list that are missing leave (not crawled, their learned state kept should they
+return). A read that fails (HTTP error, unreadable document) or finds **no** source at all
+changes nothing: an empty list is far more often a broken export or a login page than a wish
+to stop crawling everything. The failure is logged once at ERROR with its cause (again at
+INFO) and counted under ``whittle/errors/sources_list``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+from twisted.internet.threads import deferToThread
+
+from scrapy_whittle.service.sources import SourceListError, load_sources, parse_source_list
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+
+    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.sources import SourceSpec
+
+logger = logging.getLogger(__name__)
+
+META_LIST = "whittle_source_list"
+
+
+class SourceListReader:
+    """Reads ``config.sources`` (a URL or a file) for ``service``; ``extra``: sources that
+    belong to the list too (the spider's ``whittle_sources``)."""
+
+    def __init__(self, service: RecrawlService, value: Any, extra: list[SourceSpec],
+                 url: str | None, on_change=None) -> None:
+        self.service = service
+        self.on_change = on_change
+        self.value = value
+        self.extra = list(extra)
+        self.url = url
+        self.pending = False           # a fetch of the URL is under way
+        self.reads = 0
+        self._failed_before = False
+
+    # -- the URL, through Scrapy -------------------------------------------------------------
+    def request(self) -> Request:
+        self.pending = True
+        return Request(self.url, callback=self._loaded, errback=self._fetch_failed,
+                       dont_filter=True, priority=1000,
+                       meta={META_LIST: True, "handle_httpstatus_all": True})
+
+    def _loaded(self, response: Response) -> list:
+        self.pending = False
+        if response.status != 200:           # handle_httpstatus_all: the status is ours to read
+            self._failed(f"HTTP {response.status}")
+            return []
+        ctype = response.headers.get("Content-Type")
+        try:
+            specs = parse_source_list(response.body, response.url,
+                                      content_type=ctype.decode("latin-1") if ctype else None,
+                                      url=response.url)
+        except SourceListError as exc:
+            self._failed(str(exc))
+            return []
+        self.apply(specs)
+        return []
+
+    def _fetch_failed(self, failure) -> None:
+        self.pending = False
+        self._failed(f"{failure.type.__name__}: {failure.value}")
+
+    # -- a file, in a thread -----------------------------------------------------------------
+    def read_file(self):
+        """A Deferred that reads the file again and applies it."""
+        d = deferToThread(load_sources, self.value)
+        d.addCallbacks(self.apply, lambda f: self._failed(str(f.value)))
+        return d
+
+    # -- both ----------------------------------------------------------------------------------
+    def apply(self, specs: list[SourceSpec]) -> None:
+        self.reads += 1
+        if not specs:
+            self._failed("the list has no source (the known sources are kept)")
+            return
+        joined, left = self.service.sync_sources(list(specs) + self.extra)
+        self._failed_before = False
+        if (joined or left) and self.on_change is not None:
+            self.on_change()
+        if joined or left:
+            logger.info("source list %s: %d sources joined, %d left (%d in all)",
+                        self.url or self.value, joined, left,
+                        len(self.service.sources) - self.service.sources.n_left)
+
+    def _failed(self, cause: str) -> None:
+        self.service.stats.inc("errors/sources_list")
+        level = logging.INFO if self._failed_before else logging.ERROR
+        self._failed_before = True
+        logger.log(level, "source list %s cannot be used: %s; the crawl goes on with the %d "
+                   "sources it knows", self.url or self.value, cause,
+                   len(self.service.sources) - self.service.sources.n_left)

@@ -1,0 +1,245 @@
+"""The start-up check of a crawl: settings, source list, oracle parameters, reachable budget.
+
+Run once per crawler, before the spider opens: by the add-on (:mod:`scrapy_whittle.scrapy.addon`)
+while Scrapy applies the settings, else by ``FeedObserverMiddleware``, which Scrapy builds with
+the engine. The scheduler, built after "Spider opened", takes the result
+(:func:`crawl_start`) instead of reading the settings and the files a second time.
+
+A problem is an :class:`~scrapy_whittle.service.config.InvalidSetting` whose message names the
+setting, its value and what is allowed. It is logged here as **one ERROR line** and raised:
+``scrapy crawl`` exits with status 1 (Scrapy sets it for a crawl that fails to start). Scrapy
+runs each crawl in an asyncio task and asyncio reports a failed task's exception with its
+traceback; a filter on the ``asyncio`` logger drops that second report of an exception
+already logged here, and nothing else.
+
+The check also warns, once, when Scrapy's own settings make ``WHITTLE_BUDGET`` crawls per
+``WHITTLE_PERIOD`` unreachable: with a download delay d Scrapy sends one request to a host
+per d seconds, whatever ``CONCURRENT_REQUESTS_PER_DOMAIN`` says, so a host's n sources can be
+fetched at most min(n, T / d) times per period. (Without a delay the limit depends on the
+servers' latency, unknown at start-up; AutoThrottle's delays follow that latency too: neither
+is counted.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import weakref
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scrapy_whittle.core.problem import Problem
+from scrapy_whittle.service.config import InvalidSetting, WhittleConfig, refused_option
+from scrapy_whittle.service.gc_pause import gc_paused
+from scrapy_whittle.service.sources import (
+    SourceListError,
+    SourceSpec,
+    load_oracle,
+    load_sources,
+    url_hosts,
+)
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CrawlStart:
+    """What the start-up check read: the validated settings, the sources of
+    ``WHITTLE_SOURCES`` and the oracle parameters (for a policy that needs them)."""
+
+    config: WhittleConfig
+    sources: list[SourceSpec]
+    oracle: dict[str, tuple[float, float, float]] | None
+
+
+_checked: weakref.WeakKeyDictionary[Any, CrawlStart] = weakref.WeakKeyDictionary()
+
+
+def crawl_start(crawler: Crawler) -> CrawlStart:
+    """The start-up check of ``crawler`` (run at the first call, remembered after)."""
+    start = _checked.get(crawler)
+    if start is None:
+        with refuse_to_start():
+            start = check_start(crawler.settings, spider=crawler.spider)
+        _checked[crawler] = start
+    return start
+
+
+def forget_sources(crawler: Crawler) -> None:
+    """Drop the source list the start-up check read, once the crawl has registered it: at a
+    million sources the list of ``SourceSpec`` weighs 160 bytes a source, for nothing."""
+    start = _checked.get(crawler)
+    if start is not None and start.sources:
+        _checked[crawler] = dataclasses.replace(start, sources=[])
+
+
+def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
+    """Validate everything a crawl reads at start-up; raise InvalidSetting, warn about an
+    unreachable budget."""
+    config = WhittleConfig.from_settings(settings)
+    sources = _sources("WHITTLE_SOURCES", config.sources)
+    spider_sources = getattr(spider, "whittle_sources", None) or None
+    if spider_sources is not None:
+        _sources(f"the spider's whittle_sources ({type(spider).__name__})", spider_sources)
+    oracle = None
+    from scrapy_whittle.core.policies import policy_class
+
+    cls = policy_class(config.core_policy)
+    if cls.needs_parameters:
+        oracle = load_oracle(config.oracle_params)
+        missing = [s.url for s in sources if s.url not in oracle]
+        if missing:
+            raise InvalidSetting(
+                f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no parameters for "
+                f"{len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: policy "
+                f"{config.policy!r} needs rate, mean_utility and decay for every source")
+        missing = [s.url for s in sources if s.url not in oracle.profiles]
+        if cls.needs_rhythms and missing:
+            raise InvalidSetting(
+                f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no daily rhythm "
+                f"(\"profile\") for {len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: "
+                f"policy {config.policy!r} needs one for every source")
+    if config.policy_options:
+        _check_option_values(config, cls)
+    warn_unreachable_budget(settings, config, sources)
+    return CrawlStart(config=config, sources=sources, oracle=oracle)
+
+
+def _check_option_values(config: WhittleConfig, cls: type) -> None:
+    """Build the policy once, for one source, with ``WHITTLE_POLICY_OPTIONS``: a value it
+    refuses (``{"device": "cuda"}`` for dqn where torch sees no GPU, say) stops the crawl
+    here, in one line, rather than in a traceback when the scheduler opens. (A policy built
+    on the oracle's daily rhythms, and options of per-source values, such as diurnal-whittle's
+    ``groups``, whose length is the number of sources, are checked when the policy is built.)"""
+    per_source = any(isinstance(v, list | tuple | np.ndarray) and len(v) > 4
+                     for v in config.policy_options.values())
+    if cls.needs_rhythms or per_source:
+        return
+    from scrapy_whittle.core.policies import make_policy
+
+    problem = Problem(n=1, period=config.period, alpha=np.array([0.5]), u=np.array([1.0])) \
+        if cls.needs_parameters else Problem(n=1, period=config.period)
+    try:
+        make_policy(config.core_policy, problem, rng=0, **config.policy_options)
+    except (TypeError, ValueError) as exc:
+        raise refused_option(config, exc) from None
+
+
+def _sources(name: str, value: Any) -> list[SourceSpec]:
+    try:
+        with gc_paused():
+            return load_sources(value)
+    except SourceListError as exc:
+        raise InvalidSetting(
+            f"{name} ({value!r}) is not a usable source list: {exc}. Give an OPML, JSON or "
+            "text file of feed URLs, or a list of URLs") from None
+
+
+# -- the one ERROR line ---------------------------------------------------------------------
+@contextmanager
+def refuse_to_start() -> Iterator[None]:
+    """Log an InvalidSetting raised inside as one ERROR line (once), then let it go on."""
+    try:
+        yield
+    except InvalidSetting as exc:
+        report(exc)
+        raise
+
+
+def report(exc: InvalidSetting) -> None:
+    if exc.reported:
+        return
+    exc.reported = True
+    _quiet_asyncio()
+    logger.error("the crawl cannot start: %s", " ".join(str(exc).split()))
+
+
+class _DropReported(logging.Filter):
+    """Drops asyncio's report of a failed task whose exception was logged already."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, InvalidSetting) and exc.reported)
+
+
+_FILTER = _DropReported()
+
+
+def _quiet_asyncio() -> None:
+    for name in ("asyncio", "twisted"):
+        log = logging.getLogger(name)
+        if _FILTER not in log.filters:
+            log.addFilter(_FILTER)
+
+
+# -- the reachable budget ---------------------------------------------------------------------
+def warn_unreachable_budget(settings: Any, config: WhittleConfig,
+                            sources: list[SourceSpec]) -> str | None:
+    """Log (and return) a warning when the download delays let fewer crawls be made per
+    period than the budget pays for; None when the budget is reachable."""
+    # A host's own delay (DOWNLOAD_SLOTS) is priced in its sources' crawl cost, C = max(1,
+    # d M / T): the crawls it allows use up the budget they are given. DOWNLOAD_DELAY is not.
+    getfloat = getattr(settings, "getfloat", None)
+    delay = float(getfloat("DOWNLOAD_DELAY") if getfloat else settings.get("DOWNLOAD_DELAY", 0))
+    slots = settings.getdict("DOWNLOAD_SLOTS") if hasattr(settings, "getdict") else {}
+    # hosts with their own delay (DOWNLOAD_SLOTS[host]["delay"]); the others wait DOWNLOAD_DELAY
+    slot_delays = {host: float(v["delay"]) for host, v in slots.items()
+                   if isinstance(v, dict) and v.get("delay") is not None}
+    if delay <= 0 and all(d <= 0 for d in slot_delays.values()):
+        return None         # no delay anywhere: every host takes every crawl (and a million
+        #                     sources need not be split into hosts for nothing)
+    per_host = Counter(h or "" for h in url_hosts([s.url for s in sources]))
+    if not per_host:
+        return None
+    period, budget = config.period, config.budget
+
+    def reachable(default_delay: float) -> tuple[float, float]:
+        """(cost the hosts can take per period, cost the sources could use)."""
+        can, could = 0.0, 0.0
+        for host, n in per_host.items():
+            d = slot_delays.get(host, default_delay)
+            # a DOWNLOAD_SLOTS delay is priced in the crawl cost C = max(1, d M / T)
+            cost = max(1.0, d * budget / period) if host in slot_delays else 1.0
+            can += (n if d <= 0 else min(n, period / d)) * cost
+            could += n * cost
+        return can, could
+
+    can, could = reachable(delay)
+    needed = min(budget, could)
+    if can >= needed * (1 - 1e-9):
+        return None
+    fixes = []
+    if delay > 0 and reachable(0.0)[0] >= needed:
+        lo, hi = 0.0, delay
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if reachable(mid)[0] >= needed else (lo, mid)
+        fixes.append(f"set DOWNLOAD_DELAY to {_round_down(lo):g} s or less")
+    elif delay > 0:
+        fixes.append("lower DOWNLOAD_DELAY")
+    fixes += ["lengthen WHITTLE_PERIOD", "lower WHITTLE_BUDGET"]
+    message = (f"WHITTLE_BUDGET ({budget:g}) per WHITTLE_PERIOD ({period:g} s) is out of "
+               f"reach: Scrapy sends one request to a host per download delay (DOWNLOAD_DELAY "
+               f"= {delay:g} s), so the {len(sources)} sources on {len(per_host)} host(s) can "
+               f"take about {can:.3g} crawls per period; {', '.join(fixes[:-1])} or "
+               f"{fixes[-1]}")
+    logger.warning(message)
+    return message
+
+
+def _round_down(x: float) -> float:
+    """``x`` rounded down to two significant digits (a delay to suggest)."""
+    if x <= 0:
+        return 0.0
+    scale = 10 ** (math.floor(math.log10(x)) - 1)
+    return math.floor(x / scale) * scale

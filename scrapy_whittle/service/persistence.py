@@ -1,0 +1,201 @@
+"""The re-crawl service's state in its store (:class:`~scrapy_whittle.service.recrawl.RecrawlService`
+mixes this in): incremental checkpoints of what changed, and the restore after a restart
+(:mod:`scrapy_whittle.service.store` holds the tables)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from scrapy_whittle.core.columns import dtype_from_descr
+from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
+from scrapy_whittle.service.store import Checkpoint, SavedState
+
+logger = logging.getLogger("scrapy_whittle.service.recrawl")
+
+
+class StatePersistence:
+    """The re-crawl service's checkpoints and restore (state: the service's)."""
+
+    def checkpoint_due(self) -> bool:
+        return (self.store is not None and self.policy is not None
+                and time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval)
+
+    def checkpoint(self) -> None:
+        """Write what changed since the previous checkpoint (blocking)."""
+        if self.store is not None and self.policy is not None:
+            self.store.write(self.prepare_checkpoint())
+
+    def prepare_checkpoint(self) -> Checkpoint:
+        """What changed since the previous checkpoint, ready for ``StateStore.write``, which
+        may run in another thread: this takes copies of the changed rows (vectorised, on the
+        caller's thread); the checkpoint turns them into SQL rows when written."""
+        self.flush()
+        self._grow_policy()
+        self._last_checkpoint = time.monotonic()
+        cp = Checkpoint(taken_at=self.clock.now(), meta={
+            "origin": self.origin, "period": self.config.period, "budget": self.config.budget,
+            "policy": self.config.core_policy})
+        new, self._new = self._new, []
+        cp.n_new = len(new)
+        cp.new_sources = lambda: ((sid, spec.url, spec.title, spec.category,
+                                   float(spec.weight), float(spec.min_interval))
+                                  for sid, spec in new)
+        ids = np.flatnonzero(self.state.dirty)
+        self.state.dirty[ids] = False
+        cp.n_changed = int(ids.shape[0])
+        if ids.size:
+            cp.source_rows = _SourceRows(self._snapshot(ids))
+            for name, (sub, rows) in self.policy.export_blocks(ids).items():
+                raw, size = rows.tobytes(), rows.dtype.itemsize
+                cp.blocks += [(int(s), name, raw[j * size:(j + 1) * size])
+                              for j, s in enumerate(sub.tolist())]
+        if self._policy_touched:
+            layout = json.dumps(self.policy.row_dtype().descr)
+            cp.policy = (self.policy.name, layout, encode(self.policy.global_state()))
+            self._policy_touched = False
+        # the epochs' aggregates since the last checkpoint: the store adds them up
+        cp.epochs = [(k, int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), int(a[5]))
+                     for k, a in self._epochs.items()]
+        cp.epoch_errors = [(k, kind, n) for (k, kind), n in self._epoch_errors.items()]
+        self._epochs.clear()
+        self._epoch_errors.clear()
+        return cp
+
+    def _snapshot(self, ids: np.ndarray) -> dict[str, Any]:
+        """Copies of the state of sources ``ids`` that a checkpoint writes."""
+        src, st = self.sources, self.state
+        summary = self.policy.summary(ids)
+        rows = self.policy.export_rows(ids)
+        etags = st.etag
+        return {"ids": ids, "last_crawl": src.last_crawl[ids], "retry_at": src.retry_at[ids],
+                "failures": src.failures[ids], "flags": src.flags(ids),
+                "etag": etags.get_many(ids),
+                "modified": st.modified[ids], "crawls": st.crawls[ids],
+                "errors": st.errors[ids], "new_items": st.new_items[ids],
+                "utility": st.utility[ids], "rate": summary.get("rate"),
+                "half_life": summary.get("half_life"), "value": summary.get("value"),
+                "policy_rows": rows, "entries": self.memory.export_keys(ids)}
+
+    def _restore(self, saved: SavedState) -> None:
+        cols, n = saved.sources, saved.n_sources
+        ids = np.arange(n)
+        src, st = self.sources, self.state
+
+        def array(name, fill, dtype=np.float64):
+            values = np.array(cols[name], dtype=np.float64)     # NULL (None) -> NaN
+            return np.where(np.isnan(values), fill, values).astype(dtype)
+
+        src.last_crawl[ids] = array("last_crawl", -np.inf)
+        src.retry_at[ids] = array("retry_at", 0.0)
+        src.failures[ids] = array("failures", 0, np.int64)
+        src.set_flags(ids, array("flags", 0, np.int64))
+        for sid, etag in enumerate(cols["etag"]):
+            if etag:
+                st.etag.set(sid, etag)
+        st.modified[ids] = array("modified", 0, np.int64)
+        for name in ("crawls", "errors", "new_items", "utility"):
+            getattr(st, name)[ids] = array(name, 0)
+        self.memory.import_keys(ids, cols["entries"])
+        self._restore_policy(saved)
+        self._policy_touched = False
+        logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
+                    n, self.store.path, saved.meta.get("checkpoint_seq"))
+
+    def _repair_bookkeeping(self, now: float) -> None:
+        """Restored book-keeping that would block a source for ever (a back-off or a last
+        crawl that is not finite or lies beyond what the settings allow) or poison a stat (a
+        counter that is not finite) is brought back into range; counted, logged once."""
+        src, st = self.sources, self.state
+        n = len(src)
+        latest_retry = now + self.config.backoff_max
+        bad = ~(src.retry_at[:n] <= latest_retry)
+        bad |= np.isnan(src.last_crawl[:n]) | (src.last_crawl[:n] > now)
+        bad |= ~np.isfinite(st.utility[:n])
+        ids = np.flatnonzero(bad)
+        if not ids.size:
+            return
+        src.retry_at[ids] = np.where(src.retry_at[ids] <= latest_retry, src.retry_at[ids], now)
+        last = src.last_crawl[ids]
+        src.last_crawl[ids] = np.where(np.isnan(last) | (last > now), -np.inf, last)
+        st.utility[ids] = np.where(np.isfinite(st.utility[ids]), st.utility[ids], 0.0)
+        self.stats.inc("state_resets", int(ids.size))
+        self.state.dirty[ids] = True
+        logger.warning("re-crawl service: the stored book-keeping of %d sources was out of "
+                       "range (back-off, last crawl or utility): repaired", ids.size)
+
+    def _restore_policy(self, saved: SavedState) -> None:
+        if saved.policy is None:
+            return
+        name, layout, blob = saved.policy
+        if name != self.policy.name:
+            logger.warning("the stored state was learned by policy %r, not %r: the policy "
+                           "starts from scratch (the sources, their entries and validators "
+                           "are kept)", name, self.policy.name)
+            return
+        try:
+            dtype = dtype_from_descr(json.loads(layout))
+            blobs = saved.sources["policy_row"]
+            with_rows = [i for i, b in enumerate(blobs) if b is not None]
+            if with_rows and dtype.itemsize:
+                raw = b"".join(blobs[i] for i in with_rows)
+                self.policy.import_rows(with_rows, np.frombuffer(raw, dtype=dtype))
+            blocks: dict[str, tuple[list[int], list[bytes]]] = defaultdict(lambda: ([], []))
+            for sid, block, data in saved.blocks:
+                blocks[block][0].append(sid)
+                blocks[block][1].append(data)
+            self.policy.import_blocks(self._decode_blocks(blocks))
+            self.policy.load_global_state(decode(blob))
+        except (ValueError, TypeError, KeyError, StateDecodeError) as exc:
+            logger.error("the stored state of policy %r cannot be restored (%s): it starts "
+                         "from scratch", name, exc)
+            self.policy = self._build_policy(len(self.sources))
+
+    def _decode_blocks(self, blocks) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        dtypes = self.policy.block_dtypes()
+        out = {}
+        for name, (sids, datas) in blocks.items():
+            dtype = dtypes.get(name)
+            if dtype is None or any(len(d) != dtype.itemsize for d in datas):
+                raise ValueError(f"block {name!r} does not match this policy's layout")
+            out[name] = (np.asarray(sids, dtype=np.int64),
+                         np.frombuffer(b"".join(datas), dtype=dtype))
+        return out
+
+
+class _SourceRows:
+    """The UPDATE rows of a checkpoint (STATE_COLUMNS + id), made from a snapshot when the
+    store writes them."""
+
+    def __init__(self, snap: dict[str, Any]) -> None:
+        self.snap = snap
+
+    def __call__(self):
+        s = self.snap
+        n = s["ids"].shape[0]
+        rows = s["policy_rows"]
+        raw, size = rows.tobytes(), rows.dtype.itemsize
+        hour = 3600.0
+
+        def readable(key, scale):
+            values = s[key]
+            if values is None:
+                return [None] * n
+            return [v * scale if math.isfinite(v) else None for v in values.tolist()]
+
+        columns = zip(
+            [x if math.isfinite(x) else None for x in s["last_crawl"].tolist()],
+            s["retry_at"].tolist(), s["failures"].tolist(), s["flags"].tolist(), s["etag"],
+            s["modified"].tolist(),
+            s["crawls"].tolist(), s["errors"].tolist(), s["new_items"].tolist(),
+            s["utility"].tolist(), readable("rate", hour), readable("half_life", 1 / hour),
+            readable("value", 1.0),
+            [raw[j * size:(j + 1) * size] if size else None for j in range(n)],
+            s["entries"], s["ids"].tolist(), strict=True)
+        return columns

@@ -1,0 +1,126 @@
+"""The crawl report's reading of a state file, on crawls driven without Scrapy: per-epoch
+aggregates and errors, the index and plan of the rebuilt policy (or why there is none), a
+store read while its crawl writes it, and never a write."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scrapy_whittle.report import ReportError, load_report
+from scrapy_whittle.report.table import text
+from scrapy_whittle.service.store import FILE_NAME, StateStore
+from tests.service.test_recrawl import START, PoissonFeeds, make_service
+
+
+def crawl(service, clock, feeds, epochs, failing=()):
+    """Like tests.service.test_recrawl.crawl_epochs, with sources ``failing`` answering 404."""
+    for _ in range(epochs):
+        while (c := service.next_crawl()) is not None:
+            if c.source in failing:
+                service.crawl_failed(c, "http_404", "HTTP 404")
+            else:
+                service.feed_fetched(c, feeds.entries(c.source, clock.now()))
+        clock.advance_to(service.wake_at)
+
+
+def crawled(tmp_path, policy="whittle", n=6, epochs=12, failing=(4,), **settings):
+    store = StateStore(tmp_path / FILE_NAME)
+    service, clock = make_service(n=n, policy=policy, budget=2, period=600.0, store=store,
+                                  **settings)
+    feeds = PoissonFeeds([0.01 * (i + 1) for i in range(n)], seed=1)
+    crawl(service, clock, feeds, epochs, failing)
+    return service, clock, feeds
+
+
+def test_epochs_errors_and_sources_are_those_of_the_crawl(tmp_path):
+    service, clock, _ = crawled(tmp_path, policy="round_robin")
+    service.close()
+    report = load_report(tmp_path)
+    assert report.n == 6 and report.policy == "round_robin" and report.budget == 2
+    assert report.at == pytest.approx(clock.now())
+    e = report.epochs
+    assert e["epoch"].tolist() == list(range(12))
+    assert int(e["crawls"].sum()) == service.stats.get("crawls") == 24
+    assert report.errors["http_404"].sum() == service.stats.get("errors/http_404")
+    assert np.array_equal(report.errors["http_404"], e["errors"])    # the one kind
+    assert report.sources["crawls"].tolist() == service.state.crawls.tolist()
+    assert report.completed_budget_use() == pytest.approx(1.0)
+    assert report.sources["planned"].sum() == 2
+
+
+def test_a_policy_that_does_not_rank_still_plans(tmp_path):
+    service, _, _ = crawled(tmp_path, policy="uniform")
+    service.close()
+    report = load_report(tmp_path)
+    assert not report.ranks and np.isnan(report.sources["index"]).all()
+    assert report.sources["planned"].sum() == 2
+    assert any("does not rank" in note for note in report.notes)
+    table = text(report)
+    assert "does not rank" in table
+    rates = report.sources["rate_per_hour"]
+    assert np.isnan(rates).all()         # uniform learns nothing: sorted by id then
+    assert "epoch 12" in table
+
+
+def test_an_oracle_policy_without_its_parameters_has_no_plan(tmp_path):
+    from scrapy_whittle.service.clock import SimulatedClock
+    from scrapy_whittle.service.config import WhittleConfig
+    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.sources import SourceSpec, load_oracle
+
+    oracle = {f"https://s{i}.example/feed.xml": {"rate": 0.01 * (i + 1), "mean_utility": 1.0,
+                                                 "decay": 1e-4} for i in range(4)}
+    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": 600,
+                                          "WHITTLE_POLICY": "oracle",
+                                          "WHITTLE_ORACLE_PARAMS": oracle})
+    service = RecrawlService(config, clock=SimulatedClock(start=START),
+                             store=StateStore(tmp_path / FILE_NAME), oracle=load_oracle(oracle))
+    service.open([SourceSpec(url=url) for url in oracle])
+    service.close()
+    report = load_report(tmp_path)
+    assert "WHITTLE_ORACLE_PARAMS" in report.no_plan and not report.sources["planned"].any()
+    assert "no index or plan" in text(report)
+    # with the project's settings it is rebuilt
+    report = load_report(tmp_path, settings={"WHITTLE_ORACLE_PARAMS": oracle})
+    assert report.ranks and not report.no_plan and report.sources["planned"].sum() == 2
+
+
+def test_a_live_crawl_is_read_at_its_last_checkpoint_and_never_written(tmp_path):
+    service, clock, feeds = crawled(tmp_path, epochs=3)
+    service.checkpoint()
+    path = tmp_path / FILE_NAME
+    files = sorted(p.name for p in tmp_path.iterdir())
+    first = load_report(tmp_path)
+    assert int(first.epochs["crawls"].sum()) == 6
+    crawl(service, clock, feeds, 3, failing=(4,))
+    service.checkpoint()
+    second = load_report(path)
+    assert int(second.epochs["crawls"].sum()) == 12 and second.at > first.at
+    assert sorted(p.name for p in tmp_path.iterdir()) == files
+    with pytest.raises(Exception, match="read-only"):
+        from scrapy_whittle.report.data import ReadOnlyStore
+
+        ReadOnlyStore(path).write(service.prepare_checkpoint())
+    service.close()
+
+
+def test_learned_values_are_shown_only_for_sources_fetched(tmp_path):
+    service, _, _ = crawled(tmp_path, policy="whittle", failing=(4,))
+    service.close()
+    report = load_report(tmp_path)
+    lines = text(report, sort="url").splitlines()
+    row = next(line for line in lines if line.startswith("https://s4.example"))
+    assert row.split()[1:4] == ["–", "–", "–"]        # never fetched: only the priors
+    assert math.isfinite(report.sources["rate_per_hour"][0])
+
+
+def test_no_state_or_no_checkpoint_is_a_report_error(tmp_path):
+    with pytest.raises(ReportError, match="no crawl state here"):
+        load_report(tmp_path)
+    assert not list(tmp_path.iterdir())
+    StateStore(tmp_path / FILE_NAME).close()          # a crawl that wrote nothing yet
+    with pytest.raises(ReportError, match="no checkpoint"):
+        load_report(tmp_path)

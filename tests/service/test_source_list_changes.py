@@ -1,0 +1,111 @@
+"""The source list changing under a crawl: sources join, leave (state kept) and rejoin; list
+documents told apart by content type and content."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scrapy_whittle.service.sources import (
+    SourceListError,
+    SourceSpec,
+    is_list_url,
+    parse_source_list,
+)
+from scrapy_whittle.service.store import StateStore
+from tests.service.test_recrawl import make_service
+
+OPML = b"""<?xml version="1.0"?><opml version="2.0"><body>
+<outline text="News"><outline xmlUrl="https://a.example/feed" title="A"/></outline>
+<outline xmlUrl="https://b.example/feed"/></body></opml>"""
+FEED = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>t</title></channel></rss>"""
+
+
+def urls(specs):
+    return [s.url for s in specs]
+
+
+def test_list_documents_by_content_type_and_content():
+    assert urls(parse_source_list(OPML, "u")) == ["https://a.example/feed",
+                                                  "https://b.example/feed"]
+    doc = json.dumps({"sources": [{"url": "https://c.example/f", "weight": 2}]}).encode()
+    (spec,) = parse_source_list(doc, "u", content_type="application/json; charset=utf-8")
+    assert spec.url == "https://c.example/f" and spec.weight == 2
+    text = b"# my feeds\nhttps://d.example/f\n\nhttps://e.example/f extra words\n"
+    assert urls(parse_source_list(text, "u", content_type="text/plain")) == [
+        "https://d.example/f", "https://e.example/f"]
+    # a feed fetched where a list was expected is that one feed
+    assert urls(parse_source_list(FEED, "u", url="https://f.example/rss")) == [
+        "https://f.example/rss"]
+    with pytest.raises(SourceListError, match="not well-formed"):
+        parse_source_list(b"<html><body>login<br></body></html>", "u",
+                          content_type="text/html")
+    with pytest.raises(SourceListError, match="not an http"):
+        parse_source_list(b"ftp://g.example/f\n", "u")
+    assert is_list_url("https://example.org/feeds.opml") and not is_list_url("feeds.opml")
+    assert not is_list_url(["https://example.org/feed"])
+
+
+def specs(*names):
+    return [SourceSpec(url=f"https://{n}.example/feed.xml") for n in names]
+
+
+def test_sources_leave_and_rejoin_with_their_state():
+    service, clock = make_service(n=0, budget=3)
+    service.sync_sources(specs("a", "b", "c"))
+    while (crawl := service.next_crawl()) is not None:
+        service.not_modified(crawl, etag=f"e{crawl.source}")
+    b = service.source_id("https://b.example/feed.xml")
+    # the spider registers a source of its own: not the list's to remove
+    (own,) = service.add_sources(specs("own"))
+    assert service.sync_sources(specs("a", "c", "d")) == (1, 1)
+    assert service.sources.left[b] and service.stats.get("sources") == 4
+    assert service.stats.get("sources/left") == 1
+    planned = []
+    for _ in range(4):
+        clock.advance_to(service.wake_at)
+        while (crawl := service.next_crawl()) is not None:
+            planned.append(crawl.source)
+            service.not_modified(crawl)
+    assert b not in planned and own in planned
+    assert service.sync_sources(specs("a", "b", "c", "d")) == (1, 0)    # b rejoins
+    assert not service.sources.left[b] and service.state.etag.get(b) == f"e{b}"
+
+
+def test_a_changed_list_between_runs_of_a_jobdir_crawl(tmp_path):
+    store = StateStore(tmp_path / "whittle.sqlite")
+    service, clock = make_service(n=0, budget=3, store=store)
+    service.close()
+    first, _ = make_service(n=0, budget=3, store=StateStore(tmp_path / "whittle.sqlite"),
+                            clock=clock)
+    first.sync_sources(specs("a", "b", "c"))
+    while (crawl := first.next_crawl()) is not None:
+        first.not_modified(crawl, etag=f"e{crawl.source}")
+    first.close()
+    # the next run's list drops b and adds d
+    from scrapy_whittle.service.recrawl import RecrawlService
+
+    again = RecrawlService(first.config, clock=clock,
+                           store=StateStore(tmp_path / "whittle.sqlite"))
+    again.open(specs("a", "c", "d"))
+    b = again.source_id("https://b.example/feed.xml")
+    assert again.sources.left[b] and again.stats.get("sources") == 3
+    assert [again.state.etag.get(i) for i in range(3)] == ["e0", "e1", "e2"]
+    again.close()
+    # a run with no list at all (resuming the JOBDIR as it is) removes nothing
+    third = RecrawlService(first.config, clock=clock,
+                           store=StateStore(tmp_path / "whittle.sqlite"))
+    third.open([])
+    assert list(third.sources.left[:4]) == [False, True, False, False]
+    third.close()
+
+
+def test_weights_and_intervals_must_be_finite_numbers():
+    bad = [b'[{"url": "https://a.example/f", "weight": "inf"}]',
+           b'[{"url": "https://a.example/f", "min_interval": -1}]',
+           b'[{"url": "https://a.example/f", "weight": true}]',
+           b'<opml><body><outline xmlUrl="https://a.example/f" weight="inf"/></body></opml>']
+    for doc in bad:
+        with pytest.raises(SourceListError, match="finite number >= 0"):
+            parse_source_list(doc, "list")
