@@ -75,8 +75,9 @@ def crawl_start(crawler: Crawler) -> CrawlStart:
 
 
 def forget_sources(crawler: Crawler) -> None:
-    """Drop the source list the start-up check read, once the crawl has registered it: at a
-    million sources the list of ``SourceSpec`` weighs 160 bytes a source, for nothing."""
+    """Drop the source list the start-up check read, once the crawl has registered it: the
+    registry holds the sources then, and a million ``SourceSpec`` objects would stay in memory
+    for nothing."""
     start = _checked.get(crawler)
     if start is not None and start.sources:
         _checked[crawler] = dataclasses.replace(start, sources=[])

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from scrapy_whittle.core.policies import POLICIES, Policy, make_policy, policy_class
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.service.invalid_setting import InvalidSetting
-
-if TYPE_CHECKING:
-    from scrapy_whittle.service.config import WhittleConfig
 
 #: WHITTLE_POLICY values that are not core policy names.
 POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
@@ -32,6 +29,23 @@ _SUPPLIED = ("problem", "rng")
 #: an option holding a sequence this long is taken for one value per source: it cannot be
 #: tried on the one-source problem of the start-up check
 _PER_SOURCE_LENGTH = 4
+
+
+class PolicySettings(Protocol):
+    """What building the policy reads of the settings (a ``WhittleConfig`` has it all);
+    a protocol, so that this module need not import the configuration that imports it."""
+
+    # read-only (properties), as the frozen WhittleConfig's fields are
+    @property
+    def policy(self) -> str: ...
+    @property
+    def core_policy(self) -> str: ...
+    @property
+    def policy_options(self) -> dict[str, Any]: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def period(self) -> float: ...
 
 
 def policy_names() -> str:
@@ -56,7 +70,7 @@ def check_option_names(cls: type, policy: str, options: Mapping[str, Any]) -> No
                              f"{unknown[0]!r} for policy {policy!r} (its options: {allowed})")
 
 
-def build_policy(config: WhittleConfig, problem: Problem, **supplied: Any) -> Policy:
+def build_policy(config: PolicySettings, problem: Problem, **supplied: Any) -> Policy:
     """The policy of ``config`` for ``problem``, with ``WHITTLE_POLICY_OPTIONS`` and the
     arguments the caller ``supplied`` (a rhythm-aware oracle's arrivals, which win over an
     option of the same name). A value the
@@ -73,7 +87,7 @@ def build_policy(config: WhittleConfig, problem: Problem, **supplied: Any) -> Po
                              f"{config.policy!r}: {exc}") from exc
 
 
-def check_option_values(config: WhittleConfig) -> None:
+def check_option_values(config: PolicySettings) -> None:
     """Build the policy once, for one source, with ``WHITTLE_POLICY_OPTIONS``, so that a value
     it refuses (``{"device": "cuda"}`` for dqn where torch sees no GPU, say) stops the crawl at
     start-up, in one line, rather than in a traceback when the scheduler opens.
