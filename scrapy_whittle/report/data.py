@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.service.clock import SimulatedClock
-from scrapy_whittle.service.config import POLICY_ALIASES, InvalidSetting, WhittleConfig
+from scrapy_whittle.service.config import (
+    DEFAULTS,
+    POLICY_ALIASES,
+    InvalidSetting,
+    WhittleConfig,
+    download_slot_delays,
+)
 from scrapy_whittle.service.store import FILE_NAME, StateStore, StoreError
 
 #: columns of the ``sources`` table the report shows, in this order
@@ -194,7 +200,7 @@ def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]
     core = report.policy
     alias = {v: k for k, v in POLICY_ALIASES.items()}.get(core, core)
     given = {k: settings.get(k) for k in PROJECT_SETTINGS if settings.get(k) is not None}
-    project_policy = settings.get("WHITTLE_POLICY") or "whittle"
+    project_policy = settings.get("WHITTLE_POLICY") or DEFAULTS["WHITTLE_POLICY"]
     if POLICY_ALIASES.get(project_policy, project_policy) != core:
         given.pop("WHITTLE_POLICY_OPTIONS", None)      # options of another policy
     try:
@@ -204,13 +210,11 @@ def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]
             "WHITTLE_STATE": True})
         oracle = (load_oracle(config.oracle_params)
                   if policy_class(config.core_policy).needs_parameters else None)
+        slot_delays = download_slot_delays(settings)
     except InvalidSetting as exc:
         report.no_plan = (f"the policy {core!r} cannot be rebuilt from the state file alone: "
                           f"{exc}")
         return
-    slots = settings.get("DOWNLOAD_SLOTS") or {}
-    slot_delays = {k: float(v.get("delay", 0.0)) for k, v in dict(slots).items()
-                   if isinstance(v, Mapping)}
     service = RecrawlService(config, store=store, oracle=oracle, slot_delays=slot_delays)
     try:
         service.open([])

@@ -7,25 +7,25 @@
     WHITTLE_BUDGET = 60
 
 It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at order 540 and
-``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES`` with Scrapy's ``"addon"``
-priority, so a value the project sets itself wins (a subclass of the scheduler, another order
-for the middleware); lowers ``CONCURRENT_ITEMS`` to 16 (below); checks that the crawl runs on
-the asyncio reactor; and runs the start-up
-check of the ``WHITTLE_*`` settings and the source list (:mod:`scrapy_whittle.scrapy.startup`) while
-Scrapy applies the settings, before anything is built: a bad setting stops ``scrapy crawl``
-with one ERROR line and exit status 1.
+``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES``, gives every ``WHITTLE_*``
+setting its default (from the table in :mod:`scrapy_whittle.service.config`, so that
+``scrapy settings --get`` shows what the crawl uses) and lowers ``CONCURRENT_ITEMS`` to 16
+(below), all with Scrapy's ``"addon"`` priority, so a value the project sets itself wins (a
+subclass of the scheduler, another order for the middleware, its own settings). It checks
+that the crawl runs on the asyncio reactor, and runs the start-up check of the ``WHITTLE_*``
+settings and the source list (:mod:`scrapy_whittle.scrapy.startup`) while Scrapy applies the
+settings, before anything is built: a bad setting stops ``scrapy crawl`` with one ERROR line
+and exit status 1.
 
 ``CONCURRENT_ITEMS`` (Scrapy's default 100, the items of one response processed at once):
 Scrapy queues up to twice that many items of a response, and one of its item tasks runs
 through the queue without returning to the event loop as long as the pipelines do not wait on
 anything. A feed that shows thousands of unseen entries at once (a first crawl, a replayed
-archive) then holds every download for 100-300 ms per 200 items (``sim.soak``: 188 loop
-stalls over 100 ms in a minute of a replaying feed at 100; none at 10, and more items
-delivered). A feed crawl hands out a few items per response, so the items of one response
+archive) then holds every download while its items go through (``sim.soak`` measures the
+loop's stalls). A feed crawl hands out a few items per response, so the items of one response
 need little concurrency: 16 keeps 32 in a step. A project's own ``CONCURRENT_ITEMS`` wins
 (say, for pipelines that wait on a database).
 """
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from scrapy.utils.misc import load_object
 
 from scrapy_whittle.scrapy.startup import crawl_start, refuse_to_start
-from scrapy_whittle.service.config import InvalidSetting
+from scrapy_whittle.service.config import REQUIRED, SETTINGS, InvalidSetting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -64,6 +64,7 @@ class Addon:
             check_reactor(settings)
             settings.set("SCHEDULER", SCHEDULER, priority="addon")
             settings.set("CONCURRENT_ITEMS", CONCURRENT_ITEMS, priority="addon")
+            set_whittle_defaults(settings)
             scheduler = settings.get("SCHEDULER")
             if not _is_subclass(scheduler, WhittleScheduler):
                 raise InvalidSetting(
@@ -75,6 +76,16 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", RetryAfterMiddleware, RETRY_AFTER_ORDER)
         crawl_start(self.crawler)
+
+
+def set_whittle_defaults(settings: BaseSettings) -> None:
+    """Every ``WHITTLE_*`` setting the project leaves unset, at its default (a required one,
+    ``WHITTLE_BUDGET``, stays unset: the start-up check names it)."""
+    for setting in SETTINGS:
+        if setting.default is not REQUIRED:
+            default = setting.default
+            settings.set(setting.name, default.copy() if isinstance(default, dict) else default,
+                         priority="addon")
 
 
 def check_reactor(settings: BaseSettings) -> None:

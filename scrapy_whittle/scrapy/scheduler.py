@@ -46,7 +46,7 @@ from twisted.internet.threads import deferToThread
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources
 from scrapy_whittle.scrapy.stats import WhittleStats
-from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import freeze_startup_heap
 from scrapy_whittle.service.recrawl import Crawl, RecrawlService
 from scrapy_whittle.service.sources import SourceSpec, is_plain_url, load_sources
@@ -119,9 +119,7 @@ class WhittleScheduler(BaseScheduler):
         settings = crawler.settings
         start = crawl_start(crawler)       # validated before the spider opened
         config, sources, oracle = start.config, start.sources, start.oracle
-        slots = settings.getdict("DOWNLOAD_SLOTS")
-        slot_delays = {k: float(v.get("delay", 0.0)) for k, v in slots.items()
-                       if isinstance(v, dict)}
+        slot_delays = download_slot_delays(settings)
         retries = settings.getint("RETRY_TIMES") if settings.getbool("RETRY_ENABLED") else 0
         max_flight = settings.getfloat("DOWNLOAD_TIMEOUT") * (retries + 2) + 60.0
         mws = {**settings.getdict("DOWNLOADER_MIDDLEWARES_BASE"),

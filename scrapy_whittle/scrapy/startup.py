@@ -32,11 +32,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from scrapy_whittle.core.problem import Problem
-from scrapy_whittle.service.config import InvalidSetting, WhittleConfig, refused_option
+from scrapy_whittle.core.policies import policy_class
+from scrapy_whittle.service.config import InvalidSetting, WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import gc_paused
+from scrapy_whittle.service.policy_options import check_option_values
 from scrapy_whittle.service.sources import (
     SourceListError,
     SourceSpec,
@@ -76,8 +75,9 @@ def crawl_start(crawler: Crawler) -> CrawlStart:
 
 
 def forget_sources(crawler: Crawler) -> None:
-    """Drop the source list the start-up check read, once the crawl has registered it: at a
-    million sources the list of ``SourceSpec`` weighs 160 bytes a source, for nothing."""
+    """Drop the source list the start-up check read, once the crawl has registered it: the
+    registry holds the sources then, and a million ``SourceSpec`` objects would stay in memory
+    for nothing."""
     start = _checked.get(crawler)
     if start is not None and start.sources:
         _checked[crawler] = dataclasses.replace(start, sources=[])
@@ -92,8 +92,6 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
     if spider_sources is not None:
         _sources(f"the spider's whittle_sources ({type(spider).__name__})", spider_sources)
     oracle = None
-    from scrapy_whittle.core.policies import policy_class
-
     cls = policy_class(config.core_policy)
     if cls.needs_parameters:
         oracle = load_oracle(config.oracle_params)
@@ -109,30 +107,9 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
                 f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no daily rhythm "
                 f"(\"profile\") for {len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: "
                 f"policy {config.policy!r} needs one for every source")
-    if config.policy_options:
-        _check_option_values(config, cls)
+    check_option_values(config)
     warn_unreachable_budget(settings, config, sources)
     return CrawlStart(config=config, sources=sources, oracle=oracle)
-
-
-def _check_option_values(config: WhittleConfig, cls: type) -> None:
-    """Build the policy once, for one source, with ``WHITTLE_POLICY_OPTIONS``: a value it
-    refuses (``{"device": "cuda"}`` for dqn where torch sees no GPU, say) stops the crawl
-    here, in one line, rather than in a traceback when the scheduler opens. (A policy built
-    on the oracle's daily rhythms, and options of per-source values, such as diurnal-whittle's
-    ``groups``, whose length is the number of sources, are checked when the policy is built.)"""
-    per_source = any(isinstance(v, list | tuple | np.ndarray) and len(v) > 4
-                     for v in config.policy_options.values())
-    if cls.needs_rhythms or per_source:
-        return
-    from scrapy_whittle.core.policies import make_policy
-
-    problem = Problem(n=1, period=config.period, alpha=np.array([0.5]), u=np.array([1.0])) \
-        if cls.needs_parameters else Problem(n=1, period=config.period)
-    try:
-        make_policy(config.core_policy, problem, rng=0, **config.policy_options)
-    except (TypeError, ValueError) as exc:
-        raise refused_option(config, exc) from None
 
 
 def _sources(name: str, value: Any) -> list[SourceSpec]:
@@ -191,10 +168,8 @@ def warn_unreachable_budget(settings: Any, config: WhittleConfig,
     # d M / T): the crawls it allows use up the budget they are given. DOWNLOAD_DELAY is not.
     getfloat = getattr(settings, "getfloat", None)
     delay = float(getfloat("DOWNLOAD_DELAY") if getfloat else settings.get("DOWNLOAD_DELAY", 0))
-    slots = settings.getdict("DOWNLOAD_SLOTS") if hasattr(settings, "getdict") else {}
-    # hosts with their own delay (DOWNLOAD_SLOTS[host]["delay"]); the others wait DOWNLOAD_DELAY
-    slot_delays = {host: float(v["delay"]) for host, v in slots.items()
-                   if isinstance(v, dict) and v.get("delay") is not None}
+    # hosts with their own delay; the others wait DOWNLOAD_DELAY
+    slot_delays = download_slot_delays(settings)
     if delay <= 0 and all(d <= 0 for d in slot_delays.values()):
         return None         # no delay anywhere: every host takes every crawl (and a million
         #                     sources need not be split into hosts for nothing)

@@ -1,135 +1,123 @@
-"""Every ``WHITTLE_*`` setting: defaults in one place, validated once at start-up.
+"""Every ``WHITTLE_*`` setting, once: its default, its rule and its meaning (:data:`SETTINGS`).
 
-:func:`WhittleConfig.from_settings` reads a Scrapy ``Settings`` object (or any mapping: the
+Everything else derives from that table: the defaults of :class:`WhittleConfig` and
+:class:`ParsingConfig`, the defaults the add-on gives Scrapy (:mod:`scrapy_whittle.scrapy.addon`),
+the start-up check (:mod:`scrapy_whittle.scrapy.startup`) and the settings table of
+``docs/scrapy.md`` (held against this one by ``tests/service/test_config.py``).
+
+:meth:`WhittleConfig.from_settings` reads a Scrapy ``Settings`` object or any mapping (the
 module imports nothing of Scrapy, so the re-crawl service and the simulator use the same
 configuration) and raises :class:`InvalidSetting` naming the setting and its value for
 anything it cannot use, so a typo stops the crawl before the first request instead of an hour
-into it. The table of settings with their meaning is in ``docs/scrapy.md``.
+into it.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from scrapy_whittle.core.policies import POLICIES, policy_class
+from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, ParseLimits, get_parser
+from scrapy_whittle.service.invalid_setting import InvalidSetting
+from scrapy_whittle.service.policy_options import (
+    POLICY_ALIASES,
+    check_option_names,
+    policy_names,
+)
+from scrapy_whittle.service.sources import is_list_url
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-DEFAULTS: dict[str, Any] = {
-    "WHITTLE_SOURCES": None,            # OPML / text / JSON file or URL, or list of URLs
-    "WHITTLE_SOURCES_REFRESH": 0.0,     # s between two reads of the list (0: once, at start)
-    "WHITTLE_POLICY": "whittle",        # "whittle" = index on estimated parameters
-    "WHITTLE_POLICY_OPTIONS": {},       # keyword arguments for the policy's constructor
-    "WHITTLE_ORACLE_PARAMS": None,      # JSON file (or dict) of true parameters, for "oracle"
-    "WHITTLE_BUDGET": None,             # crawls (cost units) per WHITTLE_PERIOD; required
-    "WHITTLE_PERIOD": 3600.0,           # epoch length T in seconds
-    "WHITTLE_SPREAD": False,            # spread an epoch's crawls evenly over the epoch
-    "WHITTLE_SEED": 0,                  # seed of the policy's random generator
-    "WHITTLE_MIN_INTERVAL": 0.0,        # seconds between two crawls of one source (all sources)
-    "WHITTLE_BACKOFF_BASE": 60.0,       # seconds of back-off after a source's first failure
-    "WHITTLE_BACKOFF_MAX": 86400.0,     # cap of the exponential back-off
-    "WHITTLE_HINTS": True,              # honour Retry-After, max-age, <ttl>, skipHours/Days
-    "WHITTLE_HINTS_MAX_DELAY": 86400.0,  # cap (s) of any "not before" a server or feed asks
-    "WHITTLE_CONDITIONAL_GET": True,    # send If-None-Match / If-Modified-Since
-    "WHITTLE_MAX_FEED_SIZE": 10 * 1024 * 1024,  # bytes; larger bodies are an error "too_large"
-    "WHITTLE_MAX_ENTRIES_PER_SOURCE": 10_000,   # entries read per feed / remembered per source
-    "WHITTLE_ENGAGEMENT_SCALE": 1.0,    # item value = engagement / scale
-    "WHITTLE_ITEM_VALUE": 1.0,          # value of an entry without engagement (x source weight)
-    "WHITTLE_LOGSTATS_INTERVAL": 60.0,  # seconds between progress lines; 0 disables
-    "WHITTLE_STATE": True,              # save / restore learned state in JOBDIR
-    "WHITTLE_CHECKPOINT_INTERVAL": 5.0,  # seconds between two checkpoints of the state
-    "WHITTLE_MAX_EPOCHS": None,         # stop after this many epochs (None: never)
-    "WHITTLE_CLOCK": None,              # a clock object (scrapy_whittle.service.clock); None: system
-    # many processes, one crawl (docs/cluster.md); unset URL: one process, state in JOBDIR
-    "WHITTLE_REDIS_URL": None,          # redis://host:port/db (else REDIS_URL, else none)
-    "WHITTLE_REDIS_PREFIX": "whittle:{spider}",  # key prefix of the crawl ({spider}: name)
-    "WHITTLE_REDIS_LEASE": None,        # s a worker may hold a crawl; None: as for JOBDIR
-    "WHITTLE_REDIS_LOCK_TTL": 10.0,     # s the planner's lock lives without renewal
-    "WHITTLE_REDIS_BACKLOG": 256,       # crawls in flight across the cluster, at most
-    "WHITTLE_HALF_LIFE": None,          # prior half-life of interest (s): number, or a dict
-                                        # {url or category: seconds, "*": fallback}
-    # -- feed parsing (ParsingConfig) --
-    "WHITTLE_FEED_PARSER": "feedparser-rs",  # or "feedparser"
-    "WHITTLE_PARSE_WORKERS": 2,         # worker processes for large feeds; 0: all inline
-    "WHITTLE_PARSE_INLINE_MAX_BYTES": None,  # larger bodies go to a worker; None: parser's
-    "WHITTLE_PARSE_TIMEOUT": 60.0,      # seconds a worker may spend on one feed
-    "WHITTLE_MAX_FEED_ENTRIES": None,   # entries kept per feed (first N); None: as below
-    "WHITTLE_MAX_FIELD_LENGTH": 2048,   # characters of a title / link / id
-}
-
-#: WHITTLE_POLICY values that are not core policy names.
-POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
+__all__ = ["DEFAULTS", "POLICY_ALIASES", "REQUIRED", "SETTINGS", "InvalidSetting",
+           "ParsingConfig", "Setting", "WhittleConfig", "download_slot_delays", "policy_names"]
 
 
-class InvalidSetting(ValueError):
-    """A ``WHITTLE_*`` setting (or the sources file it names) cannot be used. The message
-    names the setting, its value and what is allowed. (Not Scrapy's ``NotConfigured``, which
-    would merely disable a middleware and let the crawl run without it.)
+class _Required:
+    """The default of a setting a crawl cannot do without."""
 
-    The one exception class of bad configuration: raised at start-up, before the spider
-    opens; ``scrapy crawl`` then logs it as one ERROR line and exits with status 1
-    (:mod:`scrapy_whittle.scrapy.startup`)."""
-
-    #: set once the message has been logged (the start-up check logs it itself)
-    reported: bool = False
+    def __repr__(self) -> str:
+        return "required"
 
 
-def policy_names() -> str:
-    """The accepted ``WHITTLE_POLICY`` values, for error messages and docs."""
-    from scrapy_whittle.core.policies import POLICIES
+REQUIRED: Any = _Required()
 
-    others = sorted(set(POLICIES) - set(POLICY_ALIASES))
-    return ("'whittle' (the Whittle index on learned parameters), 'oracle' (the Whittle index "
-            "on WHITTLE_ORACLE_PARAMS), " + ", ".join(f"'{name}'" for name in others))
+#: a rule reads a setting's given value (its name, the value) into the value used, or raises
+#: InvalidSetting naming both
+Rule = Callable[[str, Any], Any]
 
 
-def _check_options(cls_: type, policy: str, options: Mapping[str, Any]) -> None:
-    """Refuse ``WHITTLE_POLICY_OPTIONS`` the policy's constructor has no parameter for (a
-    constructor taking ``**kwargs`` checks its own when the policy is built)."""
-    params = list(inspect.signature(cls_.__init__).parameters.values())[1:]
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return
-    names = sorted(p.name for p in params if p.name not in ("problem", "rng") and p.kind in (
-        inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
-    unknown = sorted(set(map(str, options)) - set(names))
-    if unknown:
-        allowed = ", ".join(names) if names else "none"
-        raise _fail("WHITTLE_POLICY_OPTIONS", dict(options),
-                    f"has no option {unknown[0]!r} for policy {policy!r} (its options: "
-                    f"{allowed})")
+@dataclass(frozen=True)
+class Setting:
+    """One ``WHITTLE_*`` setting: its name, what a project that leaves it unset gets, the
+    rule its value must follow, and its meaning (one line of the docs' table)."""
+
+    name: str
+    default: Any
+    rule: Rule
+    doc: str
+    #: another setting read when this one is unset (``REDIS_URL``, shared with other plugins)
+    fallback: str | None = None
+
+    def read(self, settings: BaseSettings | Mapping[str, Any]) -> Any:
+        raw = settings.get(self.name, None)
+        if raw in (None, "") and self.fallback is not None:
+            raw = settings.get(self.fallback, None)
+        if raw is None:
+            raw = None if self.default is REQUIRED else self.default
+        return self.rule(self.name, raw)
 
 
 def _fail(name: str, value: Any, why: str) -> InvalidSetting:
     return InvalidSetting(f"{name} ({value!r}) {why}")
 
 
-def refused_option(config: WhittleConfig, exc: Exception) -> InvalidSetting:
-    """The error of a ``WHITTLE_POLICY_OPTIONS`` value the policy's constructor refused
-    (``exc``, its TypeError or ValueError): the setting, its value, the policy, the reason."""
-    return InvalidSetting(f"WHITTLE_POLICY_OPTIONS ({config.policy_options!r}) for policy "
-                          f"{config.policy!r}: {exc}")
+# -- rules ------------------------------------------------------------------------------------
+def number(*, minimum: float | None = None, strict: bool = False, integer: bool = False,
+           optional: bool = False) -> Rule:
+    """A finite number (text too: ``scrapy crawl -s`` gives every value as a string), above
+    ``minimum`` (or at it, unless ``strict``); with ``optional``, None stands for "unset"."""
+
+    def rule(name: str, raw: Any) -> float | int | None:
+        if raw is None and optional:
+            return None
+        if isinstance(raw, bool):
+            raise _fail(name, raw, "must be a number")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise _fail(name, raw, "must be a number") from None
+        if not math.isfinite(value):
+            raise _fail(name, raw, "must be finite")
+        if integer and value != int(value):
+            raise _fail(name, raw, "must be an integer")
+        if minimum is not None and (value <= minimum if strict else value < minimum):
+            raise _fail(name, raw, f"must be {'>' if strict else '>='} {minimum:g}")
+        return int(value) if integer else value
+
+    return rule
 
 
-def _number(settings, name: str, *, minimum: float | None = None, strict: bool = False,
-            integer: bool = False) -> float:
-    raw = settings.get(name, DEFAULTS[name])
+def _required_number(name: str, raw: Any) -> float:
+    if raw is None:
+        raise _fail(name, None, "must be set: crawls (cost units) allowed per WHITTLE_PERIOD "
+                    "seconds")
+    return number(minimum=0, strict=True)(name, raw)
+
+
+def boolean(name: str, raw: Any) -> bool:
+    """True or False, 1 or 0, or their text (``-s WHITTLE_STATE=false``)."""
     if isinstance(raw, bool):
-        raise _fail(name, raw, "must be a number")
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise _fail(name, raw, "must be a number") from None
-    if not math.isfinite(value):
-        raise _fail(name, raw, "must be finite")
-    if integer and value != int(value):
-        raise _fail(name, raw, "must be an integer")
-    if minimum is not None and (value <= minimum if strict else value < minimum):
-        raise _fail(name, raw, f"must be {'>' if strict else '>='} {minimum:g}")
-    return int(value) if integer else value
+        return raw
+    if isinstance(raw, int | float) and raw in (0, 1):
+        return bool(raw)
+    if isinstance(raw, str) and raw.strip().lower() in ("1", "0", "true", "false", "yes", "no"):
+        return raw.strip().lower() in ("1", "true", "yes")
+    raise _fail(name, raw, "must be a boolean")
 
 
 def _json_object(name: str, value: Any) -> Any:
@@ -146,8 +134,75 @@ def _json_object(name: str, value: Any) -> Any:
     return value
 
 
-def _half_life(settings) -> float | dict[str, float] | None:
-    raw = _json_object("WHITTLE_HALF_LIFE", settings.get("WHITTLE_HALF_LIFE", None))
+def _sources(name: str, raw: Any) -> str | list | None:
+    if raw is not None and not isinstance(raw, str | list | tuple):
+        raise _fail(name, raw, "must be a file name (OPML, text or JSON) or a list of URLs")
+    if isinstance(raw, str) and not raw.strip():
+        return None
+    return list(raw) if isinstance(raw, tuple) else raw
+
+
+def _policy(name: str, raw: Any) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise _fail(name, raw, "must be a policy name")
+    core = POLICY_ALIASES.get(raw, raw)
+    if core not in POLICIES:
+        raise _fail(name, raw, f"must be one of: {policy_names()}")
+    try:
+        policy_class(core)
+    except ValueError as exc:
+        raise _fail(name, raw, f"is not usable: {exc}") from None
+    return raw
+
+
+def _options(name: str, raw: Any) -> dict[str, Any]:
+    options = _json_object(name, raw)
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise _fail(name, options, "must be a dict (or its JSON text)")
+    return dict(options)
+
+
+def _oracle(name: str, raw: Any) -> str | Mapping | None:
+    oracle = _json_object(name, raw)
+    if oracle is not None and not isinstance(oracle, str | Mapping):
+        raise _fail(name, oracle, "must be a file name or a dict")
+    return oracle
+
+
+def _feed_parser(name: str, raw: Any) -> str:
+    try:
+        get_parser(raw)
+    except ValueError as exc:
+        raise _fail(name, raw, f"is not usable: {exc}") from None
+    return raw
+
+
+def _clock(name: str, raw: Any) -> Any:
+    if raw is not None and not (callable(getattr(raw, "now", None))
+                                and callable(getattr(raw, "wait", None))):
+        raise _fail(name, raw, "must be a clock object with now() and wait() "
+                    "(scrapy_whittle.service.clock.SimulatedClock), or None for the system clock")
+    return raw
+
+
+def _redis_url(name: str, raw: Any) -> str | None:
+    if not raw:
+        return None
+    if not (isinstance(raw, str) and raw.split("://")[0] in ("redis", "rediss", "unix")):
+        raise _fail(name, raw, "must be a redis://, rediss:// or unix:// URL")
+    return raw
+
+
+def _text(name: str, raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise _fail(name, raw, "must be a non-empty string")
+    return raw
+
+
+def _half_life(name: str, raw: Any) -> float | dict[str, float] | None:
+    raw = _json_object(name, raw)
     if raw is None:
         return None
 
@@ -155,112 +210,175 @@ def _half_life(settings) -> float | dict[str, float] | None:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise _fail(key, value, "must be a number of seconds > 0")
         try:
-            number = float(value)
+            result = float(value)
         except ValueError:
             raise _fail(key, value, "must be a number of seconds > 0") from None
-        if not (math.isfinite(number) and number > 0):
+        if not (math.isfinite(result) and result > 0):
             raise _fail(key, value, "must be a number of seconds > 0")
-        return number
+        return result
 
     if isinstance(raw, Mapping):
-        return {str(k): seconds(f"WHITTLE_HALF_LIFE[{k!r}]", v) for k, v in raw.items()}
-    return seconds("WHITTLE_HALF_LIFE", raw)
+        return {str(k): seconds(f"{name}[{k!r}]", v) for k, v in raw.items()}
+    return seconds(name, raw)
 
 
-def _clock(settings) -> Any:
-    clock = settings.get("WHITTLE_CLOCK", None)
-    if clock is not None and not (callable(getattr(clock, "now", None))
-                                  and callable(getattr(clock, "wait", None))):
-        raise _fail("WHITTLE_CLOCK", clock, "must be a clock object with now() and wait() "
-                    "(scrapy_whittle.service.clock.SimulatedClock), or None for the system clock")
-    return clock
+# -- the table ---------------------------------------------------------------------------------
+# The feed limits' defaults are the feed parsers' own, so a feed parsed outside a crawl obeys
+# the same limits as one parsed in it.
+_LIMITS = ParseLimits()
+
+#: Every WHITTLE_* setting, in the order of the docs' table.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("WHITTLE_SOURCES", None, _sources,
+            "OPML (`.opml`/`.xml`), JSON (`.json`: list of URLs or of `{url, weight, "
+            "min_interval}`) or text file (one URL a line, `#` comments), the http(s) URL of "
+            "such a list (fetched through Scrapy), or a list of URLs"),
+    Setting("WHITTLE_SOURCES_REFRESH", 0.0, number(minimum=0),
+            "seconds between two reads of the source list (file or URL); 0: read once, at "
+            "start"),
+    Setting("WHITTLE_POLICY", "whittle", _policy,
+            "`\"whittle\"`: Whittle index on estimated parameters (core `adaptive-whittle`); "
+            "`\"oracle\"`: Whittle index on given parameters (`WHITTLE_ORACLE_PARAMS`); or any "
+            "core policy name: `round_robin`, `uniform`, `greedy`, `thompson`, `dqn`, "
+            "`nutch`, `miniflux`, ..."),
+    Setting("WHITTLE_POLICY_OPTIONS", {}, _options,
+            "keyword arguments of the policy's constructor (e.g. `{\"day\": 86400}` for "
+            "`diurnal-whittle`, which learns each feed's daily rhythm: "
+            "[diurnal.md](diurnal.md))"),
+    Setting("WHITTLE_ORACLE_PARAMS", None, _oracle,
+            "for `\"oracle\"`: JSON file (or dict) of per-URL `rate`, `mean_utility`, "
+            "`decay`, rates per second (the `/params.json` of `sim.serve`)"),
+    Setting("WHITTLE_BUDGET", REQUIRED, _required_number,
+            "M, crawls (cost units) per epoch, > 0"),
+    Setting("WHITTLE_PERIOD", 3600.0, number(minimum=0, strict=True),
+            "T, epoch length in seconds, > 0"),
+    Setting("WHITTLE_SPREAD", False, boolean,
+            "spread an epoch's crawls evenly over the epoch instead of starting them at once"),
+    Setting("WHITTLE_SEED", 0, number(minimum=0, integer=True),
+            "seed of the policy's random generator"),
+    Setting("WHITTLE_MIN_INTERVAL", 0.0, number(minimum=0),
+            "seconds between two crawls of the same source (all sources; OPML `minInterval` "
+            "per source)"),
+    Setting("WHITTLE_BACKOFF_BASE", 60.0, number(minimum=0),
+            "seconds of back-off after a first failure, doubling after each further one"),
+    Setting("WHITTLE_BACKOFF_MAX", 86400.0, number(minimum=0),
+            "cap of the back-off, >= `WHITTLE_BACKOFF_BASE`"),
+    Setting("WHITTLE_CONDITIONAL_GET", True, boolean,
+            "send `If-None-Match` / `If-Modified-Since`"),
+    Setting("WHITTLE_HINTS", True, boolean,
+            "honour `Retry-After`, `max-age`/`Expires`, `<ttl>`, `<skipHours>`/`<skipDays>`; "
+            "`sy:updateFrequency` as a prior"),
+    Setting("WHITTLE_HINTS_MAX_DELAY", 86400.0, number(minimum=0),
+            "cap (s) of any \"not before\" a server or feed asks"),
+    Setting("WHITTLE_MAX_FEED_SIZE", _LIMITS.max_bytes,
+            number(minimum=0, strict=True, integer=True),
+            "bytes; a larger body, announced, received or inflated, is the error `too_large` "
+            "(Scrapy's `download_maxsize` of feed requests)"),
+    Setting("WHITTLE_MAX_ENTRIES_PER_SOURCE", 10_000, number(minimum=1, integer=True),
+            "entries read from one feed and remembered per source, at most (a source "
+            "remembers as many as its feed shows, plus an eighth (at least 4))"),
+    Setting("WHITTLE_FEED_PARSER", DEFAULT_PARSER, _feed_parser,
+            "`\"feedparser-rs\"` (Rust) or `\"feedparser\"` (the Universal Feed Parser); what "
+            "the first cannot read goes to feedparser ([parsing.md](parsing.md))"),
+    Setting("WHITTLE_PARSE_WORKERS", 2, number(minimum=0, integer=True),
+            "worker processes parsing feeds off the reactor thread; `0`: everything on it"),
+    Setting("WHITTLE_PARSE_INLINE_MAX_BYTES", None,
+            number(minimum=0, integer=True, optional=True),
+            "bodies up to this size are parsed on the reactor thread (None: the parser's "
+            "own, 16 KiB for feedparser-rs, 8 KiB for feedparser)"),
+    Setting("WHITTLE_PARSE_TIMEOUT", 60.0, number(minimum=0, strict=True),
+            "seconds a worker may spend on one feed (error `parse_failed`)"),
+    Setting("WHITTLE_MAX_FEED_ENTRIES", None, number(minimum=1, integer=True, optional=True),
+            "entries kept per feed, the first in feed order, <= "
+            "`WHITTLE_MAX_ENTRIES_PER_SOURCE` (None: `WHITTLE_MAX_ENTRIES_PER_SOURCE`)"),
+    Setting("WHITTLE_MAX_FIELD_LENGTH", _LIMITS.max_field_chars,
+            number(minimum=64, integer=True),
+            "characters of a title (cut), link (dropped) or id (hashed), >= 64"),
+    Setting("WHITTLE_ENGAGEMENT_SCALE", 1.0, number(minimum=0, strict=True),
+            "value of an entry = engagement / scale"),
+    Setting("WHITTLE_ITEM_VALUE", 1.0, number(minimum=0),
+            "value of an entry without engagement (times the source's weight)"),
+    Setting("WHITTLE_LOGSTATS_INTERVAL", 60.0, number(minimum=0),
+            "seconds between progress lines; 0 disables"),
+    Setting("WHITTLE_STATE", True, boolean,
+            "keep the crawl's state in `JOBDIR/whittle.sqlite`"),
+    Setting("WHITTLE_CHECKPOINT_INTERVAL", 5.0, number(minimum=0, strict=True),
+            "seconds between two checkpoints of the state, > 0"),
+    Setting("WHITTLE_MAX_EPOCHS", None, number(minimum=1, integer=True, optional=True),
+            "end the crawl after this many epochs (>= 1); unset: never"),
+    Setting("WHITTLE_CLOCK", None, _clock,
+            "a clock object (`scrapy_whittle.service.clock.SimulatedClock` for simulations); "
+            "unset: the wall clock"),
+    Setting("WHITTLE_REDIS_URL", None, _redis_url,
+            "`redis://host:port/db` (else `REDIS_URL`): every process with the same URL and "
+            "prefix shares one crawl ([cluster.md](cluster.md))", fallback="REDIS_URL"),
+    Setting("WHITTLE_REDIS_PREFIX", "whittle:{spider}", _text,
+            "prefix of the crawl's Redis keys (`{spider}`: the spider's name)"),
+    Setting("WHITTLE_REDIS_LEASE", None, number(minimum=0, strict=True, optional=True),
+            "seconds a worker may hold a crawl before it is handed out again; unset: "
+            "`DOWNLOAD_TIMEOUT` x (retries + 2) + 60"),
+    Setting("WHITTLE_REDIS_LOCK_TTL", 10.0, number(minimum=0, strict=True),
+            "seconds the planner's lock lives without renewal: how soon another process "
+            "takes over"),
+    Setting("WHITTLE_REDIS_BACKLOG", 256, number(minimum=1, integer=True),
+            "crawls in flight across the cluster, at most"),
+    Setting("WHITTLE_HALF_LIFE", None, _half_life,
+            "prior half-life of readers' interest, seconds: a number for every source, or a "
+            "dict `{url or category: seconds, \"*\": fallback}`; a source's category is its "
+            "OPML `category` attribute, else its OPML folder, or `category` in a JSON list. "
+            "Unset: four epochs. Learning policies start from it and update it from "
+            "engagement and `report_value`"),
+)
+
+#: the settings by name
+SETTING: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+#: what a project that sets nothing gets (``REQUIRED`` for a setting it must give)
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 
-def _redis(settings) -> dict[str, Any]:
-    url = settings.get("WHITTLE_REDIS_URL", None) or settings.get("REDIS_URL", None)
-    if url is not None and not (isinstance(url, str) and url.split("://")[0] in
-                                ("redis", "rediss", "unix")):
-        raise _fail("WHITTLE_REDIS_URL", url, "must be a redis://, rediss:// or unix:// URL")
-    prefix = settings.get("WHITTLE_REDIS_PREFIX", DEFAULTS["WHITTLE_REDIS_PREFIX"])
-    if not isinstance(prefix, str) or not prefix.strip():
-        raise _fail("WHITTLE_REDIS_PREFIX", prefix, "must be a non-empty string")
-    lease = None
-    if settings.get("WHITTLE_REDIS_LEASE", None) is not None:
-        lease = _number(settings, "WHITTLE_REDIS_LEASE", minimum=0, strict=True)
-    return {"redis_url": url or None, "redis_prefix": prefix, "redis_lease": lease,
-            "redis_lock_ttl": _number(settings, "WHITTLE_REDIS_LOCK_TTL", minimum=0,
-                                      strict=True),
-            "redis_backlog": _number(settings, "WHITTLE_REDIS_BACKLOG", minimum=1,
-                                     integer=True)}
+# -- download slots ----------------------------------------------------------------------------
+def download_slot_delays(settings: BaseSettings | Mapping[str, Any]) -> dict[str, float]:
+    """The hosts Scrapy's ``DOWNLOAD_SLOTS`` gives a delay of their own: host -> seconds.
+
+    A slot without ``"delay"`` waits ``DOWNLOAD_DELAY`` like any other host (so Scrapy's
+    downloader does), and is left out. The service prices these delays in the cost of the
+    host's sources; the start-up check counts them against the budget."""
+    raw = settings.get("DOWNLOAD_SLOTS", None)
+    slots = _json_object("DOWNLOAD_SLOTS", raw) or {}
+    if not isinstance(slots, Mapping):
+        raise _fail("DOWNLOAD_SLOTS", raw, "must be a dict of host: {\"delay\": seconds, ...}")
+    delays = {}
+    for host, slot in slots.items():
+        if not isinstance(slot, Mapping) or slot.get("delay") is None:
+            continue
+        delays[str(host)] = number(minimum=0)(f"DOWNLOAD_SLOTS[{host!r}]['delay']",
+                                              slot["delay"])
+    return delays
 
 
-def _bool(settings, name: str) -> bool:
-    raw = settings.get(name, DEFAULTS[name])
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, int | float) and raw in (0, 1):
-        return bool(raw)
-    if isinstance(raw, str) and raw.strip().lower() in ("1", "0", "true", "false", "yes", "no"):
-        return raw.strip().lower() in ("1", "true", "yes")
-    raise _fail(name, raw, "must be a boolean")
-
-
-# -- feed parsing ------------------------------------------------------------------------
-@dataclass(frozen=True)
+# -- feed parsing ------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
 class ParsingConfig:
     """How feeds are parsed (``scrapy_whittle.feeds.parse_pool.ParsePool``'s arguments).
 
-    ``parser``: ``WHITTLE_FEED_PARSER``; ``workers``: ``WHITTLE_PARSE_WORKERS`` (0 parses
-    everything on the event loop); ``inline_max_bytes``: ``WHITTLE_PARSE_INLINE_MAX_BYTES``
-    (None: the parser's own, 16 KiB for feedparser-rs, 8 KiB for feedparser);
-    ``timeout``: ``WHITTLE_PARSE_TIMEOUT``; ``max_entries``: ``WHITTLE_MAX_FEED_ENTRIES``
-    (unset: ``WHITTLE_MAX_ENTRIES_PER_SOURCE``; never more, or entries beyond the memory
-    would come back as new); ``max_field_chars``: ``WHITTLE_MAX_FIELD_LENGTH``;
-    ``max_bytes``: ``WHITTLE_MAX_FEED_SIZE``.
+    ``parser``: ``WHITTLE_FEED_PARSER``; ``workers``: ``WHITTLE_PARSE_WORKERS``;
+    ``inline_max_bytes``: ``WHITTLE_PARSE_INLINE_MAX_BYTES``; ``timeout``:
+    ``WHITTLE_PARSE_TIMEOUT``; ``max_entries``: ``WHITTLE_MAX_FEED_ENTRIES``, else
+    ``WHITTLE_MAX_ENTRIES_PER_SOURCE`` (never more, or entries beyond the memory would come
+    back as new); ``max_field_chars``: ``WHITTLE_MAX_FIELD_LENGTH``; ``max_bytes``:
+    ``WHITTLE_MAX_FEED_SIZE``.
     """
 
-    parser: str = "feedparser-rs"
-    workers: int = 2
-    inline_max_bytes: int | None = None
-    timeout: float = 60.0
-    max_entries: int = 1000
-    max_field_chars: int = 2048
-    max_bytes: int = 10 * 1024 * 1024
-
-    @classmethod
-    def from_settings(cls, settings, *, max_bytes: int,
-                      max_entries_per_source: int) -> ParsingConfig:
-        from scrapy_whittle.feeds.parsers import get_parser
-
-        parser = settings.get("WHITTLE_FEED_PARSER", DEFAULTS["WHITTLE_FEED_PARSER"])
-        try:
-            get_parser(parser)
-        except ValueError as exc:
-            raise _fail("WHITTLE_FEED_PARSER", parser, f"is not usable: {exc}") from None
-        inline = settings.get("WHITTLE_PARSE_INLINE_MAX_BYTES", None)
-        if inline is not None:
-            inline = _number(settings, "WHITTLE_PARSE_INLINE_MAX_BYTES", minimum=0,
-                             integer=True)
-        max_entries = max_entries_per_source
-        if settings.get("WHITTLE_MAX_FEED_ENTRIES", None) is not None:
-            max_entries = _number(settings, "WHITTLE_MAX_FEED_ENTRIES", minimum=1,
-                                  integer=True)
-            if max_entries > max_entries_per_source:
-                raise _fail("WHITTLE_MAX_FEED_ENTRIES", max_entries,
-                            f"must be <= WHITTLE_MAX_ENTRIES_PER_SOURCE "
-                            f"({max_entries_per_source!r}): entries kept beyond what is "
-                            "remembered would be counted as new at every crawl")
-        return cls(
-            parser=parser, inline_max_bytes=inline, max_entries=max_entries,
-            workers=_number(settings, "WHITTLE_PARSE_WORKERS", minimum=0, integer=True),
-            timeout=_number(settings, "WHITTLE_PARSE_TIMEOUT", minimum=0, strict=True),
-            max_field_chars=_number(settings, "WHITTLE_MAX_FIELD_LENGTH", minimum=64,
-                                    integer=True),
-            max_bytes=max_bytes)
+    parser: str = DEFAULTS["WHITTLE_FEED_PARSER"]
+    workers: int = DEFAULTS["WHITTLE_PARSE_WORKERS"]
+    inline_max_bytes: int | None = DEFAULTS["WHITTLE_PARSE_INLINE_MAX_BYTES"]
+    timeout: float = DEFAULTS["WHITTLE_PARSE_TIMEOUT"]
+    max_entries: int = DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
+    max_field_chars: int = DEFAULTS["WHITTLE_MAX_FIELD_LENGTH"]
+    max_bytes: int = DEFAULTS["WHITTLE_MAX_FEED_SIZE"]
 
     def limits(self):
-        from scrapy_whittle.feeds.parsers import ParseLimits
-
         return ParseLimits(max_bytes=self.max_bytes, max_entries=self.max_entries,
                            max_field_chars=self.max_field_chars)
 
@@ -269,141 +387,121 @@ class ParsingConfig:
 
         return ParsePool(parser=self.parser, workers=self.workers, limits=self.limits(),
                          inline_max_bytes=self.inline_max_bytes, timeout=self.timeout)
-# ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# -- all settings ------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
 class WhittleConfig:
-    """The validated ``WHITTLE_*`` settings (one field per setting, same meaning)."""
+    """The validated ``WHITTLE_*`` settings (one field per setting, same meaning; the
+    parsing settings in ``parsing``). ``budget`` has no default: a crawl must give it."""
 
-    sources: Any = None
-    sources_refresh: float = 0.0
-    policy: str = "whittle"
-    core_policy: str = "adaptive-whittle"
-    policy_options: dict[str, Any] = field(default_factory=dict)
-    oracle_params: Any = None
-    budget: float = 1.0
-    period: float = 3600.0
-    spread: bool = False
-    seed: int = 0
-    min_interval: float = 0.0
-    backoff_base: float = 60.0
-    backoff_max: float = 86400.0
-    conditional_get: bool = True
-    hints: bool = True
-    hints_max_delay: float = 86400.0
-    max_feed_size: int = 10 * 1024 * 1024
-    max_entries_per_source: int = 1000
-    engagement_scale: float = 1.0
-    item_value: float = 1.0
-    logstats_interval: float = 60.0
-    state: bool = True
-    half_life: float | dict[str, float] | None = None
-    checkpoint_interval: float = 5.0
-    max_epochs: int | None = None
-    clock: Any = None
-    redis_url: str | None = None
-    redis_prefix: str = "whittle:{spider}"
-    redis_lease: float | None = None
-    redis_lock_ttl: float = 10.0
-    redis_backlog: int = 256
+    budget: float
+    sources: Any = DEFAULTS["WHITTLE_SOURCES"]
+    sources_refresh: float = DEFAULTS["WHITTLE_SOURCES_REFRESH"]
+    policy: str = DEFAULTS["WHITTLE_POLICY"]
+    #: the core policy name that ``policy`` stands for (POLICY_ALIASES)
+    core_policy: str = POLICY_ALIASES.get(DEFAULTS["WHITTLE_POLICY"],
+                                          DEFAULTS["WHITTLE_POLICY"])
+    policy_options: dict[str, Any] = field(
+        default_factory=lambda: dict(DEFAULTS["WHITTLE_POLICY_OPTIONS"]))
+    oracle_params: Any = DEFAULTS["WHITTLE_ORACLE_PARAMS"]
+    period: float = DEFAULTS["WHITTLE_PERIOD"]
+    spread: bool = DEFAULTS["WHITTLE_SPREAD"]
+    seed: int = DEFAULTS["WHITTLE_SEED"]
+    min_interval: float = DEFAULTS["WHITTLE_MIN_INTERVAL"]
+    backoff_base: float = DEFAULTS["WHITTLE_BACKOFF_BASE"]
+    backoff_max: float = DEFAULTS["WHITTLE_BACKOFF_MAX"]
+    conditional_get: bool = DEFAULTS["WHITTLE_CONDITIONAL_GET"]
+    hints: bool = DEFAULTS["WHITTLE_HINTS"]
+    hints_max_delay: float = DEFAULTS["WHITTLE_HINTS_MAX_DELAY"]
+    max_feed_size: int = DEFAULTS["WHITTLE_MAX_FEED_SIZE"]
+    max_entries_per_source: int = DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
+    engagement_scale: float = DEFAULTS["WHITTLE_ENGAGEMENT_SCALE"]
+    item_value: float = DEFAULTS["WHITTLE_ITEM_VALUE"]
+    logstats_interval: float = DEFAULTS["WHITTLE_LOGSTATS_INTERVAL"]
+    state: bool = DEFAULTS["WHITTLE_STATE"]
+    half_life: float | dict[str, float] | None = DEFAULTS["WHITTLE_HALF_LIFE"]
+    checkpoint_interval: float = DEFAULTS["WHITTLE_CHECKPOINT_INTERVAL"]
+    max_epochs: int | None = DEFAULTS["WHITTLE_MAX_EPOCHS"]
+    clock: Any = DEFAULTS["WHITTLE_CLOCK"]
+    redis_url: str | None = DEFAULTS["WHITTLE_REDIS_URL"]
+    redis_prefix: str = DEFAULTS["WHITTLE_REDIS_PREFIX"]
+    redis_lease: float | None = DEFAULTS["WHITTLE_REDIS_LEASE"]
+    redis_lock_ttl: float = DEFAULTS["WHITTLE_REDIS_LOCK_TTL"]
+    redis_backlog: int = DEFAULTS["WHITTLE_REDIS_BACKLOG"]
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
 
     @property
     def sources_url(self) -> str | None:
         """``WHITTLE_SOURCES`` when it is the http(s) URL of a list (fetched through Scrapy)."""
-        from scrapy_whittle.service.sources import is_list_url
-
         return self.sources.strip() if is_list_url(self.sources) else None
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
-        sources = settings.get("WHITTLE_SOURCES", None)
-        if sources is not None and not isinstance(sources, str | list | tuple):
-            raise _fail("WHITTLE_SOURCES", sources,
-                        "must be a file name (OPML, text or JSON) or a list of URLs")
-        if isinstance(sources, str) and not sources.strip():
-            sources = None
-        policy = settings.get("WHITTLE_POLICY", DEFAULTS["WHITTLE_POLICY"])
-        if not isinstance(policy, str) or not policy:
-            raise _fail("WHITTLE_POLICY", policy, "must be a policy name")
-        core = POLICY_ALIASES.get(policy, policy)
-        from scrapy_whittle.core.policies import POLICIES, policy_class
+        v = {s.name: s.read(settings) for s in SETTINGS}
+        _check_together(v)
+        per_source = v["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
+        policy = v["WHITTLE_POLICY"]
+        return cls(
+            sources=v["WHITTLE_SOURCES"], sources_refresh=v["WHITTLE_SOURCES_REFRESH"],
+            policy=policy, core_policy=POLICY_ALIASES.get(policy, policy),
+            policy_options=v["WHITTLE_POLICY_OPTIONS"],
+            oracle_params=v["WHITTLE_ORACLE_PARAMS"],
+            budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"],
+            spread=v["WHITTLE_SPREAD"], seed=v["WHITTLE_SEED"],
+            min_interval=v["WHITTLE_MIN_INTERVAL"],
+            backoff_base=v["WHITTLE_BACKOFF_BASE"], backoff_max=v["WHITTLE_BACKOFF_MAX"],
+            conditional_get=v["WHITTLE_CONDITIONAL_GET"], hints=v["WHITTLE_HINTS"],
+            hints_max_delay=v["WHITTLE_HINTS_MAX_DELAY"],
+            max_feed_size=v["WHITTLE_MAX_FEED_SIZE"], max_entries_per_source=per_source,
+            engagement_scale=v["WHITTLE_ENGAGEMENT_SCALE"],
+            item_value=v["WHITTLE_ITEM_VALUE"],
+            logstats_interval=v["WHITTLE_LOGSTATS_INTERVAL"], state=v["WHITTLE_STATE"],
+            half_life=v["WHITTLE_HALF_LIFE"],
+            checkpoint_interval=v["WHITTLE_CHECKPOINT_INTERVAL"],
+            max_epochs=v["WHITTLE_MAX_EPOCHS"], clock=v["WHITTLE_CLOCK"],
+            redis_url=v["WHITTLE_REDIS_URL"], redis_prefix=v["WHITTLE_REDIS_PREFIX"],
+            redis_lease=v["WHITTLE_REDIS_LEASE"], redis_lock_ttl=v["WHITTLE_REDIS_LOCK_TTL"],
+            redis_backlog=v["WHITTLE_REDIS_BACKLOG"],
+            parsing=ParsingConfig(
+                parser=v["WHITTLE_FEED_PARSER"], workers=v["WHITTLE_PARSE_WORKERS"],
+                inline_max_bytes=v["WHITTLE_PARSE_INLINE_MAX_BYTES"],
+                timeout=v["WHITTLE_PARSE_TIMEOUT"],
+                max_entries=(per_source if v["WHITTLE_MAX_FEED_ENTRIES"] is None
+                             else v["WHITTLE_MAX_FEED_ENTRIES"]),
+                max_field_chars=v["WHITTLE_MAX_FIELD_LENGTH"],
+                max_bytes=v["WHITTLE_MAX_FEED_SIZE"]),
+        )
 
-        if core not in POLICIES:
-            raise _fail("WHITTLE_POLICY", policy, f"must be one of: {policy_names()}")
-        try:
-            cls_ = policy_class(core)
-        except ValueError as exc:
-            raise _fail("WHITTLE_POLICY", policy, f"is not usable: {exc}") from None
-        needs_parameters = cls_.needs_parameters
-        options = _json_object("WHITTLE_POLICY_OPTIONS",
-                               settings.get("WHITTLE_POLICY_OPTIONS", None)) or {}
-        if not isinstance(options, Mapping):
-            raise _fail("WHITTLE_POLICY_OPTIONS", options, "must be a dict (or its JSON text)")
-        _check_options(cls_, policy, options)
-        oracle = _json_object("WHITTLE_ORACLE_PARAMS", settings.get("WHITTLE_ORACLE_PARAMS", None))
-        if policy == "oracle" and not oracle:
-            raise _fail("WHITTLE_ORACLE_PARAMS", oracle,
-                        "must name a JSON file of per-URL rate/mean_utility/decay "
-                        "when WHITTLE_POLICY is 'oracle'")
-        if needs_parameters and not oracle and policy != "oracle":
-            raise _fail("WHITTLE_POLICY", policy,
-                        "needs the sources' true parameters: set WHITTLE_ORACLE_PARAMS, or "
-                        "use a policy that learns them (e.g. 'whittle')")
-        if oracle is not None and not isinstance(oracle, str | Mapping):
-            raise _fail("WHITTLE_ORACLE_PARAMS", oracle, "must be a file name or a dict")
-        if settings.get("WHITTLE_BUDGET", None) is None:
-            raise _fail("WHITTLE_BUDGET", None,
-                        "must be set: crawls (cost units) allowed per WHITTLE_PERIOD seconds")
-        backoff_base = _number(settings, "WHITTLE_BACKOFF_BASE", minimum=0)
-        backoff_max = _number(settings, "WHITTLE_BACKOFF_MAX", minimum=0)
-        if backoff_max < backoff_base:
-            raise _fail("WHITTLE_BACKOFF_MAX", backoff_max,
-                        f"must be >= WHITTLE_BACKOFF_BASE ({backoff_base!r})")
-        max_feed_size = _number(settings, "WHITTLE_MAX_FEED_SIZE", minimum=0, strict=True,
-                                integer=True)
-        max_entries_per_source = _number(settings, "WHITTLE_MAX_ENTRIES_PER_SOURCE",
-                                         minimum=1, integer=True)
-        redis = _redis(settings)
-        from scrapy_whittle.service.sources import is_list_url
 
-        if redis["redis_url"] and is_list_url(sources):
-            raise _fail("WHITTLE_SOURCES", sources,
+def _check_together(v: dict[str, Any]) -> None:
+    """The rules between settings (each one's own rule has been applied)."""
+    policy, oracle = v["WHITTLE_POLICY"], v["WHITTLE_ORACLE_PARAMS"]
+    cls = policy_class(POLICY_ALIASES.get(policy, policy))
+    check_option_names(cls, policy, v["WHITTLE_POLICY_OPTIONS"])
+    if policy == "oracle" and not oracle:
+        raise _fail("WHITTLE_ORACLE_PARAMS", oracle,
+                    "must name a JSON file of per-URL rate/mean_utility/decay "
+                    "when WHITTLE_POLICY is 'oracle'")
+    if cls.needs_parameters and not oracle:
+        raise _fail("WHITTLE_POLICY", policy,
+                    "needs the sources' true parameters: set WHITTLE_ORACLE_PARAMS, or "
+                    "use a policy that learns them (e.g. 'whittle')")
+    if v["WHITTLE_BACKOFF_MAX"] < v["WHITTLE_BACKOFF_BASE"]:
+        raise _fail("WHITTLE_BACKOFF_MAX", v["WHITTLE_BACKOFF_MAX"],
+                    f"must be >= WHITTLE_BACKOFF_BASE ({v['WHITTLE_BACKOFF_BASE']!r})")
+    per_source, per_feed = v["WHITTLE_MAX_ENTRIES_PER_SOURCE"], v["WHITTLE_MAX_FEED_ENTRIES"]
+    if per_feed is not None and per_feed > per_source:
+        raise _fail("WHITTLE_MAX_FEED_ENTRIES", per_feed,
+                    f"must be <= WHITTLE_MAX_ENTRIES_PER_SOURCE ({per_source!r}): entries "
+                    "kept beyond what is remembered would be counted as new at every crawl")
+    if v["WHITTLE_REDIS_URL"]:
+        # every process of a cluster reads the list once, at start, from where it runs
+        if is_list_url(v["WHITTLE_SOURCES"]):
+            raise _fail("WHITTLE_SOURCES", v["WHITTLE_SOURCES"],
                         "cannot be a URL in a cluster (WHITTLE_REDIS_URL) yet: every process "
                         "reads the list at start; give a file that all of them can read")
-        if redis["redis_url"] and settings.get("WHITTLE_SOURCES_REFRESH", None):
-            raise _fail("WHITTLE_SOURCES_REFRESH", settings.get("WHITTLE_SOURCES_REFRESH"),
+        if v["WHITTLE_SOURCES_REFRESH"]:
+            raise _fail("WHITTLE_SOURCES_REFRESH", v["WHITTLE_SOURCES_REFRESH"],
                         "is not supported in a cluster (WHITTLE_REDIS_URL) yet: the list is "
                         "read when the processes start")
-        return cls(
-            parsing=ParsingConfig.from_settings(
-                settings, max_bytes=max_feed_size,
-                max_entries_per_source=max_entries_per_source),
-            half_life=_half_life(settings),
-            sources=list(sources) if isinstance(sources, tuple) else sources,
-            sources_refresh=_number(settings, "WHITTLE_SOURCES_REFRESH", minimum=0),
-            policy=policy, core_policy=core, policy_options=dict(options),
-            oracle_params=oracle,
-            budget=_number(settings, "WHITTLE_BUDGET", minimum=0, strict=True),
-            period=_number(settings, "WHITTLE_PERIOD", minimum=0, strict=True),
-            spread=_bool(settings, "WHITTLE_SPREAD"),
-            seed=_number(settings, "WHITTLE_SEED", minimum=0, integer=True),
-            min_interval=_number(settings, "WHITTLE_MIN_INTERVAL", minimum=0),
-            backoff_base=backoff_base, backoff_max=backoff_max,
-            conditional_get=_bool(settings, "WHITTLE_CONDITIONAL_GET"),
-            hints=_bool(settings, "WHITTLE_HINTS"),
-            hints_max_delay=_number(settings, "WHITTLE_HINTS_MAX_DELAY", minimum=0),
-            max_feed_size=max_feed_size, max_entries_per_source=max_entries_per_source,
-            engagement_scale=_number(settings, "WHITTLE_ENGAGEMENT_SCALE", minimum=0,
-                                     strict=True),
-            item_value=_number(settings, "WHITTLE_ITEM_VALUE", minimum=0),
-            logstats_interval=_number(settings, "WHITTLE_LOGSTATS_INTERVAL", minimum=0),
-            state=_bool(settings, "WHITTLE_STATE"),
-            checkpoint_interval=_number(settings, "WHITTLE_CHECKPOINT_INTERVAL", minimum=0,
-                                        strict=True),
-            max_epochs=(None if settings.get("WHITTLE_MAX_EPOCHS", None) is None
-                        else _number(settings, "WHITTLE_MAX_EPOCHS", minimum=1, integer=True)),
-            clock=_clock(settings),
-            **redis,
-        )

@@ -60,15 +60,16 @@ import numpy as np
 from scrapy_whittle.core.columns import Col, PerSourceArrays, StringColumn
 from scrapy_whittle.core.estimators import RateEstimator
 from scrapy_whittle.core.periodic import PeriodicArrivals, arrivals_from_bins
-from scrapy_whittle.core.policies import Policy, make_policy, policy_class
+from scrapy_whittle.core.policies import Policy, policy_class
 from scrapy_whittle.core.problem import Problem, SourceParams
 from scrapy_whittle.feeds.httpdates import http_date
 from scrapy_whittle.service.clock import SystemClock
-from scrapy_whittle.service.config import InvalidSetting, WhittleConfig, refused_option
+from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.gc_pause import gc_paused
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.persistence import StatePersistence
+from scrapy_whittle.service.policy_options import build_policy
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.store import SavedState, StateStore, StoreError
@@ -200,22 +201,14 @@ class RecrawlService(CrawlOutcomes, StatePersistence):
         alpha = u = None
         if self.oracle is not None:
             alpha, u = self._oracle_au(range(n), strict=True)
-        options = dict(self.config.policy_options)
+        supplied = {}
         if self.oracle is not None and policy_class(self.config.core_policy).needs_rhythms:
             alpha, periodic_u = self._oracle_rhythms(range(n), strict=True)
-            options["periodic"] = PeriodicArrivals(alpha, periodic_u, 0)
+            supplied["periodic"] = PeriodicArrivals(alpha, periodic_u, 0)
             u = periodic_u.mean(axis=1)
         problem = Problem(n=n, cost=self.sources.cost[:n].copy(), period=self.config.period,
                           alpha=alpha, u=u)
-        try:
-            return make_policy(self.config.core_policy, problem, rng=self.config.seed,
-                               **options)
-        except (TypeError, ValueError) as exc:
-            if not self.config.policy_options:
-                raise
-            # an option's value the policy refuses (its names were checked with the settings,
-            # and a Scrapy crawl's start-up check builds the policy once with them)
-            raise refused_option(self.config, exc) from exc
+        return build_policy(self.config, problem, **supplied)
 
     def _oracle_rhythms(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, u per phase of the day (N, K), column t for epoch t mod K) of sources

@@ -22,6 +22,7 @@ import numpy as np
 import xxhash
 
 from scrapy_whittle.core.distinct import all_distinct
+from scrapy_whittle.service.invalid_setting import InvalidSetting
 
 
 class SourceListError(ValueError):
@@ -424,7 +425,6 @@ class OracleParams(dict):
 def _oracle_document(value: str | dict) -> tuple[Any, Callable[[str], Exception]]:
     """``WHITTLE_ORACLE_PARAMS`` as a document (read from the JSON file it names, if a path),
     and the maker of the InvalidSetting that names it."""
-    from scrapy_whittle.service.config import InvalidSetting
 
     def fail(why: str) -> InvalidSetting:
         return InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({value!r}) {why}")

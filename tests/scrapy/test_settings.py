@@ -113,3 +113,27 @@ def test_bad_settings_stop_the_crawl_before_it_starts():
     crawler = make_crawler(**{**GOOD, "WHITTLE_BUDGET": -1})
     with pytest.raises(InvalidSetting, match=r"WHITTLE_BUDGET \(-1\) must be > 0"):
         FeedObserverMiddleware.from_crawler(crawler)
+
+
+def test_the_addon_gives_the_tables_defaults_and_the_project_wins():
+    from scrapy.settings import SETTINGS_PRIORITIES
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_whittle.scrapy.addon import Addon
+    from scrapy_whittle.scrapy.spiders import FeedSpider
+    from scrapy_whittle.service.config import REQUIRED, SETTING, SETTINGS
+
+    given = {**GOOD, "WHITTLE_PERIOD": 60, "WHITTLE_POLICY_OPTIONS": {}}
+    crawler = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, **given})
+    settings = crawler.settings
+    assert settings.getfloat("WHITTLE_PERIOD") == 60.0              # the project's own
+    assert settings.getint("WHITTLE_MAX_ENTRIES_PER_SOURCE") == 10_000
+    assert settings.getint("WHITTLE_MAX_FEED_SIZE") == 10 * 1024 * 1024
+    assert settings.getpriority("WHITTLE_PARSE_TIMEOUT") == SETTINGS_PRIORITIES["addon"]
+    for setting in SETTINGS:
+        if setting.name not in given and setting.default is not REQUIRED:
+            assert settings[setting.name] == setting.default, setting.name
+    # a default the add-on handed out is a copy: the table's own stays as it is
+    handed_out = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, **GOOD}).settings
+    handed_out["WHITTLE_POLICY_OPTIONS"]["x"] = 1
+    assert SETTING["WHITTLE_POLICY_OPTIONS"].default == {}
