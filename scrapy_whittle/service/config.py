@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scrapy_whittle.core.policies import POLICIES, policy_class
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, ParseLimits, get_parser
@@ -30,9 +30,8 @@ from scrapy_whittle.service.policy_options import (
 )
 from scrapy_whittle.service.sources import is_list_url
 
-if TYPE_CHECKING:
-    from scrapy.settings import BaseSettings
-
+# Settings are read through ``Mapping.get`` alone: Scrapy's ``Settings`` is a Mapping, and so is
+# the plain dict the simulator and the tests pass, so the service needs no Scrapy import.
 __all__ = ["DEFAULTS", "POLICY_ALIASES", "REQUIRED", "SETTINGS", "InvalidSetting",
            "ParsingConfig", "Setting", "WhittleConfig", "download_slot_delays", "policy_names"]
 
@@ -63,7 +62,7 @@ class Setting:
     #: another setting read when this one is unset (``REDIS_URL``, shared with other plugins)
     fallback: str | None = None
 
-    def read(self, settings: BaseSettings | Mapping[str, Any]) -> Any:
+    def read(self, settings: Mapping[str, Any]) -> Any:
         raw = settings.get(self.name, None)
         if raw in (None, "") and self.fallback is not None:
             raw = settings.get(self.fallback, None)
@@ -338,7 +337,7 @@ DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 
 # -- download slots ----------------------------------------------------------------------------
-def download_slot_delays(settings: BaseSettings | Mapping[str, Any]) -> dict[str, float]:
+def download_slot_delays(settings: Mapping[str, Any]) -> dict[str, float]:
     """The hosts Scrapy's ``DOWNLOAD_SLOTS`` gives a delay of their own: host -> seconds.
 
     A slot without ``"delay"`` waits ``DOWNLOAD_DELAY`` like any other host (so Scrapy's
@@ -437,7 +436,7 @@ class WhittleConfig:
         return self.sources.strip() if is_list_url(self.sources) else None
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> WhittleConfig:
+    def from_settings(cls, settings: Mapping[str, Any]) -> WhittleConfig:
         v = {s.name: s.read(settings) for s in SETTINGS}
         _check_together(v)
         per_source = v["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
