@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from scrapy_whittle.core.columns import with_room
 from scrapy_whittle.core.distinct import all_distinct
 
 
@@ -318,9 +319,7 @@ class SourceRegistry:
             return sid, False
         sid = self._n
         raw = url.encode("utf-8", "surrogatepass")
-        if sid + 2 > self._offsets.shape[0]:
-            size = int(self._offsets.shape[0] * 1.5) + 1024
-            self._offsets = np.resize(self._offsets, size)
+        self._offsets = with_room(self._offsets, sid + 1, sid + 2)
         self._blob += raw
         self._offsets[sid + 1] = len(self._blob)
         self._pending.append(xxhash.xxh3_64_intdigest(raw))
@@ -379,9 +378,7 @@ class SourceRegistry:
                 sids.append(sid)
         if new:
             n_new = len(new)
-            need = start + n_new + 1
-            if need > self._offsets.shape[0]:
-                self._offsets = np.resize(self._offsets, need + 1024)
+            self._offsets = with_room(self._offsets, start + 1, start + n_new + 1)
             added = raws if every else [raws[j] for j in new]
             lengths = np.fromiter(map(len, added), dtype=np.int64, count=n_new)
             self._offsets[start + 1:start + n_new + 1] = len(self._blob) + np.cumsum(lengths)
