@@ -185,10 +185,7 @@ class SourceTable(PerSourceArrays):
         if self.n_left:
             ok &= ~self.left
         if self.has_skips:
-            days, seconds = divmod(int(now), 86400)
-            hour, weekday = seconds // 3600, (days + 3) % 7
-            ok &= ((self.skip_hours >> np.uint32(hour)) & 1) == 0
-            ok &= ((self.skip_days >> np.uint8(weekday)) & 1) == 0
+            ok &= ~skipped(now, self.skip_hours, self.skip_days)
         return ok
 
     @property

@@ -1,6 +1,7 @@
 """Feed parsers behind one adapter: each turns prepared bytes into feedparser-shaped entries
-(:class:`~scrapy_whittle.feeds.parsers.types.RawFeed`), and :func:`scrapy_whittle.feeds.parse.parse_feed`
-turns those into the project's :class:`FeedEntry`. Which one runs is ``WHITTLE_FEED_PARSER``.
+(:class:`~scrapy_whittle.feeds.parsers.types.RawFeed`), and
+:func:`scrapy_whittle.feeds.parse.parse_feed` turns those into the project's
+:class:`FeedEntry`. Which one runs is ``WHITTLE_FEED_PARSER``.
 
 * ``feedparser-rs`` (default): 0.9 ms for a 43 KB, 50-entry feed; what it refuses (no
   entries and no feed version found) is handed to feedparser.
