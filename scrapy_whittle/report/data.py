@@ -69,9 +69,6 @@ class ReadOnlyStore(StateStore):
     def write(self, cp) -> None:
         raise StoreError(f"{self.path} is open read-only")
 
-    def remove_sources(self, ids) -> None:
-        raise StoreError(f"{self.path} is open read-only")
-
     def close(self) -> None:
         with self._lock:
             self._db.close()

@@ -264,22 +264,6 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         origin = 0.0 if np.isnan(self.time_origin) else self.time_origin
         return origin + epoch * float(self.problem.period)
 
-    def rhythm_state(self, epoch: int, stationary=None) -> tuple[np.ndarray, np.ndarray,
-                                                                 np.ndarray, np.ndarray]:
-        """(x, alpha, u, rhythmic): the expected value waiting at ``epoch`` and the arrivals
-        the index is evaluated at (``arrivals``) under the learned rhythm, where a source has
-        shown dated items (``rhythmic``); elsewhere the stationary ``expected_state`` (or
-        ``stationary``, that triple already computed). The daily mean of the learned
-        arrivals is the stationary u (the profile has mean 1)."""
-        x0, u0 = self._expected(epoch) if stationary is None else stationary
-        rhythmic = self._rhythmic()
-        x, u = x0.copy(), u0.copy()
-        ids = np.flatnonzero(rhythmic)
-        if ids.size:
-            x[ids], u[ids] = self._rhythm_at(epoch, ids, u0[ids])
-        alpha = self._alphas_at(slice(None))[0]
-        return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
-
     def _rhythmic(self) -> np.ndarray:
         return self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)
 
