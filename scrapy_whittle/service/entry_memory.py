@@ -1,8 +1,8 @@
 """Which entries of each source were already seen, so that a crawl reports only new ones.
 
 An entry is remembered by a 64-bit hash of its key (``FeedEntry.key``: id, else link, else a
-digest of title and summary): XXH3-64 (the ``xxhash`` package: seven times faster than
-BLAKE2b here, which matters at a million feeds), the same in every process, so the hashes can
+digest of title and summary): XXH3-64 (the ``xxhash`` package: several times faster than
+BLAKE2b, which matters at a million feeds), the same in every process, so the hashes can
 be stored. Two different keys of one source collide with probability about k^2 / 2^65 for k
 keys remembered (below 1e-11 for k = 10,000). XXH3 is not a cryptographic hash: a hostile feed
 could craft keys that collide, which only hides that feed's own entries.
