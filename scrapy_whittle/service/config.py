@@ -61,9 +61,6 @@ DEFAULTS: dict[str, Any] = {
     "WHITTLE_MAX_FIELD_LENGTH": 2048,   # characters of a title / link / id
 }
 
-#: WHITTLE_POLICY values that are not core policy names.
-POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
-
 
 class InvalidSetting(ValueError):
     """A ``WHITTLE_*`` setting (or the sources file it names) cannot be used. The message
@@ -82,7 +79,7 @@ def policy_names() -> str:
     """The accepted ``WHITTLE_POLICY`` values, for error messages and docs."""
     from scrapy_whittle.core.policies import POLICIES
 
-    others = sorted(set(POLICIES) - set(POLICY_ALIASES))
+    others = sorted(set(POLICIES) - {"whittle", "oracle"})
     return ("'whittle' (the Whittle index on learned parameters), 'oracle' (the Whittle index "
             "on WHITTLE_ORACLE_PARAMS), " + ", ".join(f"'{name}'" for name in others))
 
@@ -279,7 +276,7 @@ class WhittleConfig:
     sources: Any = None
     sources_refresh: float = 0.0
     policy: str = "whittle"
-    core_policy: str = "adaptive-whittle"
+    core_policy: str = "whittle"
     policy_options: dict[str, Any] = field(default_factory=dict)
     oracle_params: Any = None
     budget: float = 1.0
@@ -327,9 +324,9 @@ class WhittleConfig:
         policy = settings.get("WHITTLE_POLICY", DEFAULTS["WHITTLE_POLICY"])
         if not isinstance(policy, str) or not policy:
             raise _fail("WHITTLE_POLICY", policy, "must be a policy name")
-        core = POLICY_ALIASES.get(policy, policy)
-        from scrapy_whittle.core.policies import POLICIES, policy_class
+        from scrapy_whittle.core.policies import POLICIES, canonical_name, policy_class
 
+        core = canonical_name(policy)
         if core not in POLICIES:
             raise _fail("WHITTLE_POLICY", policy, f"must be one of: {policy_names()}")
         try:

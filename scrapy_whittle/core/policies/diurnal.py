@@ -21,10 +21,10 @@ Ephemeral Content* (IEEE TCNS 2018):
 
 ``diurnal-oracle`` knows alpha_i and u_i(tau) for every phase tau of the period
 (``PeriodicArrivals``) and tracks x exactly by the periodic recursion. ``diurnal-whittle``
-learns: Lambda, xi, mu as ``adaptive-whittle`` does (it is that policy, whose estimates it
+learns: Lambda, xi, mu as ``whittle`` does (it is that policy, whose estimates it
 reuses through ``parameters()``), and p_i with ``ProfileEstimator`` from the publication
 times the feeds show; where a source has shown no dated item (pages, count-only sources) it
-is ranked exactly as by ``adaptive-whittle``.
+is ranked exactly as by ``whittle``.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class DiurnalOraclePolicy(Policy):
 
 
 class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
-    """``adaptive-whittle`` with learned daily rhythms (``"diurnal-whittle"``).
+    """``whittle`` with learned daily rhythms (``"diurnal-whittle"``).
 
     day: length of a day in the problem's time unit: 86400 (seconds, Scrapy's unit; the
         default), 24 for ``sim`` scenarios in hours. Times are absolute (unix time in Scrapy,

@@ -90,7 +90,7 @@ class ExpectedStatePolicy(Policy):
 
 
 class WhittlePolicy(ExpectedStatePolicy):
-    """The oracle Whittle index policy.
+    """The oracle Whittle index policy (``"oracle"``).
 
     With unit costs it prunes exactly (``PrunedTop``): the index never exceeds x (see
     ``IndexTable``), so a source whose expected value is below the last epoch's cut-off (the
@@ -99,7 +99,7 @@ class WhittlePolicy(ExpectedStatePolicy):
     computed. Either way the choice is exactly the top M by index (ties to the lower id).
     """
 
-    name = "whittle"
+    name = "oracle"
     PRUNE_MARGIN = 0.02
 
     def __init__(self, problem: Problem, rng=None) -> None:
