@@ -1,7 +1,7 @@
 """Benchmarks: crawl policies on the simulated web, against the Lagrangian upper bound.
 
     python -m sim.bench --scenario news-mix --policy whittle,round_robin,nutch --horizon 1000
-    python -m sim.bench --scenario tcns2018 --budget 2 --policy whittle --json
+    python -m sim.bench --scenario tcns2018 --budget 2 --policy oracle --json
     python -m sim.bench --perf --n 1000000
 
 For each policy and seed the simulator is reset with that seed and the policy is run for
@@ -22,7 +22,7 @@ otherwise). Reported per policy:
   (the simulator's own time excluded), averaged over all epochs and seeds.
 
 Policies that learn (``needs_parameters`` false) are built with ``problem.without_parameters()``;
-oracle policies (whittle, greedy, static) with the full problem. On ``news-diurnal`` the
+oracle policies (oracle, greedy, static) with the full problem. On ``news-diurnal`` the
 stationary oracles know the daily mean of each source's arrivals (they are rhythm-blind);
 ``diurnal-oracle`` knows u_i per hour of the day, and ``diurnal-whittle`` is told the day's
 length (24 time units).
@@ -226,7 +226,7 @@ def perf(n: int = 1_000_000, epochs: int = 20, warm: int | None = None, seed: in
         warm = 2 * -(-n // max(1, int(scenario.budget)))
     env = scenario.make_env()
     env.reset(seed=seed)
-    policy = build_policy("whittle", scenario, seed, problem=env.problem)
+    policy = build_policy("oracle", scenario, seed, problem=env.problem)
     clock = time.perf_counter
     decide, sim = [], 0.0
     for t in range(warm + epochs):
@@ -305,7 +305,7 @@ def format_perf(report: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--scenario", default="tcns2018", choices=SCENARIOS)
-    parser.add_argument("--policy", default="whittle,greedy,round_robin,uniform",
+    parser.add_argument("--policy", default="oracle,greedy,round_robin,uniform",
                         help="comma-separated policy names")
     parser.add_argument("--budget", type=float, default=None, help="crawl budget per epoch")
     parser.add_argument("--horizon", type=int, default=1000, help="epochs per run")

@@ -4,7 +4,7 @@ A news feed entry carries a title of 8-14 words, a link, a guid, a date, a descr
 about 500 bytes of escaped HTML, two categories, an author and a comment count: ~800 bytes of
 RSS, so that a window of 50 entries is a ~40 KB feed, as measured on real news feeds. The
 text of item (source, seq) is drawn from its own ``random.Random`` seeded by the server's
-seed, the source and the item's number (5 us, where a numpy generator costs 30 us), so a
+seed, the source and the item's number (cheaper to make than a numpy generator), so a
 feed's bytes depend only on which items it shows and on their current comment counts; each
 item's fixed part is rendered once and cached.
 """

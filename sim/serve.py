@@ -63,8 +63,8 @@ BAD_CASES = ("malformed", "html", "empty", "huge", "latin1", "nodates", "future"
 class VirtualClock:
     """Scenario time (units) <-> the crawler's unix time r: v = (r - r0) * speed / unit.
 
-    ``time_source`` gives r (default the wall clock; a ``scrapy_whittle.service.clock`` clock's ``now``
-    when the crawler and the server share simulated time in one process)."""
+    ``time_source`` gives r (default the wall clock; a ``scrapy_whittle.service.clock``
+    clock's ``now`` when the crawler and the server share simulated time in one process)."""
 
     def __init__(self, speed: float, unit: float, real0: float | None = None,
                  time_source=time.time) -> None:

@@ -77,6 +77,3 @@ class Keys:
     @property
     def inbox(self) -> str:          # list: messages to the planner (sources, delays, ...)
         return self._k("inbox")
-
-    def all_patterns(self) -> str:
-        return f"{self.prefix}:*"

@@ -26,6 +26,30 @@ import numpy as np
 from scrapy_whittle.core.distinct import distinct
 
 
+def grown(size: int, *, spare: int = 2) -> int:
+    """The size a buffer of ``size`` rows grows to when full: a ``1/spare`` part of itself and
+    16 rows more. Growing in proportion to the size makes rows added one at a time cost
+    amortised O(1); a larger ``spare`` trades more copying for less unused room."""
+    return size + size // spare + 16
+
+
+def room_for(need: int, capacity: int, *, spare: int = 2) -> int:
+    """The capacity a buffer of ``capacity`` rows must have to hold ``need``: unchanged when it
+    does, else :func:`grown`, or ``need`` if that is more."""
+    return capacity if need <= capacity else max(need, grown(capacity, spare=spare))
+
+
+def with_room(buf: np.ndarray, used: int, need: int, *, spare: int = 2) -> np.ndarray:
+    """``buf`` when it has room for ``need`` rows, else a larger buffer (:func:`room_for`)
+    holding a copy of its first ``used`` rows; the rows after those are not initialised."""
+    capacity = room_for(need, buf.shape[0], spare=spare)
+    if capacity == buf.shape[0]:
+        return buf
+    grown = np.empty((capacity, *buf.shape[1:]), dtype=buf.dtype)
+    grown[:used] = buf[:used]
+    return grown
+
+
 def dtype_from_descr(descr: list) -> np.dtype:
     """The structured dtype of a JSON-decoded ``dtype.descr`` (lists back to tuples)."""
     return np.dtype([(f[0], f[1]) if len(f) == 2 else (f[0], f[1], tuple(f[2]))
@@ -82,8 +106,8 @@ class PerSourceArrays:
         if k <= 0:
             return np.arange(start, start, dtype=np.int64)
         need = start + k
-        grow = need > self._capacity
-        capacity = max(need, int(self._capacity * 1.5) + 16) if grow else self._capacity
+        capacity = room_for(need, self._capacity)
+        grow = capacity != self._capacity
         for name, col in self._cols.items():
             buf, current = self._buffers[name], getattr(self, name)
             if grow or current.base is not buf:
@@ -284,10 +308,7 @@ class SparseRows:
 
     def grow(self, k: int) -> None:
         n = self.row.shape[0]
-        if n + k > self._buf.shape[0]:
-            buf = np.empty(max(n + k, int(self._buf.shape[0] * 1.5) + 16), dtype=np.int32)
-            buf[:n] = self.row
-            self._buf = buf
+        self._buf = with_room(self._buf, n, n + k)
         self._buf[n:n + k] = -1
         self.row = self._buf[:n + k]
 

@@ -1,10 +1,10 @@
 """Distinct values of integer arrays (source ids, URL hashes), by sorting.
 
 ``np.unique`` gives the same answers, but numpy 2.3+ finds them with a hash table before
-sorting them: for a million URL hashes at a restore that is 0.56 s against 16 ms for a sort
-(the registry of a million sources checks them at every start-up and restore), and for the
-hundred source ids of an epoch's batch 11.6 against 5.7 us (several calls an epoch). These
-functions sort and compare neighbours; their results equal ``np.unique``'s (tested).
+sorting them, many times slower than a sort alone both for the million URL hashes that the
+registry checks at every start-up and restore and for the hundred source ids of an epoch's
+batch (several calls an epoch). These functions sort and compare neighbours; their results
+equal ``np.unique``'s (tested).
 """
 
 from __future__ import annotations

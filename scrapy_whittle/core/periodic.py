@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scrapy_whittle.core.dynamics import decayed_integral
+from scrapy_whittle.core.dynamics import decayed_integral, geometric_sum
 
 
 @dataclass(frozen=True)
@@ -137,13 +137,10 @@ def accumulated(alpha, u, ids, phase, k) -> np.ndarray:
         arrive = rows[np.arange(ids.shape[0]), (phase + j) % big_k]
         head = np.where(j < r, a * head + arrive, head)
         full = a * full + arrive
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    with np.errstate(divide="ignore"):
         log_a = np.log(a)
-        big_a_log = big_k * log_a
-        # (1 - A^m) / (1 - A), = m when A = 1
-        geo = np.where(big_a_log < 0, np.expm1(m * big_a_log) / np.expm1(big_a_log), m)
-    geo = np.where(m == 0, 0.0, geo)
-    return head + a ** r * full * geo
+    # the m whole periods: G_m of the period's decay A = a^K
+    return head + a ** r * full * geometric_sum(m, big_k * log_a)
 
 
 def arrivals_from_bins(rate, mean_utility, decay, bins, bin_width: float, period: float,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scrapy_whittle.core.bound import upper_bound
+from scrapy_whittle.core.dynamics import geometric_sum
 from scrapy_whittle.core.periodic import PeriodicArrivals, period_values
 
 PRICES = ("phase", "scalar")
@@ -95,10 +96,7 @@ class _Block:
 
     def geo(self, m) -> np.ndarray:
         """(1 - A^m) / (1 - A) for m broadcast against (n, K, K) or (n, K)."""
-        la = self.log_big_a.reshape((-1,) + (1,) * (np.ndim(m) - 1))
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            g = np.expm1(m * la) / np.expm1(la)
-        return np.where(m == 0, 0.0, np.where(np.isfinite(g), g, m))
+        return geometric_sum(m, self.log_big_a.reshape((-1,) + (1,) * (np.ndim(m) - 1)))
 
     def weights(self, m, price_cost) -> tuple[np.ndarray, np.ndarray]:
         """(reward - price, duration) of every edge phi -> psi with m extra periods (n, K, K);

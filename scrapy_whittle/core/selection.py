@@ -88,8 +88,8 @@ def _shared_kth_largest(prio: np.ndarray, k: int) -> float | None:
     """The k-th largest of ``prio`` when many elements share it, else None (not looked for).
 
     A selection often cuts through a mass of equal priorities (at a crawl's start every
-    unexplored source has the same one), and ``argpartition`` is slow on those: five to ten
-    times its usual cost, 70 ms for a million priorities. A strided sample (sorted) says
+    unexplored source has the same one), and ``argpartition`` is slow on those: several
+    times its usual cost. A strided sample (sorted) says
     where the k-th largest should be, give or take its sampling error; a sample value near
     there shared by a twentieth of the sample is checked exactly, with two counting passes.
     Anything else (no mass there, or a guess off the mark) answers None."""

@@ -191,11 +191,11 @@ def _header(headers, name: str) -> str | None:
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
 
-def skipped(now: float, skip_hours: int, skip_days: int) -> bool:
-    """Whether a feed with these masks asks not to be read at unix time ``now`` (GMT)."""
-    if not (skip_hours or skip_days):
-        return False
+def skipped(now: float, skip_hours, skip_days):
+    """Whether feeds with these masks (ints, or arrays of them: one answer per feed) ask not to
+    be read at unix time ``now``: bit h of ``skip_hours`` set for its hour (GMT), or bit d of
+    ``skip_days`` for its weekday (Monday 0)."""
     days, seconds = divmod(int(now), 86400)
     hour = seconds // 3600
     weekday = (days + 3) % 7                  # 1970-01-01 was a Thursday (Monday = 0)
-    return bool((skip_hours >> hour) & 1 or (skip_days >> weekday) & 1)
+    return ((skip_hours >> hour) & 1 | (skip_days >> weekday) & 1) != 0

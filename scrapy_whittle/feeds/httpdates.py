@@ -14,7 +14,7 @@ _MONTH_NUMBER = {m: i for i, m in enumerate(_MONTHS, 1)}
 
 def http_date(t: float) -> str:
     """The IMF-fixdate of unix time ``t``, as ``email.utils.formatdate(t, usegmt=True)``
-    writes it, five times faster."""
+    writes it, without its general-purpose formatting (called for every conditional GET)."""
     g = time.gmtime(t)
     return (f"{_DAYS[g.tm_wday]}, {g.tm_mday:02d} {_MONTHS[g.tm_mon - 1]} {g.tm_year} "
             f"{g.tm_hour:02d}:{g.tm_min:02d}:{g.tm_sec:02d} GMT")

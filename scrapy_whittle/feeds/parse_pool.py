@@ -4,15 +4,15 @@ Neither parser releases the GIL while it parses (feedparser is pure Python; feed
 keeps the GIL: two threads parse no faster than one, and the loop waits for the whole
 parse), so a thread pool would not keep the loop responsive: work that may take longer than
 a few milliseconds goes to a bounded pool of worker *processes*
-(:mod:`scrapy_whittle.feeds.parse_worker`). A body of at most ``inline_max_bytes`` is parsed on the
-loop by the fast parser (about 5 ms at the default: cheaper than a round trip to a worker); a
-larger one, or one the fast parser reads only in part (feedparser then parses it), is parsed
-in a worker. At most ``workers`` parses run at once; the others wait in their worker's line
-(no more than Scrapy has responses in flight, ``CONCURRENT_REQUESTS``), written to it at
-once so that a worker never idles while the event loop is busy. A parse that takes longer
-than ``timeout`` seconds, or a worker that dies (killed, out of memory), fails only its
-body (``FeedError("parse_failed")``); the worker is replaced. No Scrapy import: usable
-from any asyncio program::
+(:mod:`scrapy_whittle.feeds.parse_worker`). A body of at most ``inline_max_bytes`` is parsed
+on the loop by the fast parser (cheaper than a round trip to a worker: the parser module's
+``INLINE_MAX_BYTES`` says up to what size); a larger one, or one the fast parser reads only
+in part (feedparser then parses it), is parsed in a worker. At most ``workers`` parses run
+at once; the others wait in their worker's line (no more than Scrapy has responses in
+flight, ``CONCURRENT_REQUESTS``), written to it at once so that a worker never idles while
+the event loop is busy. A parse that takes longer than ``timeout`` seconds, or a worker that
+dies (killed, out of memory), fails only its body (``FeedError("parse_failed")``); the
+worker is replaced. No Scrapy import: usable from any asyncio program::
 
     pool = ParsePool(parser="feedparser-rs", workers=2, limits=ParseLimits())
     feed = await pool.parse(body, url=url, now=time.time(), content_type=ctype)
@@ -148,7 +148,7 @@ class ParsePool:
     ``inline_slice``: seconds of inline parsing per event-loop iteration (0: parse at once,
     in the caller's callback). ``nice``: how much lower the workers' CPU priority is than
     the crawler's (on a machine with fewer cores than busy processes, a worker at the same
-    priority takes the CPU from the event loop: measured stalls of 0.6-1 s). Counters:
+    priority takes the CPU from the event loop and stalls it). Counters:
     ``inline``, ``offloaded`` (bodies parsed in a worker), ``fallbacks`` (inline attempts
     that went to a worker), ``failures`` (timeouts and dead workers), ``started`` (worker
     processes started).

@@ -25,7 +25,6 @@ import numpy as np
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import (
     DEFAULTS,
-    POLICY_ALIASES,
     InvalidSetting,
     WhittleConfig,
     download_slot_delays,
@@ -73,9 +72,6 @@ class ReadOnlyStore(StateStore):
             return self._db.execute(sql, args).fetchall()
 
     def write(self, cp) -> None:
-        raise StoreError(f"{self.path} is open read-only")
-
-    def remove_sources(self, ids) -> None:
         raise StoreError(f"{self.path} is open read-only")
 
     def close(self) -> None:
@@ -193,19 +189,18 @@ def _float(values) -> np.ndarray:
 def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]) -> None:
     """Rebuild the service from the store on a stopped clock; ask its policy for the index now
     and the plan of the next epoch."""
-    from scrapy_whittle.core.policies import policy_class
+    from scrapy_whittle.core.policies import canonical_name, policy_class
     from scrapy_whittle.service.recrawl import RecrawlService
     from scrapy_whittle.service.sources import load_oracle
 
     core = report.policy
-    alias = {v: k for k, v in POLICY_ALIASES.items()}.get(core, core)
     given = {k: settings.get(k) for k in PROJECT_SETTINGS if settings.get(k) is not None}
     project_policy = settings.get("WHITTLE_POLICY") or DEFAULTS["WHITTLE_POLICY"]
-    if POLICY_ALIASES.get(project_policy, project_policy) != core:
+    if canonical_name(project_policy) != core:
         given.pop("WHITTLE_POLICY_OPTIONS", None)      # options of another policy
     try:
         config = WhittleConfig.from_settings({
-            **given, "WHITTLE_POLICY": alias, "WHITTLE_BUDGET": report.budget,
+            **given, "WHITTLE_POLICY": core, "WHITTLE_BUDGET": report.budget,
             "WHITTLE_PERIOD": report.period, "WHITTLE_CLOCK": SimulatedClock(start=report.at),
             "WHITTLE_STATE": True})
         oracle = (load_oracle(config.oracle_params)

@@ -20,11 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrapy_whittle.core.policies import POLICIES, policy_class
+from scrapy_whittle.core.policies import POLICIES, canonical_name, policy_class
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, ParseLimits, get_parser
 from scrapy_whittle.service.invalid_setting import InvalidSetting
 from scrapy_whittle.service.policy_options import (
-    POLICY_ALIASES,
     check_option_names,
     policy_names,
 )
@@ -32,7 +31,7 @@ from scrapy_whittle.service.sources import is_list_url
 
 # Settings are read through ``Mapping.get`` alone: Scrapy's ``Settings`` is a Mapping, and so is
 # the plain dict the simulator and the tests pass, so the service needs no Scrapy import.
-__all__ = ["DEFAULTS", "POLICY_ALIASES", "REQUIRED", "SETTINGS", "InvalidSetting",
+__all__ = ["DEFAULTS", "REQUIRED", "SETTINGS", "InvalidSetting",
            "ParsingConfig", "Setting", "WhittleConfig", "download_slot_delays", "policy_names"]
 
 
@@ -144,7 +143,7 @@ def _sources(name: str, raw: Any) -> str | list | None:
 def _policy(name: str, raw: Any) -> str:
     if not isinstance(raw, str) or not raw:
         raise _fail(name, raw, "must be a policy name")
-    core = POLICY_ALIASES.get(raw, raw)
+    core = canonical_name(raw)
     if core not in POLICIES:
         raise _fail(name, raw, f"must be one of: {policy_names()}")
     try:
@@ -236,7 +235,7 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds between two reads of the source list (file or URL); 0: read once, at "
             "start"),
     Setting("WHITTLE_POLICY", "whittle", _policy,
-            "`\"whittle\"`: Whittle index on estimated parameters (core `adaptive-whittle`); "
+            "`\"whittle\"`: Whittle index on estimated parameters; "
             "`\"oracle\"`: Whittle index on given parameters (`WHITTLE_ORACLE_PARAMS`); or any "
             "core policy name: `round_robin`, `uniform`, `greedy`, `thompson`, `dqn`, "
             "`nutch`, `miniflux`, ..."),
@@ -398,9 +397,8 @@ class WhittleConfig:
     sources: Any = DEFAULTS["WHITTLE_SOURCES"]
     sources_refresh: float = DEFAULTS["WHITTLE_SOURCES_REFRESH"]
     policy: str = DEFAULTS["WHITTLE_POLICY"]
-    #: the core policy name that ``policy`` stands for (POLICY_ALIASES)
-    core_policy: str = POLICY_ALIASES.get(DEFAULTS["WHITTLE_POLICY"],
-                                          DEFAULTS["WHITTLE_POLICY"])
+    #: the core registry's name of ``policy`` (the same but for aliases)
+    core_policy: str = canonical_name(DEFAULTS["WHITTLE_POLICY"])
     policy_options: dict[str, Any] = field(
         default_factory=lambda: dict(DEFAULTS["WHITTLE_POLICY_OPTIONS"]))
     oracle_params: Any = DEFAULTS["WHITTLE_ORACLE_PARAMS"]
@@ -443,7 +441,7 @@ class WhittleConfig:
         policy = v["WHITTLE_POLICY"]
         return cls(
             sources=v["WHITTLE_SOURCES"], sources_refresh=v["WHITTLE_SOURCES_REFRESH"],
-            policy=policy, core_policy=POLICY_ALIASES.get(policy, policy),
+            policy=policy, core_policy=canonical_name(policy),
             policy_options=v["WHITTLE_POLICY_OPTIONS"],
             oracle_params=v["WHITTLE_ORACLE_PARAMS"],
             budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"],
@@ -476,7 +474,7 @@ class WhittleConfig:
 def _check_together(v: dict[str, Any]) -> None:
     """The rules between settings (each one's own rule has been applied)."""
     policy, oracle = v["WHITTLE_POLICY"], v["WHITTLE_ORACLE_PARAMS"]
-    cls = policy_class(POLICY_ALIASES.get(policy, policy))
+    cls = policy_class(canonical_name(policy))
     check_option_names(cls, policy, v["WHITTLE_POLICY_OPTIONS"])
     if policy == "oracle" and not oracle:
         raise _fail("WHITTLE_ORACLE_PARAMS", oracle,

@@ -1,8 +1,8 @@
 """Which entries of each source were already seen, so that a crawl reports only new ones.
 
 An entry is remembered by a 64-bit hash of its key (``FeedEntry.key``: id, else link, else a
-digest of title and summary): XXH3-64 (the ``xxhash`` package: seven times faster than
-BLAKE2b here, which matters at a million feeds), the same in every process, so the hashes can
+digest of title and summary): XXH3-64 (the ``xxhash`` package: several times faster than
+BLAKE2b, which matters at a million feeds), the same in every process, so the hashes can
 be stored. Two different keys of one source collide with probability about k^2 / 2^65 for k
 keys remembered (below 1e-11 for k = 10,000). XXH3 is not a cryptographic hash: a hostile feed
 could craft keys that collide, which only hides that feed's own entries.
@@ -28,10 +28,14 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from scrapy_whittle.core.columns import Col, PerSourceArrays
+from scrapy_whittle.core.columns import Col, PerSourceArrays, grown, with_room
 from scrapy_whittle.feeds.parse import FeedEntry
 
 HARD_MAX = 1_000_000
+
+#: The pool grows by an eighth when full: at a million feeds it is most of the memory, and
+#: its unused room is paid for by every source.
+POOL_SPARE = 8
 
 
 def key_hashes(keys: Sequence[str]) -> list[int]:
@@ -102,13 +106,7 @@ class EntryMemory(PerSourceArrays):
         if self.used + cap > self.pool.shape[0]:
             if 2 * self.live < self.used:
                 self._compact()
-            if self.used + cap > self.pool.shape[0]:
-                # grown by an eighth: at a million feeds the pool is most of the memory,
-                # and its spare room is paid for by every source
-                pool = np.zeros(max(self.used + cap, int(self.pool.shape[0] * 1.125) + 4096),
-                                dtype=np.uint64)
-                pool[:self.used] = self.pool[:self.used]
-                self.pool = pool
+            self.pool = with_room(self.pool, self.used, self.used + cap, spare=POOL_SPARE)
         old, size, used = self.cap.item(source), self.size.item(source), self.used
         if size:
             s = self.start.item(source)
@@ -123,7 +121,7 @@ class EntryMemory(PerSourceArrays):
         has = np.flatnonzero(self.cap > 0)
         caps = self.cap[has].astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
-        pool = np.zeros(int(caps.sum()) * 9 // 8 + 4096, dtype=np.uint64)
+        pool = np.empty(grown(int(caps.sum()), spare=POOL_SPARE), dtype=np.uint64)
         for sid, new_start, cap in zip(has, starts, caps, strict=True):
             old = int(self.start[sid])
             pool[new_start:new_start + cap] = self.pool[old:old + cap]
@@ -253,10 +251,7 @@ class EntryMemory(PerSourceArrays):
         sizes = np.minimum(lengths, caps)
         starts = self.used + np.concatenate([[0], np.cumsum(caps)[:-1]])
         total = int(caps.sum())
-        if self.used + total > self.pool.shape[0]:
-            pool = np.zeros(self.used + total + 1024, dtype=np.uint64)
-            pool[:self.used] = self.pool[:self.used]
-            self.pool = pool
+        self.pool = with_room(self.pool, self.used, self.used + total, spare=POOL_SPARE)
         data = np.frombuffer(b"".join(blobs), dtype="<u8")      # (empty blobs add nothing)
         src_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         skip = lengths - sizes                     # beyond the bound: the oldest are dropped

@@ -33,13 +33,12 @@ def freeze_startup_heap() -> None:
     """Move every object alive now (Scrapy, Twisted, the modules, the crawl's tables) out of
     the collector's sight (``gc.freeze``), after one collection.
 
-    A crawl's full (oldest-generation) collections walk every tracked object; the start-up
-    heap is most of them and never becomes garbage. In a soak of a hostile web (``sim.soak``:
-    feeds of 5,000 and 20,000 entries whose entries live a few seconds) full collections came
-    every 1-2 s and took 45-80 ms each, found almost nothing, and made most of the event-loop
-    stalls over 100 ms. Frozen objects are still freed by reference counting; only cycles
-    among them would stay (``gc.unfreeze()`` gives them back). Once per process: the first
-    crawl opened holds the start-up heap (a process running many crawls, a test session,
+    A crawl's full (oldest-generation) collections walk every tracked object; the start-up heap
+    is most of them and never becomes garbage. On a web of feeds with thousands of short-lived
+    entries (``sim.soak``) full collections come often, find almost nothing, and make most of
+    the event loop's long stalls. Frozen objects are still freed by reference counting; only
+    cycles among them would stay (``gc.unfreeze()`` gives them back). Once per process: the
+    first crawl opened holds the start-up heap (a process running many crawls, a test session,
     does not pay a full collection per crawl, nor freeze the garbage of earlier ones)."""
     global _frozen
     if _frozen:

@@ -20,9 +20,6 @@ from scrapy_whittle.core.policies import POLICIES, Policy, make_policy, policy_c
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.service.invalid_setting import InvalidSetting
 
-#: WHITTLE_POLICY values that are not core policy names.
-POLICY_ALIASES = {"whittle": "adaptive-whittle", "oracle": "whittle"}
-
 #: constructor parameters the service supplies itself, never an option
 _SUPPLIED = ("problem", "rng")
 
@@ -50,7 +47,7 @@ class PolicySettings(Protocol):
 
 def policy_names() -> str:
     """The accepted ``WHITTLE_POLICY`` values, for error messages and docs."""
-    others = sorted(set(POLICIES) - set(POLICY_ALIASES))
+    others = sorted(set(POLICIES) - {"whittle", "oracle"})
     return ("'whittle' (the Whittle index on learned parameters), 'oracle' (the Whittle index "
             "on WHITTLE_ORACLE_PARAMS), " + ", ".join(f"'{name}'" for name in others))
 

@@ -147,12 +147,6 @@ class SourceTable(PerSourceArrays):
                 return setting[key]
         return math.nan
 
-    def half_life_prior(self, ids) -> np.ndarray:
-        """Prior half-lives (seconds) of sources ``ids`` for the policy's decay estimator:
-        the configured ones, four epochs where none is configured."""
-        h = self.half_life[np.asarray(ids, dtype=np.int64)].astype(np.float64)
-        return np.where(np.isnan(h), 4.0 * self.config.period, h)
-
     # -- crawl book-keeping ---------------------------------------------------------------
     def not_before(self, sid: int, now: float = -math.inf) -> float:
         """Earliest time, from ``now`` on, source ``sid`` may be fetched (in flight, back-off
@@ -185,10 +179,7 @@ class SourceTable(PerSourceArrays):
         if self.n_left:
             ok &= ~self.left
         if self.has_skips:
-            days, seconds = divmod(int(now), 86400)
-            hour, weekday = seconds // 3600, (days + 3) % 7
-            ok &= ((self.skip_hours >> np.uint32(hour)) & 1) == 0
-            ok &= ((self.skip_days >> np.uint8(weekday)) & 1) == 0
+            ok &= ~skipped(now, self.skip_hours, self.skip_days)
         return ok
 
     @property

@@ -1,6 +1,6 @@
 """The crawl's state in SQLite (``JOBDIR/whittle.sqlite``), written incrementally.
 
-Tables (schema version 1; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
+Tables (schema version 2; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
   ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
@@ -32,7 +32,9 @@ loses nothing committed; a power cut may lose the last checkpoints but never lea
 damaged database. A missing file starts a fresh crawl; an empty, truncated, damaged or
 foreign file is moved aside (``whittle.sqlite.corrupt-<UTC time>``), logged, and the crawl
 starts fresh; a file written by a newer schema is refused (:class:`StoreError`), since
-moving it aside would throw away what a newer version learned.
+moving it aside would throw away what a newer version learned. A file of schema 1 is read
+with its policy names translated (``SCHEMA_1_POLICY_NAMES``), and upgraded when opened for
+writing.
 """
 
 from __future__ import annotations
@@ -47,10 +49,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
+
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "whittle.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Schema 1 named the policies differently: its "whittle" is the oracle index policy
+#: ("oracle"), its "adaptive-whittle" the learned one ("whittle").
+SCHEMA_1_POLICY_NAMES = {"whittle": "oracle", "adaptive-whittle": "whittle"}
 APPLICATION_ID = 0x57484954          # "WHIT": marks the file as ours
 
 SCHEMA = """
@@ -146,6 +154,8 @@ class SavedState:
 class StateStore:
     """One crawl's SQLite state file (see the module docstring)."""
 
+    schema_version = SCHEMA_VERSION     # of the file opened
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
@@ -161,7 +171,7 @@ class StateStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             try:
-                return self._check(self._connect())
+                return self._upgrade(self._check(self._connect()))
             except (sqlite3.DatabaseError, _Foreign) as exc:
                 self._move_aside(exc)
         db = self._connect()
@@ -201,6 +211,26 @@ class StateStore:
                 f"{self.path} was written by a newer scrapy-whittle (state schema {version}, "
                 f"this version reads up to {SCHEMA_VERSION}): upgrade scrapy-whittle, or "
                 f"point JOBDIR elsewhere to start a new crawl")
+        self.schema_version = version
+        return db
+
+    def _upgrade(self, db: sqlite3.Connection) -> sqlite3.Connection:
+        """Rewrite a file of an older schema as the current one (one transaction)."""
+        if self.schema_version < 2:
+            with db:
+                policy = db.execute("SELECT value FROM meta WHERE key = 'policy'").fetchone()
+                if policy is not None:
+                    db.execute("UPDATE meta SET value = ? WHERE key = 'policy'",
+                               (SCHEMA_1_POLICY_NAMES.get(policy[0], policy[0]),))
+                row = db.execute("SELECT policy, row_layout, global_state FROM policy_state"
+                                 ).fetchone()
+                if row is not None:
+                    db.execute("DELETE FROM policy_state")
+                    db.execute("INSERT INTO policy_state VALUES (?, ?, ?)",
+                               _schema_1_policy_row(row))
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                           (SCHEMA_VERSION,))
+            self.schema_version = SCHEMA_VERSION
         return db
 
     def _move_aside(self, exc: BaseException) -> None:
@@ -231,6 +261,9 @@ class StateStore:
                              ).fetchone()
             epochs = db.execute("SELECT epoch, crawls, cost, new_items, utility, errors, "
                                 "not_modified FROM epochs ORDER BY epoch").fetchall()
+        if self.schema_version < 2:      # a read-only file of schema 1
+            meta["policy"] = SCHEMA_1_POLICY_NAMES.get(meta.get("policy"), meta.get("policy"))
+            row = _schema_1_policy_row(row) if row is not None else None
         return SavedState(meta=meta, sources=dict(zip(LOAD_COLUMNS, columns, strict=True)),
                           blocks=blocks, policy=row, epochs=epochs)
 
@@ -288,6 +321,21 @@ class StateStore:
 
 class _Foreign(Exception):
     """The file is not a usable scrapy-whittle store (moved aside)."""
+
+
+def _schema_1_policy_row(row: tuple) -> tuple:
+    """A ``policy_state`` row of schema 1 with the policy's current name, in the row and in
+    its global state (left as it is where that cannot be decoded: the restore reports it)."""
+    name, layout, blob = row
+    renamed = SCHEMA_1_POLICY_NAMES.get(name, name)
+    try:
+        state = decode(blob)
+    except StateDecodeError:
+        return renamed, layout, blob
+    if isinstance(state, dict) and "policy" in state:
+        state["policy"] = SCHEMA_1_POLICY_NAMES.get(state["policy"], state["policy"])
+        blob = encode(state)
+    return renamed, layout, blob
 
 
 def _meta_value(v: Any) -> Any:

@@ -33,11 +33,11 @@ from sim.scenarios import make_scenario
 EXPERIMENTS = {
     "icc2021": {
         "scenarios": ["icc2021-single", "icc2021-groups"],
-        "policies": ["uniform", "static", "thompson", "dqn", "adaptive-whittle", "whittle"],
+        "policies": ["uniform", "static", "thompson", "dqn", "whittle", "oracle"],
     },
     "allerton2019": {
         "scenarios": ["allerton2019"],
-        "policies": ["whittle", "lspe", "adaptive-whittle", "thompson-whittle"],
+        "policies": ["oracle", "lspe", "whittle", "thompson-whittle"],
     },
 }
 
@@ -70,8 +70,8 @@ def _plot(curves: dict[str, np.ndarray], title: str, ylabel: str, path: Path) ->
     for name, c in curves.items():
         mean, ci = band(c)
         x = np.arange(1, mean.shape[0] + 1)
-        style = "--" if name == "whittle" else "-"
-        ax.plot(x, mean, style, label=name + (" (oracle)" if name == "whittle" else ""), lw=1.2)
+        style = "--" if name == "oracle" else "-"
+        ax.plot(x, mean, style, label=name, lw=1.2)
         ax.fill_between(x, mean - ci, mean + ci, alpha=0.2)
     ax.set_xlabel("iteration (slot / epoch)")
     ax.set_ylabel(ylabel)
@@ -114,10 +114,10 @@ def run_experiment(name: str, out: Path, runs: int, iterations: int, jobs: int,
     for s in spec["scenarios"]:
         summary = {p: summarise(rewards[s, p]) | {"seconds_per_run": seconds[s, p] / runs}
                    for p in chosen}
-        if "whittle" in summary:
-            ref = summary["whittle"]["span_mean"]
+        if "oracle" in summary:
+            ref = summary["oracle"]["span_mean"]
             for p in chosen:
-                summary[p]["span_ratio_to_whittle"] = (summary[p]["span_mean"] / ref
+                summary[p]["span_ratio_to_oracle"] = (summary[p]["span_mean"] / ref
                                                        if ref > 0 else None)
         report["scenarios"][s] = summary
         curves = {p: rewards[s, p] for p in chosen}
@@ -232,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     for s, summary in report["scenarios"].items():
         print(f"{s} ({args.runs} runs x {args.iterations} iterations)")
         for p, f in summary.items():
-            ratio = f.get("span_ratio_to_whittle")
-            ratio_txt = f"  {100 * ratio:5.1f}% of whittle" if ratio is not None else ""
+            ratio = f.get("span_ratio_to_oracle")
+            ratio_txt = f"  {100 * ratio:5.1f}% of oracle" if ratio is not None else ""
             print(f"  {p:18s} running avg {f['running_average_final']:8.3f} "
                   f"± {f['running_average_ci95']:.3f}   epochs {f['span'][0]}-{f['span'][1]}: "
                   f"{f['span_mean']:8.3f} ± {f['span_ci95']:.3f}{ratio_txt}")

@@ -9,7 +9,7 @@ zones), stochastic arrivals, budget 1% per hour:
   half-life as drawn (log-normal, median 6 h).
 
 At each point the rhythm-aware policies run against their rhythm-blind counterparts on the
-same arrivals (same seeds): ``diurnal-whittle`` against ``adaptive-whittle`` (both learning,
+same arrivals (same seeds): ``diurnal-whittle`` against ``whittle`` (both learning,
 reward over the epochs after a warm-up of one simulated week) and ``diurnal-oracle`` against
 the oracle ``whittle`` (which knows each source's daily mean). Writes
 ``diurnal_gain.png`` and ``diurnal_gain.json`` into ``--out``.
@@ -33,7 +33,7 @@ from sim.bench import mean_ci95, run_policy
 from sim.profiles import DiurnalProfile
 from sim.scenarios import Scenario, make_scenario
 
-PAIRS = (("diurnal-whittle", "adaptive-whittle"), ("diurnal-oracle", "whittle"))
+PAIRS = (("diurnal-whittle", "whittle"), ("diurnal-oracle", "oracle"))
 HALF_LIVES = (0.5, 1.0, 2.0, 4.0, 8.0, 24.0, 72.0)
 RATIOS = (1.0, 1.5, 2.0, 4.0, 8.0, 16.0)
 

@@ -14,8 +14,8 @@ and the time per slot. Then a checkpoint taken half-way on each device (``global
 numpy arrays only, as the state store keeps it) is loaded on every device and the crawl
 goes on: on the same device the rest must be the uninterrupted run's to the decision.
 
-The CI machine has no GPU: ``tests/core/test_dqn.py`` covers the CPU; this script is how the
-CUDA path was checked (docs/experiments.md).
+The CI machine has no GPU: ``tests/core/test_dqn.py`` covers the CPU; this script checks the
+CUDA path (docs/experiments.md).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def run(scenario, name, epochs, seed=0, policy=None, problem=None):
     env = scenario.make_env()
     env.reset(seed=seed)
     if policy is None:
-        p = env.problem if name == "whittle" else env.problem.without_parameters()
+        p = env.problem if name == "oracle" else env.problem.without_parameters()
         policy = make_policy(name, p if problem is None else problem, rng=seed)
     rewards = np.zeros(epochs)
     actions = []
@@ -43,13 +43,13 @@ def run(scenario, name, epochs, seed=0, policy=None, problem=None):
 
 
 def test_registered_and_needs_no_parameters():
-    pol = make_policy("adaptive-whittle", Problem(n=3))
+    pol = make_policy("whittle", Problem(n=3))
     assert isinstance(pol, AdaptiveWhittlePolicy) and not pol.needs_parameters
 
 
 def test_tcns2018_stochastic_learns_the_parameters_and_matches_the_oracle():
     scn = make_scenario("tcns2018", stochastic=True)
-    rewards, pol, _ = run(scn, "adaptive-whittle", 1200)
+    rewards, pol, _ = run(scn, "whittle", 1200)
     assert rewards[400:].mean() >= 0.95 * TCNS_M1_ORACLE
     est = pol.estimates()
     p = scn.params
@@ -62,8 +62,8 @@ def test_tcns2018_stochastic_learns_the_parameters_and_matches_the_oracle():
 
 def test_icc2021_single_pages_match_the_oracle():
     scn = make_scenario("icc2021-single")
-    ours, pol, _ = run(scn, "adaptive-whittle", 1500)
-    oracle, _, _ = run(scn, "whittle", 1500)
+    ours, pol, _ = run(scn, "whittle", 1500)
+    oracle, _, _ = run(scn, "oracle", 1500)
     assert ours[500:].mean() >= 0.95 * oracle[500:].mean()
     assert np.all(pol.kind == 2.0)                           # recognised as pages
     assert pol.estimates()["change_rate"][0] == pytest.approx(0.6, rel=0.15)
@@ -72,8 +72,8 @@ def test_icc2021_single_pages_match_the_oracle():
 
 def test_news_mix_deterministic_counts_only_matches_the_oracle():
     scn = make_scenario("news-mix", n=200)
-    ours, pol, _ = run(scn, "adaptive-whittle", 1500)
-    oracle, _, _ = run(scn, "whittle", 1500)
+    ours, pol, _ = run(scn, "whittle", 1500)
+    oracle, _, _ = run(scn, "oracle", 1500)
     # count-only ephemeral content; a source crawled once with one new entry is ambiguous
     assert np.mean(pol.kind == 3.0) >= 0.8
     assert ours[400:].mean() >= 0.95 * oracle[400:].mean()
@@ -81,7 +81,7 @@ def test_news_mix_deterministic_counts_only_matches_the_oracle():
 
 def test_restored_policy_continues_identically():
     scn = make_scenario("tcns2018", stochastic=True, window=300)
-    _, pol, actions = run(scn, "adaptive-whittle", 300, seed=4)
+    _, pol, actions = run(scn, "whittle", 300, seed=4)
     state = pickle.loads(pickle.dumps(pol.state_dict()))
     env = scn.make_env()
     env.reset(seed=4)
@@ -150,7 +150,7 @@ def test_pruned_selection_is_the_full_top_m():
     sc = make_scenario("news-mix", n=3000, seed=4, stochastic=True)
     env = sc.make_env()
     env.reset(seed=4)
-    pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=4)
+    pol = make_policy("whittle", sc.problem.without_parameters(), rng=4)
     rng = np.random.default_rng(4)
     for t in range(150):
         eligible = rng.random(3000) < 0.97 if t % 3 == 0 else None
@@ -170,7 +170,7 @@ def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_craw
     sc = make_scenario("news-mix", n=400, seed=2, stochastic=True)
     env = sc.make_env()
     env.reset(seed=2)
-    pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=2)
+    pol = make_policy("whittle", sc.problem.without_parameters(), rng=2)
     fractions = []
     for t in range(120):
         x, alpha, u = pol.expected_state(t)
@@ -199,7 +199,7 @@ def test_kept_parameters_equal_a_fresh_computation(name, n, stochastic):
     n = sc.problem.n
     env = sc.make_env()
     env.reset(seed=5)
-    pol = make_policy("adaptive-whittle", sc.problem.without_parameters(), rng=5)
+    pol = make_policy("whittle", sc.problem.without_parameters(), rng=5)
 
     def check():
         alpha, log_alpha, one_minus = pol._alphas_at(slice(None))

@@ -2,7 +2,15 @@
 
 import numpy as np
 
-from scrapy_whittle.core.columns import Col, PerSourceArrays, SparseRows, StringColumn
+from scrapy_whittle.core.columns import (
+    Col,
+    PerSourceArrays,
+    SparseRows,
+    StringColumn,
+    grown,
+    room_for,
+    with_room,
+)
 
 
 class Table(PerSourceArrays):
@@ -64,3 +72,21 @@ def test_string_column_packs_and_replaces():
     s.set(0, None)
     s.set(2, "x" * 5000)                              # absurdly long: not kept
     assert s.get(0) is None and s.get(2) is None
+
+
+def test_buffers_grow_in_proportion_to_their_size():
+    assert grown(100) == 166 and grown(100, spare=8) == 128
+    assert room_for(50, 100) == 100                  # room enough: unchanged
+    assert room_for(101, 100) == 166
+    assert room_for(1000, 100) == 1000               # a large batch: exactly what it needs
+    # rows added one at a time: few reallocations, so amortised O(1) copying
+    buf, copies = np.zeros(0, dtype=np.int64), 0
+    for n in range(10_000):
+        bigger = with_room(buf, n, n + 1)
+        if bigger is not buf:
+            copies += n
+            np.testing.assert_array_equal(bigger[:n], np.arange(n))
+        buf = bigger
+        buf[n] = n
+    assert copies < 3 * 10_000
+

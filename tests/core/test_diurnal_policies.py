@@ -3,7 +3,7 @@
 Thresholds come from measured figures (docs/diurnal.md). On news-diurnal with 200 sources
 (budget 2 per hour), deterministic, epochs 100-400: diurnal-oracle earned 0.986 of the
 periodic bound, the rhythm-blind oracle Whittle 0.935; stochastic, epochs 168-400 (after one
-simulated week), diurnal-whittle earned 1.064 and 1.082 times what adaptive-whittle earned
+simulated week), diurnal-whittle earned 1.064 and 1.082 times what whittle earned
 (seeds 0 and 1). The tests ask for 0.96, a 2% margin over the blind oracle, and 1.02: a
 policy that ignored the rhythm (or got its phase wrong) fails them.
 """
@@ -42,7 +42,7 @@ def test_oracle_without_rhythm_is_the_whittle_oracle(phases):
     p = scn.problem
     periodic = PeriodicArrivals(p.alpha, np.repeat(p.u[:, None], phases, axis=1))
     oracle = make_policy("diurnal-oracle", p, periodic=periodic)
-    whittle = make_policy("whittle", p)
+    whittle = make_policy("oracle", p)
     a, _ = run(oracle, _reset(scn), 150, scn.budget)
     b, _ = run(whittle, _reset(scn), 150, scn.budget)
     assert a == b
@@ -52,7 +52,7 @@ def test_oracle_near_the_periodic_bound_and_above_the_blind_oracle():
     scn = make_scenario("news-diurnal", n=200)
     bound = scenario_bound(scn)
     rhythm = run_policy(scn, "diurnal-oracle", 400, 0)[0][100:].mean()
-    blind = run_policy(scn, "whittle", 400, 0)[0][100:].mean()
+    blind = run_policy(scn, "oracle", 400, 0)[0][100:].mean()
     assert rhythm <= bound * (1 + 1e-9)
     assert rhythm >= 0.96 * bound
     assert rhythm >= 1.02 * blind
@@ -62,7 +62,7 @@ def test_learner_is_adaptive_whittle_when_feeds_show_no_dates():
     # the deterministic simulator reports counts only: nothing to learn a rhythm from
     scn = make_scenario("news-mix", n=200)
     a, _ = run(build_policy("diurnal-whittle", scn, 0), _reset(scn), 200, scn.budget)
-    b, _ = run(build_policy("adaptive-whittle", scn, 0), _reset(scn), 200, scn.budget)
+    b, _ = run(build_policy("whittle", scn, 0), _reset(scn), 200, scn.budget)
     assert a == b
 
 
@@ -75,7 +75,7 @@ def _reset(scn, seed=0):
 def test_learner_beats_adaptive_whittle_on_daily_rhythms():
     scn = make_scenario("news-diurnal", n=200, stochastic=True)
     rhythm = run_policy(scn, "diurnal-whittle", 400, 0)[0][168:].mean()
-    blind = run_policy(scn, "adaptive-whittle", 400, 0)[0][168:].mean()
+    blind = run_policy(scn, "whittle", 400, 0)[0][168:].mean()
     assert rhythm >= 1.02 * blind
 
 

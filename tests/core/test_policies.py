@@ -24,11 +24,11 @@ def test_unknown_policy_names_the_known_ones():
 
 def test_oracle_policies_refuse_a_problem_without_parameters():
     with pytest.raises(ValueError, match="needs the sources' parameters"):
-        make_policy("whittle", Problem(n=3))
+        make_policy("oracle", Problem(n=3))
 
 
 def test_whittle_on_table_i_alternates_sources_1_and_2_at_budget_1():
-    policy = make_policy("whittle", Problem(n=4, alpha=TABLE_I_ALPHA, u=TABLE_I_U))
+    policy = make_policy("oracle", Problem(n=4, alpha=TABLE_I_ALPHA, u=TABLE_I_U))
     crawled = [int(_crawl(policy, t, 1)[0]) for t in range(200)]
     tail = crawled[20:]
     assert set(tail) == {0, 1}
@@ -59,10 +59,10 @@ def test_greedy_takes_the_fullest_source():
 
 def test_state_dict_round_trip_continues_identically():
     problem = Problem(n=6, alpha=np.full(6, 0.8), u=np.arange(1.0, 7.0))
-    a = make_policy("whittle", problem)
+    a = make_policy("oracle", problem)
     for t in range(7):
         _crawl(a, t, 2)
-    b = make_policy("whittle", problem)
+    b = make_policy("oracle", problem)
     b.load_state_dict(a.state_dict())
     for t in range(7, 20):
         np.testing.assert_array_equal(_crawl(a, t, 2), _crawl(b, t, 2))
@@ -77,10 +77,15 @@ def test_grow_adds_sources_that_are_then_crawled():
 
 
 def test_registry_names_resolve_to_classes_with_that_name():
-    for name in ("whittle", "greedy", "uniform", "round_robin"):
+    for name in ("oracle", "greedy", "uniform", "round_robin"):
         assert policy_class(name).name == name
-    assert set(POLICIES) >= {"whittle", "static", "nutch", "miniflux", "dqn", "thompson",
-                             "lspe", "adaptive-whittle", "thompson-whittle"}
+    assert set(POLICIES) >= {"oracle", "static", "nutch", "miniflux", "dqn", "thompson",
+                             "lspe", "whittle", "thompson-whittle"}
+    # one name, one policy: learned as diurnal-whittle is, given its parameters as the oracles
+    learned = policy_class("whittle")
+    assert learned.name == "whittle" and not learned.needs_parameters
+    assert policy_class("oracle").needs_parameters
+    assert policy_class("adaptive-whittle") is policy_class("whittle")      # an accepted alias
 
 
 def test_whittle_pruned_selection_is_exactly_the_full_top_m():
@@ -88,7 +93,7 @@ def test_whittle_pruned_selection_is_exactly_the_full_top_m():
     from sim.scenarios import make_scenario
 
     scenario = make_scenario("news-mix", n=5000, seed=4)
-    fast = make_policy("whittle", scenario.problem)
+    fast = make_policy("oracle", scenario.problem)
     for t in range(400):
         chosen = fast.select(t, scenario.budget)
         full = select_top(fast._table.index(fast.x.copy()), None, scenario.budget)
@@ -104,9 +109,9 @@ def test_restoring_keeps_the_costs_of_sources_added_during_the_crawl():
     b = make_policy("round_robin", Problem(n=2))
     b.load_state_dict(a.state_dict())
     np.testing.assert_array_equal(b.problem.cost, [1.0, 1.0, 3.0, 2.0])
-    oracle = make_policy("whittle", Problem(n=1, alpha=[0.5], u=[1.0]))
+    oracle = make_policy("oracle", Problem(n=1, alpha=[0.5], u=[1.0]))
     oracle.grow(1, cost=2.0, alpha=0.9, u=3.0)
-    restored = make_policy("whittle", Problem(n=1, alpha=[0.5], u=[1.0]))
+    restored = make_policy("oracle", Problem(n=1, alpha=[0.5], u=[1.0]))
     restored.load_state_dict(oracle.state_dict())
     np.testing.assert_array_equal(restored.problem.u, [1.0, 3.0])
     np.testing.assert_array_equal(restored.problem.cost, [1.0, 2.0])
@@ -114,7 +119,7 @@ def test_restoring_keeps_the_costs_of_sources_added_during_the_crawl():
 
 def test_set_cost_changes_what_the_budget_affords_and_the_index():
     problem = Problem(n=3, alpha=np.full(3, 0.5), u=np.array([3.0, 2.0, 1.0]))
-    policy = make_policy("whittle", problem)
+    policy = make_policy("oracle", problem)
     assert len(policy.select(0, 2)) == 2
     policy.set_cost([0, 1], 2.0)
     np.testing.assert_array_equal(policy.problem.cost, [2.0, 2.0, 1.0])

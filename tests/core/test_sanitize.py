@@ -107,7 +107,7 @@ def test_invalid_state_is_found_and_reset_to_the_prior_keeping_priors():
 
 
 def test_the_adaptive_policy_repairs_only_the_sources_that_went_bad():
-    policy = make_policy("adaptive-whittle", Problem(n=3, period=1.0), rng=0)
+    policy = make_policy("whittle", Problem(n=3, period=1.0), rng=0)
     assert policy.repair([0, 1, 2]).size == 0
     policy.values.total[1] = np.inf
     policy.rates.shape[2] = np.nan

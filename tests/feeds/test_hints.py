@@ -73,6 +73,13 @@ def test_skip_masks_are_in_gmt_hours_and_weekdays():
     monday_3am = 1_700_438_400 + 3 * 3600              # 2023-11-20 03:00 UTC, a Monday
     assert skipped(monday_3am, 1 << 3, 0) and not skipped(monday_3am + 3600, 1 << 3, 0)
     assert skipped(monday_3am, 0, 1) and not skipped(monday_3am + 86400, 0, 1)
+    # the source table's masks, one answer per feed, the same as one feed at a time
+    hours = np.array([0, 1 << 3, 1 << 4, 0, 1 << 3], dtype=np.uint32)
+    days = np.array([0, 0, 0, 1, 1 << 1], dtype=np.uint8)
+    for t in (monday_3am, monday_3am + 3600, monday_3am + 86400):
+        expected = [skipped(t, int(h), int(d)) for h, d in zip(hours, days, strict=True)]
+        assert skipped(t, hours, days).tolist() == expected
+    assert skipped(monday_3am, hours, days).tolist() == [False, True, False, True, True]
 
 
 def test_server_hints_survive_the_cluster_message_encoding():

@@ -82,7 +82,7 @@ def test_the_quick_start_crawls_the_simulated_web(quick_start):
     assert result.returncode == 0, result.stderr[-3000:]
     assert not re.search(r"\] (ERROR|WARNING): ", result.stderr), result.stderr[-3000:]
     report = load_report(project / "crawls" / "news")
-    assert report.n == 300 and report.policy == "adaptive-whittle"     # WHITTLE_POLICY default
+    assert report.n == 300 and report.policy == "whittle"     # WHITTLE_POLICY default
     assert len(report.epochs["epoch"]) >= 2
     assert report.completed_budget_use() == pytest.approx(1.0)
     assert report.sources["new_items"].sum() > 0
@@ -124,4 +124,4 @@ def test_the_report_docs_run(quick_start, meta, monkeypatch, capsys):
     exec(compile(example, str(doc), "exec"), namespace)
     assert len(namespace["planned"]) > 0
     printed = capsys.readouterr().out
-    assert printed.startswith("300 adaptive-whittle")
+    assert printed.startswith("300 whittle")

@@ -30,7 +30,7 @@ def pure_expected(epochs: int) -> float:
     sc = make_scenario("tcns2018", budget=1.0, stochastic=False)
     env = sc.make_env()
     env.reset(seed=0)
-    policy = make_policy("whittle", sc.problem)
+    policy = make_policy("oracle", sc.problem)
     total = 0.0
     for k in range(epochs):
         obs, reward, *_ = env.step(policy.select(k, sc.budget))
@@ -67,7 +67,7 @@ async def test_scrapy_stack_matches_pure_simulator():
     # the same items, crawled at exact epoch instants
     sc = make_scenario("tcns2018", budget=1.0)
     replay = simulate(FeedWeb(sc.params, seed=3, window=600),
-                      make_policy("whittle", sc.problem), 1.0, EPOCHS)
+                      make_policy("oracle", sc.problem), 1.0, EPOCHS)
     assert scrapy_utility == pytest.approx(replay, rel=0.05), (scrapy_utility, replay)
     print("fidelity", scrapy_utility, expected, replay)
     assert server.web.totals()["captured"] == pytest.approx(scrapy_utility, rel=0.01)

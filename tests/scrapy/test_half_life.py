@@ -43,12 +43,13 @@ def _service(half_life):
 
 def test_prior_by_url_then_category_then_star_then_policy_default():
     service = _service({"https://a.example/scores.xml": 1800, "Gossip": 7200, "*": 86400})
-    np.testing.assert_array_equal(service.sources.half_life_prior([0, 1, 2]), [1800, 7200, 86400])
+    np.testing.assert_array_equal(service.sources.half_life[:3], [1800, 7200, 86400])
     service = _service({"Sports": 3600})
-    h = service.sources.half_life_prior([0, 1, 2])
-    assert h[0] == 3600 and h[1] == h[2] == 4 * 600      # unconfigured: four epochs
+    h = service.sources.half_life[:3]
+    assert h[0] == 3600 and np.isnan(h[1]) and np.isnan(h[2])   # unconfigured: the policy's
+    assert service.policy.decay.mu0[1] == pytest.approx(math.log(2) / (4 * 600))  # 4 epochs
     assert np.all(np.isnan(_service(None).sources.half_life[:3]))
-    assert _service(5000).sources.half_life_prior([2])[0] == 5000
+    assert _service(5000).sources.half_life[2] == 5000
 
 
 def test_the_adaptive_policy_starts_from_the_configured_prior():

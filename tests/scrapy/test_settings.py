@@ -93,7 +93,7 @@ def test_good_settings_and_defaults():
     sched = WhittleScheduler.from_crawler(crawler)
     assert sched.config.period == 3600.0 and sched.config.budget == 2.0
     assert sched.service.config is sched.config
-    assert WhittleConfig.from_settings({"WHITTLE_BUDGET": "3"}).core_policy == "adaptive-whittle"
+    assert WhittleConfig.from_settings({"WHITTLE_BUDGET": "3"}).core_policy == "whittle"
     assert WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_SPREAD": "true"}).spread
     assert isinstance(FeedObserverMiddleware.from_crawler(crawler), FeedObserverMiddleware)
 

@@ -104,8 +104,9 @@ def test_defaults_as_users_get_them():
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1})
     assert config.max_entries_per_source == 10_000
     assert config.parsing.max_entries == 10_000 and config.parsing.max_bytes == 10 * 2**20
-    assert (config.period, config.policy, config.core_policy) == (3600.0, "whittle",
-                                                                  "adaptive-whittle")
+    assert (config.period, config.policy, config.core_policy) == (3600.0, "whittle", "whittle")
+    assert WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_POLICY":
+                                        "adaptive-whittle"}).core_policy == "whittle"
 
 
 def test_the_dataclass_defaults_are_the_tables():

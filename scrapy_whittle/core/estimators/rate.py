@@ -193,7 +193,7 @@ class RateEstimator(VectorEstimator):
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         """One posterior draw per source (Thompson sampling): the same draws as
         ``rng.gamma(shape, 1 / rate)`` (to the last bit or so), without its broadcasting of
-        a second parameter array (30% of the time)."""
+        a second parameter array (a large part of its time)."""
         draws = rng.standard_gamma(np.maximum(self.shape, 1e-12))
         draws /= self.rate
         return draws

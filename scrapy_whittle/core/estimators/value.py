@@ -1,7 +1,8 @@
 """Mean base utility xi_bar_i of a source's items: a shrinkage mean towards a prior.
 
-The prior mean m0 comes from a per-source weight (``WHITTLE_WEIGHTS``-style: a scalar, an
-array, or a user function ``f(ids) -> weights``) and is worth ``prior_weight`` pseudo-items.
+The prior mean m0 comes from a per-source weight (a source's ``weight`` in the source list;
+here a scalar, an array, or a user function ``f(ids) -> weights``) and is worth
+``prior_weight`` pseudo-items.
 With n observed values v_1..v_n (weights w_j) the estimate is
 
     xi_hat = (w0 m0 + sum w_j v_j) / (w0 + sum w_j),

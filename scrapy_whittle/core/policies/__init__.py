@@ -1,5 +1,9 @@
 """Crawl policies, selectable by name (``WHITTLE_POLICY``, ``sim.bench --policy``).
 
+A name means the same policy everywhere: ``whittle`` is the Whittle index on parameters it
+learns, ``oracle`` the Whittle index on the true parameters it is given (as
+``diurnal-whittle`` learns daily rhythms and ``diurnal-oracle`` is given them).
+
 Modules are imported only when their policy is asked for, so ``dqn`` (torch) costs nothing
 to a crawl that does not use it.
 """
@@ -16,14 +20,14 @@ from scrapy_whittle.core.problem import Problem
 
 # name -> "module:Class" (relative to scrapy_whittle.core.policies)
 POLICIES: dict[str, str] = {
-    "whittle": "whittle:WhittlePolicy",
+    "whittle": "adaptive:AdaptiveWhittlePolicy",
+    "oracle": "whittle:WhittlePolicy",
     "greedy": "simple:GreedyPolicy",
     "uniform": "simple:UniformPolicy",
     "round_robin": "simple:RoundRobinPolicy",
     "static": "static:StaticPolicy",
     "nutch": "nutch:NutchAdaptivePolicy",
     "miniflux": "miniflux:MinifluxPolicy",
-    "adaptive-whittle": "adaptive:AdaptiveWhittlePolicy",
     "thompson": "thompson:ThompsonPolicy",
     "thompson-whittle": "thompson:ThompsonWhittlePolicy",
     "lspe": "lspe:LSPEPolicy",
@@ -32,10 +36,18 @@ POLICIES: dict[str, str] = {
     "diurnal-whittle": "diurnal:DiurnalWhittlePolicy",
 }
 
+#: other names accepted for a policy -> its name in ``POLICIES``
+ALIASES: dict[str, str] = {"adaptive-whittle": "whittle"}
+
+
+def canonical_name(name: str) -> str:
+    """The name in ``POLICIES`` of the policy called ``name`` (itself, unless an alias)."""
+    return ALIASES.get(name, name)
+
 
 def policy_class(name: str) -> type[Policy]:
     try:
-        target = POLICIES[name]
+        target = POLICIES[canonical_name(name)]
     except KeyError:
         known = ", ".join(sorted(POLICIES))
         raise ValueError(f"unknown policy {name!r}; known policies: {known}") from None
@@ -57,4 +69,4 @@ def make_policy(name: str, problem: Problem, rng: np.random.Generator | int | No
     return policy_class(name)(problem, rng=rng, **options)
 
 
-__all__ = ["POLICIES", "Policy", "make_policy", "policy_class"]
+__all__ = ["ALIASES", "POLICIES", "Policy", "canonical_name", "make_policy", "policy_class"]

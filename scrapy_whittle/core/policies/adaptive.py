@@ -68,7 +68,7 @@ def _prior_at(value, ids: np.ndarray):
 
 
 class AdaptiveWhittlePolicy(Policy):
-    """Whittle index at online estimates (``"adaptive-whittle"``).
+    """Whittle index at online estimates (``"whittle"``).
 
     prior_rate: prior arrival rate of entries (ephemeral) and change rate (pages), per unit of
         time; default one per epoch (1 / period). Scalar, array or callable(ids).
@@ -84,7 +84,7 @@ class AdaptiveWhittlePolicy(Policy):
         without items are count-only ephemeral content; "pages": every crawl is a page.
     """
 
-    name = "adaptive-whittle"
+    name = "whittle"
     needs_parameters = False
     per_source = {"last_epoch": np.nan, "added_epoch": np.nan,
                   "kind": Col(UNKNOWN, np.uint8)}

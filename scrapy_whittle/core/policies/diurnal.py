@@ -21,10 +21,10 @@ Ephemeral Content* (IEEE TCNS 2018):
 
 ``diurnal-oracle`` knows alpha_i and u_i(tau) for every phase tau of the period
 (``PeriodicArrivals``) and tracks x exactly by the periodic recursion. ``diurnal-whittle``
-learns: Lambda, xi, mu as ``adaptive-whittle`` does (it is that policy, whose estimates it
+learns: Lambda, xi, mu as ``whittle`` does (it is that policy, whose estimates it
 reuses through ``parameters()``), and p_i with ``ProfileEstimator`` from the publication
 times the feeds show; where a source has shown no dated item (pages, count-only sources) it
-is ranked exactly as by ``adaptive-whittle``.
+is ranked exactly as by ``whittle``.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class DiurnalOraclePolicy(Policy):
 
 
 class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
-    """``adaptive-whittle`` with learned daily rhythms (``"diurnal-whittle"``).
+    """``whittle`` with learned daily rhythms (``"diurnal-whittle"``).
 
     day: length of a day in the problem's time unit: 86400 (seconds, Scrapy's unit; the
         default), 24 for ``sim`` scenarios in hours. Times are absolute (unix time in Scrapy,
@@ -263,22 +263,6 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         """Start of ``epoch`` in the problem's time unit."""
         origin = 0.0 if np.isnan(self.time_origin) else self.time_origin
         return origin + epoch * float(self.problem.period)
-
-    def rhythm_state(self, epoch: int, stationary=None) -> tuple[np.ndarray, np.ndarray,
-                                                                 np.ndarray, np.ndarray]:
-        """(x, alpha, u, rhythmic): the expected value waiting at ``epoch`` and the arrivals
-        the index is evaluated at (``arrivals``) under the learned rhythm, where a source has
-        shown dated items (``rhythmic``); elsewhere the stationary ``expected_state`` (or
-        ``stationary``, that triple already computed). The daily mean of the learned
-        arrivals is the stationary u (the profile has mean 1)."""
-        x0, u0 = self._expected(epoch) if stationary is None else stationary
-        rhythmic = self._rhythmic()
-        x, u = x0.copy(), u0.copy()
-        ids = np.flatnonzero(rhythmic)
-        if ids.size:
-            x[ids], u[ids] = self._rhythm_at(epoch, ids, u0[ids])
-        alpha = self._alphas_at(slice(None))[0]
-        return np.maximum(x, 0.0), alpha, np.maximum(u, 0.0), rhythmic
 
     def _rhythmic(self) -> np.ndarray:
         return self.explored() & (self.profile.items > 0) & np.isfinite(self.crawl_time)

@@ -90,17 +90,16 @@ class ExpectedStatePolicy(Policy):
 
 
 class WhittlePolicy(ExpectedStatePolicy):
-    """The oracle Whittle index policy.
+    """The oracle Whittle index policy (``"oracle"``).
 
     With unit costs it prunes exactly (``PrunedTop``): the index never exceeds x (see
     ``IndexTable``), so a source whose expected value is below the last epoch's cut-off (the
     smallest index selected), lowered by ``PRUNE_MARGIN``, cannot make this epoch's top M
     unless the cut-off itself fell that far. Only the sources above it get their index
-    computed. Either way the choice is exactly the top M by index (ties to the lower id). In
-    steady state on ``news-mix`` about 11% of the sources pass the filter.
+    computed. Either way the choice is exactly the top M by index (ties to the lower id).
     """
 
-    name = "whittle"
+    name = "oracle"
     PRUNE_MARGIN = 0.02
 
     def __init__(self, problem: Problem, rng=None) -> None:

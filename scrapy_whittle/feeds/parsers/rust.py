@@ -6,15 +6,15 @@ sources that look like URLs are fetched, so it is always handed bytes here), and
 the GIL while it parses (two threads parse no faster than one), so large bodies go to the
 worker processes of the parse pool. It stops reading entries at ``ParserLimits.max_entries``
 and keeps the first ones in feed order. It takes no HTTP headers: the body arrives already
-in UTF-8 (``prepare.to_utf8``). Measured on a 43 KB, 50-entry RSS 2.0 feed: 0.4 ms with its
-HTML sanitizer off (as here), 0.8 ms with it on; 0.9 ms for all of ``parse_feed``.
+in UTF-8 (``prepare.to_utf8``). Its HTML sanitizer is off (see below), which about halves
+its time. Timings are in ``docs/parsing.md``.
 
 A feed it reads only in part (an XML syntax error, or no entry at all with errors) is marked
 ``incomplete``, and ``parse_feed`` also asks feedparser, whose lenient mode often reads more.
 
 Two corrections bring its output to feedparser's (``docs/parsing.md``):
 
-* titles: its HTML sanitizer is off (it costs 0.4 of its 0.8 ms on a 43 KB feed, and with
+* titles: its HTML sanitizer is off (it costs about as much as the parse itself, and with
   it on it escapes text titles as HTML: ``Fish &amp; chips``). A title is text, as
   feedparser reads it, unless the feed declares HTML titles (``<title type="html">``):
   then one with markup goes through feedparser's sanitizer (scripts and event handlers
@@ -33,8 +33,9 @@ from scrapy_whittle.feeds.hints import FeedHints, feed_hints
 from scrapy_whittle.feeds.parsers.types import ParseLimits, RawFeed
 
 NAME = "feedparser-rs"
-#: bodies up to this size are parsed on the event loop (0.35 ms or less with this parser);
-#: larger ones cost the loop less in a worker (0.33 ms for a 43 KB feed, against 0.95 ms)
+#: bodies up to this size are parsed on the event loop, where they cost less than the round
+#: trip to a worker; a larger one costs the loop less in a worker (sending it and reading the
+#: result back) than parsed inline
 INLINE_MAX_BYTES = 16 * 1024
 
 _LIMIT_EXCEEDED = "Entry limit exceeded"
