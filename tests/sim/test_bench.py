@@ -48,7 +48,7 @@ def test_perf_mode_small(capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["n"] == 2000
     assert 0 < report["state_bytes_per_source"] <= 400
-    assert report["sim_source_epochs_per_s"] > 0 and report["whittle_decision_ms"] > 0
+    assert report["sim_source_epochs_per_s"] > 0 and report["oracle_decision_ms"] > 0
 
 
 def test_statistics_helpers():
