@@ -34,10 +34,26 @@ def start(server, tmp: Path, run: int, seconds: float) -> subprocess.Popen:
     """Run ``run`` of the crawl, its log in ``run<run>.log`` (a file: a pipe nobody reads
     while the test polls would fill and stall the crawl)."""
     with open(tmp / f"run{run}.log", "w") as log:      # the child keeps its own descriptor
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "tests.scrapy.crash_crawl", server.url, str(N_FEEDS),
              str(tmp / "job"), str(tmp / "items.jsonl"), str(tmp / f"dump{run}.json"),
              str(seconds)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+    SPAWNED.append(proc)
+    return proc
+
+
+SPAWNED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def no_crawl_left():
+    """A test that fails before its crawl ends kills it (a run to be killed runs long)."""
+    yield
+    while SPAWNED:
+        proc = SPAWNED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
 
 
 def log(tmp: Path, run: int) -> str:
@@ -101,8 +117,6 @@ def test_killed_crawls_restart_from_their_last_checkpoint(fast_web, tmp_path):
                 wait_for(covered, timeout=120, alive=proc,
                          what=f"run {run}'s checkpoint after its {n} first items")
             except AssertionError as exc:
-                proc.kill()
-                proc.wait(30)
                 raise AssertionError(f"{exc}\n{log(tmp_path, run)[-3000:]}") from None
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
