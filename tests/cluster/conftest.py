@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import redis
+
+from tests.waiting import wait_for
 
 
 def free_port() -> int:
@@ -36,17 +37,15 @@ class RedisServer:
             [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
              "--appendonly", "yes", "--appendfsync", "always", "--save", "",
              "--protected-mode", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
-        client.close()
+        with redis.Redis(port=self.port) as client:
+            def answers() -> bool:
+                try:
+                    return client.ping()
+                except redis.exceptions.ConnectionError:
+                    return False
+
+            wait_for(answers, timeout=20, alive=self.proc,
+                     what=f"redis-server to answer on port {self.port}")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -1,6 +1,6 @@
-"""Crashes lose nothing: a crawl killed with SIGKILL at random moments restarts from its last
-checkpoint (same learned state, validators, back-offs), never emits again an entry emitted
-before that checkpoint, and a damaged state file never stops it."""
+"""Crashes lose nothing: a crawl killed with SIGKILL at random moments (seeded) restarts from
+its last checkpoint (same learned state, validators, back-offs), never emits again an entry
+emitted before that checkpoint, and a damaged state file never stops it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,7 @@ import pytest
 
 from scrapy_whittle.service.store import FILE_NAME
 from tests.scrapy.conftest import ROOT, Server
+from tests.waiting import wait_for
 
 N_FEEDS = 40
 
@@ -30,16 +31,38 @@ def fast_web():
 
 
 def start(server, tmp: Path, run: int, seconds: float) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.scrapy.crash_crawl", server.url, str(N_FEEDS),
-         str(tmp / "job"), str(tmp / "items.jsonl"), str(tmp / f"dump{run}.json"),
-         str(seconds)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True)
+    """Run ``run`` of the crawl, its log in ``run<run>.log`` (a file: a pipe nobody reads
+    while the test polls would fill and stall the crawl)."""
+    with open(tmp / f"run{run}.log", "w") as log:      # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.scrapy.crash_crawl", server.url, str(N_FEEDS),
+             str(tmp / "job"), str(tmp / "items.jsonl"), str(tmp / f"dump{run}.json"),
+             str(seconds)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+    SPAWNED.append(proc)
+    return proc
+
+
+SPAWNED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def no_crawl_left():
+    """A test that fails before its crawl ends kills it (a run to be killed runs long)."""
+    yield
+    while SPAWNED:
+        proc = SPAWNED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+def log(tmp: Path, run: int) -> str:
+    return (tmp / f"run{run}.log").read_text()
 
 
 def snapshot(store: Path) -> dict:
     """What the last committed checkpoint holds."""
-    with sqlite3.connect(store) as db:
+    with closing(sqlite3.connect(store)) as db:
         meta = dict(db.execute("select key, value from meta"))
         rows = db.execute("select id, policy_row, entries, etag, retry_at, failures "
                           "from sources order by id").fetchall()
@@ -49,33 +72,56 @@ def snapshot(store: Path) -> dict:
             "retry_at": [r[4] for r in rows], "failures": [r[5] for r in rows]}
 
 
+def checkpoint_at(store: Path) -> float:
+    """When the state of the last committed checkpoint was taken (0: none committed yet),
+    read while the crawl writes (WAL: a reader sees the last commit)."""
+    try:
+        with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+            row = db.execute("select value from meta where key = 'checkpoint_at'").fetchone()
+    except sqlite3.Error:           # not created yet
+        return 0.0
+    return float(row[0]) if row else 0.0
+
+
 def items(tmp: Path) -> list[dict]:
+    """The items emitted so far: the complete lines of ITEMS (one may be half written)."""
     path = tmp / "items.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
 
 
 @pytest.mark.slow
 def test_killed_crawls_restart_from_their_last_checkpoint(fast_web, tmp_path):
+    # Each of runs 0-3 is killed at a random instant: once it has emitted n items (n drawn
+    # from a seeded generator) and a checkpoint taken after all n is committed. Run 4 ends
+    # by itself.
     rng = np.random.default_rng(11)
-    kills = []                    # (snapshot at the kill, number of items emitted by then)
+    store = tmp_path / "job" / FILE_NAME
+    kills = []       # (snapshot at the kill, number of items emitted by then, n)
     for run in range(5):
-        proc = start(fast_web, tmp_path, run, seconds=3.0)
-        if run == 4:              # the last run ends by itself
-            _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err[-3000:]
+        last = run == 4
+        proc = start(fast_web, tmp_path, run, seconds=3.0 if last else 300.0)
+        if last:
+            proc.wait(120)
+            assert proc.returncode == 0, log(tmp_path, run)[-3000:]
         else:
-            deadline = time.monotonic() + 60
-            while not (tmp_path / f"dump{run}.json").exists():     # restored and crawling
-                assert proc.poll() is None, proc.communicate()[1][-3000:]
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.3, 1.8))
+            first, n = len(items(tmp_path)), int(rng.integers(20, 80))
+
+            def covered(first=first, n=n) -> bool:
+                mine = items(tmp_path)[first:first + n]
+                return len(mine) == n and checkpoint_at(store) > max(
+                    i["discovered_at"] for i in mine)
+
+            try:
+                wait_for(covered, timeout=120, alive=proc,
+                         what=f"run {run}'s checkpoint after its {n} first items")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{log(tmp_path, run)[-3000:]}") from None
             proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=30)
+            proc.wait(30)
             assert proc.returncode == -signal.SIGKILL
-            kills.append((snapshot(tmp_path / "job" / FILE_NAME), len(items(tmp_path))))
+            kills.append((snapshot(store), len(items(tmp_path)), n))
         if run > 0:               # this run started from the previous kill's checkpoint
             dump = json.loads((tmp_path / f"dump{run}.json").read_text())
             before = kills[run - 1][0]
@@ -83,17 +129,16 @@ def test_killed_crawls_restart_from_their_last_checkpoint(fast_web, tmp_path):
                 assert dump[key] == before[key], key
             assert dump["origin"] == before["origin"]
     emitted = items(tmp_path)
-    assert len(emitted) > 100
+    assert len(emitted) > kills[-1][1]          # the last run crawled on
     # an entry emitted before the checkpoint a run was killed after is never emitted again
-    start_line, checked = 0, 0
-    for snap, end_line in kills:
+    start_line = 0
+    for snap, end_line, n in kills:
         safe = {(i["source"], i["entry_id"]) for i in emitted[start_line:end_line]
                 if i["discovered_at"] < snap["checkpoint_at"]}
         later = {(i["source"], i["entry_id"]) for i in emitted[end_line:]}
         assert not safe & later
-        checked += len(safe)
+        assert len(safe) >= n      # the run's n first items, distinct, all checkpointed
         start_line = end_line
-    assert checked > 50                # kills came after checkpoints that held entries
 
 
 def test_a_damaged_state_file_does_not_stop_the_crawl(fast_web, tmp_path):
@@ -101,7 +146,8 @@ def test_a_damaged_state_file_does_not_stop_the_crawl(fast_web, tmp_path):
     job.mkdir()
     (job / FILE_NAME).write_bytes(b"SQLite format 3\x00" + b"\xff" * 5000)   # truncated
     proc = start(fast_web, tmp_path, 0, seconds=1.0)
-    _, err = proc.communicate(timeout=120)
+    proc.wait(120)
+    err = log(tmp_path, 0)
     assert proc.returncode == 0, err[-3000:]
     assert err.count("moved aside") == 1 and "Traceback" not in err
     assert len(items(tmp_path)) > 0

@@ -16,16 +16,32 @@ def test_json_report_structure_and_ratios(capsys):
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["policy"] for r in report["results"]] == policies
+    bound = report["upper_bound"]
     for r in report["results"]:
         for key in ("policy", "reward", "ci95", "upper_bound", "ratio", "decision_ms"):
             assert key in r
-        assert r["ratio"] <= 1 + 1e-6, r
-        assert r["ci95"] >= 0 and r["decision_ms"] >= 0
-    by_name = {r["policy"]: r for r in report["results"]}
-    assert by_name["oracle"]["ratio"] > by_name["uniform"]["ratio"]
+        assert r["upper_bound"] == bound and r["ratio"] == pytest.approx(r["reward"] / bound)
+        # the bound holds; the first quarter, from empty sources, earns less than the rest
+        assert 0 < r["reward_from_empty"] < r["reward"] <= bound * (1 + 1e-9), r
+        assert r["decision_ms"] > 0, r                # measured, not left at zero
+    oracle, greedy, static, round_robin, uniform, nutch, miniflux = (
+        {r["policy"]: r for r in report["results"]}[p] for p in policies)
+    # news-mix is deterministic here: policies that draw nothing earn the same on both seeds
+    # (ci95 exactly 0); static and uniform draw from the seed, and their two seeds differ
+    for r in (oracle, greedy, round_robin, nutch, miniflux):
+        assert r["ci95"] == 0.0, r
+    for r in (static, uniform):
+        assert r["ci95"] > 0.0, r
+    # the Whittle index policy on the true parameters is near the bound (0.9980 of it on this seeded run: the
+    # tolerance of 0.002 is what a change in its float arithmetic could move it, no more);
+    # the oracles earn over twice what the best schedule blind to the sources earns (static
+    # 169, miniflux 78)
+    assert oracle["ratio"] == pytest.approx(0.998, abs=2e-3)
+    schedules = max(r["reward"] for r in (round_robin, uniform, nutch, miniflux))
+    assert oracle["reward"] > greedy["reward"] > static["reward"] > 2 * schedules
 
 
-def test_tcns2018_m1_whittle_reaches_the_bound(capsys):
+def test_tcns2018_m1_oracle_reaches_the_bound(capsys):
     assert main(["--scenario", "tcns2018", "--policy", "oracle", "--horizon", "200",
                  "--seeds", "1", "--json"]) == 0
     (r,) = json.loads(capsys.readouterr().out)["results"]
@@ -46,9 +62,12 @@ def test_text_output_and_errors(capsys):
 def test_perf_mode_small(capsys):
     assert main(["--perf", "--n", "2000", "--epochs", "3", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["n"] == 2000
+    assert report["n"] == 2000 and report["epochs"] == 3
+    assert report["budget"] == 20 and report["warm_epochs"] == 2 * 2000 // 20   # 1%, 2 rounds
     assert 0 < report["state_bytes_per_source"] <= 400
-    assert report["sim_source_epochs_per_s"] > 0 and report["oracle_decision_ms"] > 0
+    assert 0 < report["oracle_decision_ms_median"] <= report["oracle_decision_ms_max"]
+    assert report["oracle_decision_ms"] <= report["oracle_decision_ms_max"]
+    assert report["sim_source_epochs_per_s"] > 0 and report["sim_stochastic_items_per_s"] > 0
 
 
 def test_statistics_helpers():
