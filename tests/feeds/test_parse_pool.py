@@ -113,6 +113,7 @@ async def test_a_dead_worker_fails_the_body_it_held_and_hands_back_the_others():
                 if len(worker.pending) == 2:
                     break
                 await asyncio.sleep(0.001)
+            assert len(worker.pending) == 2, "the worker never held both bodies"
             os.kill(worker.proc.pid, signal.SIGKILL)
             with pytest.raises(FeedError) as exc:
                 await held

@@ -44,7 +44,10 @@ def test_params_carry_the_rhythm_for_an_oracle(diurnal_server):
     bins = np.array([rhythms[u][0] for u in urls])
     per = arrivals_from_bins(rate, xi, mu, bins, rhythms[urls[0]][1], 1.0,
                              origin=rhythms[urls[0]][2], start=rhythms[urls[0]][2])
-    assert per.k == 24 and per.phase0 == 0 and np.all(per.u >= 0)
+    assert per.k == 24 and per.phase0 == 0 and np.all(per.u > 0)
+    # a rhythm: every source's busiest hour brings clearly more than its quietest (the
+    # scenario's day/night ratios are 1.5 to 16)
+    assert np.all(per.u.max(axis=1) > 1.2 * per.u.min(axis=1))
 
 
 @pytest_twisted.ensureDeferred

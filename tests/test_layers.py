@@ -1,0 +1,123 @@
+"""The package's layers, read from its imports: each layer imports only the layers before it,
+the core and the service import no Scrapy, and no module imports itself back through others.
+
+Every import counts, also one inside a function or under ``TYPE_CHECKING``: a cycle or a
+dependency that is only deferred is still one a reader has to hold in mind.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("scrapy_whittle", "sim")
+
+# What each layer of scrapy_whittle may import from the package (besides itself).
+ALLOWED = {
+    "core": set(),
+    "feeds": {"core"},
+    "service": {"core", "feeds"},
+    "cluster": {"core", "feeds", "service"},
+    "report": {"core", "feeds", "service"},
+    "scrapy": {"core", "feeds", "service", "cluster", "report"},
+}
+# Third-party packages a layer must not import.
+FORBIDDEN = {
+    "core": {"scrapy", "twisted", "sim", "redis"},
+    "feeds": {"scrapy", "twisted", "sim", "redis"},
+    "service": {"scrapy", "twisted", "sim", "redis"},
+    "cluster": {"twisted", "sim"},
+    "report": {"twisted", "sim", "redis"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every module ``name`` imports: the package's own modules (resolved, relative imports
+    included) and the top-level names of the others."""
+    found = set()
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [module] + [f"{module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for target in targets:
+            if target in known:
+                found.add(target)
+            elif target.split(".")[0] not in PACKAGES:
+                found.add(target.split(".")[0])
+    found.discard(name)
+    return found
+
+
+GRAPH = {name: imported(name, path, modules()) for name, path in modules().items()}
+
+
+def layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if parts[0] == "scrapy_whittle" and len(parts) > 1 else None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if layer(n)))
+def test_a_layer_imports_only_the_layers_before_it(name):
+    own = layer(name)
+    wrong = sorted(t for t in GRAPH[name]
+                   if t.startswith("scrapy_whittle.") and layer(t) not in {own} | ALLOWED[own]
+                   or t in FORBIDDEN.get(own, ()))
+    assert not wrong, f"{name} ({own}) imports {wrong}"
+
+
+def test_no_import_cycles():
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:            # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in GRAPH[v] & GRAPH.keys():
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                cycles.append(sorted([v, *component]))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert cycles == [], cycles
+
+
+def test_the_graph_is_read():
+    # the checks above see the imports they are about
+    assert "scrapy_whittle.core.dynamics" in GRAPH["scrapy_whittle.core.bound"]
+    assert "scrapy" in GRAPH["scrapy_whittle.scrapy.addon"]
+    assert "scrapy_whittle.core.policies" in GRAPH["scrapy_whittle"]
