@@ -47,7 +47,7 @@ _URL = re.compile(r"(?i)(https?|file)://([^/?#\s]*)([^\s]*)\Z")
 #: an optional port other than 80 and 443, a path of unreserved characters (RFC 3986:
 #: letters, digits, ``-._~``) and ``/``, then an optional non-empty query of those and
 #: ``=&``; no dot segments, no percent-escapes, no fragment. Most feed URLs are such;
-#: tested against both libraries in tests/scrapy/test_sources.py.
+#: tested against both libraries in tests/service/test_sources.py.
 _PLAIN_URL = re.compile(
     r"https?://[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*(?::(?P<port>[1-9][0-9]{0,4}))?"
     r"(?:/[A-Za-z0-9._~/-]*(?:\?[A-Za-z0-9._~=&-]+)?)?")
