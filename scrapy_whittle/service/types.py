@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, Protocol
 
 from scrapy_whittle.core import sanitize
 from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.service.clock import Clock
 from scrapy_whittle.service.config import WhittleConfig
 
 #: seconds a crawl result may wait before the policy learns it
@@ -105,12 +106,6 @@ def valued(entries: list[FeedEntry], weight: float, config: WhittleConfig
     source's weight; each within the plausible range of :mod:`scrapy_whittle.core.sanitize`."""
     return sanitize.entry_values([e.engagement for e in entries], weight * config.item_value,
                                  config.engagement_scale)
-
-
-class Clock(Protocol):
-    def now(self) -> float: ...
-
-    def wait(self, until: float, idle: bool) -> float | None: ...
 
 
 class CrawlSink(Protocol):
