@@ -355,8 +355,8 @@ class WhittleScheduler(BaseScheduler):
         if template is None:
             if is_plain_url(crawl.url):
                 # already what Scrapy's escaping makes of it: Scrapy's documented
-                # ``verbatim_url`` skips that work (a third of a crawl's cost in the
-                # scheduler); a redirect elsewhere is escaped again (enqueue_request)
+                # ``verbatim_url`` skips that work (a large part of what the scheduler
+                # spends on a crawl); a redirect elsewhere is escaped again (enqueue_request)
                 meta["verbatim_url"] = meta[META_PLAIN] = True
             return Request(crawl.url, dont_filter=True, meta=meta,
                            headers=crawl.headers or None, errback=self._source_failed)
