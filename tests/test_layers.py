@@ -83,7 +83,7 @@ def layer(name: str) -> str | None:
 def test_a_layer_imports_only_the_layers_before_it(name):
     own = layer(name)
     wrong = sorted(t for t in GRAPH[name]
-                   if t.startswith("scrapy_whittle.") and layer(t) not in {own} | ALLOWED[own]
+                   if (t.startswith("scrapy_whittle.") and layer(t) not in {own} | ALLOWED[own])
                    or t in FORBIDDEN.get(own, ()))
     assert not wrong, f"{name} ({own}) imports {wrong}"
 

@@ -4,7 +4,10 @@ The same memory as :mod:`scrapy_whittle.service.entry_memory` (64-bit XXH3 hashe
 oldest first, capacity following the feed plus an eighth), kept per source in a field of a
 small hash (``Keys.entries``) as a 4-byte capacity and the packed hashes. One Lua script
 tells which of a fetch's entries are new and remembers them, atomically: two workers can
-never both take an entry for new, so an entry is emitted once across the cluster.
+never both take an entry for new, so an entry is emitted once across the cluster. It returns
+how many entries the source had remembered before (a window is full only when there were
+some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`) and a flag per distinct entry
+shown ("1": new), at most ``max_entries_per_source`` of them.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ end
 for i = #vis, 1, -1 do out[#out + 1] = vis[i] end
 local first = math.max(1, #out - cap + 1)
 redis.call('HSET', KEYS[1], ARGV[1], struct.pack('<I4', cap) .. table.concat(out, '', first, #out))
-return table.concat(flags)
+return {#oldlist, table.concat(flags)}
 """
 
 

@@ -2,10 +2,12 @@
 
 As a worker it reads crawls from the stream ``Keys.tasks`` (consumer group ``workers``) into
 a small local queue the scheduler hands to Scrapy's downloader, and it is what the feed
-middleware reports to (the same methods as the re-crawl service, but coroutines): the entries
-of a fetched feed are told new or old by the shared entry memory
-(:mod:`scrapy_whittle.cluster.entries`), and what the fetch showed goes to ``Keys.results``
-in one transaction with the acknowledgement of the task. Every Redis call goes through a
+middleware reports to: a :class:`~scrapy_whittle.service.types.CrawlSink` like the re-crawl
+service, its reports coroutines. The entries of a fetched feed are told new or old by the
+shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and judged by the service's own
+code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what the fetch showed goes to
+``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one transaction with
+the acknowledgement of the task. Every Redis call goes through a
 :class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does not end it.
 """
 
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import secrets
 import socket
@@ -31,17 +34,32 @@ from scrapy_whittle.cluster.entries import DEDUPE, packed_hashes
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import Retrier
-from scrapy_whittle.cluster.tasks import task_crawl, task_fields
+from scrapy_whittle.cluster.tasks import (
+    FETCHED,
+    NOT_MODIFIED,
+    CrawlResult,
+    result_fields,
+    task_crawl,
+    task_fields,
+)
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.recrawl import Crawl, FetchResult, entry_values
+from scrapy_whittle.service.once_log import OnceLog
+from scrapy_whittle.service.outcomes import count_fetch, judge_fetch, report_warnings
 from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.types import NO_LOAD, Crawl, FetchResult, HostLoad
 
 logger = logging.getLogger(__name__)
 
 
 class ClusterNode:
+    """A :class:`~scrapy_whittle.service.types.CrawlSink`; ``start`` / ``stop`` on the
+    reactor's event loop."""
+
+    #: the node is woken by the tasks it takes (``on_tasks``), never by a due time
+    wake_at = math.inf
+
     def __init__(self, config: WhittleConfig, *, redis_url: str, prefix: str, specs,
                  stats, clock, oracle=None, slot_delays=None, lease: float = 600.0,
                  lock_ttl: float = 10.0, backlog: int = 256, capacity: int = 16,
@@ -79,7 +97,7 @@ class ClusterNode:
         self._dedupe = self.redis.register_script(DEDUPE)
         self._loops: list[asyncio.Task] = []
         self._posting: set[asyncio.Future] = set()
-        self._logged: set[tuple[int, str]] = set()
+        self._log_once = OnceLog(logger)
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -106,9 +124,7 @@ class ClusterNode:
                 task.cancel()
         self.stopping = False          # the last calls below may still retry a little
         for crawl in unstarted:
-            task_id = self.taken.pop(crawl.cid, None)
-            if task_id is not None:
-                self.queue.append((crawl, task_id))
+            self._requeue(crawl)
         try:
             await asyncio.wait_for(self._give_back(), 10)
             await asyncio.wait_for(self.planner.resign(), 30)
@@ -165,77 +181,82 @@ class ClusterNode:
                                             "reading the crawl's state")
                 self.finished = bool(finished)
 
-    def next_crawl(self) -> Crawl | None:
-        """The next task for the downloader, or None."""
+    def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
+        """The next task for the downloader, or None. ``hosts`` is not asked: the planner
+        keeps every host polite across the cluster."""
         if not self.queue:
             return None
         crawl, task_id = self.queue.popleft()
         self.taken[crawl.cid] = task_id
         return crawl
 
-    # -- reporting fetches (the middleware's sink) -----------------------------------------------
-    def _task(self, crawl: Crawl) -> tuple[str, str, float]:
-        return crawl.cid, self.taken.pop(crawl.cid), crawl.weight
+    def has_crawls(self) -> bool:
+        return not self.finished or bool(self.queue)
 
+    def queued(self) -> int:
+        return len(self.queue)
+
+    def reports_pending(self) -> bool:
+        # a cluster runs on the system clock: nothing jumps past a report
+        return False
+
+    def _requeue(self, crawl: Crawl) -> None:
+        """``crawl`` was taken but will not be downloaded: back to the queue given back."""
+        task_id = self.taken.pop(crawl.cid, None)
+        if task_id is not None:
+            self.queue.append((crawl, task_id))
+
+    # -- reporting fetches (the middleware's sink) -----------------------------------------------
     async def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                            etag: str | None = None, last_modified: str | None = None,
                            hints: ServerHints | None = None) -> FetchResult:
-        cid, task_id, weight = self._task(crawl)
+        task_id = self.taken.pop(crawl.cid)
         k = self.keys
-        visible, packed = packed_hashes(entries)
-        flags = await self.retry(lambda: self._dedupe(
+        distinct, packed = packed_hashes(entries)
+        had, flags = await self.retry(lambda: self._dedupe(
             keys=[k.entries(crawl.source)],
             args=[crawl.source % BUCKET, self.config.max_entries_per_source, 4, packed]),
             "telling new entries")
         flags = flags.decode() if isinstance(flags, bytes) else flags
-        new = [e for e, flag in zip(visible, flags, strict=False) if flag == "1"]
-        had_before = "0" in flags or len(visible) < len(flags)
-        window_full = bool(visible and len(new) == len(visible) and had_before)
-        values = entry_values(new, weight, self.config)
-        now = self.clock.now()
-        published = [e.published if e.published is not None else now for e in new]
-        await self._send(crawl, cid, task_id, "ok", now=now, new=len(new),
-                         reward=float(sum(values)), full=int(window_full),
-                         published=json.dumps(published), etag=etag or "",
-                         modified=last_modified or "", hints=hints.encode() if hints else "")
-        self.stats.inc("fetched")
-        self.stats.inc("new_items", len(new))
-        self.stats.inc("utility", float(sum(values)))
-        return FetchResult(new, values, window_full)
+        new = [e for e, flag in zip(distinct, flags, strict=False) if flag == "1"]
+        found = judge_fetch(new, len(flags), int(had) > 0, crawl.weight, self.config,
+                            self.stats)
+        reward = float(sum(found.values))
+        await self._send(task_id, CrawlResult.of(
+            crawl, self.clock.now(), FETCHED, new_items=len(new), reward=reward,
+            window_full=found.window_full, published=[e.published for e in new],
+            etag=etag or "", last_modified=last_modified or "",
+            hints=hints.encode() if hints else ""))
+        count_fetch(self.stats, len(new), reward, found.window_full)
+        return found
 
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                            last_modified: str | None = None,
                            hints: ServerHints | None = None) -> None:
-        cid, task_id, _ = self._task(crawl)
-        await self._send(crawl, cid, task_id, "not_modified", etag=etag or "",
-                         modified=last_modified or "", hints=hints.encode() if hints else "")
+        task_id = self.taken.pop(crawl.cid)
+        await self._send(task_id, CrawlResult.of(
+            crawl, self.clock.now(), NOT_MODIFIED, etag=etag or "",
+            last_modified=last_modified or "", hints=hints.encode() if hints else ""))
         self.stats.inc("fetched")
         self.stats.inc("not_modified")
 
     async def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
                            retry_after: float | None = None) -> float:
-        cid, task_id, _ = self._task(crawl)
-        await self._send(crawl, cid, task_id, kind, cause=cause[:500],
-                         retry=repr(float(retry_after or 0.0)))
+        """Sent to the planner, whose service backs the source off (0 here: not known)."""
+        task_id = self.taken.pop(crawl.cid)
+        await self._send(task_id, CrawlResult.of(crawl, self.clock.now(), kind,
+                                                 cause=cause[:500],
+                                                 retry_after=float(retry_after or 0.0)))
         self.stats.inc(f"errors/{kind}")
-        if (crawl.source, kind) not in self._logged:
-            self._logged.add((crawl.source, kind))
-            logger.warning("source %d (%s): %s", crawl.source, crawl.url, cause)
+        self._log_once(crawl.source, kind, crawl.url, cause)
         return 0.0
 
     def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
-        self.stats.inc("warnings")
-        if (crawl.source, "warning") not in self._logged:
-            self._logged.add((crawl.source, "warning"))
-            logger.info("source %d (%s): %s", crawl.source, crawl.url, "; ".join(warnings))
+        report_warnings(self.stats, self._log_once, crawl, warnings)
 
-    async def _send(self, crawl: Crawl, cid: str, task_id: str, kind: str, **fields) -> None:
+    async def _send(self, task_id: str, result: CrawlResult) -> None:
         k = self.keys
-        message = {"sid": crawl.source, "cid": cid, "epoch": crawl.epoch,
-                   "sent_at": repr(crawl.sent_at), "at": repr(self.clock.now()),
-                   "kind": kind, "new": 0, "reward": 0.0, "full": 0, "published": "[]",
-                   "etag": "", "modified": "", "cause": "", "hints": "", "retry": "0.0",
-                   **fields}
+        message = result_fields(result)
 
         async def send():
             pipe = self.redis.pipeline(transaction=True)
@@ -257,6 +278,7 @@ class ClusterNode:
         task.add_done_callback(self._posting.discard)
 
     def add_source(self, spec: SourceSpec) -> None:
+        """Told to the planner: the source's id is not known here yet."""
         self._post({"type": "source", "url": spec.url})
 
     def set_crawl_delay(self, host: str, delay: float) -> bool:

@@ -30,10 +30,11 @@ from collections import defaultdict
 
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
-from scrapy_whittle.cluster.tasks import task_fields
+from scrapy_whittle.cluster.tasks import FETCHED, NOT_MODIFIED, read_result, task_fields
 from scrapy_whittle.feeds.hints import ServerHints
-from scrapy_whittle.service.recrawl import Crawl, PrefixedStats, RecrawlService
+from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.types import Crawl, PrefixedStats
 
 logger = logging.getLogger(__name__)
 
@@ -275,30 +276,27 @@ class Planner:
 
     def _learn(self, f: dict) -> int | None:
         service = self.service
-        sid = int(f[b"sid"])
-        if sid >= len(service.sources) or self.in_flight.get(sid) != f[b"cid"].decode():
+        result = read_result(f)
+        sid = result.source
+        if sid >= len(service.sources) or self.in_flight.get(sid) != result.cid:
             self.node.stats.inc("cluster/stale_results")
             return None
         self._forget(sid)
-        crawl = Crawl(sid, service.url(sid), int(f[b"epoch"]), float(f[b"sent_at"]), {})
-        kind = f[b"kind"].decode()
-        etag = f[b"etag"].decode() or None
-        modified = f[b"modified"].decode() or None
-        hints = ServerHints.decode(f.get(b"hints", b"").decode())
-        if kind == "ok":
-            try:      # what a worker sent; record_fetch keeps the numbers in range
-                new, reward = int(f[b"new"]), float(f[b"reward"])
-                published = json.loads(f[b"published"])
-            except (ValueError, TypeError):
+        crawl = Crawl(sid, service.url(sid), result.epoch, result.sent_at, {})
+        etag = result.etag or None
+        modified = result.last_modified or None
+        hints = ServerHints.decode(result.hints)
+        if result.kind == FETCHED:
+            if not result.readable:
                 self.node.stats.inc("cluster/bad_results")
-                new, reward, published = 0, 0.0, []
-            service.record_fetch(crawl, new, reward, f[b"full"] == b"1", published, etag=etag,
-                                 last_modified=modified, now=float(f[b"at"]), hints=hints)
-        elif kind == "not_modified":
+            # what a worker sent: record_fetch keeps the numbers in range
+            service.record_fetch(crawl, result.new_items, result.reward, result.window_full,
+                                 result.published, etag=etag, last_modified=modified,
+                                 now=result.at, hints=hints)
+        elif result.kind == NOT_MODIFIED:
             service.not_modified(crawl, etag=etag, last_modified=modified, hints=hints)
         else:
-            service.crawl_failed(crawl, kind, f[b"cause"].decode(),
-                                 float(f.get(b"retry", b"0")) or None)
+            service.crawl_failed(crawl, result.kind, result.cause, result.retry_after or None)
         return sid
 
     async def _inbox(self) -> int:

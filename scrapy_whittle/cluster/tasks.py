@@ -1,10 +1,18 @@
-"""Crawls as messages of the tasks stream."""
+"""The cluster's two messages: a crawl handed to the workers (the stream ``Keys.tasks``) and
+what a worker's fetch showed, sent back to the planner (the stream ``Keys.results``). Each is
+written and read here only, so the node and the planner cannot disagree on a field."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
-from scrapy_whittle.service.recrawl import Crawl
+from scrapy_whittle.service.types import Crawl
+
+#: the ``kind`` of a result whose fetch returned a feed; a 304 is ``NOT_MODIFIED``, anything
+#: else names a failure (the stats key under ``errors/``)
+FETCHED = "ok"
+NOT_MODIFIED = "not_modified"
 
 
 def task_fields(crawl: Crawl) -> dict:
@@ -18,3 +26,67 @@ def task_crawl(f: dict) -> Crawl:
     """Inverse of :func:`task_fields` (the fields as Redis returns them, bytes)."""
     return Crawl(int(f[b"sid"]), f[b"url"].decode(), int(f[b"epoch"]), float(f[b"sent_at"]),
                  json.loads(f[b"headers"]), f[b"cid"].decode(), float(f[b"weight"]))
+
+
+@dataclass(slots=True)
+class CrawlResult:
+    """What the fetch of a task showed. ``at``: when the worker saw it (the instant its
+    entries were told new); ``published``: the new entries' publication times (None:
+    unknown); ``hints``: :meth:`ServerHints.encode`'s text; ``readable``: False when the
+    counts of a fetched feed could not be read (they are zero then)."""
+
+    source: int
+    cid: str
+    epoch: int
+    sent_at: float
+    at: float
+    kind: str
+    new_items: int = 0
+    reward: float = 0.0
+    window_full: bool = False
+    published: list[float | None] = field(default_factory=list)
+    etag: str = ""
+    last_modified: str = ""
+    cause: str = ""
+    hints: str = ""
+    retry_after: float = 0.0
+    readable: bool = True
+
+    @classmethod
+    def of(cls, crawl: Crawl, at: float, kind: str, **fields) -> CrawlResult:
+        """The result of ``crawl`` (a task's crawl: its ``cid`` set)."""
+        return cls(crawl.source, crawl.cid, crawl.epoch, crawl.sent_at, at, kind, **fields)
+
+
+def result_fields(result: CrawlResult) -> dict:
+    """A result as a message of the results stream."""
+    return {"sid": result.source, "cid": result.cid, "epoch": result.epoch,
+            "sent_at": repr(result.sent_at), "at": repr(result.at), "kind": result.kind,
+            "new": result.new_items, "reward": repr(result.reward),
+            "full": int(result.window_full), "published": json.dumps(result.published),
+            "etag": result.etag, "modified": result.last_modified, "cause": result.cause,
+            "hints": result.hints, "retry": repr(result.retry_after)}
+
+
+def read_result(f: dict) -> CrawlResult:
+    """Inverse of :func:`result_fields` (the fields as Redis returns them, bytes). A message
+    without its crawl's identity raises (KeyError, ValueError); counts that cannot be read
+    (a worker's garbage) make a result with nothing new, ``readable`` False."""
+    text = {key.decode(): value.decode() for key, value in f.items()}
+    result = CrawlResult(int(text["sid"]), text["cid"], int(text["epoch"]),
+                         float(text["sent_at"]), float(text["at"]), text["kind"],
+                         window_full=text.get("full") == "1", etag=text.get("etag", ""),
+                         last_modified=text.get("modified", ""), cause=text.get("cause", ""),
+                         hints=text.get("hints", ""))
+    try:
+        result.retry_after = float(text.get("retry", "0"))
+    except ValueError:
+        result.retry_after = 0.0
+    if result.kind == FETCHED:
+        try:
+            result.new_items, result.reward = int(text["new"]), float(text["reward"])
+            result.published = json.loads(text["published"])
+        except (KeyError, ValueError, TypeError):
+            result.new_items, result.reward, result.published = 0, 0.0, []
+            result.readable = False
+    return result

@@ -14,8 +14,8 @@ for every other request.
 It is an adapter: for a source response it parses the body (``scrapy_whittle.feeds.parse``,
 through ``scrapy_whittle.feeds.parse_pool.ParsePool``: small feeds on the reactor thread, large
 ones in worker processes; the pool is closed at ``engine_stopped``) and hands what it found
-to the re-crawl service
-(:mod:`scrapy_whittle.service.recrawl`), which remembers the validators for the next conditional GET,
+to the re-crawl service (:mod:`scrapy_whittle.service.recrawl`), which remembers the
+validators for the next conditional GET,
 keeps the entries not seen before, values them (engagement / ``WHITTLE_ENGAGEMENT_SCALE``
 when the feed gives one, else ``WHITTLE_ITEM_VALUE`` x the source's weight) and lets the
 policy learn from them. A 304 is a successful crawl that found nothing new.

@@ -25,6 +25,14 @@ Crawl-delay, whichever is larger.
 State: with ``JOBDIR`` the service keeps its state in ``JOBDIR/whittle.sqlite``, checkpointed
 every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (written in a thread, off the reactor) and at
 close.
+
+Cluster: with ``WHITTLE_REDIS_URL`` (or ``REDIS_URL``) the crawls come from the process's
+:class:`~scrapy_whittle.cluster.node.ClusterNode` (the tasks it took from the Redis stream)
+instead of a local service; both are a :class:`~scrapy_whittle.service.types.CrawlSink`, so
+the requests, redirects and retries, the wake-ups and the middleware's reports work the same.
+A source a spider registers is told to the cluster's planner; its template is kept by URL
+until the planner gives it an id. The source list and the state in JOBDIR are the local
+service's (a cluster keeps its state in Redis).
 """
 
 from __future__ import annotations
@@ -46,15 +54,19 @@ from twisted.internet.threads import deferToThread
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources
 from scrapy_whittle.scrapy.stats import WhittleStats
+from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import freeze_startup_heap
 from scrapy_whittle.service.recrawl import Crawl, RecrawlService
 from scrapy_whittle.service.sources import SourceSpec, is_plain_url, load_sources
 from scrapy_whittle.service.store import StateStore
+from scrapy_whittle.service.types import CrawlSink
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.spiders import Spider
+
+    from scrapy_whittle.cluster.node import ClusterNode
 
 logger = logging.getLogger(__name__)
 
@@ -94,16 +106,21 @@ class WhittleScheduler(BaseScheduler):
     """See the module docstring; settings in ``scrapy_whittle.service.config`` / docs/scrapy.md."""
 
     def __init__(self, inner: Scheduler | Any, service: RecrawlService | None, *,
-                 config: WhittleConfig | None = None, sources: list[SourceSpec] | None = None,
-                 crawler: Crawler | None = None, jobdir: str | None = None) -> None:
+                 node: ClusterNode | None = None, config: WhittleConfig | None = None,
+                 sources: list[SourceSpec] | None = None, crawler: Crawler | None = None,
+                 jobdir: str | None = None) -> None:
         self.inner = inner
-        self.service = service         # None in a cluster process (ClusterScheduler)
+        self.service = service         # the local service; None in a cluster process
+        self.node = node               # the cluster process's node; None in a local crawl
+        #: what hands out the crawls and what the middleware reports fetches to
+        self.sink: CrawlSink = node if node is not None else service
         self.config: WhittleConfig = service.config if service is not None else config
         self.crawler = crawler
         self.jobdir = jobdir
         self._initial = list(sources or [])
         self.followups: deque[Request] = deque()
         self.templates: dict[int, Request] = {}
+        self._templates_by_url: dict[str, Request] = {}     # sources not given an id yet
         self._wakeup = None
         self._wakeup_at = math.inf
         self._checkpoints = None
@@ -129,27 +146,25 @@ class WhittleScheduler(BaseScheduler):
                    for k, v in mws.items()):
             logger.warning("WhittleScheduler without FeedObserverMiddleware in "
                            "DOWNLOADER_MIDDLEWARES: the policy will learn nothing")
-        if config.redis_url:
-            from scrapy_whittle.cluster.scheduler import ClusterScheduler
-
-            return ClusterScheduler.build(crawler, config, sources=sources, oracle=oracle,
-                                          slot_delays=slot_delays, max_flight=max_flight)
         stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy)
-        service = RecrawlService(config, oracle=oracle, slot_delays=slot_delays,
-                                 max_flight=max_flight, stats=stats)
-        obj = cls(Scheduler.from_crawler(crawler), service, sources=sources, crawler=crawler,
-                  jobdir=job_dir(settings))
+        if config.redis_url:
+            node = _cluster_node(crawler, config, stats, sources=sources, oracle=oracle,
+                                 slot_delays=slot_delays, max_flight=max_flight)
+            obj = cls(Scheduler.from_crawler(crawler), None, node=node, config=config,
+                      crawler=crawler)
+        else:
+            service = RecrawlService(config, oracle=oracle, slot_delays=slot_delays,
+                                     max_flight=max_flight, stats=stats)
+            obj = cls(Scheduler.from_crawler(crawler), service, sources=sources,
+                      crawler=crawler, jobdir=job_dir(settings))
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
-
-    @property
-    def sink(self) -> RecrawlService:
-        """What the middleware reports fetches to."""
-        return self.service
 
     # -- open / close -------------------------------------------------------------------
     def open(self, spider: Spider):
         self.spider = spider
+        if self.node is not None:
+            return deferred_from_coro(self._open_cluster(spider))
         result = self.inner.open(spider)
         if self.config.state and self.jobdir:
             self._retire_legacy_state()
@@ -168,6 +183,17 @@ class WhittleScheduler(BaseScheduler):
             self._checkpoints.start(self.config.checkpoint_interval, now=False)
         self._start_source_list(spider_sources)
         return result
+
+    async def _open_cluster(self, spider: Spider) -> None:
+        result = self.inner.open(spider)
+        if result is not None:
+            await maybe_deferred_to_future(result)
+        node = self.node
+        node.on_tasks = self._wake
+        await node.start()
+        node.stats.start()
+        logger.info("cluster crawl %s on %s as %s", node.keys.prefix, node.redis_label,
+                    node.consumer)
 
     def _start_source_list(self, spider_sources: list[SourceSpec]) -> None:
         """Fetch a list at a URL now, and read the list again every
@@ -216,12 +242,18 @@ class WhittleScheduler(BaseScheduler):
 
     async def _close(self, reason: str) -> None:
         self._cancel_wakeup()
-        if self._checkpoints is not None and self._checkpoints.running:
-            self._checkpoints.stop()
-        if self._writing is not None:              # let a checkpoint in progress finish
-            await deferred_to_future(self._writing)
-        self.service.close()
-        self.service.stats.stop()
+        if self.node is not None:
+            # crawls taken and not downloaded go back to the cluster's other workers
+            unstarted = [r.meta[META_CRAWL] for r in self.followups if META_CRAWL in r.meta]
+            self.followups.clear()
+            await self.node.stop(unstarted)
+        else:
+            if self._checkpoints is not None and self._checkpoints.running:
+                self._checkpoints.stop()
+            if self._writing is not None:          # let a checkpoint in progress finish
+                await deferred_to_future(self._writing)
+            self.service.close()
+        self.sink.stats.stop()
         result = self.inner.close(reason)
         if result is not None:
             await maybe_deferred_to_future(result)
@@ -245,12 +277,12 @@ class WhittleScheduler(BaseScheduler):
 
     # -- the scheduler interface --------------------------------------------------------
     def has_pending_requests(self) -> bool:
-        sources = len(self.service.sources) > 0 and not self.service.finished
+        sources = self.sink.has_crawls()
         waiting = self.source_list is not None and self.source_list.pending
         return sources or waiting or bool(self.followups) or self.inner.has_pending_requests()
 
     def __len__(self) -> int:
-        return len(self.followups) + len(self.service.plan) + len(self.inner)
+        return len(self.followups) + self.sink.queued() + len(self.inner)
 
     def enqueue_request(self, request: Request) -> bool:
         if META_CRAWL in request.meta:     # a due source, a redirect / retry of one
@@ -265,10 +297,13 @@ class WhittleScheduler(BaseScheduler):
         if request.meta.get(META_REGISTER):
             template = request.replace(dont_filter=True, meta={
                 k: v for k, v in request.meta.items() if k != META_REGISTER})
-            (sid,) = self.service.add_sources([SourceSpec(url=request.url)])
+            sid = self.sink.add_source(SourceSpec(url=request.url))
+            if sid is None:                # told to a cluster's planner: no id yet
+                self._templates_by_url[request.url] = template
+                return True
             self.templates[sid] = template
             logger.debug("registered source %d: %s", sid, request.url)
-            self._schedule_wakeup(self.service.clock.now())
+            self._schedule_wakeup(self.sink.clock.now())
             return True
         return self.inner.enqueue_request(request)
 
@@ -285,18 +320,19 @@ class WhittleScheduler(BaseScheduler):
         listing = self._source_list_due()
         if listing is not None:
             return listing
-        if not len(self.service.sources):
+        service = self.service
+        if service is not None and not len(service.sources):
             # nothing to crawl yet: wait for the list (the clock must not run ahead of it)
             if math.isfinite(self._list_due) and not self.source_list.pending:
                 self._schedule_wakeup(self._list_due)
             return None
         self.polls += 1
-        crawl = self.service.next_crawl(self._slots)
+        sink = self.sink
+        crawl = sink.next_crawl(self._slots)
         if crawl is None:
-            self._schedule_wakeup(min(self.service.wake_at, self._list_due))
+            self._schedule_wakeup(min(sink.wake_at, self._list_due))
             return None
         return self._request(crawl)
-
 
     def _request(self, crawl: Crawl) -> Request:
         """The request of a crawl. It carries Scrapy's own size limits at
@@ -310,11 +346,15 @@ class WhittleScheduler(BaseScheduler):
                 "whittle_source_url": crawl.url, "dont_cache": True,
                 "download_maxsize": limit, "download_warnsize": 0}
         template = self.templates.get(crawl.source)
+        if template is None and self._templates_by_url:
+            template = self._templates_by_url.get(crawl.url)
+            if template is not None:
+                self.templates[crawl.source] = template
         if template is None:
             if is_plain_url(crawl.url):
                 # already what Scrapy's escaping makes of it: Scrapy's documented
-                # ``verbatim_url`` skips that work (a third of a crawl's cost in the
-                # scheduler); a redirect elsewhere is escaped again (enqueue_request)
+                # ``verbatim_url`` skips that work (a large part of what the scheduler
+                # spends on a crawl); a redirect elsewhere is escaped again (enqueue_request)
                 meta["verbatim_url"] = meta[META_PLAIN] = True
             return Request(crawl.url, dont_filter=True, meta=meta,
                            headers=crawl.headers or None, errback=self._source_failed)
@@ -354,7 +394,7 @@ class WhittleScheduler(BaseScheduler):
         if not math.isfinite(at) or at >= self._wakeup_at - 1e-4:
             return
         idle = self._downloader_idle()
-        delay = self.service.clock.wait(at, idle)
+        delay = self.sink.clock.wait(at, idle)
         if delay is None:                  # a simulated clock: woken by the next download
             return
         self._cancel_wakeup()
@@ -371,11 +411,7 @@ class WhittleScheduler(BaseScheduler):
                 return False
         except (AttributeError, RuntimeError):
             return True
-        service = self.service
-        if service is None or not service.sources.in_flight:
-            return True
-        now = service.clock.now()
-        return not any(until > now for until in service.sources.in_flight.values())
+        return not self.sink.reports_pending()
 
     def _cancel_wakeup(self) -> None:
         if self._wakeup is not None:
@@ -396,7 +432,26 @@ class WhittleScheduler(BaseScheduler):
     def _spider_idle(self, spider=None) -> None:
         # has_pending_requests() is True while there are sources, so the engine does not
         # call this then; kept for spiders that send only registration requests late.
-        if len(self.service.sources) and not self.service.finished:
+        if self.sink.has_crawls():
             from scrapy.exceptions import DontCloseSpider
 
             raise DontCloseSpider
+
+
+def _cluster_node(crawler: Crawler, config: WhittleConfig, stats: WhittleStats, *, sources,
+                  oracle, slot_delays, max_flight: float) -> ClusterNode:
+    """This process's node of a cluster crawl, with the downloader's concurrency and delays
+    (the planner keeps every host polite across the cluster with them)."""
+    # here, not at the top: the Redis client is an optional dependency (extra "cluster")
+    from scrapy_whittle.cluster.node import ClusterNode
+
+    settings = crawler.settings
+    spider = getattr(crawler, "spidercls", None)
+    prefix = config.redis_prefix.format(spider=getattr(spider, "name", "crawl"))
+    return ClusterNode(
+        config, redis_url=config.redis_url, prefix=prefix, specs=sources, stats=stats,
+        clock=config.clock or SystemClock(), oracle=oracle, slot_delays=slot_delays,
+        lease=config.redis_lease or max_flight, lock_ttl=config.redis_lock_ttl,
+        backlog=config.redis_backlog, capacity=settings.getint("CONCURRENT_REQUESTS"),
+        host_concurrency=settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+        download_delay=settings.getfloat("DOWNLOAD_DELAY"))

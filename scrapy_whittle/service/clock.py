@@ -13,6 +13,15 @@ of 100 simulated hours on a local simulated web then takes as long as its downlo
 from __future__ import annotations
 
 import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """What the service and the Scrapy scheduler ask of a clock (``WHITTLE_CLOCK``)."""
+
+    def now(self) -> float: ...
+
+    def wait(self, until: float, idle: bool) -> float | None: ...
 
 
 class SystemClock:

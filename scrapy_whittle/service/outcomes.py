@@ -1,6 +1,13 @@
-"""What crawls showed, for the re-crawl service (:class:`~scrapy_whittle.service.recrawl.RecrawlService`
-mixes this in): a feed fetched, a 304, a failure, feedback; what the policy learns of them is
-kept within :mod:`scrapy_whittle.core.sanitize`'s ranges and given to it in batches (``flush``)."""
+"""What crawls showed: a feed fetched, a 304, a failure, a parser's warnings, a pipeline's
+feedback. The policy learns them in batches (one ``Observation`` per epoch of dispatch, at
+:meth:`CrawlOutcomes.flush`): before each selection, before feedback or a checkpoint, and
+whenever the oldest buffered crawl is ``FLUSH_AFTER`` seconds old; what it learns is kept
+within :mod:`scrapy_whittle.core.sanitize`'s ranges first (values, publication times, bursts
+of unseen entries).
+
+:func:`judge_fetch`, :func:`count_fetch` and :func:`report_warnings` are what a fetched feed
+means wherever its entries were told new: here (the service's entry memory) and on a cluster's
+worker (:class:`~scrapy_whittle.cluster.node.ClusterNode`, the cluster's entry memory)."""
 
 from __future__ import annotations
 
@@ -14,43 +21,103 @@ import numpy as np
 
 from scrapy_whittle.core import sanitize
 from scrapy_whittle.core.distinct import distinct
+from scrapy_whittle.core.estimators import RateEstimator
 from scrapy_whittle.core.estimators._base import segment_rows
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.httpdates import unix_seconds
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, valued
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.entry_memory import EntryMemory
+from scrapy_whittle.service.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.once_log import OnceLog
+from scrapy_whittle.service.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.source_state import SourceState
+from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, Stats, valued
+
+
+def judge_fetch(new: list[FeedEntry], visible: int, had_before: bool, weight: float,
+                config: WhittleConfig, stats: Stats) -> FetchResult:
+    """A fetch showed ``visible`` distinct entries, ``new`` of them not seen before, of a
+    source that had entries remembered (``had_before``): the new ones valued (values out of
+    range clipped, counted under ``clipped/value``), and whether the window was full (every
+    entry shown was new: older new ones may have been lost; a first fetch cannot tell)."""
+    window_full = had_before and visible > 0 and len(new) == visible
+    values, clipped = valued(new, weight, config)
+    if clipped:
+        stats.inc("clipped/value", clipped)
+    return FetchResult(new, values, window_full)
+
+
+def count_fetch(stats: Stats, new_items: int, reward: float, window_full: bool) -> None:
+    """The stats of a successful fetch that found ``new_items`` entries worth ``reward``."""
+    inc = stats.inc
+    inc("fetched")
+    inc("new_items", new_items)
+    inc("utility", reward)
+    if window_full:
+        inc("window_full")
+
+
+def report_warnings(stats: Stats, log_once: OnceLog, crawl: Crawl, warnings: list[str]) -> None:
+    """A usable feed had problems (a parser's complaints): counted, logged once."""
+    stats.inc("warnings")
+    log_once(crawl.source, "warning", crawl.url, "; ".join(warnings), logging.INFO)
 
 
 class CrawlOutcomes:
-    """The re-crawl service's methods for what crawls showed (state: the service's)."""
+    """What crawls showed, learnt by the policy in batches. ``buffer`` holds the crawls the
+    policy has not learnt yet (rows of ``Observation``), ``buffer_since`` when the oldest
+    arrived; ``declared`` the publishing rates feeds declared since the last flush."""
 
+    def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
+                 sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
+                 keeper: PolicyKeeper, ledger: EpochLedger, log_once: OnceLog) -> None:
+        self.config = config
+        self.clock = clock
+        self.timeline = timeline
+        self.sources = sources
+        self.memory = memory
+        self.state = state
+        self.stats = stats
+        self.keeper = keeper
+        self.ledger = ledger
+        self.log_once = log_once
+        self.buffer: list[tuple] = []
+        self.buffer_since = math.inf
+        self.declared: dict[int, float] = {}      # source -> rate its feed declares (/s)
+        # for a policy without rate estimates: the service's own, for ``missed_items``
+        self.own_rates: RateEstimator | None = None
+
+    def start(self, n: int) -> None:
+        """The policy is built (for ``n`` sources): estimate rates here if it does not."""
+        if self.own_rates is None and self.keeper.policy.rate_estimator() is None:
+            self.own_rates = RateEstimator(n, prior_rate=1 / self.config.period,
+                                           prior_exposure=self.config.period)
+
+    def grow(self, k: int) -> None:
+        if self.own_rates is not None:
+            self.own_rates.grow(k)
+
+    # -- what a crawl showed -------------------------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                      etag: str | None = None, last_modified: str | None = None,
                      hints: ServerHints | None = None) -> FetchResult:
-        """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
-        valued, are returned, and the crawl is recorded (:meth:`record_fetch`)."""
         sid, memory = crawl.source, self.memory
         had_before = memory.size.item(sid) > 0
         new = memory.new_entries(sid, entries)
-        visible = memory.last_visible
-        window_full = had_before and visible > 0 and len(new) == visible
-        values, clipped = valued(new, self.sources.weight.item(sid), self.config)
-        if clipped:
-            self.stats.inc("clipped/value", clipped)
-        self.record_fetch(crawl, len(new), float(sum(values)), window_full,
+        found = judge_fetch(new, memory.last_visible, had_before,
+                            self.sources.weight.item(sid), self.config, self.stats)
+        self.record_fetch(crawl, len(new), float(sum(found.values)), found.window_full,
                           [e.published for e in new], etag=etag,
                           last_modified=last_modified, now=self.clock.now(), hints=hints)
-        return FetchResult(new, values, window_full)
+        return found
 
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
                      published: list[float | None], *, etag: str | None = None,
                      last_modified: str | None = None, now: float | None = None,
                      hints: ServerHints | None = None) -> None:
-        """A fetch of ``crawl`` found ``new_items`` new entries worth ``reward`` in all,
-        published at ``published`` (unix seconds, None: unknown): the policy learns it, the
-        stats count it. (Where the entries were told new elsewhere: a cluster's workers.)
-        What the policy learns is kept within :mod:`scrapy_whittle.core.sanitize`'s ranges."""
         sid = crawl.source
         now = self.clock.now() if now is None else now
         new_items, reward, learned = self._learnable(crawl, new_items, reward, published, now,
@@ -60,15 +127,10 @@ class CrawlOutcomes:
         self._observe(crawl, now, True, *learned)
         if hints is not None:
             self._apply_hints(sid, hints, now)
-        inc = self.stats.inc
-        inc("fetched")
-        inc("new_items", new_items)
-        inc("utility", reward)
-        if window_full:
-            inc("window_full")
-        agg = self._epochs[crawl.epoch]
-        agg[2] += new_items
-        agg[3] += reward
+        count_fetch(self.stats, new_items, reward, window_full)
+        totals = self.ledger.totals[crawl.epoch]
+        totals.new_items += new_items
+        totals.utility += reward
         state = self.state
         if new_items:
             state.new_items[sid] += new_items
@@ -116,9 +178,9 @@ class CrawlOutcomes:
             if not first:
                 window_full = False
                 self.stats.inc("bursts")
-                self._log_once(sid, "burst", crawl.url,
-                               f"{new_items} unseen entries at once: the policy learns from "
-                               f"{learned_n} of them only", logging.INFO)
+                self.log_once(sid, "burst", crawl.url,
+                              f"{new_items} unseen entries at once: the policy learns from "
+                              f"{learned_n} of them only", logging.INFO)
         if learned_n > peak:
             state.peak[sid] = learned_n
         return new_items, reward, (learned_n, learned_value, bool(window_full), times)
@@ -126,11 +188,10 @@ class CrawlOutcomes:
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                      last_modified: str | None = None, hints: ServerHints | None = None
                      ) -> None:
-        """The server answered 304 Not Modified: a successful crawl that found nothing new."""
         self._remember_validators(crawl.source, etag, last_modified)
         self.state.last_ok[crawl.source] = crawl.sent_at
         self.stats.inc("not_modified")
-        self._epochs[crawl.epoch][5] += 1
+        self.ledger.totals[crawl.epoch].not_modified += 1
         now = self.clock.now()
         self._observe(crawl, now, True, 0, 0.0, False, [])
         self._apply_hints(crawl.source, hints, now)
@@ -138,10 +199,6 @@ class CrawlOutcomes:
 
     def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
                      retry_after: float | None = None) -> float:
-        """The fetch failed (``kind``: the stats key under ``errors/``); the source backs off,
-        at least ``retry_after`` seconds if the server asked (capped by
-        ``WHITTLE_HINTS_MAX_DELAY``). Logged once per source and kind. Returns the back-off
-        in seconds."""
         now = self.clock.now()
         at_least = 0.0
         if retry_after is not None and self.config.hints and retry_after > 0:
@@ -149,29 +206,26 @@ class CrawlOutcomes:
             self.stats.inc("hints/retry_after")
         backoff = self._observe(crawl, now, False, 0, 0.0, False, [], at_least)
         self.stats.inc(f"errors/{kind}")
-        self._epochs[crawl.epoch][4] += 1
-        self._epoch_errors[crawl.epoch, kind] += 1
+        self.ledger.totals[crawl.epoch].errors += 1
+        self.ledger.errors[crawl.epoch, kind] += 1
         self.state.errors[crawl.source] += 1
-        self._log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
+        self.log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
         return backoff
 
     def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
-        """A usable feed had problems (a parser's complaints): counted, logged once."""
-        self.stats.inc("warnings")
-        self._log_once(crawl.source, "warning", crawl.url, "; ".join(warnings), logging.INFO)
+        report_warnings(self.stats, self.log_once, crawl, warnings)
 
     def _observe(self, crawl: Crawl, now: float, ok: bool, new_items: int, reward: float,
                  window_full: bool, published: list[float], at_least: float = 0.0) -> float:
         sid = crawl.source
-        if not self._buffer:
-            self._buffer_since = now
-        self._buffer.append((crawl.epoch, sid, now - self.origin, new_items, reward, ok,
-                             window_full, published))
-        if self.store is not None:
-            self.state.dirty[sid] = True
+        if not self.buffer:
+            self.buffer_since = now
+        self.buffer.append((crawl.epoch, sid, now - self.timeline.origin, new_items, reward,
+                            ok, window_full, published))
+        self.state.touch(sid)
         backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
                                           at_least=at_least)
-        if now - self._buffer_since >= FLUSH_AFTER:
+        if now - self.buffer_since >= FLUSH_AFTER:
             self.flush()
         return backoff
 
@@ -195,15 +249,10 @@ class CrawlOutcomes:
             if feed.skip_hours or feed.skip_days:
                 self.stats.inc("hints/skip")
             if feed.update_rate:
-                self._declared[sid] = feed.update_rate
+                self.declared[sid] = feed.update_rate
                 self.stats.inc("hints/update_period")
         if until > now:
             self.sources.not_before_hint(sid, until)
-
-    def _touch(self, sid: int) -> None:
-        """Source ``sid`` changed: the next checkpoint writes its row."""
-        if self.store is not None:
-            self.state.dirty[sid] = True
 
     def _remember_validators(self, sid: int, etag: str | None, last_modified: str | None
                              ) -> None:
@@ -214,19 +263,27 @@ class CrawlOutcomes:
             if when:                      # unreadable: no If-Modified-Since, ETag still works
                 self.state.modified[sid] = when
 
+    # -- learning ------------------------------------------------------------------------
+    def flush_if_due(self, now: float) -> None:
+        if self.buffer and now - self.buffer_since >= FLUSH_AFTER:
+            self.flush()
+
     def flush(self) -> None:
         """Give the buffered crawl results to the policy (one Observation per epoch)."""
-        if not self._buffer or self.policy is None:
+        keeper = self.keeper
+        if not self.buffer or keeper.policy is None:
             return
-        buffered, self._buffer, self._buffer_since = self._buffer, [], math.inf
-        self._grow_policy()
-        if self._declared:
-            declared, self._declared = self._declared, {}
-            self.policy.set_prior_rate(list(declared), list(declared.values()))
-        self._unchecked.update(row[1] for row in buffered)
+        buffered, self.buffer, self.buffer_since = self.buffer, [], math.inf
+        keeper.grow()
+        policy = keeper.policy
+        if self.declared:
+            declared, self.declared = self.declared, {}
+            policy.set_prior_rate(list(declared), list(declared.values()))
+        keeper.unchecked.update(row[1] for row in buffered)
         by_epoch: dict[int, list[tuple]] = defaultdict(list)
         for row in buffered:
             by_epoch[row[0]].append(row)
+        origin = self.timeline.origin
         t = time.perf_counter()
         for epoch in sorted(by_epoch):
             _, sources, times, new_items, reward, ok, window_full, published = \
@@ -235,31 +292,31 @@ class CrawlOutcomes:
             np.cumsum(list(map(len, published)), out=offsets[1:])
             item_published = np.fromiter(chain.from_iterable(published), dtype=np.float64,
                                          count=int(offsets[-1]))
-            item_published -= self.origin
+            item_published -= origin
             obs = Observation(epoch=epoch, sources=sources, time=times, new_items=new_items,
                               reward=reward, ok=ok, window_full=window_full,
                               item_offsets=offsets, item_published=item_published)
-            self._observe_missed(obs)
-        self._decision_time(time.perf_counter() - t, calls=0)
-        self._policy_touched = True
+            self._observe_missed(policy, obs)
+        keeper.decision_time(time.perf_counter() - t, calls=0)
+        keeper.touched = True
 
-    def _observe_missed(self, obs: Observation) -> None:
+    def _observe_missed(self, policy, obs: Observation) -> None:
         """``policy.observe``, and the ``missed_items`` stat: entries lost to full windows,
         from the policy's rate estimates (or the service's own, for a policy without)."""
-        rates = self.policy.rate_estimator()
+        rates = policy.rate_estimator()
         if rates is not None:
             ids = distinct(obs.sources[obs.ok])
             before = float(rates.missed[ids].sum(dtype=np.float64))
-            self.policy.observe(obs)
+            policy.observe(obs)
             missed = float(rates.missed[ids].sum(dtype=np.float64)) - before
         else:
-            self.policy.observe(obs)
+            policy.observe(obs)
             missed = self._own_missed(obs)
         if missed > 0:
             self.stats.inc("missed_items", missed)
 
     def _own_missed(self, obs: Observation) -> float:
-        rates, total = self._own_rates, 0.0
+        rates, total = self.own_rates, 0.0
         # one crawl per source per call: later crawls of a source in later passes
         for batch in one_per_source(obs.sources, obs.time, obs.ok):
             off, idx = segment_rows(obs.item_offsets, batch)
@@ -270,16 +327,11 @@ class CrawlOutcomes:
 
     def report_value(self, source: str | int, value: float, *, published: float,
                      at: float | None = None, base_value: float | None = None) -> bool:
-        """Feedback from the spider: an entry of ``source`` (its URL or id), published at unix
-        time ``published``, was worth ``value`` at unix time ``at`` (default now). Garbage
-        (unknown source, non-finite or negative value, ``at`` before ``published``, an age
-        beyond :data:`scrapy_whittle.core.sanitize.MAX_AGE`) is refused and counted under
-        ``feedback/refused``; a value above ``MAX_ENTRY_VALUE`` is clipped to it. Returns
-        whether the policy used it."""
         sid = self.sources.id_of(source) if isinstance(source, str) else source
         at = self.clock.now() if at is None else at
+        keeper = self.keeper
         usable = (isinstance(sid, int | np.integer) and 0 <= sid < len(self.sources)
-                  and self.policy is not None)
+                  and keeper.policy is not None)
         try:
             checked = sanitize.feedback(value, float(at) - float(published))
         except (TypeError, ValueError):
@@ -291,11 +343,11 @@ class CrawlOutcomes:
         accepted = False
         if usable and checked is not None:
             self.flush()
-            self._grow_policy()
-            accepted = bool(self.policy.report_value(int(sid), *checked, base_value))
+            keeper.grow()
+            accepted = bool(keeper.policy.report_value(int(sid), *checked, base_value))
         if accepted:
-            self._touch(int(sid))
-            self._unchecked.add(int(sid))
-            self._policy_touched = True
+            self.state.touch(int(sid))
+            keeper.unchecked.add(int(sid))
+            keeper.touched = True
         self.stats.inc("feedback/accepted" if accepted else "feedback/refused")
         return accepted

@@ -1,6 +1,12 @@
-"""The re-crawl service's state in its store (:class:`~scrapy_whittle.service.recrawl.RecrawlService`
-mixes this in): incremental checkpoints of what changed, and the restore after a restart
-(:mod:`scrapy_whittle.service.store` holds the tables)."""
+"""The re-crawl service's state in its store: incremental checkpoints of what changed, and the
+restore after a restart (:mod:`scrapy_whittle.service.store` holds the tables).
+
+A checkpoint writes what changed since the previous one: the sources registered, the rows of
+the sources crawled or otherwise touched (book-keeping, validators, counters, the policy's
+per-source state, the entries seen), the policy's global state and the epochs' totals. After
+a crash the crawl restarts from the last checkpoint: an entry handed out before it is never
+handed out again; entries first seen in the last checkpoint interval before the crash are
+handed out a second time (at least once)."""
 
 from __future__ import annotations
 
@@ -9,40 +15,83 @@ import logging
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from scrapy_whittle.core.columns import dtype_from_descr
+from scrapy_whittle.core.policies import Policy
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.entry_memory import EntryMemory
+from scrapy_whittle.service.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.outcomes import CrawlOutcomes
+from scrapy_whittle.service.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.source_state import SourceState
+from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
-from scrapy_whittle.service.store import Checkpoint, SavedState
+from scrapy_whittle.service.store import Checkpoint, SavedState, StateStore
+from scrapy_whittle.service.types import Stats
 
+# the service's own log: what a restore found is part of the crawl's story
 logger = logging.getLogger("scrapy_whittle.service.recrawl")
 
 
 class StatePersistence:
-    """The re-crawl service's checkpoints and restore (state: the service's)."""
+    """Checkpoints to ``store`` (None: the crawl keeps no state) and the restore from it.
+    ``rebuild_policy(n)`` makes a fresh policy for ``n`` sources when the stored one cannot
+    be restored."""
+
+    def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
+                 sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
+                 keeper: PolicyKeeper, outcomes: CrawlOutcomes, ledger: EpochLedger,
+                 rebuild_policy: Callable[[int], Policy]) -> None:
+        self.config = config
+        self.clock = clock
+        self.timeline = timeline
+        self.sources = sources
+        self.memory = memory
+        self.state = state
+        self.stats = stats
+        self.keeper = keeper
+        self.outcomes = outcomes
+        self.ledger = ledger
+        self.rebuild_policy = rebuild_policy
+        self.store: StateStore | None = None
+        self.new: list[tuple[int, SourceSpec]] = []     # registered since the last checkpoint
+        self.last_checkpoint = -math.inf
+
+    def load(self) -> SavedState | None:
+        return None if self.store is None else self.store.load()
+
+    def sources_added(self, pairs) -> None:
+        """Sources (id, spec) registered: the next checkpoint inserts them."""
+        if self.store is not None:
+            self.new.extend(pairs)
 
     def checkpoint_due(self) -> bool:
-        return (self.store is not None and self.policy is not None
-                and time.monotonic() - self._last_checkpoint >= self.config.checkpoint_interval)
+        return (self.store is not None and self.keeper.policy is not None
+                and time.monotonic() - self.last_checkpoint >= self.config.checkpoint_interval)
 
     def checkpoint(self) -> None:
         """Write what changed since the previous checkpoint (blocking)."""
-        if self.store is not None and self.policy is not None:
+        if self.store is not None and self.keeper.policy is not None:
             self.store.write(self.prepare_checkpoint())
 
     def prepare_checkpoint(self) -> Checkpoint:
         """What changed since the previous checkpoint, ready for ``StateStore.write``, which
         may run in another thread: this takes copies of the changed rows (vectorised, on the
         caller's thread); the checkpoint turns them into SQL rows when written."""
-        self.flush()
-        self._grow_policy()
-        self._last_checkpoint = time.monotonic()
+        self.outcomes.flush()
+        keeper = self.keeper
+        keeper.grow()
+        policy = keeper.policy
+        self.last_checkpoint = time.monotonic()
         cp = Checkpoint(taken_at=self.clock.now(), meta={
-            "origin": self.origin, "period": self.config.period, "budget": self.config.budget,
-            "policy": self.config.core_policy})
-        new, self._new = self._new, []
+            "origin": self.timeline.origin, "period": self.config.period,
+            "budget": self.config.budget, "policy": self.config.core_policy})
+        new, self.new = self.new, []
         cp.n_new = len(new)
         cp.new_sources = lambda: ((sid, spec.url, spec.title, spec.category,
                                    float(spec.weight), float(spec.min_interval))
@@ -52,27 +101,23 @@ class StatePersistence:
         cp.n_changed = int(ids.shape[0])
         if ids.size:
             cp.source_rows = _SourceRows(self._snapshot(ids))
-            for name, (sub, rows) in self.policy.export_blocks(ids).items():
+            for name, (sub, rows) in policy.export_blocks(ids).items():
                 raw, size = rows.tobytes(), rows.dtype.itemsize
                 cp.blocks += [(int(s), name, raw[j * size:(j + 1) * size])
                               for j, s in enumerate(sub.tolist())]
-        if self._policy_touched:
-            layout = json.dumps(self.policy.row_dtype().descr)
-            cp.policy = (self.policy.name, layout, encode(self.policy.global_state()))
-            self._policy_touched = False
-        # the epochs' aggregates since the last checkpoint: the store adds them up
-        cp.epochs = [(k, int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), int(a[5]))
-                     for k, a in self._epochs.items()]
-        cp.epoch_errors = [(k, kind, n) for (k, kind), n in self._epoch_errors.items()]
-        self._epochs.clear()
-        self._epoch_errors.clear()
+        if keeper.touched:
+            layout = json.dumps(policy.row_dtype().descr)
+            cp.policy = (policy.name, layout, encode(policy.global_state()))
+            keeper.touched = False
+        # the epochs' totals since the last checkpoint: the store adds them up
+        cp.epochs, cp.epoch_errors = self.ledger.drain()
         return cp
 
     def _snapshot(self, ids: np.ndarray) -> dict[str, Any]:
         """Copies of the state of sources ``ids`` that a checkpoint writes."""
-        src, st = self.sources, self.state
-        summary = self.policy.summary(ids)
-        rows = self.policy.export_rows(ids)
+        src, st, policy = self.sources, self.state, self.keeper.policy
+        summary = policy.summary(ids)
+        rows = policy.export_rows(ids)
         etags = st.etag
         return {"ids": ids, "last_crawl": src.last_crawl[ids], "retry_at": src.retry_at[ids],
                 "failures": src.failures[ids], "flags": src.flags(ids),
@@ -83,7 +128,9 @@ class StatePersistence:
                 "half_life": summary.get("half_life"), "value": summary.get("value"),
                 "policy_rows": rows, "entries": self.memory.export_keys(ids)}
 
-    def _restore(self, saved: SavedState) -> None:
+    def restore(self, saved: SavedState) -> None:
+        """The stored sources' book-keeping, validators, counters, entries seen and the
+        policy's state (the sources themselves are registered already)."""
         cols, n = saved.sources, saved.n_sources
         ids = np.arange(n)
         src, st = self.sources, self.state
@@ -104,11 +151,11 @@ class StatePersistence:
             getattr(st, name)[ids] = array(name, 0)
         self.memory.import_keys(ids, cols["entries"])
         self._restore_policy(saved)
-        self._policy_touched = False
+        self.keeper.touched = False
         logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
                     n, self.store.path, saved.meta.get("checkpoint_seq"))
 
-    def _repair_bookkeeping(self, now: float) -> None:
+    def repair_bookkeeping(self, now: float) -> None:
         """Restored book-keeping that would block a source for ever (a back-off or a last
         crawl that is not finite or lies beyond what the settings allow) or poison a stat (a
         counter that is not finite) is brought back into range; counted, logged once."""
@@ -126,7 +173,7 @@ class StatePersistence:
         src.last_crawl[ids] = np.where(np.isnan(last) | (last > now), -np.inf, last)
         st.utility[ids] = np.where(np.isfinite(st.utility[ids]), st.utility[ids], 0.0)
         self.stats.inc("state_resets", int(ids.size))
-        self.state.dirty[ids] = True
+        st.touch(ids)
         logger.warning("re-crawl service: the stored book-keeping of %d sources was out of "
                        "range (back-off, last crawl or utility): repaired", ids.size)
 
@@ -134,10 +181,11 @@ class StatePersistence:
         if saved.policy is None:
             return
         name, layout, blob = saved.policy
-        if name != self.policy.name:
+        policy = self.keeper.policy
+        if name != policy.name:
             logger.warning("the stored state was learned by policy %r, not %r: the policy "
                            "starts from scratch (the sources, their entries and validators "
-                           "are kept)", name, self.policy.name)
+                           "are kept)", name, policy.name)
             return
         try:
             dtype = dtype_from_descr(json.loads(layout))
@@ -145,20 +193,21 @@ class StatePersistence:
             with_rows = [i for i, b in enumerate(blobs) if b is not None]
             if with_rows and dtype.itemsize:
                 raw = b"".join(blobs[i] for i in with_rows)
-                self.policy.import_rows(with_rows, np.frombuffer(raw, dtype=dtype))
+                policy.import_rows(with_rows, np.frombuffer(raw, dtype=dtype))
             blocks: dict[str, tuple[list[int], list[bytes]]] = defaultdict(lambda: ([], []))
             for sid, block, data in saved.blocks:
                 blocks[block][0].append(sid)
                 blocks[block][1].append(data)
-            self.policy.import_blocks(self._decode_blocks(blocks))
-            self.policy.load_global_state(decode(blob))
+            policy.import_blocks(self._decode_blocks(policy, blocks))
+            policy.load_global_state(decode(blob))
         except (ValueError, TypeError, KeyError, StateDecodeError) as exc:
             logger.error("the stored state of policy %r cannot be restored (%s): it starts "
                          "from scratch", name, exc)
-            self.policy = self._build_policy(len(self.sources))
+            self.keeper.policy = self.rebuild_policy(len(self.sources))
 
-    def _decode_blocks(self, blocks) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        dtypes = self.policy.block_dtypes()
+    @staticmethod
+    def _decode_blocks(policy: Policy, blocks) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        dtypes = policy.block_dtypes()
         out = {}
         for name, (sids, datas) in blocks.items():
             dtype = dtypes.get(name)

@@ -32,8 +32,9 @@ def test_json_report_structure_and_ratios(capsys):
         assert r["ci95"] == 0.0, r
     for r in (static, uniform):
         assert r["ci95"] > 0.0, r
-    # the Whittle index policy on the true parameters is near the bound (0.9980 of it on this seeded run: the
-    # tolerance of 0.002 is what a change in its float arithmetic could move it, no more);
+    # the Whittle index policy on the true parameters is near the bound (0.9980 of it on this
+    # seeded run: the tolerance of 0.002 is what a change in its float arithmetic could move
+    # it, no more);
     # the oracles earn over twice what the best schedule blind to the sources earns (static
     # 169, miniflux 78)
     assert oracle["ratio"] == pytest.approx(0.998, abs=2e-3)

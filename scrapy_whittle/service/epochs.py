@@ -1,0 +1,68 @@
+"""The service's epochs: where they start (:class:`Timeline`) and what each one did
+(:class:`EpochTotals`, gathered by an :class:`EpochLedger` until the next checkpoint).
+
+Epoch k is [origin + k T, origin + (k + 1) T), T = ``WHITTLE_PERIOD``; the origin is the first
+run's start (kept by the store), so a resumed crawl continues its epochs."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class EpochTotals:
+    """What the crawls of one epoch of dispatch did (the store adds these up per epoch)."""
+
+    crawls: int = 0
+    cost: float = 0.0
+    new_items: int = 0
+    utility: float = 0.0
+    errors: int = 0
+    not_modified: int = 0
+
+
+class EpochLedger:
+    """The epochs' totals and error counts since the last checkpoint."""
+
+    def __init__(self) -> None:
+        self.totals: defaultdict[int, EpochTotals] = defaultdict(EpochTotals)
+        self.errors: defaultdict[tuple[int, str], int] = defaultdict(int)
+
+    def drain(self) -> tuple[list[tuple], list[tuple[int, str, int]]]:
+        """(rows (epoch, crawls, cost, new items, utility, errors, 304s), rows (epoch, kind,
+        count)) for a checkpoint; the ledger starts again from zero."""
+        rows = [(k, int(t.crawls), float(t.cost), int(t.new_items), float(t.utility),
+                 int(t.errors), int(t.not_modified)) for k, t in self.totals.items()]
+        errors = [(k, kind, n) for (k, kind), n in self.errors.items()]
+        self.totals.clear()
+        self.errors.clear()
+        return rows, errors
+
+    def __getitem__(self, epoch: int) -> EpochTotals:
+        return self.totals[epoch]
+
+
+class Timeline:
+    """Which epoch an instant falls in, and whether this run's ``WHITTLE_MAX_EPOCHS`` passed.
+    ``origin`` and ``first_epoch`` are known once the service opened."""
+
+    def __init__(self, clock, period: float, max_epochs: int | None) -> None:
+        self.clock = clock
+        self.period = period
+        self.max_epochs = max_epochs
+        self.origin: float | None = None
+        self.first_epoch: int | None = None
+
+    def epoch_of(self, when: float) -> int:
+        return math.floor((when - self.origin) / self.period)
+
+    def start(self, origin: float, now: float) -> None:
+        self.origin = origin
+        self.first_epoch = self.epoch_of(now)
+
+    @property
+    def finished(self) -> bool:
+        limit = self.max_epochs
+        return limit is not None and self.epoch_of(self.clock.now()) >= self.first_epoch + limit

@@ -1,0 +1,145 @@
+"""Each epoch's plan: what the policy chose, handed out as the downloader takes it.
+
+At the first ``next_crawl`` of an epoch the policy picks sources of total cost at most M =
+``WHITTLE_BUDGET`` among those that may be fetched now (not in flight, not backing off, past
+their minimum interval, host not saturated); they are handed out as the downloader takes them
+(or spread evenly over the epoch with ``WHITTLE_SPREAD``); what an epoch does not use is
+lost."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from scrapy_whittle.feeds.httpdates import http_date
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.outcomes import CrawlOutcomes
+from scrapy_whittle.service.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.source_state import SourceState
+from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.types import NO_LOAD, Crawl, HostLoad, Stats
+
+
+class EpochPlanner:
+    """The plan of epoch ``epoch`` (``plan``: its chosen sources in order, a deque since
+    most crawls take the first), the cost ``spent`` of it so far, and ``wake_at``: when
+    :meth:`next_crawl` may give something again."""
+
+    def __init__(self, config: WhittleConfig, *, timeline: Timeline, sources: SourceTable,
+                 state: SourceState, stats: Stats, keeper: PolicyKeeper,
+                 outcomes: CrawlOutcomes, ledger: EpochLedger, max_flight: float) -> None:
+        self.config = config
+        self.timeline = timeline
+        self.sources = sources
+        self.state = state
+        self.stats = stats
+        self.keeper = keeper
+        self.outcomes = outcomes
+        self.ledger = ledger
+        self.max_flight = max_flight
+        self.epoch = -1
+        self.plan: deque[int] = deque()
+        self.spent = 0.0
+        self.wake_at = math.inf
+        self.run_cost = 0.0                         # cost dispatched in this run
+        self.spent_before: dict[int, float] = {}    # epoch -> cost spent by a previous planner
+
+    def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
+        timeline = self.timeline
+        if not len(self.sources) or timeline.finished:
+            self.wake_at = math.inf
+            return None
+        now = timeline.clock.now()
+        self.outcomes.flush_if_due(now)
+        k = timeline.epoch_of(now)
+        if k != self.epoch:
+            busy = {self.sources.hosts[h] for h in hosts.all_saturated()
+                    if h in self.sources.hosts}
+            self._start_epoch(k, now, busy)
+        period = self.config.period
+        origin = timeline.origin
+        epoch_end = origin + (k + 1) * period
+        later = epoch_end
+        src = self.sources
+        saturated: set[int] = set()        # hosts found saturated in this call
+        spread = self.config.spread
+        host_of = src.host
+        for j, sid in enumerate(self.plan):
+            if spread:
+                release = origin + k * period + self.spent * period / self.config.budget
+                if release > now + 1e-9:
+                    self.wake_at = release
+                    return None
+            host = host_of.item(sid)
+            if host in saturated:
+                continue
+            not_before = src.not_before(sid, now)
+            if not_before > now + 1e-6:
+                later = min(later, not_before)
+                continue
+            if hosts.saturated(src.host_names[host]):
+                saturated.add(host)        # asked again when a download of the slot ends
+                continue
+            del self.plan[j]
+            return self._dispatch(sid, now, k)
+        self.wake_at = later
+        return None
+
+    def resume_spent(self, spent: dict[int, float]) -> None:
+        self.spent_before.update(spent)
+
+    def drop_left(self) -> None:
+        """Sources that left the list are not handed out any more."""
+        left = self.sources.left
+        self.plan = deque(sid for sid in self.plan if not left[sid])
+
+    def _start_epoch(self, k: int, now: float, busy: set[int]) -> None:
+        self.outcomes.flush()
+        if self.plan:
+            self.stats.inc("skipped", len(self.plan))
+        self.epoch, self.spent = k, 0.0
+        self.keeper.grow()
+        eligible = self.sources.eligible(
+            now, busy, horizon=self.timeline.origin + (k + 1) * self.config.period)
+        budget = self.config.budget - self.spent_before.pop(k, 0.0)
+        chosen = self.keeper.select(k, budget, None if eligible.all() else eligible)
+        self.stats.inc("epochs")
+        self.plan = deque(map(int, chosen))
+
+    def _dispatch(self, sid: int, now: float, epoch: int) -> Crawl:
+        src, state = self.sources, self.state
+        src.dispatched(sid, now + self.max_flight)
+        cost = src.cost.item(sid)
+        self.spent += cost
+        stats = self.stats
+        stats.inc("crawls")
+        stats.inc("crawls/cost", cost)
+        totals = self.ledger.totals[epoch]
+        totals.crawls += 1
+        totals.cost += cost
+        self.run_cost += cost
+        state.crawls[sid] += 1
+        if state.track_changes:
+            state.dirty[sid] = True
+        headers = {}
+        if self.config.conditional_get:
+            etag = state.etag.get(sid)
+            if etag:
+                headers["If-None-Match"] = etag
+            modified = state.modified.item(sid)
+            if modified:
+                headers["If-Modified-Since"] = http_date(modified)
+        return Crawl(sid, src.url(sid), epoch, now, headers)
+
+    def budget_used(self, now: float) -> float | None:
+        """Cost spent over the completed epochs of this run / (M x those epochs)."""
+        timeline = self.timeline
+        if timeline.origin is None or timeline.first_epoch is None:
+            return None
+        done = timeline.epoch_of(now)
+        n_epochs = done - timeline.first_epoch
+        if n_epochs <= 0:
+            return None
+        spent = self.run_cost - (self.spent if self.epoch >= done else 0.0)
+        return spent / (self.config.budget * n_epochs)

@@ -1,0 +1,127 @@
+"""A cluster's worker judges a fetched feed with the local service's code: the same new
+entries, values and full windows on the same feeds; and the results message survives Redis."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import pytest_twisted
+from twisted.internet.defer import Deferred
+
+from scrapy_whittle.cluster.node import ClusterNode
+from scrapy_whittle.cluster.tasks import (
+    FETCHED,
+    CrawlResult,
+    read_result,
+    result_fields,
+)
+from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.recrawl import RecrawlService
+from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.types import Crawl, DictStats
+from tests.cluster.conftest import RedisServer
+
+START = 1_700_000_000.0
+SETTINGS = {"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 600.0, "WHITTLE_POLICY": "round_robin",
+            "WHITTLE_ITEM_VALUE": 2.0, "WHITTLE_ENGAGEMENT_SCALE": 10.0,
+            "WHITTLE_MAX_ENTRIES_PER_SOURCE": 6}
+
+
+def entry(key, published=None, engagement=None):
+    return FeedEntry(key=key, title=None, link=None, published=published,
+                     engagement=engagement)
+
+
+# the feeds one source shows on successive fetches: a first fetch, some new, a full window
+# (every entry new after a gap), a duplicate key, nothing new, more entries than remembered
+FETCHES = [
+    [entry("a", START - 50), entry("b", START - 90, engagement=4.0)],
+    [entry("c", START + 10), entry("a", START - 50), entry("b", START - 90)],
+    [entry("f"), entry("e", START + 20, engagement=30.0), entry("d")],
+    [entry("g"), entry("g"), entry("f")],
+    [entry("g"), entry("f")],
+    [entry(f"x{j}", START + j) for j in range(9)],
+]
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_node_and_the_service_judge_the_same_feeds_alike(tmp_path):
+    config = WhittleConfig.from_settings(SETTINGS)
+    clock = SimulatedClock(start=START)
+    service = RecrawlService(config, clock=clock)
+    service.open([SourceSpec(url="https://s.example/feed.xml", weight=1.5)])
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    try:
+        local = []
+        for entries in FETCHES:
+            crawl = service.next_crawl()
+            local.append(service.feed_fetched(crawl, entries))
+            clock.advance_to(clock.now() + config.period)
+        # the node's Redis client runs on the reactor's asyncio loop
+        remote, results = await Deferred.fromFuture(asyncio.ensure_future(
+            _node_fetches(config, server.url, clock)))
+    finally:
+        server.stop()
+    assert [r.window_full for r in local] == [False, False, True, False, False, True]
+    for mine, theirs in zip(local, remote, strict=True):
+        assert [e.key for e in theirs.entries] == [e.key for e in mine.entries]
+        assert theirs.values == mine.values
+        assert theirs.window_full == mine.window_full
+    # what the planner is told is what the service counted
+    assert [r.new_items for r in results] == [len(r.entries) for r in local]
+    assert [r.reward for r in results] == [float(sum(r.values)) for r in local]
+    assert [r.window_full for r in results] == [r.window_full for r in local]
+    assert results[2].published == [None, START + 20, None]
+
+
+async def _node_fetches(config, url, clock):
+    stats = DictStats()
+    node = ClusterNode(config, redis_url=url, prefix="test", specs=[], stats=stats,
+                       clock=clock)
+    try:
+        await node._ensure_groups()
+        found = []
+        for n, entries in enumerate(FETCHES):
+            crawl = Crawl(0, "https://s.example/feed.xml", n, clock.now(), {}, f"c{n}", 1.5)
+            node.taken[crawl.cid] = f"{n + 1}-0"
+            found.append(await node.feed_fetched(crawl, entries))
+        sent = await node.redis.xrange(node.keys.results)
+        assert stats.get("fetched") == len(FETCHES)
+        assert stats.get("window_full") == 2
+        return found, [read_result(fields) for _, fields in sent]
+    finally:
+        await node.redis.aclose()
+        node.sync_redis.close()
+
+
+def _as_redis(fields: dict) -> dict:
+    """A message as Redis returns it: every key and value bytes."""
+    return {k.encode(): str(v).encode() for k, v in fields.items()}
+
+
+@pytest.mark.parametrize("result", [
+    CrawlResult(3, "p:7", 12, START + 0.125, START + 1.5, FETCHED, new_items=2,
+                reward=0.1 + 0.2, window_full=True, published=[START - 1.25, None],
+                etag='"v1"', last_modified="Tue, 14 Nov 2023 22:13:20 GMT",
+                hints="max-age"),
+    CrawlResult(0, "p:1", 0, START, START, "not_modified"),
+    CrawlResult(5, "p:2", 4, START, START + 3, "http_503", cause="HTTP 503",
+                retry_after=120.0),
+])
+def test_a_result_message_round_trip(result):
+    assert read_result(_as_redis(result_fields(result))) == result
+
+
+def test_unreadable_counts_make_an_empty_unreadable_result():
+    fields = _as_redis(result_fields(CrawlResult(1, "p:1", 2, START, START, FETCHED,
+                                                 new_items=3, reward=1.0)))
+    fields[b"reward"] = b"lots"
+    got = read_result(fields)
+    assert (got.new_items, got.reward, got.published, got.readable) == (0, 0.0, [], False)
+    del fields[b"cid"]
+    with pytest.raises(KeyError):
+        read_result(fields)
