@@ -37,7 +37,14 @@ from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, get_parser
 from scrapy_whittle.feeds.parsers.types import FeedError, ParsedFeed, ParseLimits
 
 logger = logging.getLogger(__name__)
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+
+#: seconds a worker may spend on one feed before it is killed (``WHITTLE_PARSE_TIMEOUT``)
+PARSE_TIMEOUT = 60.0
+
+#: the folder holding the ``scrapy_whittle`` package, put first on the workers' import path so
+#: that they run this very copy of it (a checkout not installed, or installed elsewhere); not
+#: the package's own folder, where ``scrapy_whittle/scrapy`` would shadow Scrapy itself
+IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class _Worker:
@@ -58,7 +65,7 @@ class _Worker:
     async def start(cls, timeout: float, on_death, nice: int = 0) -> _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+            p for p in (IMPORT_ROOT, env.get("PYTHONPATH")) if p)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "scrapy_whittle.feeds.parse_worker", "--nice", str(nice),
             env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
@@ -156,7 +163,8 @@ class ParsePool:
 
     def __init__(self, *, parser: str = DEFAULT_PARSER, workers: int = 1,
                  limits: ParseLimits | None = None, inline_max_bytes: int | None = None,
-                 timeout: float = 60.0, inline_slice: float = 0.01, nice: int = 10) -> None:
+                 timeout: float = PARSE_TIMEOUT, inline_slice: float = 0.01,
+                 nice: int = 10) -> None:
         adapter = get_parser(parser)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers ({workers!r}) must be an integer >= 0")

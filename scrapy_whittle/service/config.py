@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_whittle.core.policies import POLICIES, canonical_name, policy_class
+from scrapy_whittle.feeds.parse_pool import PARSE_TIMEOUT
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, ParseLimits, get_parser
 from scrapy_whittle.service.invalid_setting import InvalidSetting
 from scrapy_whittle.service.policy_options import (
@@ -272,7 +273,7 @@ SETTINGS: tuple[Setting, ...] = (
             number(minimum=0, strict=True, integer=True),
             "bytes; a larger body, announced, received or inflated, is the error `too_large` "
             "(Scrapy's `download_maxsize` of feed requests)"),
-    Setting("WHITTLE_MAX_ENTRIES_PER_SOURCE", 10_000, number(minimum=1, integer=True),
+    Setting("WHITTLE_MAX_ENTRIES_PER_SOURCE", _LIMITS.max_entries, number(minimum=1, integer=True),
             "entries read from one feed and remembered per source, at most (a source "
             "remembers as many as its feed shows, plus an eighth (at least 4))"),
     Setting("WHITTLE_FEED_PARSER", DEFAULT_PARSER, _feed_parser,
@@ -284,7 +285,7 @@ SETTINGS: tuple[Setting, ...] = (
             number(minimum=0, integer=True, optional=True),
             "bodies up to this size are parsed on the reactor thread (None: the parser's "
             "own, 16 KiB for feedparser-rs, 8 KiB for feedparser)"),
-    Setting("WHITTLE_PARSE_TIMEOUT", 60.0, number(minimum=0, strict=True),
+    Setting("WHITTLE_PARSE_TIMEOUT", PARSE_TIMEOUT, number(minimum=0, strict=True),
             "seconds a worker may spend on one feed (error `parse_failed`)"),
     Setting("WHITTLE_MAX_FEED_ENTRIES", None, number(minimum=1, integer=True, optional=True),
             "entries kept per feed, the first in feed order, <= "

@@ -30,6 +30,7 @@ import xxhash
 
 from scrapy_whittle.core.columns import Col, PerSourceArrays, grown, with_room
 from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.feeds.parsers.types import ParseLimits
 
 HARD_MAX = 1_000_000
 
@@ -63,7 +64,8 @@ class EntryMemory(PerSourceArrays):
     per_source = {"start": Col(0, np.int64), "cap": Col(0, np.int32),
                   "size": Col(0, np.int32)}
 
-    def __init__(self, n: int = 0, *, max_per_source: int = 10_000, min_slack: int = 4) -> None:
+    def __init__(self, n: int = 0, *, max_per_source: int = ParseLimits.max_entries,
+                 min_slack: int = 4) -> None:
         if not 1 <= int(max_per_source) <= HARD_MAX:
             raise ValueError(f"max_per_source ({max_per_source!r}) must be in 1..{HARD_MAX}")
         if int(min_slack) < 0:

@@ -188,3 +188,22 @@ def test_without_an_event_loop_small_bodies_parse_and_close_works():
     thread.start()
     thread.join()
     assert len(out["parsed"].entries) == 2 and "closed" in out and pool._closed
+
+
+def test_workers_import_this_copy_of_the_package_and_the_real_scrapy():
+    # the workers' import path starts at the folder holding the package, never inside it,
+    # where scrapy_whittle/scrapy would stand in for Scrapy
+    from scrapy_whittle.feeds.parse_pool import IMPORT_ROOT
+
+    assert (Path(IMPORT_ROOT) / "scrapy_whittle" / "__init__.py").is_file()
+    assert not (Path(IMPORT_ROOT) / "scrapy" / "__init__.py").is_file()
+
+
+def test_the_library_defaults_are_the_settings_defaults():
+    from scrapy_whittle.feeds.parse_pool import PARSE_TIMEOUT
+    from scrapy_whittle.service.config import DEFAULTS
+    from scrapy_whittle.service.entry_memory import EntryMemory
+
+    assert ParseLimits().max_entries == DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
+    assert EntryMemory().max_per_source == DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
+    assert PARSE_TIMEOUT == DEFAULTS["WHITTLE_PARSE_TIMEOUT"]

@@ -67,7 +67,7 @@ class ParseLimits:
     """
 
     max_bytes: int = MAX_BYTES
-    max_entries: int = 1000
+    max_entries: int = 10_000
     max_field_chars: int = 2048
 
     def __post_init__(self) -> None:
