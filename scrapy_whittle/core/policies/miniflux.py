@@ -35,8 +35,8 @@ from scrapy_whittle.core.columns import Col
 from scrapy_whittle.core.estimators._base import segment_rows
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.policies.due import select_due
 from scrapy_whittle.core.problem import Problem
-from scrapy_whittle.core.selection import select_top
 
 MINUTES_PER_WEEK = 7 * 24 * 60
 
@@ -81,12 +81,8 @@ class MinifluxPolicy(Policy):
         self._week = 7 * self._day
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
-        if self.n == 0 or budget <= 0:
-            return np.zeros(0, dtype=np.int64)
-        overdue = epoch * self.problem.period - self.next_check
-        due = overdue >= 0
-        return select_top(overdue, self.problem.cost, budget,
-                          due if eligible is None else due & eligible)
+        return select_due(self.next_check, epoch * self.problem.period, self.problem.cost,
+                          budget, eligible)
 
     def observe(self, obs: Observation) -> None:
         ids = obs.sources
