@@ -42,6 +42,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -169,6 +170,32 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
         "upper_bound": bound,
         "results": results,
     }
+
+
+# -- a rule's own request volume -------------------------------------------------------------
+
+def rule_volume(scenario: Scenario, rule: str, horizon: int = 1000, seeds: int = 5,
+                warmup: int | None = None) -> float:
+    """The budget ``rule`` spends by itself: run unconstrained (the budget crawls every source
+    each epoch) with its default intervals, on the same seeds as ``evaluate``, its mean crawl
+    cost per epoch over the epochs after the warm-up (crawls per epoch with unit costs)."""
+    warmup = horizon // 4 if warmup is None else int(warmup)
+    if not 0 <= warmup < horizon:
+        raise ValueError(f"warmup ({warmup!r}) must lie in [0, horizon)")
+    cost = scenario.problem.cost
+    free = replace(scenario, budget=float(np.sum(cost)))
+    spent = []
+    for seed in range(seeds):
+        env = free.make_env()
+        env.reset(seed=seed)
+        policy = build_policy(rule, free, seed)
+        for t in range(horizon):
+            action = policy.select(t, free.budget)
+            if t >= warmup:
+                spent.append(float(np.sum(cost[action])))
+            obs, _, _, _, _ = env.step(action)
+            policy.observe(obs)
+    return float(np.mean(spent))
 
 
 # -- performance at scale -------------------------------------------------------------------
@@ -319,6 +346,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--perf", action="store_true",
                         help="measure decision time, simulator speed and memory at --n sources")
     parser.add_argument("--epochs", type=int, default=20, help="epochs measured by --perf")
+    parser.add_argument("--volume-of", default=None, metavar="RULE",
+                        help="budget = the mean crawls per epoch of policy RULE run unconstrained "
+                        "on the same scenario and seeds (its own request volume)")
     return parser.parse_args(argv)
 
 
@@ -335,11 +365,22 @@ def main(argv: list[str] | None = None) -> int:
             policy_class(name)
         scenario = make_scenario(args.scenario, budget=args.budget, n=args.n,
                                  stochastic=True if args.stochastic else None)
+        volume = None
+        if args.volume_of:
+            policy_class(args.volume_of)
+            volume = rule_volume(scenario, args.volume_of, horizon=args.horizon,
+                                 seeds=args.seeds, warmup=args.warmup)
+            scenario = replace(scenario, budget=volume)
         report = evaluate(scenario, policies, horizon=args.horizon, seeds=args.seeds,
                           warmup=args.warmup)
     except ValueError as exc:
         print(f"sim.bench: error: {exc}", file=sys.stderr)
         return 2
+    if volume is not None:
+        report["volume_of"] = {"policy": args.volume_of, "volume": volume}
+        if not args.json:
+            print(f"budget: the volume of {args.volume_of} unconstrained, {volume:.4f} "
+                  "crawls/epoch")
     print(json.dumps(report) if args.json else format_results(report))
     return 0
 

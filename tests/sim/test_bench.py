@@ -90,3 +90,26 @@ def test_state_bytes_counts_each_buffer_once():
             self.more = {"y": np.ones(50, dtype=np.int32)}
 
     assert state_bytes(Holder(), Holder()) == 800 + 200 + 200
+
+
+def test_volume_of_runs_every_policy_at_the_rules_own_budget(capsys):
+    from sim.bench import rule_volume
+    from sim.scenarios import make_scenario
+
+    # hourly epochs and a one-hour interval: every source due every epoch, a volume of N
+    assert main(["--scenario", "news-mix", "--n", "60", "--horizon", "40", "--seeds", "2",
+                 "--volume-of", "fixed-interval", "--policy", "fixed-interval,round_robin",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["volume_of"] == {"policy": "fixed-interval", "volume": 60.0}
+    assert report["budget"] == 60.0
+    fixed, round_robin = report["results"]
+    assert fixed["reward"] == pytest.approx(round_robin["reward"])   # both crawl everything
+    # news-crawl's schedule, unconstrained: every source at epoch 0 and again at 12 (its
+    # 720 min first interval), which the measured epochs 10..39 count; then fewer
+    scenario = make_scenario("news-mix", n=60)
+    volume = rule_volume(scenario, "stormcrawler", horizon=40, seeds=1, warmup=10)
+    assert 60 / 30 < volume < 60 / 3
+    assert rule_volume(scenario, "stormcrawler", horizon=13, seeds=1, warmup=12) == 60.0
+    assert main(["--volume-of", "no-such-rule"]) == 2
+    assert "unknown policy" in capsys.readouterr().err

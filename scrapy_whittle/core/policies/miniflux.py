@@ -14,13 +14,10 @@ that are due (next check <= now); here the most overdue first within the budget,
 no due feed needs is left unused.
 
 weekly_count counts every entry the policy has seen (from any earlier check) whose publication
-time lies in the 7 days before the check. Miniflux counts them in its database; here each
-source keeps the counts of the last eight days (36 bytes), and the oldest day, which the
-7-day window cuts, is counted in proportion to the part of it inside the window (uniform
-within the day): exact to the day, approximate within the oldest one. Publication times come
-from the observation's item times; when it carries none (deterministic simulator), the
-``new_items`` entries are spread evenly over the time since the previous check (or over the
-last week at the first check).
+time lies in the 7 days before the check, kept as counts of the last eight days (36 bytes a
+source; :mod:`~scrapy_whittle.core.policies.entry_window`: exact to the day, the oldest day
+counted in part). Without item times (deterministic simulator), a check's ``new_items`` entries
+are spread evenly over the time since the previous check (over the last week at the first).
 
 Units. Minutes are converted to the problem's time unit with ``time_unit_hours`` (hours per time
 unit; default 1: one epoch of the ``news-mix`` scenario is one hour). The entry times of
@@ -32,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.core.columns import Col
-from scrapy_whittle.core.estimators._base import segment_rows
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.policies.due import select_due
+from scrapy_whittle.core.policies.entry_window import entry_times, slide_and_count
 from scrapy_whittle.core.problem import Problem
-from scrapy_whittle.core.selection import select_top
 
 MINUTES_PER_WEEK = 7 * 24 * 60
 
@@ -81,12 +78,8 @@ class MinifluxPolicy(Policy):
         self._week = 7 * self._day
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
-        if self.n == 0 or budget <= 0:
-            return np.zeros(0, dtype=np.int64)
-        overdue = epoch * self.problem.period - self.next_check
-        due = overdue >= 0
-        return select_top(overdue, self.problem.cost, budget,
-                          due if eligible is None else due & eligible)
+        return select_due(self.next_check, epoch * self.problem.period, self.problem.cost,
+                          budget, eligible)
 
     def observe(self, obs: Observation) -> None:
         ids = obs.sources
@@ -101,48 +94,15 @@ class MinifluxPolicy(Policy):
         interval = minutes / 60.0 / self.time_unit_hours
         self.next_check[ok_ids] = obs.epoch * self.problem.period + interval
 
-    def _entry_times(self, obs: Observation, sel: np.ndarray, src: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """(CSR offsets, publication times) of the new entries of crawls ``sel``: the item
-        times, or without them ``new_items`` spread evenly since the previous check (the
-        last week at the first)."""
-        if obs.item_offsets is not None:
-            off, items = segment_rows(obs.item_offsets, sel)
-            return off, obs.item_published[items]
-        n_new = np.maximum(obs.new_items[sel], 0)
-        now = obs.time[sel]
-        prev = self.last_check[src]
-        prev = np.where(np.isnan(prev), now - self._week, np.minimum(prev, now))
-        off = np.zeros(sel.size + 1, dtype=np.int64)
-        np.cumsum(n_new, out=off[1:])
-        crawl = np.repeat(np.arange(sel.size), n_new)
-        pos = np.arange(off[-1]) - off[crawl]
-        return off, prev[crawl] + (now - prev)[crawl] * (pos + 0.5) / n_new[crawl]
-
     def _count(self, obs: Observation, crawls: np.ndarray) -> None:
         """Add the new entries of ``crawls`` (bool mask, each of a different source) to their
         sources' day counts, and set their weekly counts at the time of the check."""
         sel = np.flatnonzero(crawls)
         src, now = obs.sources[sel], obs.time[sel]
-        days = self.day_counts.shape[1]
-        today = np.floor(now / self._day).astype(np.int64)
-        newest = self.newest_day[src].astype(np.int64)
-        shift = today - newest
-        counts = self.day_counts[src]                  # a copy, written back below
-        # the days that left the 8-day window: counts[:-s] = counts[s:], zeros after
-        col = np.arange(days) + np.maximum(shift, 0)[:, None]
-        rows = np.arange(src.size)[:, None]
-        counts = np.where(col < days, counts[rows, np.minimum(col, days - 1)], 0)
-        newest = np.where(shift > 0, today, newest)
-        off, times = self._entry_times(obs, sel, src)
-        crawl = np.repeat(np.arange(src.size), np.diff(off))
-        slot = np.floor(times / self._day).astype(np.int64)
-        slot = slot - newest[crawl] + days - 1
-        inside = (slot >= 0) & (slot < days)
-        np.add.at(counts, (crawl[inside], slot[inside]), 1)
-        # the window (now - 7 days, now]: the last seven days whole, the cut day in part
-        part = 1.0 - (now / self._day - today)
-        self.weekly_count[src] = np.round(counts[:, 1:].sum(axis=1) + part * counts[:, 0])
+        off, times = entry_times(obs, sel, self.last_check[src], self._week)
+        counts, newest, weekly = slide_and_count(self.day_counts[src], self.newest_day[src],
+                                                 now, off, times, self._day)
+        self.weekly_count[src] = np.round(weekly)
         self.day_counts[src] = counts
         self.newest_day[src] = newest
         self.last_check[src] = now

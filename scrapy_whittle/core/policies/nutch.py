@@ -36,8 +36,8 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.policies.due import select_due
 from scrapy_whittle.core.problem import Problem
-from scrapy_whittle.core.selection import select_top
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -94,11 +94,8 @@ class NutchAdaptivePolicy(Policy):
         fresh = np.isnan(self.interval)
         if fresh.any():
             self.interval[fresh] = self._start_interval(budget)
-        now = epoch * self.problem.period
-        overdue = now - self.next_fetch
-        due = overdue >= 0
-        return select_top(overdue, self.problem.cost, budget,
-                          due if eligible is None else due & eligible)
+        return select_due(self.next_fetch, epoch * self.problem.period, self.problem.cost,
+                          budget, eligible)
 
     def observe(self, obs: Observation) -> None:
         ok = obs.ok
