@@ -240,8 +240,7 @@ SETTINGS: tuple[Setting, ...] = (
             "`\"oracle\"`: Whittle index on given parameters (`WHITTLE_ORACLE_PARAMS`); or any "
             "core policy name: `round_robin`, `uniform`, `greedy`, `thompson`, `dqn`, "
             "`nutch`, `miniflux`, `newsblur`, `commafeed`, `stormcrawler`, `fixed-interval`, "
-            "... (the interval rules count time in hours: give them `{\"time_unit_hours\": "
-            "1 / 3600}` in `WHITTLE_POLICY_OPTIONS`, the crawl's time being in seconds)"),
+            "... ([models.md](models.md))"),
     Setting("WHITTLE_POLICY_OPTIONS", {}, _options,
             "keyword arguments of the policy's constructor (e.g. `{\"day\": 86400}` for "
             "`diurnal-whittle`, which learns each feed's daily rhythm: "

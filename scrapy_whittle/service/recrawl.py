@@ -38,6 +38,7 @@ importable from here.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections import defaultdict, deque
 from collections.abc import Iterable
@@ -210,7 +211,12 @@ class RecrawlService:
         if self.oracle is not None:
             alpha, u = self._oracle_au(range(n), strict=True)
         supplied = {}
-        if self.oracle is not None and policy_class(self.config.core_policy).needs_rhythms:
+        cls = policy_class(self.config.core_policy)
+        if ("time_unit_hours" in inspect.signature(cls.__init__).parameters
+                and "time_unit_hours" not in self.config.policy_options):
+            # feed readers' rules count in minutes and hours; the service's unit is the second
+            supplied["time_unit_hours"] = 1.0 / 3600.0
+        if self.oracle is not None and cls.needs_rhythms:
             alpha, periodic_u = self._oracle_rhythms(range(n), strict=True)
             supplied["periodic"] = PeriodicArrivals(alpha, periodic_u, 0)
             u = periodic_u.mean(axis=1)

@@ -150,7 +150,11 @@ def test_a_restored_crawl_continues_exactly_as_the_uninterrupted_one(tmp_path, p
     clock2 = SimulatedClock(start=clock.now())
     restored.clock = clock2
     plan_a, plan_b = [], []
-    for _ in range(6):
+    # six epochs, or as many as the feed readers' rules (which space their crawls by real
+    # minutes and hours) take to crawl twelve times
+    for epoch in range(500):
+        if epoch >= 6 and len(plan_a) >= 12:
+            break
         for svc, plan, clk in ((service, plan_a, clock), (restored, plan_b, clock2)):
             while (crawl := svc.next_crawl()) is not None:
                 found = svc.feed_fetched(crawl, feeds.entries(crawl.source, clk.now()))
@@ -263,3 +267,29 @@ def test_a_policy_option_value_the_policy_refuses_names_the_setting(policy, opti
     message = str(info.value)
     assert message.startswith(f"WHITTLE_POLICY_OPTIONS ({options!r}) for policy {policy!r}")
     assert why in message
+
+
+@pytest.mark.parametrize("rule", ["miniflux", "nutch", "newsblur", "commafeed", "stormcrawler",
+                                  "fixed-interval"])
+def test_feed_reader_rules_count_their_minutes_in_the_services_seconds(rule):
+    service, _ = make_service(policy=rule)
+    assert service.policy.time_unit_hours == pytest.approx(1 / 3600)
+    given, _ = make_service(policy=rule, WHITTLE_POLICY_OPTIONS={"time_unit_hours": 0.5})
+    assert given.policy.time_unit_hours == 0.5
+
+
+def test_a_fixed_interval_rule_in_the_service_waits_its_hour():
+    service, clock = make_service(n=1, policy="fixed-interval", budget=1, period=600.0)
+    crawl = service.next_crawl()
+    assert crawl is not None and crawl.epoch == 0
+    service.feed_fetched(crawl, [])
+    service.flush()
+    epochs = []
+    while len(epochs) < 2:
+        if (crawl := service.next_crawl()) is None:
+            clock.advance_to(service.wake_at)
+            continue
+        epochs.append(crawl.epoch)
+        service.feed_fetched(crawl, [])
+        service.flush()
+    assert epochs == [6, 12]                        # every hour: every sixth 10-minute epoch
