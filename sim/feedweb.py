@@ -88,11 +88,12 @@ class FeedWeb:
 
     def advance(self, i: int, t: float) -> None:
         """Generate source i's items published up to time t."""
-        if t <= self._upto[i]:
+        stock_due = self.start == "warm" and np.isnan(self._next[i])
+        if t <= self._upto[i] and not stock_due:
             return
         rate = float(self.params.rate[i])
         if rate <= 0:
-            self._upto[i] = t
+            self._upto[i] = max(self._upto[i], t)
             return
         rng = self._rng(i)
         xi_bar = float(self.params.mean_utility[i])
@@ -111,7 +112,7 @@ class FeedWeb:
                               float(rng.exponential(xi_bar))))
             self._count[i] += 1
             self._next[i] = self._after(i, float(self._next[i]), rng.exponential(1.0 / rate))
-        self._upto[i] = t
+        self._upto[i] = max(self._upto[i], t)
 
     def _stock(self, i: int, rate: float, xi_bar: float) -> None:
         """Source i's window at time 0 of a warm start (see the module docstring)."""

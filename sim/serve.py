@@ -492,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
                          "categories, author), gzip when accepted; use --window 20-100")
     ap.add_argument("--start", type=float, default=0.0,
                     help="virtual time at start, in scenario units (feeds then have history)")
+    ap.add_argument("--history", choices=("warm", "empty"), default=None,
+                    help="what the feeds list before time 0: warm (each window full of "
+                         "entries from the model's stationary law; the default for the news "
+                         "scenarios) or empty (the default for the papers' scenarios)")
     ap.add_argument("--faults", default="",
                     help="hostile sources to list in /feeds.opml: 'all' or a comma-separated "
                          "list of sim.faults cases (default none)")
