@@ -295,7 +295,7 @@ def perf(n: int = 1_000_000, epochs: int = 20, warm: int | None = None, seed: in
     The decision is timed in the steady state of a long-running crawl: after ``warm`` epochs
     (default two full rounds, 2 N / M), not in the transient of sources all starting empty.
     """
-    scenario = make_scenario("news-mix", n=n, budget=budget, seed=seed)
+    scenario = make_scenario("news-mix", n=n, budget=budget, seed=seed, start="empty")
     if warm is None:
         warm = 2 * -(-n // max(1, int(scenario.budget)))
     env = scenario.make_env()
@@ -317,7 +317,8 @@ def perf(n: int = 1_000_000, epochs: int = 20, warm: int | None = None, seed: in
     nbytes = state_bytes(policy, env)
     # the stochastic simulator, driven by round-robin actions of the same size, measured after
     # one full round (every source then waits N / k epochs between crawls: the steady state)
-    stoch = make_scenario("news-mix", n=n, budget=budget, seed=seed, stochastic=True).make_env()
+    stoch = make_scenario("news-mix", n=n, budget=budget, seed=seed, stochastic=True,
+                          start="empty").make_env()
     stoch.reset(seed=seed)
     k = int(scenario.budget)
     rounds = -(-n // k)
