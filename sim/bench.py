@@ -19,7 +19,20 @@ otherwise). Reported per policy:
   on a scenario with daily rhythms (``news-diurnal``) the periodic bound
   (``scrapy_whittle.core.periodic_bound``, one price per hour of the day);
 * ``decision_ms``: wall time per epoch of the policy's decision, ``select`` plus ``observe``
-  (the simulator's own time excluded), averaged over all epochs and seeds.
+  (the simulator's own time excluded), averaged over all epochs and seeds;
+* ``measures`` (stochastic runs; None for the mean dynamics): the users' measures of
+  ``sim.measures`` (discovery delay of captured items, mean / median / 90th percentile, in the
+  scenario's time unit and, on the news scenarios, in minutes; items missed, as a count and a
+  share of the items published since the start; crawls per captured item), averaged over
+  seeds;
+* ``curve`` (with ``--curve``): the learning curve, the mean reward over the first 24, 48, 120
+  and 480 epochs (those within the horizon), as a share of the bound and of the first-look
+  oracle's mean over the same epochs and seeds (``sim.first_look``, run automatically).
+
+``--start warm|empty`` overrides the scenario's start (``sim.scenarios``: warm for the news
+scenarios, empty for the papers'); ``reward_from_empty`` is then the mean from that start.
+``first-look`` is the first-look oracle (``sim.first_look``): the oracle that knows a source's
+parameters only once it has crawled it.
 
 Policies that learn (``needs_parameters`` false) are built with ``problem.without_parameters()``;
 oracle policies (oracle, greedy, static) with the full problem. On ``news-diurnal`` the
@@ -51,7 +64,13 @@ from scrapy_whittle.core.bound import upper_bound
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.periodic_bound import periodic_upper_bound
 from scrapy_whittle.core.policies import make_policy, policy_class
+from sim.first_look import NAME as FIRST_LOOK
+from sim.first_look import FirstLookOracle
+from sim.measures import UserMeasures, mean_summaries
 from sim.scenarios import SCENARIOS, Scenario, make_scenario
+
+#: the learning curve's horizons (epochs from the start)
+CURVE_EPOCHS = (24, 48, 120, 480)
 
 # 97.5% quantiles of Student's t for 1..30 degrees of freedom
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -79,13 +98,14 @@ def mean_ci95(values) -> tuple[float, float]:
 
 def rhythm_options(name: str, scenario: Scenario, problem) -> dict[str, Any]:
     """What the rhythm-aware policies are told: ``diurnal-oracle`` the arrivals per phase of
-    the day (one phase, i.e. the stationary model, on a scenario without rhythm),
+    the day (one phase, i.e. the stationary model, on a scenario without rhythm) and whether
+    the web is warm,
     ``diurnal-whittle`` the length of the day when the scenario's time unit has one."""
     if name == "diurnal-oracle":
         periodic = scenario.periodic
         if periodic is None:
             periodic = PeriodicArrivals(problem.alpha, problem.u[:, None])
-        return {"periodic": periodic}
+        return {"periodic": periodic, "warm": scenario.options.get("start") == "warm"}
     if name == "diurnal-whittle" and scenario.day is not None:
         return {"day": scenario.day}
     return {}
@@ -100,9 +120,18 @@ def scenario_bound(scenario: Scenario) -> float:
     return upper_bound(problem.alpha, problem.u, scenario.budget, problem.cost).value
 
 
+def check_policy_name(name: str) -> None:
+    """ValueError for a name neither the core nor ``sim`` (``first-look``) knows."""
+    if name != FIRST_LOOK:
+        policy_class(name)
+
+
 def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **options: Any):
     """The policy ``name`` for ``scenario``: oracle policies get the true parameters."""
     problem = scenario.problem if problem is None else problem
+    if name == FIRST_LOOK:
+        return FirstLookOracle(problem, rng=np.random.default_rng(
+            np.random.SeedSequence([seed, 1])))
     options = {**rhythm_options(name, scenario, problem), **options}
     if not policy_class(name).needs_parameters:
         problem = problem.without_parameters()
@@ -111,8 +140,9 @@ def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **optio
 
 
 def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
-               **options: Any) -> tuple[np.ndarray, float]:
-    """Rewards per epoch over ``horizon`` epochs, and the total decision time in seconds."""
+               measures: UserMeasures | None = None, **options: Any) -> tuple[np.ndarray, float]:
+    """Rewards per epoch over ``horizon`` epochs, and the total decision time in seconds;
+    ``measures`` collects the users' measures (stochastic simulators)."""
     env = scenario.make_env()
     env.reset(seed=seed)
     policy = build_policy(name, scenario, seed, **options)
@@ -124,31 +154,70 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
         t0 = clock()
         action = policy.select(t, budget)
         t1 = clock()
-        obs, reward, _, _, _ = env.step(action)
+        obs, reward, _, _, info = env.step(action)
         t2 = clock()
         policy.observe(obs)
         decision += (t1 - t0) + (clock() - t2)
         rewards[t] = reward
+        if measures is not None:
+            measures.add(obs, info)
+    if measures is not None:
+        measures.settle(env)
     return rewards, decision
 
 
+def minutes_per_unit(scenario: Scenario) -> float | None:
+    """60 on the news scenarios (time unit the hour), None where the unit is abstract."""
+    return 60.0 if scenario.day == 24.0 else None
+
+
+def learning_curve(rewards: dict[str, list[np.ndarray]], bound: float,
+                   horizon: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Per policy and H in ``CURVE_EPOCHS`` (H <= horizon): the mean reward over the first H
+    epochs (over seeds), its share of the bound and of the first-look oracle's."""
+    reference = rewards[FIRST_LOOK]
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name, runs in rewards.items():
+        out[name] = {}
+        for h in CURVE_EPOCHS:
+            if h > horizon:
+                continue
+            mean = float(np.mean([r[:h].mean() for r in runs]))
+            ref = float(np.mean([r[:h].mean() for r in reference]))
+            out[name][str(h)] = {
+                "reward": mean,
+                "of_bound": mean / bound if bound > 0 else math.nan,
+                "of_first_look": mean / ref if ref > 0 else math.nan,
+            }
+    return out
+
+
 def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds: int = 5,
-             warmup: int | None = None) -> dict[str, Any]:
-    """Run every policy on ``seeds`` seeds; the result object printed by ``--json``."""
+             warmup: int | None = None, curve: bool = False) -> dict[str, Any]:
+    """Run every policy on ``seeds`` seeds; the result object printed by ``--json``.
+    ``curve``: add the learning curve (and run the first-look oracle for it)."""
     if horizon < 1 or seeds < 1:
         raise ValueError("horizon and seeds must be >= 1")
     warmup = horizon // 4 if warmup is None else int(warmup)
     if not 0 <= warmup < horizon:
         raise ValueError(f"warmup ({warmup!r}) must lie in [0, horizon)")
     bound = scenario_bound(scenario)
-    results = []
+    if curve and FIRST_LOOK not in policies:
+        policies = [*policies, FIRST_LOOK]
+    stochastic = bool(scenario.options.get("stochastic", scenario.kind == "pages"))
+    results, runs = [], {}
     for name in policies:
-        long_run, from_empty, decision = [], [], 0.0
+        long_run, from_empty, decision, summaries = [], [], 0.0, []
+        runs[name] = []
         for seed in range(seeds):
-            rewards, seconds = run_policy(scenario, name, horizon, seed)
+            ledger = UserMeasures() if stochastic and scenario.kind != "pages" else None
+            rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger)
             long_run.append(rewards[warmup:].mean())
             from_empty.append(rewards.mean())
             decision += seconds
+            runs[name].append(rewards)
+            summaries.append(None if ledger is None
+                             else ledger.summary(minutes_per_unit(scenario)))
         reward, ci = mean_ci95(long_run)
         results.append({
             "policy": name,
@@ -158,12 +227,18 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
             "upper_bound": bound,
             "ratio": reward / bound if bound > 0 else math.nan,
             "decision_ms": 1e3 * decision / (horizon * seeds),
+            "measures": mean_summaries(summaries),
         })
+    if curve:
+        for r, shares in zip(results, learning_curve(runs, bound, horizon).values(),
+                             strict=True):
+            r["curve"] = shares
     return {
         "scenario": scenario.name,
+        "start": scenario.start,
         "n": scenario.n,
         "budget": scenario.budget,
-        "stochastic": bool(scenario.options.get("stochastic", scenario.kind == "pages")),
+        "stochastic": stochastic,
         "horizon": horizon,
         "warmup": warmup,
         "seeds": seeds,
@@ -248,7 +323,7 @@ def perf(n: int = 1_000_000, epochs: int = 20, warm: int | None = None, seed: in
     The decision is timed in the steady state of a long-running crawl: after ``warm`` epochs
     (default two full rounds, 2 N / M), not in the transient of sources all starting empty.
     """
-    scenario = make_scenario("news-mix", n=n, budget=budget, seed=seed)
+    scenario = make_scenario("news-mix", n=n, budget=budget, seed=seed, start="empty")
     if warm is None:
         warm = 2 * -(-n // max(1, int(scenario.budget)))
     env = scenario.make_env()
@@ -270,7 +345,8 @@ def perf(n: int = 1_000_000, epochs: int = 20, warm: int | None = None, seed: in
     nbytes = state_bytes(policy, env)
     # the stochastic simulator, driven by round-robin actions of the same size, measured after
     # one full round (every source then waits N / k epochs between crawls: the steady state)
-    stoch = make_scenario("news-mix", n=n, budget=budget, seed=seed, stochastic=True).make_env()
+    stoch = make_scenario("news-mix", n=n, budget=budget, seed=seed, stochastic=True,
+                          start="empty").make_env()
     stoch.reset(seed=seed)
     k = int(scenario.budget)
     rounds = -(-n // k)
@@ -311,7 +387,43 @@ def format_results(report: dict[str, Any]) -> str:
         reward = f"{r['reward']:.4f} ± {r['ci95']:.4f}"
         lines.append(f"{r['policy']:<18}{reward:>24}{r['reward_from_empty']:>12.4f}"
                      f"{r['ratio']:>9.4f}{r['decision_ms']:>13.3f}")
-    return "\n".join(lines)
+    return "\n".join(lines + format_measures(report) + format_curve(report))
+
+
+def format_measures(report: dict[str, Any]) -> list[str]:
+    """The users' measures table (stochastic runs), empty without them."""
+    rows = [r for r in report["results"] if r.get("measures")]
+    if not rows:
+        return []
+    minutes = "delay_mean_minutes" in rows[0]["measures"]
+    unit = "min" if minutes else "units"
+    lines = ["", f"users' measures (items published since the start; delays in {unit})",
+             f"{'policy':<18}{'delay mean':>11}{'median':>9}{'p90':>9}{'missed':>10}"
+             f"{'share':>8}{'crawls/item':>13}"]
+    for r in rows:
+        m = r["measures"]
+        sfx = "_minutes" if minutes else ""
+        lines.append(f"{r['policy']:<18}{m['delay_mean' + sfx]:>11.1f}"
+                     f"{m['delay_median' + sfx]:>9.1f}{m['delay_p90' + sfx]:>9.1f}"
+                     f"{m['items_missed']:>10.0f}{m['missed_share']:>8.3f}"
+                     f"{m['crawls_per_item']:>13.3f}")
+    return lines
+
+
+def format_curve(report: dict[str, Any]) -> list[str]:
+    """The learning-curve table (``--curve``), empty without it."""
+    rows = [r for r in report["results"] if r.get("curve")]
+    if not rows:
+        return []
+    hs = list(rows[0]["curve"])
+    lines = ["", "learning curve: mean reward over the first H epochs, share of the bound "
+                 "/ of the first-look oracle",
+             f"{'policy':<18}" + "".join(f"{'H=' + h:>16}" for h in hs)]
+    for r in rows:
+        cells = "".join(f"{c['of_bound']:>8.3f}{c['of_first_look']:>8.3f}"
+                        for c in r["curve"].values())
+        lines.append(f"{r['policy']:<18}{cells}")
+    return lines
 
 
 def format_perf(report: dict[str, Any]) -> str:
@@ -342,6 +454,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0, 1, ...)")
     parser.add_argument("--n", type=int, default=None, help="number of sources (news-mix)")
     parser.add_argument("--stochastic", action="store_true", help="stochastic arrivals")
+    parser.add_argument("--start", choices=("warm", "empty"), default=None,
+                        help="the web at epoch 0: warm (feeds full of their recent entries; "
+                        "the news scenarios' default) or empty (the papers' default)")
+    parser.add_argument("--curve", action="store_true",
+                        help="add the learning curve (reward over the first 24/48/120/480 "
+                        "epochs against the bound and the first-look oracle)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--perf", action="store_true",
                         help="measure decision time, simulator speed and memory at --n sources")
@@ -362,17 +480,18 @@ def main(argv: list[str] | None = None) -> int:
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     try:
         for name in policies:
-            policy_class(name)
+            check_policy_name(name)
         scenario = make_scenario(args.scenario, budget=args.budget, n=args.n,
-                                 stochastic=True if args.stochastic else None)
+                                 stochastic=True if args.stochastic else None,
+                                 start=args.start)
         volume = None
         if args.volume_of:
-            policy_class(args.volume_of)
+            check_policy_name(args.volume_of)
             volume = rule_volume(scenario, args.volume_of, horizon=args.horizon,
                                  seeds=args.seeds, warmup=args.warmup)
             scenario = replace(scenario, budget=volume)
         report = evaluate(scenario, policies, horizon=args.horizon, seeds=args.seeds,
-                          warmup=args.warmup)
+                          warmup=args.warmup, curve=args.curve)
     except ValueError as exc:
         print(f"sim.bench: error: {exc}", file=sys.stderr)
         return 2

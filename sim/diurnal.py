@@ -19,6 +19,11 @@ piecewise-constant profile), newest first so that a ``window`` draws only what a
 u_i(tau)); ``env.periodic`` holds u_i(tau) for every phase, what ``diurnal-oracle`` and the
 periodic upper bound need.
 
+Start: "empty" or "warm" as in ``sim.ephemeral`` (module docstring there): a warm source never
+crawled holds the stationary value of the periodic recursion at the current phase (mean
+dynamics), or, at its first crawl, the arrivals of its stock depth in operational time
+(``sim.ephemeral.stock_depth``); ``info["missed_items"]`` and ``outstanding()`` as there.
+
 ``diurnal_trace`` draws a trace of the same model for ``sim.trace.TraceReplay``;
 ``python -m sim.make_trace`` writes one of the ``news-diurnal`` sources.
 """
@@ -32,7 +37,16 @@ import numpy as np
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.problem import Problem, SourceParams
-from sim.ephemeral import SourcesEnv, check_action, newest_ages
+from sim.ephemeral import (
+    SourcesEnv,
+    aux_generator,
+    check_action,
+    check_start,
+    check_warm,
+    lost_since_start,
+    newest_ages,
+    stock_depth,
+)
 from sim.profiles import DiurnalProfile
 from sim.trace import Trace
 
@@ -47,11 +61,16 @@ class DiurnalWeb(SourcesEnv):
     """N news sources with daily rhythms under a crawl budget, Gymnasium-style.
 
     params: Lambda (mean rate), xi, mu, T; profile: the sources' rhythms (same N).
-    budget, cost, stochastic, window: as in ``sim.ephemeral.EphemeralWeb``.
+    budget, cost, stochastic, window, start: as in ``sim.ephemeral.EphemeralWeb``.
     """
 
+    #: periods of the rhythm behind a warm source's virtual last crawl: far enough that the
+    #: recursion's remembered value (alpha^(K * this)) is below a double's precision
+    WARM_PERIODS = 2**40
+
     def __init__(self, params: SourceParams, profile: DiurnalProfile, budget: float,
-                 cost=None, stochastic: bool = False, window: int | None = None) -> None:
+                 cost=None, stochastic: bool = False, window: int | None = None,
+                 start: str = "empty") -> None:
         if not (np.isfinite(budget) and budget > 0):
             raise ValueError(f"budget ({budget!r}) must be > 0")
         if profile.n != params.n:
@@ -68,6 +87,12 @@ class DiurnalWeb(SourcesEnv):
         self.periodic = periodic_arrivals(params, profile)
         self._problem = Problem(n=params.n, cost=cost, period=params.period,
                                 alpha=self.periodic.alpha, u=self.periodic.mean_u)
+        self.start = check_start(start)
+        if start == "warm":
+            check_warm(params, self.window, None)
+        self._depth = stock_depth(params, self.window, None) if start == "warm" else None
+        self._warm: np.ndarray | None = None
+        self._aux: np.random.Generator | None = None
         self._last = np.zeros(0, dtype=np.int64)
         self._rng: np.random.Generator | None = None
         self.epoch = 0
@@ -79,47 +104,88 @@ class DiurnalWeb(SourcesEnv):
     def reset(self, *, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
         self._rng = np.random.default_rng(seed)
         self._last = np.zeros(self.n, dtype=np.int64)
+        self._warm = np.ones(self.n, dtype=bool) if self.start == "warm" else None
+        self._aux = aux_generator(seed)
         self.epoch = 0
         return Observation.empty(0), {}
 
     def expected_state(self) -> np.ndarray:
         """X(t) of the mean dynamics at the start of the current epoch, for every source."""
-        ids = np.arange(self.n)
-        return self.periodic.accumulated(ids, self.periodic.phase(self._last),
-                                         self.epoch - self._last)
+        return self._expected(np.arange(self.n), self.epoch)
+
+    def _virtual_last(self, ids: np.ndarray) -> np.ndarray:
+        """The epoch of each source's last crawl; for a warm source never crawled, one so far
+        back (and of phase 0's phase) that the recursion is at its stationary cycle."""
+        last = self._last[ids]
+        if self._warm is not None:
+            last = np.where(self._warm[ids], -self.periodic.k * self.WARM_PERIODS, last)
+        return last
+
+    def _expected(self, ids: np.ndarray, t: int) -> np.ndarray:
+        last = self._virtual_last(ids)
+        return self.periodic.accumulated(ids, self.periodic.phase(last), t - last)
+
+    def outstanding(self) -> dict[str, int]:
+        """As ``sim.ephemeral.EphemeralWeb.outstanding`` (no lifetime here)."""
+        if not self.stochastic:
+            raise ValueError("outstanding() needs stochastic=True: the mean dynamics have no "
+                             "items")
+        period = self.params.period
+        since = self._last * period
+        if self._warm is not None:
+            since = np.where(self._warm, 0.0, since)
+        mass = self.profile.cumulative(np.full(self.n, self.epoch * period)) \
+            - self.profile.cumulative(since)
+        alive = self._aux.poisson(self.params.rate * mass)
+        lost = 0 if self.window is None else int(np.maximum(alive - self.window, 0).sum())
+        return {"published": int(alive.sum()), "missed": lost}
 
     def step(self, action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self._rng is None:
             raise RuntimeError("call reset(seed=...) before step()")
         ids = check_action(action, self.n, self.cost, self.budget)
         t = self.epoch
-        k = t - self._last[ids]
-        expected = self.periodic.accumulated(ids, self.periodic.phase(self._last[ids]), k)
+        expected = self._expected(ids, t)
         period = self.params.period
+        info = {"expected_reward": float(expected.sum())}
         if self.stochastic:
-            obs = self._sample(ids, t)
+            obs, info["missed_items"] = self._sample(ids, t)
         else:
             mass = (self.profile.cumulative(t * period, ids)
                     - self.profile.cumulative(self._last[ids] * period, ids))
+            if self._warm is not None:
+                mass = np.where(self._warm[ids], mass + self._depth[ids], mass)
             obs = Observation(epoch=t, sources=ids, time=t * period,
                               new_items=np.rint(self.params.rate[ids] * mass),
                               reward=expected)
         self._last[ids] = t
+        if self._warm is not None:
+            self._warm[ids] = False
         self.epoch = t + 1
-        return obs, obs.total_reward, False, False, {"expected_reward": float(expected.sum())}
+        return obs, obs.total_reward, False, False, info
 
-    def _sample(self, ids: np.ndarray, t: int) -> Observation:
+    def _sample(self, ids: np.ndarray, t: int) -> tuple[Observation, int]:
         p, rng = self.params, self._rng
         now = t * p.period
         prev = self._last[ids] * p.period
         top = self.profile.cumulative(np.full(ids.shape[0], now), ids)
         span = top - self.profile.cumulative(prev, ids)            # operational time
+        warm = None
+        if self._warm is not None:
+            warm = self._warm[ids]
+            span = np.where(warm, span + self._depth[ids], span)   # P(0) = 0: top + depth
         n_arr = rng.poisson(p.rate[ids] * span)
         if self.window is None:
             keep, full = n_arr, np.zeros(ids.shape[0], dtype=bool)
         else:
             keep, full = np.minimum(n_arr, self.window), n_arr >= self.window
         frac, grp = newest_ages(n_arr, keep, rng)
+        lost = n_arr - keep
+        if warm is not None and (warm & (lost > 0)).any():       # only what came since 0
+            j = np.flatnonzero(warm & (lost > 0))
+            oldest = frac[np.cumsum(keep)[j] - 1] * span[j]
+            lost = lost.copy()
+            lost[j] = lost_since_start(lost[j], oldest, top[j], span[j], self._aux)
         src = ids[grp]
         published = self.profile.inverse(top[grp] - frac * span[grp], src)
         published = np.minimum(published, now)
@@ -131,11 +197,12 @@ class DiurnalWeb(SourcesEnv):
         reward = np.bincount(grp, weights=value, minlength=ids.shape[0])
         return Observation(epoch=t, sources=ids, time=now, new_items=keep, reward=reward,
                            window_full=full, item_offsets=off, item_published=published,
-                           item_value=xi)
+                           item_value=xi), int(lost.sum())
 
     def __repr__(self) -> str:
         mode = "stochastic" if self.stochastic else "deterministic"
-        return f"DiurnalWeb(n={self.n}, budget={self.budget:g}, {mode}, window={self.window})"
+        return (f"DiurnalWeb(n={self.n}, budget={self.budget:g}, {mode}, window={self.window}, "
+                f"start={self.start})")
 
 
 def diurnal_trace(params: SourceParams, profile: DiurnalProfile, duration: float,

@@ -32,6 +32,25 @@ Options (stochastic mode only for ``window``):
   (Allerton 2019). In deterministic mode the reward becomes the expected value of the items
   younger than the lifetime, Lambda xi (1 - exp(-mu min(k T, L))) / mu.
 
+Start (``start``): "empty" (the default, the papers' setting: every source starts with
+nothing waiting, X(0) = 0) or "warm": the web has been publishing since -infinity and nobody
+crawled it, so each feed holds what the model's stationary law puts there. Deterministic: the
+never-crawled value X_i(0) = u_i / (1 - alpha_i) = Lambda_i xi_i / mu_i, or Lambda_i xi_i
+(1 - exp(-mu_i L)) / mu_i with a lifetime L, constant until the first crawl. Stochastic: the
+first crawl of a source draws its arrivals over [now - depth_i, now) (``stock_depth``): the
+newest ``window`` entries of a Poisson process since -infinity, or the items younger than the
+lifetime, each with its publication time and base utility, rewarded at their decayed value.
+With neither a window nor a lifetime the feed is unbounded and the stock is cut at
+``STOCK_HALF_LIVES`` interest half-lives (the value left out is 2^-16 of the stationary
+value). A warm start needs mu_i > 0 where nothing else bounds the stock.
+
+Users' measures (stochastic mode). ``info["missed_items"]`` counts the items published since
+the start (time 0) that the crawl found gone: pushed out of the window, or older than the
+lifetime. ``outstanding()`` settles the sources at the end of a run: the items published since
+the start and since each source's last crawl, and how many of them are already gone. Both draw
+from a second generator seeded with the first's seed, so that the crawl's own draws (and hence
+every reward) are the same whether or not anybody reads them.
+
 Cost: a step costs O(number of crawled sources + items drawn); nothing is done per source that
 is not crawled (the state is kept as the epoch of each source's last crawl).
 """
@@ -45,6 +64,66 @@ import numpy as np
 from scrapy_whittle.core.dynamics import decayed_integral, geometric_sum
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import Problem, SourceParams
+
+STARTS = ("empty", "warm")
+#: depth of a warm stock without window or lifetime, in interest half-lives
+STOCK_HALF_LIVES = 16
+#: expected arrivals over a warm stock's depth when only a window bounds it: the window is full
+#: with certainty, so the newest ``window`` entries follow the law of a process since -infinity
+WINDOW_STOCK_ITEMS = 1e9
+
+
+def check_start(start: str) -> str:
+    if start not in STARTS:
+        raise ValueError(f"start ({start!r}) must be one of {', '.join(STARTS)}")
+    return start
+
+
+def stationary_state(params: SourceParams, lifetime: float | None = None) -> np.ndarray:
+    """X_i of a source never crawled since -infinity: Lambda xi int_0^L exp(-mu a) da
+    (L = infinity without a lifetime: u / (1 - alpha))."""
+    span = np.inf if lifetime is None else float(lifetime)
+    with np.errstate(invalid="ignore"):
+        return params.rate * params.mean_utility * decayed_integral(span, params.decay)
+
+
+def stock_depth(params: SourceParams, window: int | None, lifetime: float | None,
+                rate=None) -> np.ndarray:
+    """How far back (time units; operational time with a rhythm) a warm source's first crawl
+    draws arrivals: the lifetime; else, with a window, deep enough that the window is surely
+    full; else ``STOCK_HALF_LIVES`` half-lives of interest. ``rate``: the arrival rate per
+    unit of that time (default Lambda)."""
+    rate = params.rate if rate is None else rate
+    active = rate > 0                       # a silent source has no stock (and no 0 * inf)
+    if lifetime is not None:
+        return np.where(active, float(lifetime), 0.0)
+    if window is not None:
+        return np.where(active, WINDOW_STOCK_ITEMS / np.where(active, rate, 1.0), 0.0)
+    with np.errstate(divide="ignore"):
+        return np.where(active, STOCK_HALF_LIVES * np.log(2.0) / params.decay, 0.0)
+
+
+def check_warm(params: SourceParams, window: int | None, lifetime: float | None) -> None:
+    if lifetime is None and window is None and np.any((params.decay <= 0) & (params.rate > 0)):
+        raise ValueError("a warm start needs decay > 0 (or a window or lifetime): a source "
+                         "whose items never lose interest has no stationary value")
+
+
+def aux_generator(seed) -> np.random.Generator:
+    """The measures' own generator, a child of ``seed``'s SeedSequence: drawing from it leaves
+    the simulator's stream untouched."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+
+
+def lost_since_start(lost: np.ndarray, oldest_kept: np.ndarray, since_start: np.ndarray,
+                     span: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Of ``lost`` arrivals pushed out of a window, those published since the start: given the
+    kept ones, the lost are uniform over the span older than the oldest kept (age
+    ``oldest_kept``), of which ``since_start - oldest_kept`` lies after the start."""
+    room = span - oldest_kept
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(room > 0, (since_start - oldest_kept) / room, 0.0)
+    return rng.binomial(lost, np.clip(share, 0.0, 1.0))
 
 
 def check_action(action, n: int, cost: np.ndarray, budget: float) -> np.ndarray:
@@ -127,11 +206,12 @@ class EphemeralWeb(SourcesEnv):
     window: number of newest entries a feed shows (None: unlimited); stochastic mode only.
     lifetime: items older than this (time units) are gone (None: never).
     initial_state: X(0) per source (default 0: empty sources).
+    start: "empty" or "warm" (see the module docstring); warm excludes ``initial_state``.
     """
 
     def __init__(self, params: SourceParams, budget: float, cost=None, stochastic: bool = False,
                  window: int | None = None, lifetime: float | None = None,
-                 initial_state=None) -> None:
+                 initial_state=None, start: str = "empty") -> None:
         if not (np.isfinite(budget) and budget > 0):
             raise ValueError(f"budget ({budget!r}) must be > 0")
         if window is not None and (int(window) != window or window < 1):
@@ -148,6 +228,15 @@ class EphemeralWeb(SourcesEnv):
         self.lifetime = None if lifetime is None else float(lifetime)
         self._problem = Problem.from_params(params, cost=cost, initial_state=initial_state)
         self.initial_state = self._problem.initial_state
+        self.start = check_start(start)
+        if start == "warm":
+            if self.initial_state is not None and np.any(self.initial_state):
+                raise ValueError("a warm start replaces initial_state; give one or the other")
+            check_warm(params, self.window, self.lifetime)
+        self._depth = stock_depth(params, self.window, self.lifetime) if start == "warm" \
+            else None
+        self._warm: np.ndarray | None = None      # never crawled since a warm start
+        self._aux: np.random.Generator | None = None
         self._log_alpha = -params.decay * params.period
         self._base: np.ndarray | None = None
         self._last = np.zeros(0, dtype=np.int64)
@@ -164,6 +253,8 @@ class EphemeralWeb(SourcesEnv):
         self._last = np.zeros(self.n, dtype=np.int64)
         init = self.initial_state
         self._base = None if init is None or not np.any(init) else init.copy()
+        self._warm = np.ones(self.n, dtype=bool) if self.start == "warm" else None
+        self._aux = aux_generator(seed)
         self.epoch = 0
         return Observation.empty(0), {}
 
@@ -173,6 +264,8 @@ class EphemeralWeb(SourcesEnv):
         return self._expected(np.arange(self.n), self.epoch - self._last)
 
     def _expected(self, ids: np.ndarray, k: np.ndarray) -> np.ndarray:
+        if self._warm is not None:               # never crawled: the stationary value
+            k = np.where(self._warm[ids], np.inf, k)
         p = self.params
         la = self._log_alpha[ids]
         if self.lifetime is None:
@@ -195,10 +288,11 @@ class EphemeralWeb(SourcesEnv):
         t = self.epoch
         k = t - self._last[ids]
         expected = self._expected(ids, k)
+        info = {"expected_reward": float(expected.sum())}
         if self.stochastic:
-            obs = self._sample(ids, k, t)
+            obs, info["missed_items"] = self._sample(ids, k, t)
         else:
-            span = k * self.params.period
+            span = self._span(ids, k)
             if self.lifetime is not None:
                 span = np.minimum(span, self.lifetime)
             obs = Observation(epoch=t, sources=ids, time=t * self.params.period,
@@ -207,15 +301,64 @@ class EphemeralWeb(SourcesEnv):
         self._last[ids] = t
         if self._base is not None:
             self._base[ids] = 0.0
+        if self._warm is not None:
+            self._warm[ids] = False
         self.epoch = t + 1
-        info = {"expected_reward": float(expected.sum())}
         return obs, obs.total_reward, False, False, info
 
-    def _sample(self, ids: np.ndarray, k: np.ndarray, t: int) -> Observation:
+    def _span(self, ids: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Time since each crawled source's previous crawl; for a warm source never crawled,
+        since the start of its stock."""
+        span = k * self.params.period
+        if self._warm is not None:
+            warm = self._warm[ids]
+            if warm.any():
+                span = np.where(warm, span + self._depth[ids], span)
+        return span
+
+    def _missed(self, ids, k, t, n_lost, age, keep, span) -> int:
+        """Items published since the start that a crawl found gone (``n_lost`` pushed out of
+        the window, plus those past the lifetime)."""
+        missed = n_lost
+        warm = None if self._warm is None else self._warm[ids]
+        if warm is not None and warm.any() and n_lost.any():
+            j = np.flatnonzero(warm & (n_lost > 0))
+            ends = np.cumsum(keep)
+            oldest = age[ends[j] - 1]            # newest first: a crawl's last item is oldest
+            missed = missed.copy()
+            missed[j] = lost_since_start(n_lost[j], oldest, t * self.params.period, span[j],
+                                         self._aux)
+        total = int(missed.sum())
+        if self.lifetime is not None:
+            since = k * self.params.period
+            if warm is not None:
+                since = np.where(warm, t * self.params.period, since)
+            gone = np.maximum(since - self.lifetime, 0.0) * self.params.rate[ids]
+            if gone.any():
+                total += int(self._aux.poisson(gone).sum())
+        return total
+
+    def outstanding(self) -> dict[str, int]:
+        """Settle every source at the current time: the items published since the start and
+        since its last crawl (``published``), and how many of them are gone (``missed``)."""
+        if not self.stochastic:
+            raise ValueError("outstanding() needs stochastic=True: the mean dynamics have no "
+                             "items")
+        p = self.params
+        since = (self.epoch - self._last) * p.period
+        if self._warm is not None:
+            since = np.where(self._warm, self.epoch * p.period, since)
+        alive_span = since if self.lifetime is None else np.minimum(since, self.lifetime)
+        alive = self._aux.poisson(p.rate * alive_span)
+        expired = self._aux.poisson(p.rate * (since - alive_span))
+        lost = expired if self.window is None else expired + np.maximum(alive - self.window, 0)
+        return {"published": int(alive.sum() + expired.sum()), "missed": int(lost.sum())}
+
+    def _sample(self, ids: np.ndarray, k: np.ndarray, t: int) -> tuple[Observation, int]:
         p = self.params
         rng = self._rng
         now = t * p.period
-        span = k * p.period
+        span = self._span(ids, k)
         if self.lifetime is not None:
             span = np.minimum(span, self.lifetime)
         n_arr = rng.poisson(p.rate[ids] * span)
@@ -239,6 +382,7 @@ class EphemeralWeb(SourcesEnv):
         np.exp(value, out=value)
         value *= xi
         counts = keep_arr + keep_base
+        missed = self._missed(ids, k, t, n_new - counts, age, keep_arr, span)
         off = np.zeros(ids.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=off[1:])
         if not keep_base.any():                  # items already in place, crawl by crawl
@@ -246,7 +390,7 @@ class EphemeralWeb(SourcesEnv):
             reward = np.bincount(grp, weights=value, minlength=ids.shape[0])
             return Observation(epoch=t, sources=ids, time=now, new_items=counts, reward=reward,
                                window_full=full, item_offsets=off, item_published=published,
-                               item_value=xi)
+                               item_value=xi), missed
         total = int(off[-1])
         published = np.empty(total)
         base_value = np.empty(total)
@@ -266,9 +410,9 @@ class EphemeralWeb(SourcesEnv):
         reward = np.bincount(owner, weights=captured, minlength=ids.shape[0])
         return Observation(epoch=t, sources=ids, time=now, new_items=counts, reward=reward,
                            window_full=full, item_offsets=off, item_published=published,
-                           item_value=base_value)
+                           item_value=base_value), missed
 
     def __repr__(self) -> str:
         mode = "stochastic" if self.stochastic else "deterministic"
         return (f"EphemeralWeb(n={self.n}, budget={self.budget:g}, {mode}, "
-                f"window={self.window}, lifetime={self.lifetime})")
+                f"window={self.window}, lifetime={self.lifetime}, start={self.start})")

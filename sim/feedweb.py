@@ -16,6 +16,14 @@ Items are drawn lazily per source, each source from its own generator spawned fr
 sources are fetched: the HTTP server and :func:`simulate` (crawls at exact epoch instants)
 see exactly the same items for the same seed. The ground-truth ledger (``captured``,
 ``missed``) assumes a single crawler.
+
+``start="warm"``: the web has been publishing since -infinity, so at time 0 each feed's window
+already lists its newest ``window`` entries, drawn backwards from time 0 (exponential gaps,
+in operational time with a profile: the stationary law of the Poisson process), with base
+utilities, seq numbers 0..window-1 and negative publication times. The stock comes from a
+generator of its own, so the items published after time 0 are the same as with
+``start="empty"`` for the same seed (shifted by ``window`` in seq). ``missed`` counts only
+items published at or after time 0 (what a crawler started at 0 could have caught).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import SourceParams
+from sim.ephemeral import check_start
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class FeedWeb:
     """Items of N sources in continuous time, generated on demand up to the time asked."""
 
     def __init__(self, params: SourceParams, *, seed: int = 0, window: int = 20,
-                 profile=None) -> None:
+                 profile=None, start: str = "empty") -> None:
         if window < 1:
             raise ValueError(f"window ({window!r}) must be >= 1")
         if profile is not None and profile.n != params.n:
@@ -50,6 +59,7 @@ class FeedWeb:
         self.profile = profile
         self.seed = seed
         self.window = window
+        self.start = check_start(start)
         n = params.n
         self._seqs = np.random.SeedSequence([seed, 2018, 7]).spawn(n)
         self._rngs: list[np.random.Generator | None] = [None] * n
@@ -78,19 +88,23 @@ class FeedWeb:
 
     def advance(self, i: int, t: float) -> None:
         """Generate source i's items published up to time t."""
-        if t <= self._upto[i]:
+        stock_due = self.start == "warm" and np.isnan(self._next[i])
+        if t <= self._upto[i] and not stock_due:
             return
         rate = float(self.params.rate[i])
         if rate <= 0:
-            self._upto[i] = t
+            self._upto[i] = max(self._upto[i], t)
             return
         rng = self._rng(i)
-        if np.isnan(self._next[i]):
-            self._next[i] = self._after(i, 0.0, rng.exponential(1.0 / rate))
         xi_bar = float(self.params.mean_utility[i])
         items = self._items[i]
+        if np.isnan(self._next[i]):
+            if self.start == "warm":
+                self._stock(i, rate, xi_bar)
+            self._next[i] = self._after(i, 0.0, rng.exponential(1.0 / rate))
         while self._next[i] <= t:
-            if len(items) == self.window and items[0].published > self.last_fetch[i]:
+            if (len(items) == self.window and items[0].published > self.last_fetch[i]
+                    and items[0].published >= 0.0):
                 self.missed_items[i] += 1          # pushed out of the window unseen
                 if self.fetches[i] > 0:
                     self.missed_after_first_fetch[i] += 1
@@ -98,7 +112,18 @@ class FeedWeb:
                               float(rng.exponential(xi_bar))))
             self._count[i] += 1
             self._next[i] = self._after(i, float(self._next[i]), rng.exponential(1.0 / rate))
-        self._upto[i] = t
+        self._upto[i] = max(self._upto[i], t)
+
+    def _stock(self, i: int, rate: float, xi_bar: float) -> None:
+        """Source i's window at time 0 of a warm start (see the module docstring)."""
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 2018, 8, i]))
+        back = np.cumsum(rng.exponential(1.0 / rate, self.window))[::-1]   # oldest first
+        times = -back if self.profile is None else \
+            self.profile.inverse(-back, np.full(self.window, i))
+        base = rng.exponential(xi_bar, self.window)
+        for j in range(self.window):
+            self._items[i].append(Item(i, j, float(times[j]), float(base[j])))
+        self._count[i] = self.window
 
     def _after(self, i: int, t: float, gap: float) -> float:
         """The arrival ``gap`` after time t: in real time, or in operational time P_i."""

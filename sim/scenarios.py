@@ -22,6 +22,12 @@ simulator for it. Every scenario speaks the same (alpha, u) language through
   publishing with daily rhythms (``sim.profiles.draw_profile``: newsroom hours, time zones,
   day/night ratios 1.5-16; ``weekend=True`` adds a weekend factor), simulated by
   ``sim.diurnal.DiurnalWeb``; ``scenario.periodic`` gives u_i(tau) for every hour of the day.
+
+Start (``start=``, an environment option): "warm" (the default for ``news-mix`` and
+``news-diurnal``: the web has been publishing for a long time, each feed holds what the
+stationary law puts there, see ``sim.ephemeral``) or "empty" (the default for the papers'
+scenarios, whose tables start from X(0) = 0). ``scenario.problem`` of a warm scenario carries
+the stationary X(0) as ``initial_state``, what an oracle knows.
 """
 
 from __future__ import annotations
@@ -97,16 +103,31 @@ class Scenario:
         return 24.0 if self.name == "news-mix" else None
 
     @property
+    def start(self) -> str:
+        return self.options.get("start", "empty")
+
+    def warm_state(self) -> np.ndarray | None:
+        """X(0) of a warm start (the never-crawled stationary value), None for an empty one."""
+        if self.start != "warm":
+            return None
+        from sim.ephemeral import stationary_state
+
+        return stationary_state(self.params, self.options.get("lifetime"))
+
+    @property
     def problem(self) -> Problem:
         """The oracle problem (true parameters included; for a rhythm, the time-average of
         u_i(tau): what a rhythm-blind oracle knows)."""
         if self.kind == "diurnal":
             periodic = self.periodic
             return Problem(n=self.n, cost=self.cost, period=self.params.period,
-                           alpha=periodic.alpha, u=periodic.mean_u)
+                           alpha=periodic.alpha, u=periodic.mean_u,
+                           initial_state=self.warm_state())
         if self.kind == "ephemeral":
+            warm = self.warm_state()
             return Problem.from_params(self.params, cost=self.cost, groups=self.groups,
-                                       initial_state=self.options.get("initial_state"))
+                                       initial_state=self.options.get("initial_state")
+                                       if warm is None else warm)
         return Problem.from_pages(self.change_rate, self.importance, cost=self.cost,
                                   groups=self.groups)
 
@@ -147,12 +168,24 @@ def news_mix_params(n: int, seed: int = 0) -> SourceParams:
 
 
 def make_scenario(name: str, *, budget: float | None = None, n: int | None = None,
-                  stochastic: bool | None = None, seed: int = 0, **options: Any) -> Scenario:
-    """The scenario called ``name``; ``budget``, ``n``, ``stochastic`` override its defaults.
+                  stochastic: bool | None = None, seed: int = 0, start: str | None = None,
+                  **options: Any) -> Scenario:
+    """The scenario called ``name``; ``budget``, ``n``, ``stochastic``, ``start`` override its
+    defaults.
 
     ``seed`` only affects scenarios whose parameters are drawn at random (``news-mix``); the
     simulator's own randomness is seeded by ``env.reset(seed=...)``.
     """
+    if start is not None:
+        from sim.ephemeral import check_start
+
+        check_start(start)
+        if name.startswith("icc2021-") and start == "warm":
+            raise ValueError(f"scenario {name!r} (changing pages) has no warm start")
+    if name in ("news-mix", "news-diurnal"):
+        options["start"] = "warm" if start is None else start
+    elif start == "warm":                   # the papers' scenarios start empty unless told
+        options["start"] = start
     if name in ("tcns2018", "allerton2019"):
         if n is not None:
             raise ValueError(f"scenario {name!r} has a fixed number of sources (4)")

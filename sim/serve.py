@@ -419,14 +419,18 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  engagement_scale: float = 1000.0, latency: float = 0.0,
                  error_rate: float = 0.0, crawl_delay: float | None = None,
                  reactor=None, clock=None, realistic: bool = False,
-                 start: float = 0.0, faults: list[str] | str | None = None,
+                 start: float = 0.0, history: str | None = None,
+                 faults: list[str] | str | None = None,
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
                  hang_seconds: float = 600.0) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
     the server's "real" time); default the wall clock. ``start``: the virtual clock reads
-    ``start`` (scenario units) now, so the feeds have a history at once. ``faults``: hostile
+    ``start`` (scenario units) now, so the feeds have a history at once. ``history``: what the
+    feeds list before time 0, "warm" (each window full, the stationary law: see
+    ``sim.feedweb``) or "empty"; default the scenario's start (warm for the news scenarios,
+    empty for the papers'). ``faults``: hostile
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``."""
     if isinstance(faults, str) or faults is None:
@@ -436,7 +440,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     sc = make_scenario(scenario, n=n, seed=seed)
     if sc.kind not in ("ephemeral", "diurnal"):
         raise ValueError(f"scenario {scenario!r} is not about feeds (kind {sc.kind!r})")
-    web = FeedWeb(sc.params, seed=seed, window=window, profile=sc.profile)
+    web = FeedWeb(sc.params, seed=seed, window=window, profile=sc.profile,
+                  start=sc.start if history is None else history)
     unit = default_unit(scenario) if unit is None else unit
     source = time.time if clock is None else clock.now
     clock = VirtualClock(speed, unit, real0=source() - start * unit / speed,
@@ -487,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
                          "categories, author), gzip when accepted; use --window 20-100")
     ap.add_argument("--start", type=float, default=0.0,
                     help="virtual time at start, in scenario units (feeds then have history)")
+    ap.add_argument("--history", choices=("warm", "empty"), default=None,
+                    help="what the feeds list before time 0: warm (each window full of "
+                         "entries from the model's stationary law; the default for the news "
+                         "scenarios) or empty (the default for the papers' scenarios)")
     ap.add_argument("--faults", default="",
                     help="hostile sources to list in /feeds.opml: 'all' or a comma-separated "
                          "list of sim.faults cases (default none)")
@@ -508,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
                           engagement_scale=args.engagement_scale, latency=args.latency,
                           error_rate=args.error_rate, crawl_delay=args.crawl_delay,
                           reactor=reactor, realistic=args.realistic, start=args.start,
+                          history=args.history,
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
                           hang_seconds=args.hang_seconds)

@@ -36,12 +36,13 @@ def test_oracle_tracks_the_expected_state_exactly():
         pol.observe(obs)
 
 
+@pytest.mark.parametrize("start", ["empty", "warm"])
 @pytest.mark.parametrize("phases", [1, 24])
-def test_oracle_without_rhythm_is_the_whittle_oracle(phases):
-    scn = make_scenario("news-mix", n=300)
+def test_oracle_without_rhythm_is_the_whittle_oracle(phases, start):
+    scn = make_scenario("news-mix", n=300, start=start)
     p = scn.problem
     periodic = PeriodicArrivals(p.alpha, np.repeat(p.u[:, None], phases, axis=1))
-    oracle = make_policy("diurnal-oracle", p, periodic=periodic)
+    oracle = make_policy("diurnal-oracle", p, periodic=periodic, warm=start == "warm")
     whittle = make_policy("oracle", p)
     a, _ = run(oracle, _reset(scn), 150, scn.budget)
     b, _ = run(whittle, _reset(scn), 150, scn.budget)
@@ -95,6 +96,21 @@ def test_learned_state_survives_a_restart():
     again, _ = run(fresh, env2, 40, scn.budget, start=120)
     assert rest == again
     assert np.array_equal(fresh.profile.coefficients(), pol.profile.coefficients())
+
+
+def test_a_warm_oracle_restored_holds_the_state_it_saved():
+    # sources never crawled are at the stationary cycle of their rhythm, also after a restore
+    scn = make_scenario("news-diurnal", n=40, budget=2)
+    env = _reset(scn)
+    pol = build_policy("diurnal-oracle", scn, 0)
+    run(pol, env, 30, scn.budget)
+    assert np.isnan(pol.emptied).any()                # some sources still never crawled
+    fresh = build_policy("diurnal-oracle", scn, 1)
+    fresh.load_state_dict(pickle.loads(pickle.dumps(pol.state_dict())))
+    a, b = pol.select(30, scn.budget), fresh.select(30, scn.budget)
+    np.testing.assert_allclose(pol.x, env.expected_state(), rtol=1e-10)
+    np.testing.assert_allclose(fresh.x, pol.x, rtol=1e-10)
+    assert list(a) == list(b)
 
 
 class Shifted:

@@ -12,7 +12,7 @@ from sim.bench import main, mean_ci95, state_bytes, t975
 def test_json_report_structure_and_ratios(capsys):
     policies = ["oracle", "greedy", "static", "round_robin", "uniform", "nutch", "miniflux"]
     code = main(["--scenario", "news-mix", "--n", "200", "--budget", "2", "--horizon", "120",
-                 "--seeds", "2", "--policy", ",".join(policies), "--json"])
+                 "--seeds", "2", "--policy", ",".join(policies), "--start", "empty", "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["policy"] for r in report["results"]] == policies

@@ -55,7 +55,7 @@ class NewsSpider(FeedSpider):
             budget = settings.getfloat("WHITTLE_BUDGET")
             truth = server.web.totals()
             rr = round_robin_utility(server.web.params, server.web.seed, budget, epochs,
-                                     server.web.window)
+                                     server.web.window, server.web.start)
             lines.append(f"ground truth: captured {truth['captured']:.1f} "
                          f"({truth['captured_items']} items, {truth['missed_items']} missed) "
                          f"in {epochs} simulated hours")

@@ -37,7 +37,7 @@ from scrapy_whittle.core.estimators._base import segment_rows
 from scrapy_whittle.core.estimators.profile import ProfileEstimator
 from scrapy_whittle.core.index import IndexTable
 from scrapy_whittle.core.observation import Observation, one_per_source
-from scrapy_whittle.core.periodic import PeriodicArrivals
+from scrapy_whittle.core.periodic import PeriodicArrivals, period_values
 from scrapy_whittle.core.policies.adaptive import AdaptiveWhittlePolicy
 from scrapy_whittle.core.policies.base import Policy
 from scrapy_whittle.core.problem import Problem
@@ -72,6 +72,9 @@ class DiurnalOraclePolicy(Policy):
         docstring), ``"now"`` (the coming epoch's), ``"mean"`` (the period's mean: the exact
         state with rhythm-blind arrivals) or ``"ahead:L"`` (the mean over the next L epochs).
         For comparisons (docs/diurnal.md).
+    warm: the sources have been publishing for ever (a warm web, ``sim``'s ``start="warm"``):
+        a source not crawled yet holds the stationary value of the periodic recursion at the
+        current phase, not 0.
     """
 
     name = "diurnal-oracle"
@@ -83,9 +86,11 @@ class DiurnalOraclePolicy(Policy):
     scalar_state = ("_advanced_to", "_start")
 
     def __init__(self, problem: Problem, rng=None, *,
-                 periodic: PeriodicArrivals | None = None, arrivals: str = "blend") -> None:
+                 periodic: PeriodicArrivals | None = None, arrivals: str = "blend",
+                 warm: bool = False) -> None:
         super().__init__(problem, rng)
         self.arrivals = arrivals
+        self.warm = bool(warm)
         self._ahead = _parse_arrivals(arrivals)
         if periodic is None:
             raise ValueError("policy 'diurnal-oracle' needs periodic= (the sources' arrivals "
@@ -112,12 +117,24 @@ class DiurnalOraclePolicy(Policy):
         for t in range(int(np.min(since)) if since.size else 0, self._advanced_to):
             live = since <= t
             x = np.where(live, p.alpha * x + p.u[:, int(p.phase(t))], 0.0)
+        if self.warm:
+            never = np.isnan(self.emptied)
+            x = np.where(never, self._stationary(self._advanced_to), x)
         self.x[...] = x
+
+    def _stationary(self, epoch: int) -> np.ndarray:
+        """x of a source never emptied at the start of ``epoch``, after the rhythm ran for
+        ever: the period's arrivals ending at this phase, D(phase), over 1 - alpha^K."""
+        p = self.periodic
+        phase = int(p.phase(epoch))
+        return period_values(p.alpha, p.u)[:, phase] / (1.0 - p.alpha ** p.k)
 
     def _advance(self, epoch: int) -> None:
         """Bring x to the start of ``epoch``: x <- alpha x + u(phase) once per epoch."""
         if self._advanced_to is None:
             self._advanced_to = self._start = epoch
+            if self.warm:
+                self.x[...] = self._stationary(epoch)
             return
         p = self.periodic
         for t in range(self._advanced_to, epoch):
