@@ -41,9 +41,9 @@ stationary oracles know the daily mean of each source's arrivals (they are rhyth
 length (24 time units).
 
 ``--perf`` measures at N sources (``--n``, default 1,000,000; ``news-mix``, budget 1%): the
-oracle Whittle policy's decision time, the simulator's speed in source-epochs per second (N times the
-epochs advanced, per second of ``env.step``; deterministic, and stochastic in its steady state
-after one round-robin round, where the cost is per item drawn), and the bytes per
+oracle Whittle policy's decision time, the simulator's speed in source-epochs per second (N
+times the epochs advanced, per second of ``env.step``; deterministic, and stochastic in its
+steady state after one round-robin round, where the cost is per item drawn), and the bytes per
 source held by the policy and the environment (numpy arrays reachable from them, each buffer
 counted once; Python object overheads are not counted).
 """
