@@ -22,6 +22,11 @@ simulator for it. Every scenario speaks the same (alpha, u) language through
   publishing with daily rhythms (``sim.profiles.draw_profile``: newsroom hours, time zones,
   day/night ratios 1.5-16; ``weekend=True`` adds a weekend factor), simulated by
   ``sim.diurnal.DiurnalWeb``; ``scenario.periodic`` gives u_i(tau) for every hour of the day.
+
+A recorded trace (``sim.trace``) is a scenario of kind ``"trace"`` (``python -m sim.bench
+--trace FILE`` builds it): the replay (``sim.trace.TraceReplay``) publishes what was recorded,
+and ``params`` are the parameters fitted to it (``TraceReplay.fitted_params``), what the
+oracle policies and the upper bound are given.
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ SCENARIOS = ("tcns2018", "allerton2019", "icc2021-single", "icc2021-groups", "ne
 class Scenario:
     """A named problem instance.
 
-    kind: "ephemeral" (sim.ephemeral.EphemeralWeb), "pages" (sim.pages.ChangingPages) or
-        "diurnal" (sim.diurnal.DiurnalWeb, with ``profile``).
+    kind: "ephemeral" (sim.ephemeral.EphemeralWeb), "pages" (sim.pages.ChangingPages),
+        "diurnal" (sim.diurnal.DiurnalWeb, with ``profile``) or "trace"
+        (sim.trace.TraceReplay of ``trace``, ``params`` fitted to it).
     params: ephemeral-content parameters (kind "ephemeral").
     change_rate, importance, groups: per-page arrays (kind "pages").
     budget: crawl budget per epoch (cost units; unit costs unless ``cost`` is given).
@@ -73,6 +79,7 @@ class Scenario:
     options: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     profile: Any = None          # sim.profiles.DiurnalProfile (kind "diurnal")
+    trace: Any = None            # sim.trace.Trace (kind "trace")
 
     @property
     def n(self) -> int:
@@ -104,7 +111,7 @@ class Scenario:
             periodic = self.periodic
             return Problem(n=self.n, cost=self.cost, period=self.params.period,
                            alpha=periodic.alpha, u=periodic.mean_u)
-        if self.kind == "ephemeral":
+        if self.kind in ("ephemeral", "trace"):
             return Problem.from_params(self.params, cost=self.cost, groups=self.groups,
                                        initial_state=self.options.get("initial_state"))
         return Problem.from_pages(self.change_rate, self.importance, cost=self.cost,
@@ -120,6 +127,12 @@ class Scenario:
 
             return DiurnalWeb(self.params, self.profile, budget=self.budget, cost=self.cost,
                               **self.options)
+        if self.kind == "trace":
+            from sim.trace import TraceReplay
+
+            return TraceReplay(self.trace, self.budget, decay=self.params.decay,
+                               period=self.params.period, cost=self.cost, params=self.params,
+                               **self.options)
         if self.kind == "ephemeral":
             from sim.ephemeral import EphemeralWeb
 
