@@ -3,6 +3,7 @@
     python -m sim.bench --scenario news-mix --policy whittle,round_robin,nutch --horizon 1000
     python -m sim.bench --scenario tcns2018 --budget 2 --policy oracle --json
     python -m sim.bench --perf --n 1000000
+    python -m sim.bench --trace crawl.csv.gz --budget 2% --half-life 6 --policy whittle,nutch
 
 For each policy and seed the simulator is reset with that seed and the policy is run for
 ``--horizon`` epochs from the scenario's initial state (empty sources unless the scenario says
@@ -40,6 +41,15 @@ stationary oracles know the daily mean of each source's arrivals (they are rhyth
 ``diurnal-oracle`` knows u_i per hour of the day, and ``diurnal-whittle`` is told the day's
 length (24 time units).
 
+``--trace FILE`` replays a recorded trace (``sim.trace``: CSV, gzip when FILE ends in ``.gz``;
+``scrapy whittle trace`` writes one from a crawl) instead of a scenario, its time unit the hour
+and an epoch one hour: ``--budget`` crawls per epoch (a number, or a share of the trace's
+sources such as ``2%``; default 1%), ``--half-life`` hours of readers' interest (default 6),
+``--window`` entries a feed shows (default all; also for the stochastic scenarios); the
+horizon is capped at the epochs the trace spans. The oracle policies and the bound get the
+parameters fitted to the trace (``TraceReplay.fitted_params``: its rates and mean values, the
+half-life given), which are estimates, not the process that made it.
+
 ``--perf`` measures at N sources (``--n``, default 1,000,000; ``news-mix``, budget 1%): the
 oracle Whittle policy's decision time, the simulator's speed in source-epochs per second (N
 times the epochs advanced, per second of ``env.step``; deterministic, and stochastic in its
@@ -68,6 +78,7 @@ from sim.first_look import NAME as FIRST_LOOK
 from sim.first_look import FirstLookOracle
 from sim.measures import UserMeasures, mean_summaries
 from sim.scenarios import SCENARIOS, Scenario, make_scenario
+from sim.trace import TraceReplay, read_trace
 
 #: the learning curve's horizons (epochs from the start)
 CURVE_EPOCHS = (24, 48, 120, 480)
@@ -374,6 +385,77 @@ def perf(n: int = 1_000_000, epochs: int = 20, warm: int | None = None, seed: in
     }
 
 
+# -- a recorded trace instead of a scenario (--trace) ---------------------------------------
+
+def budget_arg(text: str) -> float | str:
+    """``--budget``: a number of crawls per epoch, or a share of the sources (``"2%"``)."""
+    share = text.strip().endswith("%")
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor a share such as "
+                                         "2%") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return text.strip() if share else value
+
+
+def budget_of(budget: float | str | None, n: int) -> float | None:
+    """A ``budget_arg`` for ``n`` sources: a share is max(1, round(share x n)) crawls."""
+    if not isinstance(budget, str):
+        return budget
+    return max(1.0, round(float(budget[:-1]) / 100 * n))
+
+
+def scenario_budget(args: argparse.Namespace) -> float | None:
+    """``--budget`` for the scenario: a share resolved against its number of sources (a
+    scenario that cannot be built leaves it to the error ``make_scenario`` gives then)."""
+    if not isinstance(args.budget, str):
+        return args.budget
+    try:
+        return budget_of(args.budget, make_scenario(args.scenario, n=args.n).n)
+    except ValueError:
+        return None
+
+
+def trace_scenario(path: str, *, budget: float | str | None = None, half_life: float = 6.0,
+                   window: int | None = None) -> Scenario:
+    """The scenario of the trace in ``path`` (time unit the hour, an epoch one hour): the
+    replay, with the parameters fitted to it (``--trace``, see the module docstring)."""
+    if not (math.isfinite(half_life) and half_life > 0):
+        raise ValueError(f"--half-life ({half_life!r}) must be > 0 hours")
+    trace = read_trace(path)
+    decay = math.log(2) / half_life
+    params = TraceReplay(trace, budget=1.0, decay=decay).fitted_params()
+    n = len(trace.names)
+    budget = budget_of(budget, n)
+    return Scenario(name=f"trace {path}", kind="trace",
+                    budget=max(1.0, round(0.01 * n)) if budget is None else budget,
+                    params=params, trace=trace,
+                    options={} if window is None else {"window": window},
+                    description=f"{trace.time.shape[0]} items of {n} sources replayed")
+
+
+def trace_epochs(scenario: Scenario) -> int:
+    """Epochs until every item of the scenario's trace has been published."""
+    time = scenario.trace.time
+    return math.floor((time.max() - time.min()) / scenario.params.period) + 2
+
+
+def build_scenario(args: argparse.Namespace) -> tuple[Scenario, int]:
+    """The scenario the command line names, a named one or a recorded ``--trace``, and the
+    horizon to run it for (a trace's is capped at the epochs it spans)."""
+    if args.trace is not None:
+        scenario = trace_scenario(args.trace, budget=args.budget, half_life=args.half_life,
+                                  window=args.window)
+        return scenario, min(args.horizon, trace_epochs(scenario))
+    options = {} if args.window is None else {"window": args.window}
+    scenario = make_scenario(args.scenario, budget=scenario_budget(args), n=args.n,
+                             stochastic=True if args.stochastic else None, start=args.start,
+                             **options)
+    return scenario, args.horizon
+
+
 # -- command line ---------------------------------------------------------------------------
 
 def format_results(report: dict[str, Any]) -> str:
@@ -446,7 +528,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario", default="tcns2018", choices=SCENARIOS)
     parser.add_argument("--policy", default="oracle,greedy,round_robin,uniform",
                         help="comma-separated policy names")
-    parser.add_argument("--budget", type=float, default=None, help="crawl budget per epoch")
+    parser.add_argument("--budget", type=budget_arg, default=None,
+                        help="crawl budget per epoch: a number, or a share of the sources (2%%)")
+    parser.add_argument("--trace", default=None, metavar="FILE",
+                        help="replay this recorded trace (sim.trace CSV, .gz accepted) instead "
+                        "of a scenario")
+    parser.add_argument("--half-life", type=float, default=6.0, metavar="HOURS",
+                        help="with --trace: half-life of readers' interest (default 6)")
+    parser.add_argument("--window", type=int, default=None, metavar="N",
+                        help="entries a feed shows, older new ones are missed (stochastic "
+                        "simulators and --trace; default all)")
     parser.add_argument("--horizon", type=int, default=1000, help="epochs per run")
     parser.add_argument("--warmup", type=int, default=None,
                         help="epochs left out of the reward average (default horizon / 4); "
@@ -473,7 +564,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.perf:
-        report = perf(n=args.n or 1_000_000, epochs=args.epochs, budget=args.budget,
+        n = args.n or 1_000_000
+        report = perf(n=n, epochs=args.epochs, budget=budget_of(args.budget, n),
                       warm=args.warmup)
         print(json.dumps(report) if args.json else format_perf(report))
         return 0
@@ -481,18 +573,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in policies:
             check_policy_name(name)
-        scenario = make_scenario(args.scenario, budget=args.budget, n=args.n,
-                                 stochastic=True if args.stochastic else None,
-                                 start=args.start)
+        scenario, horizon = build_scenario(args)
         volume = None
         if args.volume_of:
             check_policy_name(args.volume_of)
-            volume = rule_volume(scenario, args.volume_of, horizon=args.horizon,
+            volume = rule_volume(scenario, args.volume_of, horizon=horizon,
                                  seeds=args.seeds, warmup=args.warmup)
             scenario = replace(scenario, budget=volume)
-        report = evaluate(scenario, policies, horizon=args.horizon, seeds=args.seeds,
+        report = evaluate(scenario, policies, horizon=horizon, seeds=args.seeds,
                           warmup=args.warmup, curve=args.curve)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"sim.bench: error: {exc}", file=sys.stderr)
         return 2
     if volume is not None:

@@ -28,6 +28,11 @@ Start (``start=``, an environment option): "warm" (the default for ``news-mix`` 
 stationary law puts there, see ``sim.ephemeral``) or "empty" (the default for the papers'
 scenarios, whose tables start from X(0) = 0). ``scenario.problem`` of a warm scenario carries
 the stationary X(0) as ``initial_state``, what an oracle knows.
+
+A recorded trace (``sim.trace``) is a scenario of kind ``"trace"`` (``python -m sim.bench
+--trace FILE`` builds it): the replay (``sim.trace.TraceReplay``) publishes what was recorded,
+and ``params`` are the parameters fitted to it (``TraceReplay.fitted_params``), what the
+oracle policies and the upper bound are given.
 """
 
 from __future__ import annotations
@@ -60,8 +65,9 @@ SCENARIOS = ("tcns2018", "allerton2019", "icc2021-single", "icc2021-groups", "ne
 class Scenario:
     """A named problem instance.
 
-    kind: "ephemeral" (sim.ephemeral.EphemeralWeb), "pages" (sim.pages.ChangingPages) or
-        "diurnal" (sim.diurnal.DiurnalWeb, with ``profile``).
+    kind: "ephemeral" (sim.ephemeral.EphemeralWeb), "pages" (sim.pages.ChangingPages),
+        "diurnal" (sim.diurnal.DiurnalWeb, with ``profile``) or "trace"
+        (sim.trace.TraceReplay of ``trace``, ``params`` fitted to it).
     params: ephemeral-content parameters (kind "ephemeral").
     change_rate, importance, groups: per-page arrays (kind "pages").
     budget: crawl budget per epoch (cost units; unit costs unless ``cost`` is given).
@@ -79,6 +85,7 @@ class Scenario:
     options: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     profile: Any = None          # sim.profiles.DiurnalProfile (kind "diurnal")
+    trace: Any = None            # sim.trace.Trace (kind "trace")
 
     @property
     def n(self) -> int:
@@ -123,8 +130,9 @@ class Scenario:
             return Problem(n=self.n, cost=self.cost, period=self.params.period,
                            alpha=periodic.alpha, u=periodic.mean_u,
                            initial_state=self.warm_state())
-        if self.kind == "ephemeral":
-            warm = self.warm_state()
+        if self.kind in ("ephemeral", "trace"):
+            # a trace's replay starts from what was recorded, not from a stationary state
+            warm = self.warm_state() if self.kind == "ephemeral" else None
             return Problem.from_params(self.params, cost=self.cost, groups=self.groups,
                                        initial_state=self.options.get("initial_state")
                                        if warm is None else warm)
@@ -141,6 +149,12 @@ class Scenario:
 
             return DiurnalWeb(self.params, self.profile, budget=self.budget, cost=self.cost,
                               **self.options)
+        if self.kind == "trace":
+            from sim.trace import TraceReplay
+
+            return TraceReplay(self.trace, self.budget, decay=self.params.decay,
+                               period=self.params.period, cost=self.cost, params=self.params,
+                               **self.options)
         if self.kind == "ephemeral":
             from sim.ephemeral import EphemeralWeb
 

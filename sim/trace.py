@@ -11,7 +11,9 @@ The CSV holds one item per row, ``source,timestamp[,utility]``:
   for the reward and the observation reports NaN (the crawler did not see it).
 
 A header row (first field ``source``), blank lines and lines starting with ``#`` are skipped; any
-other malformed row raises ValueError naming the line number and its content.
+other malformed row raises ValueError naming the line number and its content. A file whose name
+ends in ``.gz`` is read and written gzip-compressed (``scrapy whittle trace`` writes such files
+from a crawl's own history).
 
 The replay speaks the same language as the stochastic :class:`sim.ephemeral.EphemeralWeb`:
 epoch t starts at time ``start + t T`` (``start`` defaults to the first timestamp); a crawl
@@ -30,6 +32,7 @@ baselines; they are estimates, not the process that generated the trace.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 import os
@@ -68,9 +71,10 @@ def _parse_time(text: str, time_unit_seconds: float) -> float:
 
 def read_trace(source: str | os.PathLike | io.TextIOBase | Iterable[str],
                time_unit_seconds: float = 3600.0) -> Trace:
-    """Parse a ``source,timestamp[,utility]`` CSV (a path, an open text file or lines)."""
+    """Parse a ``source,timestamp[,utility]`` CSV (a path, ``.gz`` for gzip, an open text file
+    or lines)."""
     if isinstance(source, str | os.PathLike):
-        with open(source, newline="", encoding="utf-8") as fh:
+        with _open_text(source, "r") as fh:
             return read_trace(fh.readlines(), time_unit_seconds)
     lines = list(source)
     names: list[str] = []
@@ -252,9 +256,25 @@ class TraceReplay(SourcesEnv):
         return f"TraceReplay(n={self.n}, items={self.trace.time.shape[0]}, budget={self.budget:g})"
 
 
-def write_trace(trace: Trace, path) -> None:
-    """Write ``trace`` as the ``source,timestamp,utility`` CSV that ``read_trace`` reads."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("source,timestamp,utility\n")
-        for s, t, v in zip(trace.source, trace.time, trace.utility, strict=True):
-            fh.write(f"{trace.names[s]},{t:.6f},{v:.6f}\n")
+def write_trace(trace: Trace, path, time_unit_seconds: float | None = None) -> None:
+    """Write ``trace`` as the ``source,timestamp,utility`` CSV that ``read_trace`` reads (gzip
+    when ``path`` ends in ``.gz``); a NaN utility is left empty. ``time_unit_seconds``: the
+    times are in units of that many seconds since the unix epoch, written as ISO 8601 UTC
+    date-times, so that the file says when things happened whatever unit it is read in
+    (None: the numbers as they are)."""
+    with _open_text(path, "w") as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(("source", "timestamp", "utility"))
+        names = trace.names
+        for s, t, v in zip(trace.source.tolist(), trace.time.tolist(), trace.utility.tolist(),
+                           strict=True):
+            stamp = (f"{t:.6f}" if time_unit_seconds is None else
+                     datetime.fromtimestamp(t * time_unit_seconds, UTC).isoformat()
+                     .replace("+00:00", "Z"))
+            out.writerow((names[s], stamp, "" if v != v else f"{v:.6f}"))
+
+
+def _open_text(path, mode: str):
+    if os.fspath(path).endswith(".gz"):
+        return gzip.open(path, mode + "t", newline="", encoding="utf-8")
+    return open(path, mode, newline="", encoding="utf-8")

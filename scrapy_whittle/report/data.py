@@ -4,7 +4,8 @@
 lets it read the last committed checkpoint), reads the per-source rows, the per-epoch
 aggregates and errors, and rebuilds the re-crawl service from the store exactly as a resumed
 crawl would (same policy, budget and period, from the store's ``meta``), on a clock stopped
-at the last checkpoint. From that copy it asks the policy for its ranking now (the "current
+at the last checkpoint, and the users' measures of the whole crawl (:class:`CrawlMeasures`,
+from the epochs' tables). From that copy it asks the policy for its ranking now (the "current
 index": ``policy.priority(epoch)``, None for a policy that does not rank) and for its choice
 at the start of the next epoch (``policy.select``), among the sources eligible then. The copy
 is thrown away: nothing is written to the store.
@@ -29,6 +30,7 @@ from scrapy_whittle.service.config import (
     WhittleConfig,
     download_slot_delays,
 )
+from scrapy_whittle.service.measures import DelayHistogram
 from scrapy_whittle.service.store import FILE_NAME, StateStore, StoreError
 
 #: columns of the ``sources`` table the report shows, in this order
@@ -71,12 +73,36 @@ class ReadOnlyStore(StateStore):
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
+    def has_table(self, name: str) -> bool:
+        """Whether the file has table ``name`` (an older schema lacks the newer ones: it is
+        read as it is, never upgraded)."""
+        return bool(self.rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                              (name,)))
+
     def write(self, cp) -> None:
         raise StoreError(f"{self.path} is open read-only")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+@dataclass
+class CrawlMeasures:
+    """The users' measures of the whole crawl (all its runs), from the epochs' tables:
+    ``crawls``, ``captured`` (new entries), ``missed`` (entries lost to full feed windows,
+    estimated; NaN in a state file written before they were kept) and ``delays`` (the
+    discovery delays of the entries re-crawls captured,
+    :mod:`scrapy_whittle.service.measures`; None in such a file)."""
+
+    crawls: int
+    captured: int
+    missed: float = math.nan
+    delays: DelayHistogram | None = None
+
+    @property
+    def crawls_per_item(self) -> float:
+        return self.crawls / self.captured if self.captured else math.nan
 
 
 @dataclass
@@ -105,6 +131,7 @@ class CrawlReport:
     plan_epoch: int = -1
     plan_at: float = math.nan
     notes: list[str] = field(default_factory=list)
+    measures: CrawlMeasures = field(default_factory=lambda: CrawlMeasures(0, 0))
 
     @property
     def n(self) -> int:
@@ -127,14 +154,17 @@ def load_report(jobdir_or_file: str | Path, *, settings: Mapping[str, Any] | Non
     """Read a crawl's state (``JOBDIR`` or the ``whittle.sqlite`` in it). ``settings``: the
     project's settings (PROJECT_SETTINGS and ``DOWNLOAD_SLOTS`` are used to rebuild the
     policy as the crawl would); ``at``: the time to describe (default the last checkpoint)."""
-    path = Path(jobdir_or_file)
-    if path.is_dir():
-        path = path / FILE_NAME
-    store = ReadOnlyStore(path)
+    store = ReadOnlyStore(state_path(jobdir_or_file))
     try:
         return _read(store, settings or {}, at)
     finally:
         store.close()
+
+
+def state_path(jobdir_or_file: str | Path) -> Path:
+    """The state file of a JOBDIR (or the file itself)."""
+    path = Path(jobdir_or_file)
+    return path / FILE_NAME if path.is_dir() else path
 
 
 def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -> CrawlReport:
@@ -157,7 +187,8 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
         path=store.path, meta=meta, at=at, origin=float(meta["origin"]),
         period=float(meta["period"]), budget=float(meta["budget"]),
         policy=str(meta.get("policy", "?")), sources=sources, epochs=epochs,
-        errors=dict(sorted(errors.items(), key=lambda kv: -int(kv[1].sum()))))
+        errors=dict(sorted(errors.items(), key=lambda kv: -int(kv[1].sum()))),
+        measures=_measures(store, epochs))
     n = report.n
     report.sources["index"] = np.full(n, np.nan)
     report.sources["planned"] = np.zeros(n, dtype=bool)
@@ -166,6 +197,18 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
     if n:
         _plan(report, store, settings)
     return report
+
+
+def _measures(store: ReadOnlyStore, epochs: dict[str, np.ndarray]) -> CrawlMeasures:
+    measures = CrawlMeasures(crawls=int(epochs["crawls"].sum()),
+                             captured=int(epochs["new_items"].sum()))
+    if store.has_table("epoch_measures") and store.has_table("epoch_delays"):
+        missed, seconds = store.rows("SELECT total(missed_items), total(delay_seconds) "
+                                     "FROM epoch_measures")[0]
+        measures.missed = float(missed)
+        measures.delays = DelayHistogram.from_rows(
+            store.rows("SELECT bin, sum(count) FROM epoch_delays GROUP BY bin"), seconds)
+    return measures
 
 
 def _columns(names: tuple[str, ...], rows: list[tuple]) -> dict[str, np.ndarray]:

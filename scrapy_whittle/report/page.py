@@ -82,6 +82,8 @@ def render(report: CrawlReport, made: dict[str, str], *, limit: int = 500,
         (table.number(float(s["utility"].sum())), "utility captured"),
         ("–" if used is None else f"{used:.0%}", "budget used"),
         (f"{n_errors:,}", "failed crawls"),
+        *((value, name) for name, value in table.measures(report).items()
+          if name != "entries captured"),
     ]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

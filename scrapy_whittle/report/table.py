@@ -1,6 +1,7 @@
 """The per-source table of a crawl report, as text (``scrapy whittle sources``) and as rows of
 formatted cells for the HTML page: URL, learned items per hour, interest half-life, value of an
-entry, current index, crawls, errors, last crawl and when the next crawl is planned."""
+entry, current index, crawls, errors, last crawl and when the next crawl is planned; and the
+users' measures of the crawl (:func:`measures`)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,24 @@ def number(x: float, digits: int = 3) -> str:
     if abs(x) >= 10 ** digits:
         return f"{x:,.0f}"
     return f"{x:.{digits}g}"
+
+
+def measures(report: CrawlReport) -> dict[str, str]:
+    """The users' measures, formatted: entries captured and missed (estimated), crawls per
+    captured entry, discovery delay (mean, median, 90th percentile; "–" where not measured)."""
+    m = report.measures
+    delays = m.delays.summary() if m.delays is not None else {}
+
+    def wait(key: str) -> str:
+        return duration(delays.get(key, math.nan) / 3600)
+
+    return {"entries captured": f"{m.captured:,}",
+            "entries missed (estimated)": number(m.missed, 2) if math.isfinite(m.missed)
+            else "–",
+            "crawls per entry": number(m.crawls_per_item),
+            "discovery delay, mean": wait("mean_s"),
+            "discovery delay, median": wait("median_s"),
+            "discovery delay, 90th percentile": wait("p90_s")}
 
 
 def order(report: CrawlReport, sort: str = "index") -> np.ndarray:
@@ -109,6 +128,12 @@ def text(report: CrawlReport, sort: str = "index", limit: int | None = None) -> 
     head = [f"# {report.path}: {report.n} sources, policy {report.policy}, budget "
             f"{report.budget:g} per {report.period:g} s; state as of {utc(report.at, True)} "
             f"UTC (epoch {report.epoch})"]
+    m = measures(report)
+    delay = "discovery delay"
+    head.append(f"# entries captured {m['entries captured']}, missed (estimated) "
+                f"{m['entries missed (estimated)']}, crawls per entry {m['crawls per entry']}; "
+                f"{delay} (publication to capture) mean {m[delay + ', mean']}, median "
+                f"{m[delay + ', median']}, 90th percentile {m[delay + ', 90th percentile']}")
     if report.no_plan:
         head.append(f"# no index or plan: {report.no_plan}")
     head += [f"# {note}" for note in report.notes]

@@ -8,6 +8,10 @@ Keys (all under ``whittle/``):
   lost to full feed windows, estimated from each source's publishing rate between the oldest
   visible entry and the previous crawl), ``window_full`` (crawls that found every visible
   entry new);
+* the users' measures (computed by the service, :mod:`scrapy_whittle.service.measures`):
+  ``delay/mean_s``, ``delay/median_s``, ``delay/p90_s`` (seconds from an entry's publication
+  to its capture, over the dated entries re-crawls found), ``crawls_per_item`` (crawls per
+  new entry);
 * ``not_modified`` (HTTP 304), ``errors/<kind>`` (the kinds of ``scrapy_whittle.scrapy.errors``:
   ``http_404``, ``timeout``, ``malformed``...), ``warnings`` and ``warnings/<notice>``
   (usable feeds with defects: ``no_dates``, ``duplicate_ids``, ``too_many_entries``...),

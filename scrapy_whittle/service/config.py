@@ -304,6 +304,9 @@ SETTINGS: tuple[Setting, ...] = (
             "keep the crawl's state in `JOBDIR/whittle.sqlite`"),
     Setting("WHITTLE_CHECKPOINT_INTERVAL", 5.0, number(minimum=0, strict=True),
             "seconds between two checkpoints of the state, > 0"),
+    Setting("WHITTLE_TRACE_DAYS", 30.0, number(minimum=0),
+            "days of publication times the state keeps for `scrapy whittle trace` (older "
+            "ones are deleted at each checkpoint); `0`: none kept"),
     Setting("WHITTLE_MAX_EPOCHS", None, number(minimum=1, integer=True, optional=True),
             "end the crawl after this many epochs (>= 1); unset: never"),
     Setting("WHITTLE_CLOCK", None, _clock,
@@ -421,6 +424,7 @@ class WhittleConfig:
     state: bool = DEFAULTS["WHITTLE_STATE"]
     half_life: float | dict[str, float] | None = DEFAULTS["WHITTLE_HALF_LIFE"]
     checkpoint_interval: float = DEFAULTS["WHITTLE_CHECKPOINT_INTERVAL"]
+    trace_days: float = DEFAULTS["WHITTLE_TRACE_DAYS"]
     max_epochs: int | None = DEFAULTS["WHITTLE_MAX_EPOCHS"]
     clock: Any = DEFAULTS["WHITTLE_CLOCK"]
     redis_url: str | None = DEFAULTS["WHITTLE_REDIS_URL"]
@@ -458,6 +462,7 @@ class WhittleConfig:
             logstats_interval=v["WHITTLE_LOGSTATS_INTERVAL"], state=v["WHITTLE_STATE"],
             half_life=v["WHITTLE_HALF_LIFE"],
             checkpoint_interval=v["WHITTLE_CHECKPOINT_INTERVAL"],
+            trace_days=v["WHITTLE_TRACE_DAYS"],
             max_epochs=v["WHITTLE_MAX_EPOCHS"], clock=v["WHITTLE_CLOCK"],
             redis_url=v["WHITTLE_REDIS_URL"], redis_prefix=v["WHITTLE_REDIS_PREFIX"],
             redis_lease=v["WHITTLE_REDIS_LEASE"], redis_lock_ttl=v["WHITTLE_REDIS_LOCK_TTL"],

@@ -1,5 +1,7 @@
 """The service's epochs: where they start (:class:`Timeline`) and what each one did
-(:class:`EpochTotals`, gathered by an :class:`EpochLedger` until the next checkpoint).
+(:class:`EpochTotals`, the entries missed and the discovery delays of
+:mod:`~scrapy_whittle.service.measures`, gathered by an :class:`EpochLedger` until the next
+checkpoint).
 
 Epoch k is [origin + k T, origin + (k + 1) T), T = ``WHITTLE_PERIOD``; the origin is the first
 run's start (kept by the store), so a resumed crawl continues its epochs."""
@@ -9,6 +11,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
+
+from scrapy_whittle.service.measures import DelayHistogram
 
 
 @dataclass(slots=True)
@@ -23,22 +28,43 @@ class EpochTotals:
     not_modified: int = 0
 
 
+class LedgerRows(NamedTuple):
+    """What the epochs did since the last checkpoint, as the store's rows: ``epochs`` (epoch,
+    crawls, cost, new items, utility, errors, 304s), ``errors`` (epoch, kind, count),
+    ``measures`` (epoch, entries missed, sum of the delays in seconds), ``delays`` (epoch,
+    bin, count)."""
+
+    epochs: list[tuple]
+    errors: list[tuple[int, str, int]]
+    measures: list[tuple[int, float, float]]
+    delays: list[tuple[int, int, int]]
+
+
 class EpochLedger:
-    """The epochs' totals and error counts since the last checkpoint."""
+    """The epochs' totals, error counts, entries missed and discovery delays since the last
+    checkpoint."""
 
     def __init__(self) -> None:
         self.totals: defaultdict[int, EpochTotals] = defaultdict(EpochTotals)
         self.errors: defaultdict[tuple[int, str], int] = defaultdict(int)
+        self.missed: defaultdict[int, float] = defaultdict(float)
+        self.delays: defaultdict[int, DelayHistogram] = defaultdict(DelayHistogram)
 
-    def drain(self) -> tuple[list[tuple], list[tuple[int, str, int]]]:
-        """(rows (epoch, crawls, cost, new items, utility, errors, 304s), rows (epoch, kind,
-        count)) for a checkpoint; the ledger starts again from zero."""
+    def drain(self) -> LedgerRows:
+        """The rows for a checkpoint; the ledger starts again from zero."""
         rows = [(k, int(t.crawls), float(t.cost), int(t.new_items), float(t.utility),
                  int(t.errors), int(t.not_modified)) for k, t in self.totals.items()]
         errors = [(k, kind, n) for (k, kind), n in self.errors.items()]
+        delays = self.delays
+        measures = [(k, float(self.missed.get(k, 0.0)),
+                     delays[k].seconds if k in delays else 0.0)
+                    for k in sorted(self.missed.keys() | delays.keys())]
+        delay_rows = [row for k in sorted(delays) for row in delays[k].rows(k)]
         self.totals.clear()
         self.errors.clear()
-        return rows, errors
+        self.missed.clear()
+        delays.clear()
+        return LedgerRows(rows, errors, measures, delay_rows)
 
     def __getitem__(self, epoch: int) -> EpochTotals:
         return self.totals[epoch]

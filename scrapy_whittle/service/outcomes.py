@@ -3,7 +3,10 @@ feedback. The policy learns them in batches (one ``Observation`` per epoch of di
 :meth:`CrawlOutcomes.flush`): before each selection, before feedback or a checkpoint, and
 whenever the oldest buffered crawl is ``FLUSH_AFTER`` seconds old; what it learns is kept
 within :mod:`scrapy_whittle.core.sanitize`'s ranges first (values, publication times, bursts
-of unseen entries).
+of unseen entries). The users' measures (:mod:`scrapy_whittle.service.measures`: discovery
+delays, entries missed, crawls per entry) are counted at the same flushes, into the stats and
+the epochs' ledger; the entries found go to the trace's log
+(:mod:`scrapy_whittle.service.publications`).
 
 :func:`judge_fetch`, :func:`count_fetch` and :func:`report_warnings` are what a fetched feed
 means wherever its entries were told new: here (the service's entry memory) and on a cluster's
@@ -30,8 +33,10 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.measures import DelayHistogram, as_times
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.publications import PublicationLog
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, Stats, valued
@@ -69,7 +74,9 @@ def report_warnings(stats: Stats, log_once: OnceLog, crawl: Crawl, warnings: lis
 class CrawlOutcomes:
     """What crawls showed, learnt by the policy in batches. ``buffer`` holds the crawls the
     policy has not learnt yet (rows of ``Observation``), ``buffer_since`` when the oldest
-    arrived; ``declared`` the publishing rates feeds declared since the last flush."""
+    arrived; ``declared`` the publishing rates feeds declared since the last flush;
+    ``captures`` the (epoch, time, publication times) of the re-crawls that found entries,
+    whose delays the next flush measures into ``delays`` (this run's) and the ledger's."""
 
     def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
                  sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
@@ -89,6 +96,9 @@ class CrawlOutcomes:
         self.declared: dict[int, float] = {}      # source -> rate its feed declares (/s)
         # for a policy without rate estimates: the service's own, for ``missed_items``
         self.own_rates: RateEstimator | None = None
+        self.captures: list[tuple[int, float, list]] = []
+        self.delays = DelayHistogram()
+        self.publications = PublicationLog()
 
     def start(self, n: int) -> None:
         """The policy is built (for ``n`` sources): estimate rates here if it does not."""
@@ -112,6 +122,8 @@ class CrawlOutcomes:
         self.record_fetch(crawl, len(new), float(sum(found.values)), found.window_full,
                           [e.published for e in new], etag=etag,
                           last_modified=last_modified, now=self.clock.now(), hints=hints)
+        if new and self.publications.enabled:
+            self.publications.add(sid, new, found.values)
         return found
 
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
@@ -120,6 +132,9 @@ class CrawlOutcomes:
                      hints: ServerHints | None = None) -> None:
         sid = crawl.source
         now = self.clock.now() if now is None else now
+        if new_items and published.__class__ is list \
+                and math.isfinite(self.state.last_ok.item(sid)):    # a re-crawl
+            self.captures.append((crawl.epoch, now, published))
         new_items, reward, learned = self._learnable(crawl, new_items, reward, published, now,
                                                      window_full)
         if etag or last_modified:
@@ -270,6 +285,8 @@ class CrawlOutcomes:
 
     def flush(self) -> None:
         """Give the buffered crawl results to the policy (one Observation per epoch)."""
+        if self.captures:
+            self._measure_delays()
         keeper = self.keeper
         if not self.buffer or keeper.policy is None:
             return
@@ -299,6 +316,38 @@ class CrawlOutcomes:
             self._observe_missed(policy, obs)
         keeper.decision_time(time.perf_counter() - t, calls=0)
         keeper.touched = True
+        self.publish_measures()
+
+    def _measure_delays(self) -> None:
+        """The discovery delays of the entries re-crawls captured since the last flush."""
+        captures, self.captures = self.captures, []
+        epochs, nows, published = zip(*captures, strict=True)
+        lengths = np.fromiter(map(len, published), dtype=np.int64, count=len(captures))
+        times = as_times(chain.from_iterable(published))
+        known = np.isfinite(times)
+        if not known.any():
+            return
+        delays = np.maximum(np.repeat(nows, lengths)[known] - times[known], 0.0)
+        epoch = np.repeat(epochs, lengths)[known]
+        self.delays.add(delays)
+        first, last = int(epoch.min()), int(epoch.max())
+        if first == last:
+            self.ledger.delays[first].add(delays)
+            return
+        for k in np.unique(epoch).tolist():
+            self.ledger.delays[k].add(delays[epoch == k])
+
+    def publish_measures(self) -> None:
+        """The users' measures of this run into the stats: ``delay/mean_s``,
+        ``delay/median_s``, ``delay/p90_s`` (once an entry's delay was measured) and
+        ``crawls_per_item`` (once an entry was captured)."""
+        stats = self.stats
+        if self.delays.n:
+            for key, value in self.delays.summary().items():
+                stats.set(f"delay/{key}", value)
+        captured = stats.get("new_items")
+        if captured:
+            stats.set("crawls_per_item", stats.get("crawls") / captured)
 
     def _observe_missed(self, policy, obs: Observation) -> None:
         """``policy.observe``, and the ``missed_items`` stat: entries lost to full windows,
@@ -314,6 +363,7 @@ class CrawlOutcomes:
             missed = self._own_missed(obs)
         if missed > 0:
             self.stats.inc("missed_items", missed)
+            self.ledger.missed[obs.epoch] += missed
 
     def _own_missed(self, obs: Observation) -> float:
         rates, total = self.own_rates, 0.0

@@ -3,7 +3,9 @@ restore after a restart (:mod:`scrapy_whittle.service.store` holds the tables).
 
 A checkpoint writes what changed since the previous one: the sources registered, the rows of
 the sources crawled or otherwise touched (book-keeping, validators, counters, the policy's
-per-source state, the entries seen), the policy's global state and the epochs' totals. After
+per-source state, the entries seen), the policy's global state, the epochs' totals and
+measures, and the publication times of the entries found (with the entries seen, in the same
+transaction; those older than ``WHITTLE_TRACE_DAYS`` are deleted). After
 a crash the crawl restarts from the last checkpoint: an entry handed out before it is never
 handed out again; entries first seen in the last checkpoint interval before the crash are
 handed out a second time (at least once)."""
@@ -110,7 +112,13 @@ class StatePersistence:
             cp.policy = (policy.name, layout, encode(policy.global_state()))
             keeper.touched = False
         # the epochs' totals since the last checkpoint: the store adds them up
-        cp.epochs, cp.epoch_errors = self.ledger.drain()
+        epochs = self.ledger.drain()
+        cp.epochs, cp.epoch_errors = epochs.epochs, epochs.errors
+        cp.epoch_measures, cp.epoch_delays = epochs.measures, epochs.delays
+        log = self.outcomes.publications
+        cp.n_publications, cp.publications = log.drain()
+        if log.enabled:
+            cp.publications_since = cp.taken_at - self.config.trace_days * 86400.0
         return cp
 
     def _snapshot(self, ids: np.ndarray) -> dict[str, Any]:

@@ -125,6 +125,7 @@ class RecrawlService:
     def store(self, store: StateStore | None) -> None:
         self.persistence.store = store
         self.state.track_changes = store is not None
+        self.outcomes.publications.enabled = store is not None and self.config.trace_days > 0
 
     @property
     def clock(self):
@@ -471,6 +472,7 @@ class RecrawlService:
         if used is not None:
             self.stats.set("budget_used", used)
         self.flush()
+        self.outcomes.publish_measures()
         if self.store is not None and self.keeper.policy is not None:
             self.store.write(self.prepare_checkpoint())
             self.store.close()

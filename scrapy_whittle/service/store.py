@@ -1,6 +1,6 @@
 """The crawl's state in SQLite (``JOBDIR/whittle.sqlite``), written incrementally.
 
-Tables (schema version 2; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
+Tables (schema version 3; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
   ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
@@ -21,6 +21,12 @@ Tables (schema version 2; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 * ``policy_state(policy, row_layout, global_state)``: the rest of what the policy learned;
 * ``epochs``: per epoch, crawls, their cost, new entries, utility, errors, not modified;
   ``epoch_errors(epoch, kind, count)``: the errors of each epoch by kind;
+  ``epoch_measures(epoch, missed_items, delay_seconds)``: the entries missed (estimated) and
+  the sum of the discovery delays of each epoch, ``epoch_delays(epoch, bin, count)`` those
+  delays per bin of :data:`scrapy_whittle.service.measures.EDGES`;
+* ``publications(source, published, value)``: the publication time (unix seconds) of every
+  dated entry found, with its value where its feed showed engagement (NULL otherwise), for
+  ``WHITTLE_TRACE_DAYS`` days of publication (:mod:`scrapy_whittle.service.publications`);
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -33,8 +39,9 @@ damaged database. A missing file starts a fresh crawl; an empty, truncated, dama
 foreign file is moved aside (``whittle.sqlite.corrupt-<UTC time>``), logged, and the crawl
 starts fresh; a file written by a newer schema is refused (:class:`StoreError`), since
 moving it aside would throw away what a newer version learned. A file of schema 1 is read
-with its policy names translated (``SCHEMA_1_POLICY_NAMES``), and upgraded when opened for
-writing.
+with its policy names translated (``SCHEMA_1_POLICY_NAMES``); a file of schema 1 or 2 is
+upgraded when opened for writing (schema 3 added the measures' tables and ``publications``,
+empty until the crawl goes on), in one transaction.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "whittle.sqlite"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Schema 1 named the policies differently: its "whittle" is the oracle index policy
 #: ("oracle"), its "adaptive-whittle" the learned one ("whittle").
@@ -95,6 +102,19 @@ CREATE VIEW feeds AS
     FROM sources;
 """
 
+#: what schema 3 added (so a file of schema 2 is upgraded by these alone)
+SCHEMA_3 = (
+    """CREATE TABLE IF NOT EXISTS epoch_measures (
+           epoch INTEGER PRIMARY KEY, missed_items REAL NOT NULL, delay_seconds REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS epoch_delays (
+           epoch INTEGER NOT NULL, bin INTEGER NOT NULL, count INTEGER NOT NULL,
+           PRIMARY KEY (epoch, bin)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS publications (
+           source INTEGER NOT NULL, published REAL NOT NULL, value REAL)""",
+    # the retention's DELETE reads this index alone
+    "CREATE INDEX IF NOT EXISTS publications_by_time ON publications (published)",
+)
+
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
 STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "modified",
                  "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
@@ -125,6 +145,13 @@ class Checkpoint:
     policy: tuple[str, str, bytes] | None = None                 # name, row layout, global
     epochs: list[tuple] = field(default_factory=list)           # epochs rows, increments
     epoch_errors: list[tuple] = field(default_factory=list)     # (epoch, kind, increment)
+    epoch_measures: list[tuple] = field(default_factory=list)   # (epoch, missed, delay s)
+    epoch_delays: list[tuple] = field(default_factory=list)     # (epoch, bin, increment)
+    #: (source, published, value) rows of the entries found, and how many fetches found them
+    publications: Callable[[], Iterable[tuple]] = lambda: ()
+    n_publications: int = 0
+    #: publications before this unix time are deleted (None: none kept, none deleted)
+    publications_since: float | None = None
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -178,6 +205,8 @@ class StateStore:
         with db:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.executescript(SCHEMA)
+            for statement in SCHEMA_3:
+                db.execute(statement)
             db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
         return db
 
@@ -216,8 +245,11 @@ class StateStore:
 
     def _upgrade(self, db: sqlite3.Connection) -> sqlite3.Connection:
         """Rewrite a file of an older schema as the current one (one transaction)."""
-        if self.schema_version < 2:
-            with db:
+        if self.schema_version == SCHEMA_VERSION:
+            return db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if self.schema_version < 2:
                 policy = db.execute("SELECT value FROM meta WHERE key = 'policy'").fetchone()
                 if policy is not None:
                     db.execute("UPDATE meta SET value = ? WHERE key = 'policy'",
@@ -228,9 +260,16 @@ class StateStore:
                     db.execute("DELETE FROM policy_state")
                     db.execute("INSERT INTO policy_state VALUES (?, ?, ?)",
                                _schema_1_policy_row(row))
-                db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                           (SCHEMA_VERSION,))
-            self.schema_version = SCHEMA_VERSION
+            for statement in SCHEMA_3:
+                db.execute(statement)
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                       (SCHEMA_VERSION,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            db.close()
+            raise
+        self.schema_version = SCHEMA_VERSION
         return db
 
     def _move_aside(self, exc: BaseException) -> None:
@@ -300,6 +339,22 @@ class StateStore:
                     db.executemany(
                         "INSERT INTO epoch_errors VALUES (?, ?, ?) ON CONFLICT(epoch, kind) "
                         "DO UPDATE SET count = count + excluded.count", cp.epoch_errors)
+                if cp.epoch_measures:
+                    db.executemany(
+                        "INSERT INTO epoch_measures VALUES (?, ?, ?) ON CONFLICT(epoch) DO "
+                        "UPDATE SET missed_items = missed_items + excluded.missed_items, "
+                        "delay_seconds = delay_seconds + excluded.delay_seconds",
+                        cp.epoch_measures)
+                if cp.epoch_delays:
+                    db.executemany(
+                        "INSERT INTO epoch_delays VALUES (?, ?, ?) ON CONFLICT(epoch, bin) "
+                        "DO UPDATE SET count = count + excluded.count", cp.epoch_delays)
+                if cp.n_publications:
+                    db.executemany("INSERT INTO publications VALUES (?, ?, ?)",
+                                   cp.publications())
+                if cp.publications_since is not None:
+                    db.execute("DELETE FROM publications WHERE published < ?",
+                               (cp.publications_since,))
                 meta = {**cp.meta, "checkpoint_at": cp.taken_at}
                 db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                [(k, _meta_value(v)) for k, v in meta.items()])

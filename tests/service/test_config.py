@@ -55,6 +55,7 @@ OTHER = {
     "WHITTLE_LOGSTATS_INTERVAL": 0,
     "WHITTLE_STATE": False,
     "WHITTLE_CHECKPOINT_INTERVAL": 1,
+    "WHITTLE_TRACE_DAYS": 7,
     "WHITTLE_MAX_EPOCHS": 3,
     "WHITTLE_CLOCK": SimulatedClock(),
     "WHITTLE_REDIS_URL": "redis://localhost:6379/0",

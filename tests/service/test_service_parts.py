@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from scrapy_whittle.core import sanitize
@@ -31,10 +32,15 @@ def test_the_ledger_drains_named_totals_in_the_stores_column_order():
     t.errors += 1
     t.not_modified += 4
     ledger.errors[3, "http_500"] += 1
-    rows, errors = ledger.drain()
+    ledger.missed[3] += 0.5
+    ledger.delays[4].add(np.array([0.5, 30.0, 31.0]))
+    rows, errors, measures, delays = ledger.drain()
     assert rows == [(3, 2, 1.5, 7, 3.25, 1, 4)]
     assert errors == [(3, "http_500", 1)]
-    assert ledger.drain() == ([], [])
+    assert measures == [(3, 0.5, 0.0), (4, 0.0, 61.5)]
+    # [0, 1 s) is bin 0; 30 and 31 s in [10^1.4, 10^1.5), bin 15
+    assert delays == [(4, 0, 1), (4, 15, 2)]
+    assert ledger.drain() == ([], [], [], [])
     assert EpochTotals() == EpochTotals(0, 0.0, 0, 0.0, 0, 0)
 
 

@@ -1,4 +1,5 @@
-"""A state file of schema 1 (other policy names) is read, and upgraded, with today's names."""
+"""Older state files: schema 1 (other policy names) is read, and upgraded, with today's names;
+schema 2 (no measures, no publications) is upgraded in place, what it held kept."""
 
 from __future__ import annotations
 
@@ -6,14 +7,33 @@ import sqlite3
 
 from scrapy_whittle.report.data import ReadOnlyStore
 from scrapy_whittle.service.state_codec import decode, encode
-from scrapy_whittle.service.store import SCHEMA_VERSION, StateStore
+from scrapy_whittle.service.store import SCHEMA_VERSION, Checkpoint, StateStore
+
+SCHEMA_3_TABLES = ("epoch_measures", "epoch_delays", "publications")
 
 
-def _schema_1_file(path, policy: str) -> None:
+def _old_file(path, version: int) -> None:
+    """A state file as schema ``version`` (< 3) wrote it."""
     StateStore(path).close()
     db = sqlite3.connect(path)
     with db:
-        db.execute("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
+        for table in SCHEMA_3_TABLES:
+            db.execute(f"DROP TABLE {table}")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    db.close()
+
+
+def _tables(path) -> set[str]:
+    db = sqlite3.connect(path)
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    return names
+
+
+def _schema_1_file(path, policy: str) -> None:
+    _old_file(path, 1)
+    db = sqlite3.connect(path)
+    with db:
         db.execute("INSERT INTO meta VALUES ('policy', ?)", (policy,))
         db.execute("INSERT INTO meta VALUES ('origin', 0.0)")
         db.execute("INSERT INTO policy_state VALUES (?, '[]', ?)",
@@ -39,3 +59,33 @@ def test_schema_1_policy_names_are_read_as_today_s(tmp_path):
         store = StateStore(path)                         # and not translated a second time
         assert store.load().meta["policy"] == new
         store.close()
+
+
+def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
+    path = tmp_path / "whittle.sqlite"
+    _old_file(path, 2)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('origin', 100.0)")
+        db.execute("INSERT INTO epochs VALUES (0, 3, 3.0, 5, 2.5, 0, 1)")
+    db.close()
+    report = ReadOnlyStore(path)                          # read-only: as it is
+    assert report.schema_version == 2 and report.load().epochs == [(0, 3, 3.0, 5, 2.5, 0, 1)]
+    report.close()
+    assert not set(SCHEMA_3_TABLES) & _tables(path)
+    store = StateStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 3
+    store.write(Checkpoint(taken_at=200.0, epochs=[(0, 1, 1.0, 2, 1.0, 0, 0)],
+                           epoch_measures=[(0, 1.5, 40.0)], epoch_delays=[(0, 16, 2)],
+                           publications=lambda: [(0, 150.0, None), (0, 20.0, 0.5)],
+                           n_publications=1, publications_since=100.0))
+    saved = store.load()
+    store.close()
+    assert saved.meta["origin"] == 100.0 and saved.epochs == [(0, 4, 4.0, 7, 3.5, 0, 1)]
+    assert set(SCHEMA_3_TABLES) <= _tables(path)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT * FROM epoch_measures").fetchall() == [(0, 1.5, 40.0)]
+    assert db.execute("SELECT * FROM epoch_delays").fetchall() == [(0, 16, 2)]
+    # the publication older than the retention's start went with the checkpoint
+    assert db.execute("SELECT * FROM publications").fetchall() == [(0, 150.0, None)]
+    db.close()

@@ -4,6 +4,7 @@
 
     scrapy whittle report  [JOBDIR] [-o DIR] [--limit N]   # HTML page + PNG figures
     scrapy whittle sources [JOBDIR] [--sort KEY] [--limit N]   # the per-source table
+    scrapy whittle trace   [JOBDIR] -o FILE     # the publication times seen, a sim.trace CSV
 
 JOBDIR defaults to the project's ``JOBDIR`` setting. The state file is only read (a running
 crawl is not disturbed). See docs/report.md.
@@ -20,7 +21,7 @@ from scrapy.exceptions import UsageError
 if TYPE_CHECKING:
     import argparse
 
-SUBCOMMANDS = ("report", "sources")
+SUBCOMMANDS = ("report", "sources", "trace")
 
 
 class Command(ScrapyCommand):
@@ -28,22 +29,25 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return "report|sources [JOBDIR] [options]"
+        return "report|sources|trace [JOBDIR] [options]"
 
     def short_desc(self) -> str:
         return "Report what a scrapy-whittle crawl learned (from JOBDIR/whittle.sqlite)"
 
     def long_desc(self) -> str:
         return ("'report' writes an HTML page with figures (-o DIR, default whittle-report); "
-                "'sources' prints the per-source table. JOBDIR defaults to the JOBDIR "
-                "setting. The crawl's state file is only read.")
+                "'sources' prints the per-source table; 'trace' writes the publication times "
+                "of the entries the crawl found, per feed, as the CSV that python -m sim.bench "
+                "--trace replays (-o FILE; gzip when it ends in .gz). JOBDIR defaults to the "
+                "JOBDIR setting. The crawl's state file is only read.")
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         from scrapy_whittle.report.table import SORT_KEYS
 
-        parser.add_argument("-o", "--output", metavar="DIR", default="whittle-report",
-                            help="report: the directory to write (default: whittle-report)")
+        parser.add_argument("-o", "--output", metavar="DIR|FILE", default=None,
+                            help="report: the directory to write (default: whittle-report); "
+                                 "trace: the file to write (.gz: gzip)")
         parser.add_argument("--limit", type=int, default=None, metavar="N",
                             help="at most N sources in the table (report default 500, "
                                  "sources default all; 0: all)")
@@ -59,6 +63,9 @@ class Command(ScrapyCommand):
         if not jobdir:
             raise UsageError("give the crawl's JOBDIR (or run inside a project whose JOBDIR "
                              "setting is set)")
+        if args[0] == "trace":
+            self._trace(jobdir, opts.output)
+            return
         from scrapy_whittle.report import ReportError, load_report
 
         try:
@@ -75,7 +82,25 @@ class Command(ScrapyCommand):
         from scrapy_whittle.report import figures, page
 
         limit = 500 if opts.limit is None else opts.limit
-        path = page.write(report, opts.output, limit=limit)
+        path = page.write(report, opts.output or "whittle-report", limit=limit)
         print(f"wrote {path}")
         if not figures.available():
             print(f"without figures: matplotlib is not installed ({figures.INSTALL})")
+
+    def _trace(self, jobdir: str, output: str | None) -> None:
+        if not output:
+            raise UsageError("trace: give the file to write with -o FILE (.gz: gzip)")
+        from scrapy_whittle.report import ReportError
+        from scrapy_whittle.report.publications import read_publications
+        from sim.trace import Trace, write_trace
+
+        try:
+            found = read_publications(jobdir)
+            write_trace(Trace(found.names, found.source, found.published, found.value), output,
+                        time_unit_seconds=1.0)
+        except (ReportError, OSError) as exc:
+            print(f"scrapy whittle trace: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        print(f"wrote {output}: {found.published.shape[0]} entries of {len(found.names)} "
+              "sources")

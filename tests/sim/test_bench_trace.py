@@ -1,0 +1,70 @@
+"""``python -m sim.bench --trace FILE``: a recorded trace replayed like a scenario."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from scrapy_whittle.core.bound import upper_bound
+from sim import bench
+from sim.trace import Trace, write_trace
+
+# hours; epochs crawl at 0, 1, 2: b's item waits 1 h, a's 0.5 h and 0.75 h
+TRACE = Trace(names=["a", "b"], source=np.array([0, 0, 1]), time=np.array([0.5, 1.25, 0.0]),
+              utility=np.array([1.0, 2.0, 4.0]))
+
+
+def run(capsys, *args: str) -> dict:
+    assert bench.main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_trace_is_replayed_with_the_values_it_recorded(tmp_path, capsys):
+    path = tmp_path / "crawl.csv.gz"
+    write_trace(TRACE, path)
+    out = run(capsys, "--trace", str(path), "--budget", "100%", "--half-life", "1",
+              "--policy", "round_robin", "--seeds", "1", "--warmup", "0")
+    assert out["n"] == 2 and out["budget"] == 2.0
+    assert out["horizon"] == 3                   # capped: the trace spans 1.25 h
+    captured = 1.0 * 0.5 ** 0.5 + 2.0 * 0.5 ** 0.75 + 4.0 * 0.5 ** 1.0
+    assert out["results"][0]["reward_from_empty"] == pytest.approx(captured / 3)
+    # the bound of the parameters fitted to the trace: rate = items / span, mean value
+    fitted = bench.trace_scenario(str(path), budget=2.0, half_life=1.0).problem
+    assert fitted.alpha == pytest.approx([0.5, 0.5])
+    assert out["upper_bound"] == pytest.approx(
+        upper_bound(fitted.alpha, fitted.u, 2.0, fitted.cost).value)
+
+
+def test_the_feed_window_loses_what_it_does_not_show(tmp_path, capsys):
+    path = tmp_path / "crawl.csv"
+    write_trace(Trace(names=["a"], source=np.zeros(3, dtype=np.int64),
+                      time=np.array([0.1, 0.2, 0.3]), utility=np.ones(3)), path)
+    args = ("--trace", str(path), "--budget", "1", "--half-life", "1e9", "--policy",
+            "round_robin", "--seeds", "1", "--warmup", "0")
+    everything = run(capsys, *args)["results"][0]["reward_from_empty"]
+    windowed = run(capsys, *args, "--window", "1")["results"][0]["reward_from_empty"]
+    assert everything * 2 == pytest.approx(3.0) and windowed * 2 == pytest.approx(1.0)
+
+
+def test_a_budget_may_be_a_share_of_the_sources(capsys):
+    assert bench.budget_of("2%", 50) == 1.0 and bench.budget_of("10%", 50) == 5.0
+    assert bench.budget_of("0.1%", 10) == 1.0 and bench.budget_of(3.0, 10) == 3.0
+    out = run(capsys, "--scenario", "news-mix", "--n", "200", "--budget", "2%", "--horizon",
+              "4", "--seeds", "1", "--policy", "round_robin")
+    assert out["budget"] == 4.0
+    for bad in ("lots", "-2%", "0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bench.budget_arg(bad)
+
+
+def test_a_bad_trace_is_one_error_line(tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    path.write_text("a,yesterday\n")
+    assert bench.main(["--trace", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sim.bench: error: trace line 1") and "\n" not in err
+    assert bench.main(["--trace", str(tmp_path / "none.csv")]) == 2
+    assert bench.main(["--trace", str(tmp_path / "bad.csv"), "--half-life", "0"]) == 2
