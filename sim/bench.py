@@ -150,10 +150,34 @@ def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **optio
     return make_policy(name, problem, rng=rng, **options)
 
 
+def sweeps(name: str) -> bool:
+    """Whether ``name`` takes part in a discovery sweep: the policies that learn a source
+    from its crawls (and the first-look oracle); an oracle knows every source already."""
+    return name == FIRST_LOOK or not policy_class(name).needs_parameters
+
+
+def sweep_step(env, action: np.ndarray):
+    """Epoch 0 of a discovery sweep: the policy's ``action`` within the budget, and a first
+    fetch of every other source outside it (what a feed reader does on subscribe). Returns
+    (obs, the reward of ``action``, the sweep's own capture, info)."""
+    rest = np.setdiff1d(np.arange(env.n), action)
+    budget = env.budget
+    env.budget = float(np.sum(env.cost))
+    try:
+        obs, reward, _, _, info = env.step(np.concatenate([action, rest]))
+    finally:
+        env.budget = budget
+    own = float(np.sum(obs.reward[:action.shape[0]]))
+    return obs, own, float(reward) - own, info
+
+
 def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
-               measures: UserMeasures | None = None, **options: Any) -> tuple[np.ndarray, float]:
+               measures: UserMeasures | None = None, discovery: bool = False,
+               **options: Any) -> tuple[np.ndarray, float]:
     """Rewards per epoch over ``horizon`` epochs, and the total decision time in seconds;
-    ``measures`` collects the users' measures (stochastic simulators)."""
+    ``measures`` collects the users' measures (stochastic simulators). ``discovery``: a
+    discovery sweep at epoch 0 (``sweep_step``; for the policies that ``sweeps``), whose own
+    capture is left out of the rewards and kept in ``run_policy.last_sweep``."""
     env = scenario.make_env()
     env.reset(seed=seed)
     policy = build_policy(name, scenario, seed, **options)
@@ -161,11 +185,17 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
     rewards = np.empty(horizon)
     decision = 0.0
     clock = time.perf_counter
+    discovery = discovery and sweeps(name)
+    run_policy.last_sweep = (0.0, 0)
     for t in range(horizon):
         t0 = clock()
         action = policy.select(t, budget)
         t1 = clock()
-        obs, reward, _, _, info = env.step(action)
+        if discovery and t == 0:
+            obs, reward, swept, info = sweep_step(env, action)
+            run_policy.last_sweep = (swept, env.n - action.shape[0])
+        else:
+            obs, reward, _, _, info = env.step(action)
         t2 = clock()
         policy.observe(obs)
         decision += (t1 - t0) + (clock() - t2)
@@ -200,13 +230,20 @@ def learning_curve(rewards: dict[str, list[np.ndarray]], bound: float,
                 "of_bound": mean / bound if bound > 0 else math.nan,
                 "of_first_look": mean / ref if ref > 0 else math.nan,
             }
+            if "oracle" in rewards:
+                full = float(np.mean([r[:h].mean() for r in rewards["oracle"]]))
+                out[name][str(h)]["of_oracle"] = mean / full if full > 0 else math.nan
     return out
 
 
 def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds: int = 5,
-             warmup: int | None = None, curve: bool = False) -> dict[str, Any]:
+             warmup: int | None = None, curve: bool = False,
+             discovery: bool = False) -> dict[str, Any]:
     """Run every policy on ``seeds`` seeds; the result object printed by ``--json``.
-    ``curve``: add the learning curve (and run the first-look oracle for it)."""
+    ``curve``: add the learning curve (and run the first-look oracle for it). ``discovery``:
+    the learners sweep every source at epoch 0 outside the budget (``run_policy``); per
+    policy, ``discovery`` reports the sweep's extra crawls and its own capture (mean over
+    seeds), which the rewards leave out."""
     if horizon < 1 or seeds < 1:
         raise ValueError("horizon and seeds must be >= 1")
     warmup = horizon // 4 if warmup is None else int(warmup)
@@ -218,11 +255,13 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     stochastic = bool(scenario.options.get("stochastic", scenario.kind == "pages"))
     results, runs = [], {}
     for name in policies:
-        long_run, from_empty, decision, summaries = [], [], 0.0, []
+        long_run, from_empty, decision, summaries, swept = [], [], 0.0, [], []
         runs[name] = []
         for seed in range(seeds):
             ledger = UserMeasures() if stochastic and scenario.kind != "pages" else None
-            rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger)
+            rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger,
+                                          discovery=discovery)
+            swept.append(run_policy.last_sweep)
             long_run.append(rewards[warmup:].mean())
             from_empty.append(rewards.mean())
             decision += seconds
@@ -240,6 +279,9 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
             "decision_ms": 1e3 * decision / (horizon * seeds),
             "measures": mean_summaries(summaries),
         })
+        if discovery and sweeps(name):
+            results[-1]["discovery"] = {"crawls": float(np.mean([c for _, c in swept])),
+                                        "capture": float(np.mean([v for v, _ in swept]))}
     if curve:
         for r, shares in zip(results, learning_curve(runs, bound, horizon).values(),
                              strict=True):
@@ -498,13 +540,22 @@ def format_curve(report: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     hs = list(rows[0]["curve"])
+    full = "of_oracle" in rows[0]["curve"][hs[0]]
+    width = 24 if full else 16
     lines = ["", "learning curve: mean reward over the first H epochs, share of the bound "
-                 "/ of the first-look oracle",
-             f"{'policy':<18}" + "".join(f"{'H=' + h:>16}" for h in hs)]
+                 "/ of the first-look oracle" + (" / of the oracle" if full else ""),
+             f"{'policy':<18}" + "".join(f"{'H=' + h:>{width}}" for h in hs)]
     for r in rows:
         cells = "".join(f"{c['of_bound']:>8.3f}{c['of_first_look']:>8.3f}"
+                        + (f"{c['of_oracle']:>8.3f}" if full else "")
                         for c in r["curve"].values())
         lines.append(f"{r['policy']:<18}{cells}")
+    swept = [r for r in report["results"] if r.get("discovery")]
+    if swept:
+        lines += ["", "discovery sweep at epoch 0 (outside the budget, left out above): "
+                      "extra crawls, capture"]
+        lines += [f"{r['policy']:<18}{r['discovery']['crawls']:>8.0f}"
+                  f"{r['discovery']['capture']:>14.1f}" for r in swept]
     return lines
 
 
@@ -551,6 +602,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--curve", action="store_true",
                         help="add the learning curve (reward over the first 24/48/120/480 "
                         "epochs against the bound and the first-look oracle)")
+    parser.add_argument("--discovery", action="store_true",
+                        help="a discovery sweep: the learners fetch every source once at "
+                        "epoch 0 outside the budget (its capture reported apart, left out of "
+                        "rewards and learning curve)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--perf", action="store_true",
                         help="measure decision time, simulator speed and memory at --n sources")
@@ -581,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
                                  seeds=args.seeds, warmup=args.warmup)
             scenario = replace(scenario, budget=volume)
         report = evaluate(scenario, policies, horizon=horizon, seeds=args.seeds,
-                          warmup=args.warmup, curve=args.curve)
+                          warmup=args.warmup, curve=args.curve, discovery=args.discovery)
     except (ValueError, OSError) as exc:
         print(f"sim.bench: error: {exc}", file=sys.stderr)
         return 2

@@ -163,9 +163,12 @@ def test_pruned_selection_is_the_full_top_m():
 
 
 def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_crawled():
-    """x = u G_k k epochs after a source's last crawl, u x (epochs since it joined) before
-    its first: computed on the explored sources only while they are few, on all after."""
+    """x = u G_k k epochs after a source's last crawl; before its first, the population's
+    expected index (the mean over the learned sources j of gamma_j(u_j G(t - h_j)), h_j the
+    start of j's history) or u x (epochs since it joined), whichever is larger: computed on
+    the explored sources only while they are few, on all after."""
     from scrapy_whittle.core.dynamics import expected_state
+    from scrapy_whittle.core.index import whittle_index
 
     sc = make_scenario("news-mix", n=400, seed=2, stochastic=True)
     env = sc.make_env()
@@ -178,8 +181,12 @@ def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_craw
         fractions.append(explored.mean())
         k = np.where(explored, t - np.nan_to_num(pol.last_epoch), 0.0)
         waited = t - np.where(np.isnan(pol.added_epoch), t, pol.added_epoch)
-        want = np.where(explored, expected_state(0.0, alpha, u, np.maximum(k, 0.0)),
-                        u * np.maximum(waited, 0.0))
+        unknown = u * np.maximum(waited, 0.0)
+        if explored.any():
+            j = np.flatnonzero(explored)
+            xj = expected_state(0.0, alpha[j], u[j], t - pol.history_epoch[j])
+            unknown = np.maximum(unknown, np.mean(whittle_index(xj, alpha[j], u[j])))
+        want = np.where(explored, expected_state(0.0, alpha, u, np.maximum(k, 0.0)), unknown)
         np.testing.assert_allclose(x, want, rtol=1e-12, atol=0.0)
         obs, *_ = env.step(pol.select(t, sc.budget))
         pol.observe(obs)

@@ -128,13 +128,18 @@ class Shifted:
 
 
 def test_time_origin_is_learned_and_phases_need_no_time_zone():
+    # the clock's offset moves the last bits of every time, and a choice at the margin
+    # between a source never crawled and a known one can go the other way: the runs part
+    # there, so they are compared on their mean over seeds
     scn = make_scenario("news-diurnal", n=150, stochastic=True)
-    base, _ = run_policy(scn, "diurnal-whittle", 300, 0)
-    env = Shifted(_reset(scn), 24.0 * 1000 + 7.0)      # 7 h off the day's grid
-    pol = build_policy("diurnal-whittle", scn, 0)
-    _, shifted = run(pol, env, 300, scn.budget)
-    assert pol.time_origin == pytest.approx(24.0 * 1000 + 7.0)
-    assert shifted[168:].mean() == pytest.approx(base[168:].mean(), rel=0.01)
+    base, shifted = [], []
+    for seed in range(4):
+        base.append(run_policy(scn, "diurnal-whittle", 300, seed)[0][168:].mean())
+        env = Shifted(_reset(scn, seed), 24.0 * 1000 + 7.0)      # 7 h off the day's grid
+        pol = build_policy("diurnal-whittle", scn, seed)
+        shifted.append(run(pol, env, 300, scn.budget)[1][168:].mean())
+        assert pol.time_origin == pytest.approx(24.0 * 1000 + 7.0)
+    assert np.mean(shifted) == pytest.approx(np.mean(base), rel=0.01)
 
 
 def test_scrapy_style_observations_and_growth():

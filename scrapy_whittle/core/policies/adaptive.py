@@ -22,10 +22,12 @@ crawls the sources of largest index gamma_i(x_i) within the budget:
 The expected state is not accumulated: it is recomputed every epoch from the epoch of the last
 crawl with the *current* estimates, x_i = u_i (1 - alpha_i^k) / (1 - alpha_i) after k epochs,
 so a change of estimate applies at once. A source not yet explored (never crawled, or whose
-crawls taught nothing yet) holds, optimistically, the undecayed prior value u_i k accumulated
-over the k epochs since it was added, and its priority
-is that value per unit of cost: it grows without bound, so every source is explored, the
-promising ones (large prior weight) first.
+crawls taught nothing yet) is priced by the empirical-Bayes prior of
+``scrapy_whittle.core.population``: the expected index of a never-crawled source of its pooling
+group (``groups``), estimated from the sources learned so far, times its prior weight; at least
+the undecayed prior value u_i k accumulated over the k epochs since it was added (per unit of
+cost), which grows without bound, so every source is explored some day, the promising ones
+(large prior weight, a rich group) first. Before anything is learned only the latter counts.
 
 Time: ``obs.time`` and publication times are in the problem's unit (seconds in Scrapy, where
 ``problem.period`` is the epoch length in seconds; epochs of length 1 in the papers' examples);
@@ -52,6 +54,7 @@ from scrapy_whittle.core.estimators._base import segment_rows, segment_sum
 from scrapy_whittle.core.index import LOG_ALPHA_MIN, IndexTable
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.population import expected_index, history_start, sample_of
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import PrunedTop, select_top
 
@@ -82,17 +85,23 @@ class AdaptiveWhittlePolicy(Policy):
         two different values when changed (a page's importance is fixed), after which that
         source is count-only ephemeral content for good; "ephemeral": crawls
         without items are count-only ephemeral content; "pages": every crawl is a page.
+    groups: pooling group of each source for the prior of the sources never crawled (array
+        of non-negative ints, or callable(ids) -> ints: OPML categories, hosts); default one
+        group. Sources added later than an array covers are in group 0.
     """
 
     name = "whittle"
     needs_parameters = False
     per_source = {"last_epoch": np.nan, "added_epoch": np.nan,
-                  "kind": Col(UNKNOWN, np.uint8)}
+                  "kind": Col(UNKNOWN, np.uint8),
+                  # where the source's history began, as its first look showed (population)
+                  "history_epoch": np.nan,
+                  "group": Col(0, np.int32, persist=False)}
     scalar_state = ("missed_total", "last_missed")
 
     def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
-                 model: str = "auto") -> None:
+                 model: str = "auto", groups=None) -> None:
         super().__init__(problem, rng)
         if model not in MODELS:
             raise ValueError(f"model ({model!r}) must be one of {', '.join(MODELS)}")
@@ -123,6 +132,13 @@ class AdaptiveWhittlePolicy(Policy):
         self.last_missed = 0.0
         self._pruning = PrunedTop()
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
+        if groups is not None and not callable(groups) and len(groups) < problem.n:
+            raise ValueError(f"groups has {len(groups)} values for {problem.n} sources: one "
+                             f"per source (or a callable)")
+        self.groups = groups
+        self.group[:] = self._groups_of(np.arange(n))
+        self._population_cache: tuple[int, int, np.ndarray] | None = None
+        self._population_stamp = 0
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
         start = self.changes.n
@@ -220,12 +236,48 @@ class AdaptiveWhittlePolicy(Policy):
         return u
 
     def _estimates_changed(self, ids) -> None:
-        """The estimates of sources ``ids`` changed: their kept u is computed again."""
+        """The estimates of sources ``ids`` changed: their kept u is computed again (and the
+        population's prior with it)."""
         self._u.changed(ids)
+        self._population_stamp += 1
+
+    def _groups_of(self, ids: np.ndarray) -> np.ndarray:
+        """The pooling groups of sources ``ids`` (non-negative ints; a source added after an
+        array given as ``groups`` covers, or with a negative group, is in group 0)."""
+        if self.groups is None or ids.size == 0:
+            return np.zeros(ids.shape[0], dtype=np.int32)
+        if callable(self.groups):
+            g = np.asarray(self.groups(ids), dtype=np.int64)
+        else:
+            given = np.asarray(self.groups, dtype=np.int64)
+            g = np.zeros(ids.shape[0], dtype=np.int64)
+            inside = ids < given.shape[0]
+            g[inside] = given[ids[inside]]
+        return np.where(g >= 0, g, 0).astype(np.int32)
+
+    def population_prior(self, epoch: int, explored: np.ndarray | None = None) -> np.ndarray:
+        """Per pooling group, the expected index at ``epoch`` of a source never crawled, per
+        unit of prior weight and cost (``scrapy_whittle.core.population``), from the sources
+        learned so far; NaN where none was. Kept until the estimates or the epoch change."""
+        cached = self._population_cache
+        if cached is not None and cached[:2] == (epoch, self._population_stamp):
+            return cached[2]
+        if explored is None:
+            explored = self.explored()
+        n_groups = int(self.group.max()) + 1 if self.n else 1
+        ids = sample_of(np.flatnonzero(explored & np.isfinite(self.history_epoch)))
+        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
+        out = expected_index(epoch, log_alpha, one_minus, self._kept_u()[ids],
+                             self.history_epoch[ids], self.values.m0[ids], self.group[ids],
+                             n_groups)
+        self._population_cache = (epoch, self._population_stamp, out)
+        return out
 
     def _after_import(self) -> None:
         super()._after_import()
         self._u.forget()
+        self._population_stamp += 1
+        self.group[:] = self._groups_of(np.arange(self.n))
 
     def _parameters_at(self, ids) -> tuple[np.ndarray, ...]:
         """(alpha, u, log alpha, 1 - alpha) of sources ``ids`` (an index array, or
@@ -255,7 +307,14 @@ class AdaptiveWhittlePolicy(Policy):
         explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
                                              self.added_epoch), 0.0)
-        x = u * waited                # never crawled: what arrived since the source joined
+        # never crawled: the population's expected index (times the cost: x / C is its
+        # priority), at least the prior's undecayed arrivals since the source joined, which
+        # grow without bound, so that every source is crawled some day
+        x = u * waited
+        if not explored.all() and explored.any():
+            pooled = self.population_prior(epoch, explored)[self.group]
+            prior_x = self.values.m0 * pooled * self.problem.cost
+            x = np.where(~explored & (prior_x > x), prior_x, x)
         if skip is not None:
             skip = skip & explored
             x[skip] = np.nan
@@ -373,9 +432,38 @@ class AdaptiveWhittlePolicy(Policy):
                           | (new > 1) | ((new == 0) & (reward > 0)) | varies)
                 self.kind[src] = np.where(counts, COUNTS, PAGE)
                 self._observe_counts(obs, sel, src, t, reward)
+        first = np.isnan(self.history_epoch[src]) & self._explored_at(src)
+        if first.any():
+            self._note_history(obs, sel, first)
         self.last_epoch[src] = obs.epoch
         self.rates.last_time[src] = t
         self._estimates_changed(src)
+
+    def _explored_at(self, ids: np.ndarray) -> np.ndarray:
+        """``explored()[ids]``, for those sources only."""
+        out = self.rates.updates[ids] > 0
+        pages = self.page_rows.has(ids)
+        if pages.any():
+            out[pages] |= self.changes.visits[self.page_rows.rows(ids[pages])] > 0
+        return out
+
+    def _note_history(self, obs: Observation, sel: np.ndarray, first: np.ndarray) -> None:
+        """The history start of the sources whose first useful crawl is among the crawls
+        ``sel`` (``first``, aligned with them): the oldest entry with a date it listed."""
+        src, t = obs.sources[sel], obs.time[sel]
+        oldest = np.full(src.shape[0], np.nan)
+        if obs.item_offsets is not None:
+            off, idx = segment_rows(obs.item_offsets, sel)
+            counts = np.diff(off)
+            pub = obs.item_published[idx]
+            with np.errstate(invalid="ignore"):
+                pub = np.where(pub <= np.repeat(t, counts), pub, np.inf)
+            some = counts > 0
+            if some.any():
+                oldest[some] = np.minimum.reduceat(pub, off[:-1][some])
+        start = history_start(obs.epoch, t, float(self.problem.period), oldest,
+                              self.added_epoch[src])
+        self.history_epoch[src[first]] = start[first]
 
     def _observe_items(self, obs, sel, src, t, reward) -> None:
         off, idx = segment_rows(obs.item_offsets, sel)
@@ -464,6 +552,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.kind[ids] = UNKNOWN
         self._estimates_changed(ids)
         self.last_epoch[ids] = np.nan
+        self.history_epoch[ids] = np.nan
         self.added_epoch[ids] = np.where(np.isinf(self.added_epoch[ids]), np.nan,
                                          self.added_epoch[ids])
         self._pruning.forget()
@@ -519,6 +608,8 @@ class AdaptiveWhittlePolicy(Policy):
             return
         super().grow(n_new, cost)
         self._u.forget()
+        self._population_stamp += 1
+        self.group[self.n - n_new:] = self._groups_of(np.arange(self.n - n_new, self.n))
         self.rates.grow(n_new)
         self.decay.grow(n_new)
         self.values.grow(n_new, prior_mean=weights)

@@ -240,7 +240,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
                  arrivals: str = "blend") -> None:
         super().__init__(problem, rng, prior_rate=prior_rate, prior_half_life=prior_half_life,
                          weights=weights, prior_exposure=prior_exposure,
-                         prior_weight=prior_weight, model=model)
+                         prior_weight=prior_weight, model=model, groups=groups)
         if not (np.isfinite(day) and day > 0):
             raise ValueError(f"day ({day!r}) must be > 0")
         if time_origin is not None and not np.isfinite(time_origin):
@@ -252,10 +252,6 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         self.profile = ProfileEstimator(problem.n, day=self.day, harmonics=harmonics)
         self.fixed_origin = time_origin is not None
         self.time_origin = float(time_origin) if time_origin is not None else np.nan
-        self.groups = groups
-        if groups is not None and not callable(groups) and len(groups) < problem.n:
-            raise ValueError(f"groups has {len(groups)} values for {problem.n} sources: one "
-                             f"per source (or a callable)")
         self._set_groups(np.arange(problem.n))
         # a source never crawled has its exact priority at no cost: no share limit; the bound
         # of a source crawled days ago is nearly its priority (tight)
