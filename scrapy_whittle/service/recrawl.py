@@ -202,6 +202,7 @@ class RecrawlService:
             self._sync_list(ids)
         self.keeper.set_half_life_priors(np.arange(len(self.sources)))
         self.outcomes.start(len(self.sources))
+        self.planner.discover(np.arange(len(self.sources)), now)
         self.stats.set("sources", len(self.sources) - self.sources.n_left)
         logger.info("re-crawl service: %d sources, policy %s, budget %g per %g s%s",
                     len(self.sources), self.config.policy, self.config.budget,
@@ -306,6 +307,8 @@ class RecrawlService:
         if self.keeper.policy is not None:
             self.keeper.grow()
         back, leaving = self._sync_list(ids)
+        if back.size and self.keeper.policy is not None:
+            self.planner.discover(back, self.clock.now())
         joined = len(self.sources) - before + len(back)
         self.stats.set("sources", len(self.sources) - self.sources.n_left)
         return joined, len(leaving)
@@ -329,6 +332,8 @@ class RecrawlService:
         sids, new = self.sources.add(specs)
         if new:
             self._grow_parts(new)
+            if self.keeper.policy is not None:      # once open; at the opening, all at once
+                self.planner.discover(new, self.clock.now())
             if self.store is not None:          # what the next checkpoint must insert
                 by_id = dict(zip(sids, specs, strict=True))
                 self.persistence.sources_added((sid, by_id[sid]) for sid in new)
@@ -377,7 +382,7 @@ class RecrawlService:
         return len(self.sources) > 0 and not self.timeline.finished
 
     def queued(self) -> int:
-        return len(self.planner.plan)
+        return self.planner.queued()
 
     def reports_pending(self) -> bool:
         in_flight = self.sources.in_flight
