@@ -214,10 +214,15 @@ class RecrawlService:
             alpha, u = self._oracle_au(range(n), strict=True)
         supplied = {}
         cls = policy_class(self.config.core_policy)
-        if ("time_unit_hours" in inspect.signature(cls.__init__).parameters
-                and "time_unit_hours" not in self.config.policy_options):
+        takes = inspect.signature(cls.__init__).parameters
+        options = self.config.policy_options
+        if "time_unit_hours" in takes and "time_unit_hours" not in options:
             # feed readers' rules count in minutes and hours; the service's unit is the second
             supplied["time_unit_hours"] = 1.0 / 3600.0
+        if "groups" in takes and "groups" not in options:
+            # the prior of the sources never crawled pools those alike: the list's category,
+            # else the host; a callable, so the sources added later join their group
+            supplied["groups"] = self.sources.group_of
         if self.oracle is not None and cls.needs_rhythms:
             alpha, periodic_u = self._oracle_rhythms(range(n), strict=True)
             supplied["periodic"] = PeriodicArrivals(alpha, periodic_u, 0)
