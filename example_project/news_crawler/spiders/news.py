@@ -47,6 +47,8 @@ class NewsSpider(FeedSpider):
         lines = [f"crawls {get('crawls')}, new items {get('new_items')}, "
                  f"utility captured {get('utility', 0.0):.1f}, not modified "
                  f"{get('not_modified')}, budget used {get('budget_used', 0.0):.1%}"]
+        if get("discovery/crawls"):         # WHITTLE_DISCOVERY: requests beyond the budget
+            lines[0] += f", discovery sweep {get('discovery/crawls')} crawls outside it"
         server = self.sim_server
         if server is not None:
             lines += self.against_round_robin(server)
