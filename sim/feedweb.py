@@ -24,6 +24,11 @@ utilities, seq numbers 0..window-1 and negative publication times. The stock com
 generator of its own, so the items published after time 0 are the same as with
 ``start="empty"`` for the same seed (shifted by ``window`` in seq). ``missed`` counts only
 items published at or after time 0 (what a crawler started at 0 could have caught).
+
+:meth:`FeedWeb.user_measures` gives a crawl's measures in its user's terms, the same for any
+crawler of the web (``sim.serve``'s through Scrapy, :func:`simulate`'s): the discovery delay
+(publication to capture) of the items captured that were published at or after time 0, and
+those pushed out of their window unseen.
 """
 
 from __future__ import annotations
@@ -75,6 +80,8 @@ class FeedWeb:
         # the part of missed_items a crawler could know of: lost after its first fetch
         self.missed_after_first_fetch = np.zeros(n, dtype=np.int64)
         self.fetches = np.zeros(n, dtype=np.int64)
+        # publication to capture of the items captured that were published at or after 0
+        self.delays: list[float] = []
 
     @property
     def n(self) -> int:
@@ -156,6 +163,7 @@ class FeedWeb:
         self.captured[i] += value
         self.captured_items[i] += len(new)
         self.fetches[i] += 1
+        self.delays.extend(t - it.published for it in new if it.published >= 0.0)
         return new, value
 
     def totals(self) -> dict[str, float]:
@@ -164,6 +172,21 @@ class FeedWeb:
                 "missed_items": int(self.missed_items.sum()),
                 "missed_after_first_fetch": int(self.missed_after_first_fetch.sum()),
                 "fetches": int(self.fetches.sum())}
+
+    def user_measures(self, until: float) -> dict[str, float]:
+        """Up to time ``until`` (at or after the last fetch): the median and mean discovery
+        delay (scenario units) of the items captured that were published at or after time 0
+        (NaN if none), how many those are, and the items published at or after 0 that were
+        pushed out of their window unseen by then. Every source's items are generated up to
+        ``until`` first: a source fetched seldom has lost items it has not been asked
+        about yet."""
+        for i in range(self.n):
+            self.advance(i, until)
+        delays = np.asarray(self.delays, dtype=np.float64)
+        return {"median_delay": float(np.median(delays)) if delays.size else float("nan"),
+                "mean_delay": float(delays.mean()) if delays.size else float("nan"),
+                "delayed_items": int(delays.size),
+                "missed_items": int(self.missed_items.sum())}
 
 
 def simulate(web: FeedWeb, policy, budget: float, epochs: int, *, start: float = 0.0,

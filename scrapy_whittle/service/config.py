@@ -254,6 +254,13 @@ SETTINGS: tuple[Setting, ...] = (
             "T, epoch length in seconds, > 0"),
     Setting("WHITTLE_SPREAD", False, boolean,
             "spread an epoch's crawls evenly over the epoch instead of starting them at once"),
+    Setting("WHITTLE_DISCOVERY", False, boolean,
+            "fetch every source never fetched once, outside the budget, spread over the epoch "
+            "after it joined (at the first start, and when the list or a spider adds "
+            "sources), as a feed reader fetches a feed on subscribe; stat "
+            "`whittle/discovery/crawls`. Off by default: the budget is the politeness limit "
+            "you set, the sweep costs one extra request per source, once, and the learned "
+            "policies price unfetched sources without it"),
     Setting("WHITTLE_SEED", 0, number(minimum=0, integer=True),
             "seed of the policy's random generator"),
     Setting("WHITTLE_MIN_INTERVAL", 0.0, number(minimum=0),
@@ -409,6 +416,7 @@ class WhittleConfig:
     oracle_params: Any = DEFAULTS["WHITTLE_ORACLE_PARAMS"]
     period: float = DEFAULTS["WHITTLE_PERIOD"]
     spread: bool = DEFAULTS["WHITTLE_SPREAD"]
+    discovery: bool = DEFAULTS["WHITTLE_DISCOVERY"]
     seed: int = DEFAULTS["WHITTLE_SEED"]
     min_interval: float = DEFAULTS["WHITTLE_MIN_INTERVAL"]
     backoff_base: float = DEFAULTS["WHITTLE_BACKOFF_BASE"]
@@ -451,7 +459,8 @@ class WhittleConfig:
             policy_options=v["WHITTLE_POLICY_OPTIONS"],
             oracle_params=v["WHITTLE_ORACLE_PARAMS"],
             budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"],
-            spread=v["WHITTLE_SPREAD"], seed=v["WHITTLE_SEED"],
+            spread=v["WHITTLE_SPREAD"], discovery=v["WHITTLE_DISCOVERY"],
+            seed=v["WHITTLE_SEED"],
             min_interval=v["WHITTLE_MIN_INTERVAL"],
             backoff_base=v["WHITTLE_BACKOFF_BASE"], backoff_max=v["WHITTLE_BACKOFF_MAX"],
             conditional_get=v["WHITTLE_CONDITIONAL_GET"], hints=v["WHITTLE_HINTS"],

@@ -340,14 +340,16 @@ class CrawlOutcomes:
     def publish_measures(self) -> None:
         """The users' measures of this run into the stats: ``delay/mean_s``,
         ``delay/median_s``, ``delay/p90_s`` (once an entry's delay was measured) and
-        ``crawls_per_item`` (once an entry was captured)."""
+        ``crawls_per_item`` (once an entry was captured: every request, the discovery
+        sweep's too)."""
         stats = self.stats
         if self.delays.n:
             for key, value in self.delays.summary().items():
                 stats.set(f"delay/{key}", value)
         captured = stats.get("new_items")
         if captured:
-            stats.set("crawls_per_item", stats.get("crawls") / captured)
+            requests = stats.get("crawls") + stats.get("discovery/crawls")
+            stats.set("crawls_per_item", requests / captured)
 
     def _observe_missed(self, policy, obs: Observation) -> None:
         """``policy.observe``, and the ``missed_items`` stat: entries lost to full windows,

@@ -4,7 +4,9 @@ At the first ``next_crawl`` of an epoch the policy picks sources of total cost a
 ``WHITTLE_BUDGET`` among those that may be fetched now (not in flight, not backing off, past
 their minimum interval, host not saturated); they are handed out as the downloader takes them
 (or spread evenly over the epoch with ``WHITTLE_SPREAD``); what an epoch does not use is
-lost."""
+lost. With ``WHITTLE_DISCOVERY`` the sources never fetched are also fetched once, outside the
+budget (:mod:`~scrapy_whittle.service.discovery`): counted under ``discovery/crawls``, not
+in ``crawls`` nor in the budget spent."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections import deque
 
 from scrapy_whittle.feeds.httpdates import http_date
 from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.discovery import DiscoverySweep
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
@@ -24,7 +27,8 @@ from scrapy_whittle.service.types import NO_LOAD, Crawl, HostLoad, Stats
 class EpochPlanner:
     """The plan of epoch ``epoch`` (``plan``: its chosen sources in order, a deque since
     most crawls take the first), the cost ``spent`` of it so far, and ``wake_at``: when
-    :meth:`next_crawl` may give something again."""
+    :meth:`next_crawl` may give something again. ``planned``: the plan's sources, as a set;
+    ``sweep``: the discovery sweep (None without ``WHITTLE_DISCOVERY``)."""
 
     def __init__(self, config: WhittleConfig, *, timeline: Timeline, sources: SourceTable,
                  state: SourceState, stats: Stats, keeper: PolicyKeeper,
@@ -40,6 +44,9 @@ class EpochPlanner:
         self.max_flight = max_flight
         self.epoch = -1
         self.plan: deque[int] = deque()
+        self.planned: set[int] = set()
+        self.sweep = (DiscoverySweep(config.period, sources, state) if config.discovery
+                      else None)
         self.spent = 0.0
         self.wake_at = math.inf
         self.run_cost = 0.0                         # cost dispatched in this run
@@ -60,6 +67,12 @@ class EpochPlanner:
         period = self.config.period
         origin = timeline.origin
         epoch_end = origin + (k + 1) * period
+        sweep = self.sweep
+        if sweep is not None:
+            sid = sweep.take(now, hosts, self.planned, epoch_end)
+            if sid is not None:
+                return self._dispatch(sid, now, k, discovery=True)
+            epoch_end = min(epoch_end, sweep.next_due())
         later = epoch_end
         src = self.sources
         saturated: set[int] = set()        # hosts found saturated in this call
@@ -69,7 +82,7 @@ class EpochPlanner:
             if spread:
                 release = origin + k * period + self.spent * period / self.config.budget
                 if release > now + 1e-9:
-                    self.wake_at = release
+                    self.wake_at = min(release, epoch_end)
                     return None
             host = host_of.item(sid)
             if host in saturated:
@@ -82,9 +95,20 @@ class EpochPlanner:
                 saturated.add(host)        # asked again when a download of the slot ends
                 continue
             del self.plan[j]
+            self.planned.discard(sid)
             return self._dispatch(sid, now, k)
         self.wake_at = later
         return None
+
+    def discover(self, ids, now: float) -> None:
+        """Sources ``ids`` joined the crawl at ``now``: with ``WHITTLE_DISCOVERY``, those
+        never fetched are swept over the next period."""
+        if self.sweep is not None and self.sweep.add(ids, now):
+            self.wake_at = min(self.wake_at, self.sweep.next_due())
+
+    def queued(self) -> int:
+        """Crawls waiting to be handed out: the plan's and the sweep's."""
+        return len(self.plan) + (len(self.sweep) if self.sweep is not None else 0)
 
     def resume_spent(self, spent: dict[int, float]) -> None:
         self.spent_before.update(spent)
@@ -93,6 +117,7 @@ class EpochPlanner:
         """Sources that left the list are not handed out any more."""
         left = self.sources.left
         self.plan = deque(sid for sid in self.plan if not left[sid])
+        self.planned = set(self.plan)
 
     def _start_epoch(self, k: int, now: float, busy: set[int]) -> None:
         self.outcomes.flush()
@@ -106,19 +131,23 @@ class EpochPlanner:
         chosen = self.keeper.select(k, budget, None if eligible.all() else eligible)
         self.stats.inc("epochs")
         self.plan = deque(map(int, chosen))
+        self.planned = set(self.plan) if self.sweep is not None else set()
 
-    def _dispatch(self, sid: int, now: float, epoch: int) -> Crawl:
+    def _dispatch(self, sid: int, now: float, epoch: int, discovery: bool = False) -> Crawl:
         src, state = self.sources, self.state
         src.dispatched(sid, now + self.max_flight)
-        cost = src.cost.item(sid)
-        self.spent += cost
         stats = self.stats
-        stats.inc("crawls")
-        stats.inc("crawls/cost", cost)
-        totals = self.ledger.totals[epoch]
-        totals.crawls += 1
-        totals.cost += cost
-        self.run_cost += cost
+        if discovery:                       # outside the budget: its own count
+            stats.inc("discovery/crawls")
+        else:
+            cost = src.cost.item(sid)
+            self.spent += cost
+            stats.inc("crawls")
+            stats.inc("crawls/cost", cost)
+            totals = self.ledger.totals[epoch]
+            totals.crawls += 1
+            totals.cost += cost
+            self.run_cost += cost
         state.crawls[sid] += 1
         if state.track_changes:
             state.dirty[sid] = True

@@ -202,6 +202,7 @@ class RecrawlService:
             self._sync_list(ids)
         self.keeper.set_half_life_priors(np.arange(len(self.sources)))
         self.outcomes.start(len(self.sources))
+        self.planner.discover(np.arange(len(self.sources)), now)
         self.stats.set("sources", len(self.sources) - self.sources.n_left)
         logger.info("re-crawl service: %d sources, policy %s, budget %g per %g s%s",
                     len(self.sources), self.config.policy, self.config.budget,
@@ -213,10 +214,15 @@ class RecrawlService:
             alpha, u = self._oracle_au(range(n), strict=True)
         supplied = {}
         cls = policy_class(self.config.core_policy)
-        if ("time_unit_hours" in inspect.signature(cls.__init__).parameters
-                and "time_unit_hours" not in self.config.policy_options):
+        takes = inspect.signature(cls.__init__).parameters
+        options = self.config.policy_options
+        if "time_unit_hours" in takes and "time_unit_hours" not in options:
             # feed readers' rules count in minutes and hours; the service's unit is the second
             supplied["time_unit_hours"] = 1.0 / 3600.0
+        if "groups" in takes and "groups" not in options:
+            # the prior of the sources never crawled pools those alike: the list's category,
+            # else the host; a callable, so the sources added later join their group
+            supplied["groups"] = self.sources.group_of
         if self.oracle is not None and cls.needs_rhythms:
             alpha, periodic_u = self._oracle_rhythms(range(n), strict=True)
             supplied["periodic"] = PeriodicArrivals(alpha, periodic_u, 0)
@@ -306,6 +312,8 @@ class RecrawlService:
         if self.keeper.policy is not None:
             self.keeper.grow()
         back, leaving = self._sync_list(ids)
+        if back.size and self.keeper.policy is not None:
+            self.planner.discover(back, self.clock.now())
         joined = len(self.sources) - before + len(back)
         self.stats.set("sources", len(self.sources) - self.sources.n_left)
         return joined, len(leaving)
@@ -329,6 +337,8 @@ class RecrawlService:
         sids, new = self.sources.add(specs)
         if new:
             self._grow_parts(new)
+            if self.keeper.policy is not None:      # once open; at the opening, all at once
+                self.planner.discover(new, self.clock.now())
             if self.store is not None:          # what the next checkpoint must insert
                 by_id = dict(zip(sids, specs, strict=True))
                 self.persistence.sources_added((sid, by_id[sid]) for sid in new)
@@ -377,7 +387,7 @@ class RecrawlService:
         return len(self.sources) > 0 and not self.timeline.finished
 
     def queued(self) -> int:
-        return len(self.planner.plan)
+        return self.planner.queued()
 
     def reports_pending(self) -> bool:
         in_flight = self.sources.in_flight

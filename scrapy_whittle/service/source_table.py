@@ -30,6 +30,7 @@ class SourceTable(PerSourceArrays):
         "min_interval": Col(0.0, np.float32, persist=False),   # s between two crawls
         "weight": Col(1.0, np.float32, persist=False),         # value of an entry w/o engagement
         "host": Col(0, np.int32, persist=False),   # host id
+        "group": Col(0, np.int32, persist=False),  # pooling group: category, else host
         "half_life": Col(np.nan, np.float32, persist=False),   # WHITTLE_HALF_LIFE prior
         "cost": Col(1.0, persist=False),           # C_i
     }
@@ -42,6 +43,7 @@ class SourceTable(PerSourceArrays):
         self.crawl_delays: dict[str, float] = {}
         self.hosts: dict[str, int] = {}
         self.host_names: list[str] = []
+        self.groups: dict[tuple[str, str], int] = {}   # ("category" | "host", name) -> id
         self.in_flight: dict[int, float] = {}      # source id -> in flight until
         self._skips = 0                             # sources with a skip mask
         self.n_left = 0                             # sources that left the list
@@ -87,6 +89,8 @@ class SourceTable(PerSourceArrays):
         for host in dict.fromkeys(hosts):       # new hosts numbered in order of appearance
             self._host_id(host)
         self.host[ids] = list(map(self.hosts.__getitem__, hosts))
+        self.group[ids] = [self._group_id(c, h) for c, h in
+                           zip(pick(categories), hosts, strict=True)]
         self.min_interval[ids] = np.maximum(np.asarray(pick(min_intervals), dtype=float),
                                             self.config.min_interval)
         self.weight[ids] = pick(weights)
@@ -102,6 +106,19 @@ class SourceTable(PerSourceArrays):
             hid = self.hosts[host] = len(self.host_names)
             self.host_names.append(host)
         return hid
+
+    def _group_id(self, category: str, host: str) -> int:
+        key = ("category", category) if category else ("host", host)
+        gid = self.groups.get(key)
+        if gid is None:
+            gid = self.groups[key] = len(self.groups)
+        return gid
+
+    def group_of(self, ids: np.ndarray) -> np.ndarray:
+        """The pooling groups of sources ``ids`` for a policy's prior of the sources never
+        crawled (its ``groups``): one per OPML category, and per host for the sources
+        without one; numbered in order of first appearance."""
+        return self.group[ids]
 
     # -- costs ----------------------------------------------------------------------------
     def costs(self, ids: np.ndarray) -> np.ndarray:

@@ -2,12 +2,14 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pytest
 
 from scrapy_whittle.feeds.parse import parse_feed
@@ -62,6 +64,34 @@ def test_feedweb_same_items_whatever_the_fetch_pattern():
     assert a.totals()["fetches"] == 3
 
 
+def test_feedweb_user_measures_are_the_delays_and_losses_of_the_items_since_time_0():
+    params = make_scenario("news-mix", n=3, seed=0).params
+    web, twin = FeedWeb(params, seed=2, window=3, start="warm"), FeedWeb(params, seed=2,
+                                                                        window=3, start="warm")
+    expected = []
+    last = -np.inf
+    for t in (4.0, 9.0, 30.0):
+        shown = twin.feed(0, t)
+        expected += [t - it.published for it in shown if it.published > last
+                     and it.published >= 0]
+        last = t
+        web.fetch(0, t)
+    measures = web.user_measures(40.0)
+    assert expected and measures["delayed_items"] == len(expected)
+    assert measures["median_delay"] == pytest.approx(np.median(expected))
+    assert measures["mean_delay"] == pytest.approx(np.mean(expected))
+    # source 1 never fetched: all but its window's last three since time 0 are lost
+    since_start = twin.latest_seq(1, 40.0) + 1 - 3
+    assert since_start > 3
+    assert int(web.missed_items[1]) == since_start - 3
+    assert measures["missed_items"] == int(web.missed_items.sum())
+
+
+SOONER = re.compile(r"entries found (\d+) minutes (sooner|later) \(median discovery delay "
+                    r"(\d+) min against (\d+)\) than polling every feed in turn, (\d+) "
+                    r"(fewer|more) missed \((\d+) against (\d+)\)")
+
+
 @pytest.mark.slow
 def test_example_project_runs():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -72,3 +102,15 @@ def test_example_project_runs():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Whittle summary" in proc.stderr and "round_robin =" in proc.stderr
     assert "] ERROR:" not in proc.stderr, proc.stderr[-3000:]
+    # the gain against round-robin in the user's terms: consistent numbers
+    found = SOONER.search(proc.stderr)
+    assert found, proc.stderr[-3000:]
+    gap, sooner, ours, theirs, fewer_n, fewer, missed, rr_missed = found.groups()
+    hours = int(re.search(r"in (\d+) simulated hours", proc.stderr).group(1))
+    assert 0 < int(ours) <= 60 * (hours + 1) and 0 < int(theirs) <= 60 * (hours + 1)
+    gain = int(theirs) - int(ours)
+    assert abs(abs(gain) - int(gap)) <= 1 and (sooner == "sooner") == (gain >= 0)
+    lost = int(rr_missed) - int(missed)
+    assert abs(lost) == int(fewer_n) and (fewer == "fewer") == (lost >= 0)
+    truth = re.search(r"\((\d+) items, (\d+) missed\)", proc.stderr)
+    assert int(truth.group(2)) == int(missed)

@@ -1,5 +1,6 @@
 """``news``: one item per new entry; with no WHITTLE_SOURCES, crawls an embedded simulated web
-and prints, at close, the utility captured against what round-robin would have captured."""
+and prints, at close, what it captured against round-robin polling at the same budget on the
+same items: the utility, how much sooner entries were found and how many fewer were missed."""
 
 from __future__ import annotations
 
@@ -46,22 +47,47 @@ class NewsSpider(FeedSpider):
         lines = [f"crawls {get('crawls')}, new items {get('new_items')}, "
                  f"utility captured {get('utility', 0.0):.1f}, not modified "
                  f"{get('not_modified')}, budget used {get('budget_used', 0.0):.1%}"]
+        if get("discovery/crawls"):         # WHITTLE_DISCOVERY: requests beyond the budget
+            lines[0] += f", discovery sweep {get('discovery/crawls')} crawls outside it"
         server = self.sim_server
         if server is not None:
-            from news_crawler.compare import round_robin_utility
-
-            settings = self.crawler.settings
-            epochs = int(server.clock.now() // 1.0)   # news-mix: T = one hour = one unit
-            budget = settings.getfloat("WHITTLE_BUDGET")
-            truth = server.web.totals()
-            rr = round_robin_utility(server.web.params, server.web.seed, budget, epochs,
-                                     server.web.window, server.web.start)
-            lines.append(f"ground truth: captured {truth['captured']:.1f} "
-                         f"({truth['captured_items']} items, {truth['missed_items']} missed) "
-                         f"in {epochs} simulated hours")
-            lines.append(f"round-robin on the same items and budget: {rr:.1f} "
-                         f"-> {settings.get('WHITTLE_POLICY')} / round_robin = "
-                         f"{truth['captured'] / rr if rr else float('nan'):.2f}")
+            lines += self.against_round_robin(server)
         logger.info("Whittle summary:\n  %s", "\n  ".join(lines))
         if server is not None:
             server.stop()
+
+    def against_round_robin(self, server) -> list[str]:
+        """The summary's lines comparing with round-robin on the same items and budget, for
+        every epoch the crawl started (0 .. the current one), measured up to now."""
+        from news_crawler.compare import round_robin
+
+        settings = self.crawler.settings
+        now = server.clock.now()
+        epochs = int(now // 1.0)      # news-mix: T = one hour = one unit
+        ours = server.web.user_measures(now)
+        truth = server.web.totals()
+        rr = round_robin(server.web.params, server.web.seed,
+                         settings.getfloat("WHITTLE_BUDGET"), epochs + 1, server.web.window,
+                         server.web.start, until=now)
+        policy = settings.get("WHITTLE_POLICY")
+        lines = [f"ground truth: captured {truth['captured']:.1f} "
+                 f"({truth['captured_items']} items, {truth['missed_items']} missed) "
+                 f"in {epochs} simulated hours",
+                 f"round-robin on the same items and budget: {rr['utility']:.1f} "
+                 f"-> {policy} / round_robin = "
+                 f"{truth['captured'] / rr['utility'] if rr['utility'] else float('nan'):.2f}"]
+        minutes = server.clock.unit / 60.0
+        mine, theirs = ours["median_delay"] * minutes, rr["median_delay"] * minutes
+        fewer = rr["missed_items"] - ours["missed_items"]
+        missed = (f"{abs(fewer)} {'fewer' if fewer >= 0 else 'more'} missed "
+                  f"({ours['missed_items']} against {rr['missed_items']})")
+        if mine == mine and theirs == theirs:       # both captured an entry (not NaN)
+            sooner = theirs - mine
+            lines.append(f"entries found {abs(sooner):.0f} minutes "
+                         f"{'sooner' if sooner >= 0 else 'later'} (median discovery delay "
+                         f"{mine:.0f} min against {theirs:.0f}) than polling every feed in "
+                         f"turn, {missed}")
+        else:
+            lines.append(f"no entry captured yet by one of them; {missed} than polling every "
+                         f"feed in turn")
+        return lines
