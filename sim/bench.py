@@ -180,6 +180,8 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
     capture is left out of the rewards and kept in ``run_policy.last_sweep``."""
     env = scenario.make_env()
     env.reset(seed=seed)
+    if measures is not None:
+        measures.begin(env)
     policy = build_policy(name, scenario, seed, **options)
     budget = scenario.budget
     rewards = np.empty(horizon)
@@ -208,8 +210,9 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
 
 
 def minutes_per_unit(scenario: Scenario) -> float | None:
-    """60 on the news scenarios (time unit the hour), None where the unit is abstract."""
-    return 60.0 if scenario.day == 24.0 else None
+    """60 on the news scenarios and a trace (time unit the hour), None where the unit is
+    abstract."""
+    return 60.0 if scenario.day == 24.0 or scenario.kind == "trace" else None
 
 
 def learning_curve(rewards: dict[str, list[np.ndarray]], bound: float,
@@ -253,12 +256,14 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     if curve and FIRST_LOOK not in policies:
         policies = [*policies, FIRST_LOOK]
     stochastic = bool(scenario.options.get("stochastic", scenario.kind == "pages"))
+    # the simulators that draw items, and a trace's replay of recorded ones
+    has_items = (stochastic and scenario.kind != "pages") or scenario.kind == "trace"
     results, runs = [], {}
     for name in policies:
         long_run, from_empty, decision, summaries, swept = [], [], 0.0, [], []
         runs[name] = []
         for seed in range(seeds):
-            ledger = UserMeasures() if stochastic and scenario.kind != "pages" else None
+            ledger = UserMeasures() if has_items else None
             rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger,
                                           discovery=discovery)
             swept.append(run_policy.last_sweep)
