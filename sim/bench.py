@@ -30,6 +30,10 @@ otherwise). Reported per policy:
   and 480 epochs (those within the horizon), as a share of the bound and of the first-look
   oracle's mean over the same epochs and seeds (``sim.first_look``, run automatically).
 
+A budget that is not whole (``--volume-of`` gives a rule's mean crawls per epoch, 0.8 say)
+is spent through a credit (``sim.credit``): an epoch may spend the whole part of the budget
+unspent so far, so that the spend averages the budget; a whole budget is spent every epoch.
+
 ``--start warm|empty`` overrides the scenario's start (``sim.scenarios``: warm for the news
 scenarios, empty for the papers'); ``reward_from_empty`` is then the mean from that start.
 ``first-look`` is the first-look oracle (``sim.first_look``): the oracle that knows a source's
@@ -74,6 +78,7 @@ from scrapy_whittle.core.bound import upper_bound
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.periodic_bound import periodic_upper_bound
 from scrapy_whittle.core.policies import make_policy, policy_class
+from sim.credit import BudgetCredit
 from sim.first_look import NAME as FIRST_LOOK
 from sim.first_look import FirstLookOracle
 from sim.measures import UserMeasures, mean_summaries
@@ -183,16 +188,20 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
     if measures is not None:
         measures.begin(env)
     policy = build_policy(name, scenario, seed, **options)
-    budget = scenario.budget
+    credit = BudgetCredit(scenario.budget)
     rewards = np.empty(horizon)
     decision = 0.0
     clock = time.perf_counter
     discovery = discovery and sweeps(name)
     run_policy.last_sweep = (0.0, 0)
     for t in range(horizon):
+        budget = credit.allowance()
+        if not credit.whole:
+            env.budget = budget
         t0 = clock()
         action = policy.select(t, budget)
         t1 = clock()
+        credit.spend(env.cost, action)
         if discovery and t == 0:
             obs, reward, swept, info = sweep_step(env, action)
             run_policy.last_sweep = (swept, env.n - action.shape[0])
