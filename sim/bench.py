@@ -221,7 +221,7 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
 def minutes_per_unit(scenario: Scenario) -> float | None:
     """60 on the news scenarios and a trace (time unit the hour), None where the unit is
     abstract."""
-    return 60.0 if scenario.day == 24.0 or scenario.kind == "trace" else None
+    return 60.0 if scenario.day == 24.0 else None
 
 
 def learning_curve(rewards: dict[str, list[np.ndarray]], bound: float,
