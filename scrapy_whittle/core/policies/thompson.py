@@ -359,10 +359,21 @@ class ThompsonWhittlePolicy(Policy):
 
     def priority(self, epoch: int) -> np.ndarray:
         x, u, log_alpha, one_minus, unknown = self._sampled(epoch)
-        cost = self.problem.cost
-        prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index(x)
-        if unknown is not None:                    # priced directly: x / C
-            prio[unknown] = x[unknown] / cost[unknown]
+        return self._priority_of(slice(None), x, u, log_alpha, one_minus, unknown)
+
+    def _priority_of(self, ids, x, u, log_alpha, one_minus, unknown) -> np.ndarray:
+        """The priorities of sources ``ids`` (an index array, or ``slice(None)``: all) for
+        the draw (x, u, log alpha, 1 - alpha, unknown) of ``_sampled``: the index of the
+        draw, or the price x / C of a source not learned yet (no index computed for it)."""
+        cost = self.problem.cost[ids]
+        if unknown is None:
+            return IndexTable.from_logs(log_alpha[ids], u[ids], cost, one_minus[ids]) \
+                .index_where_unsaturated(x[ids])
+        prio = x[ids] / cost
+        at = np.flatnonzero(~unknown[ids])
+        src = at if isinstance(ids, slice) else ids[at]
+        prio[at] = IndexTable.from_logs(log_alpha[src], u[src], cost[at], one_minus[src]) \
+            .index_where_unsaturated(x[src])
         return prio
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
@@ -371,24 +382,15 @@ class ThompsonWhittlePolicy(Policy):
         x / C, an unknown source's price is x / C). The same draws, the same choice either
         way (tested)."""
         self._epoch = epoch
-        x, u, log_alpha, one_minus, unknown = self._sampled(epoch)
+        draw = self._sampled(epoch)
         cost = self.problem.cost
         unit = bool(np.all(cost == 1.0))
         if unit:
-            def index_of(ids):
-                prio = IndexTable.from_logs(log_alpha[ids], u[ids], 1.0,
-                                            one_minus[ids]).index_where_unsaturated(x[ids])
-                if unknown is not None:
-                    priced = unknown[ids]
-                    prio[priced] = x[ids[priced]]
-                return prio
-
-            chosen = self._pruning(x, index_of, budget, eligible)
+            chosen = self._pruning(draw[0], lambda ids: self._priority_of(ids, *draw), budget,
+                                   eligible)
             if chosen is not None:
                 return chosen
-        prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index_where_unsaturated(x)
-        if unknown is not None:
-            prio[unknown] = x[unknown] / cost[unknown]
+        prio = self._priority_of(slice(None), *draw)
         chosen = select_top(prio, cost, budget, eligible)
         if unit:
             self._pruning.settled(prio, chosen)
@@ -398,7 +400,7 @@ class ThompsonWhittlePolicy(Policy):
         new = np.isnan(self.history_epoch[obs.sources[obs.ok]])
         self.estimator.update(obs)
         src = obs.sources[obs.ok]
-        first = new & self.learned()[src]
+        first = new & (self.estimator.rates.updates[src] > 0)
         if first.any():
             # the history a first useful look showed, from the epoch the source joined or
             # was last crawled (when earlier looks found nothing)
