@@ -30,6 +30,10 @@ otherwise). Reported per policy:
   and 480 epochs (those within the horizon), as a share of the bound and of the first-look
   oracle's mean over the same epochs and seeds (``sim.first_look``, run automatically).
 
+A budget that is not whole (``--volume-of`` gives a rule's mean crawls per epoch, 0.8 say)
+is spent through a credit (``sim.credit``): an epoch may spend the whole part of the budget
+unspent so far, so that the spend averages the budget; a whole budget is spent every epoch.
+
 ``--start warm|empty`` overrides the scenario's start (``sim.scenarios``: warm for the news
 scenarios, empty for the papers'); ``reward_from_empty`` is then the mean from that start.
 ``first-look`` is the first-look oracle (``sim.first_look``): the oracle that knows a source's
@@ -74,6 +78,7 @@ from scrapy_whittle.core.bound import upper_bound
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.periodic_bound import periodic_upper_bound
 from scrapy_whittle.core.policies import make_policy, policy_class
+from sim.credit import BudgetCredit
 from sim.first_look import NAME as FIRST_LOOK
 from sim.first_look import FirstLookOracle
 from sim.measures import UserMeasures, mean_summaries
@@ -180,17 +185,23 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
     capture is left out of the rewards and kept in ``run_policy.last_sweep``."""
     env = scenario.make_env()
     env.reset(seed=seed)
+    if measures is not None:
+        measures.begin(env)
     policy = build_policy(name, scenario, seed, **options)
-    budget = scenario.budget
+    credit = BudgetCredit(scenario.budget)
     rewards = np.empty(horizon)
     decision = 0.0
     clock = time.perf_counter
     discovery = discovery and sweeps(name)
     run_policy.last_sweep = (0.0, 0)
     for t in range(horizon):
+        budget = credit.allowance()
+        if not credit.whole:
+            env.budget = budget
         t0 = clock()
         action = policy.select(t, budget)
         t1 = clock()
+        credit.spend(env.cost, action)
         if discovery and t == 0:
             obs, reward, swept, info = sweep_step(env, action)
             run_policy.last_sweep = (swept, env.n - action.shape[0])
@@ -208,7 +219,8 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
 
 
 def minutes_per_unit(scenario: Scenario) -> float | None:
-    """60 on the news scenarios (time unit the hour), None where the unit is abstract."""
+    """60 on the news scenarios and a trace (time unit the hour), None where the unit is
+    abstract."""
     return 60.0 if scenario.day == 24.0 else None
 
 
@@ -253,12 +265,14 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     if curve and FIRST_LOOK not in policies:
         policies = [*policies, FIRST_LOOK]
     stochastic = bool(scenario.options.get("stochastic", scenario.kind == "pages"))
+    # the simulators that draw items, and a trace's replay of recorded ones
+    has_items = (stochastic and scenario.kind != "pages") or scenario.kind == "trace"
     results, runs = [], {}
     for name in policies:
         long_run, from_empty, decision, summaries, swept = [], [], 0.0, [], []
         runs[name] = []
         for seed in range(seeds):
-            ledger = UserMeasures() if stochastic and scenario.kind != "pages" else None
+            ledger = UserMeasures() if has_items else None
             rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger,
                                           discovery=discovery)
             swept.append(run_policy.last_sweep)

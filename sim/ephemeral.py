@@ -188,6 +188,12 @@ class SourcesEnv:
     _problem: Problem
 
     @property
+    def time_origin(self) -> float:
+        """The time the run starts at (epoch 0), in the simulator's unit: the users' measures
+        (``sim.measures``) count the items published since then."""
+        return 0.0
+
+    @property
     def problem(self) -> Problem:
         return self._problem
 

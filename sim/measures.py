@@ -1,10 +1,11 @@
 """What a user of the crawler measures: how late the news comes, what is lost, what it costs.
 
 Collected over one run of a policy on a stochastic simulator (``sim.ephemeral``,
-``sim.diurnal``), from the observations and ``info["missed_items"]``, then settled with the
-simulator's ``outstanding()`` at the end. Every measure is about the items published since
-the start of the run (time 0); a warm web's stock, published before, counts in the reward
-only.
+``sim.diurnal``) or a trace's replay (``sim.trace``), from the observations and
+``info["missed_items"]``, then settled with the simulator's ``outstanding()`` at the end.
+Every measure is about the items published since the start of the run (the simulator's
+``time_origin``: time 0, a trace's start); a warm web's stock, published before, counts in
+the reward only.
 
 * discovery delay of a captured item: capture time minus publication time (the scenario's
   time unit): mean, median and 90th percentile over the run's captured items;
@@ -35,6 +36,12 @@ class UserMeasures:
         self.missed = 0
         self.waiting = 0           # published since the start, neither captured nor gone
         self.items = True          # False once an observation carries no items
+        self.origin = 0.0          # the run's start (``begin``)
+
+    def begin(self, env) -> None:
+        """The run on ``env`` starts (after its reset): its items count from its
+        ``time_origin`` on."""
+        self.origin = float(env.time_origin)
 
     def add(self, obs: Observation, info: dict[str, Any]) -> None:
         self.crawls += int(obs.ok.sum())
@@ -43,7 +50,7 @@ class UserMeasures:
             return
         pub = obs.item_published
         when = np.repeat(obs.time, np.diff(obs.item_offsets))
-        fresh = pub >= 0.0
+        fresh = pub >= self.origin
         self._delays.append((when - pub)[fresh])
         self.captured += int(fresh.sum())
         self.missed += int(info.get("missed_items", 0))

@@ -103,11 +103,11 @@ class Scenario:
 
     @property
     def day(self) -> float | None:
-        """Length of a day in the scenario's time unit (24 for the news scenarios, whose unit
-        is the hour; None where the time unit is abstract)."""
+        """Length of a day in the scenario's time unit (24 for the news scenarios and a
+        recorded trace, whose unit is the hour; None where the time unit is abstract)."""
         if self.profile is not None:
             return float(self.profile.day)
-        return 24.0 if self.name == "news-mix" else None
+        return 24.0 if self.name == "news-mix" or self.kind == "trace" else None
 
     @property
     def start(self) -> str:

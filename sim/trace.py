@@ -23,6 +23,11 @@ carries their publication times (newest first) and base utilities. Items publish
 ``start`` are waiting at reset. Nothing is random: ``reset(seed=...)`` accepts a seed for API
 compatibility and ignores it. ``truncated`` turns true once an epoch starts after the last item.
 
+Users' measures (``sim.measures``), as :class:`sim.ephemeral.EphemeralWeb` reports them, but
+exact: ``info["missed_items"]`` counts the items published since ``start`` (``time_origin``)
+that a crawl found gone (pushed out of the window, or past the lifetime) before any crawl
+captured them; ``outstanding()`` settles every source at the current epoch's start.
+
 ``problem`` knows no oracle parameters (alpha, u) unless ``params`` (a :class:`SourceParams`
 aligned with ``names``) is given: a trace has no "true" rate. ``fitted_params()`` gives the
 empirical ones (rate = items / trace duration, mean utility, the given decay) for oracle
@@ -211,6 +216,10 @@ class TraceReplay(SourcesEnv):
         return SourceParams(rate=counts / duration, mean_utility=xi, decay=self.decay,
                             period=self.period)
 
+    @property
+    def time_origin(self) -> float:
+        return self.start
+
     def reset(self, *, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
         self._ptr = self._offsets[:-1].copy()
         self.epoch = 0
@@ -220,20 +229,28 @@ class TraceReplay(SourcesEnv):
         q = min(max(rel_time - self._lo, -0.5), self._h + 1.0)
         return np.searchsorted(self._keys, q + ids * self._stride, side=side)
 
-    def step(self, action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        ids = check_action(action, self.n, self.cost, self.budget)
-        t = self.epoch
-        rel_now = t * self.period
+    def _visible(self, ids: np.ndarray, rel_now: float):
+        """For sources ``ids`` at ``rel_now`` (time since ``start``): (begin, end, lost,
+        full): the items a crawl would capture are ``begin:end`` (alive and in the window),
+        ``lost`` of those published since ``start`` and since the last crawl are gone, and
+        ``full``: the window was full."""
         end = self._index(ids, rel_now, "left")            # first item at or after the crawl
         begin = self._ptr[ids]
         if self.lifetime is not None:                        # alive: age < lifetime
             begin = np.maximum(begin, self._index(ids, rel_now - self.lifetime, "right"))
         begin = np.minimum(begin, end)
-        n_new = end - begin
         full = np.zeros(ids.shape[0], dtype=bool)
         if self.window is not None:
-            full = n_new >= self.window
+            full = end - begin >= self.window
             begin = np.maximum(begin, end - self.window)
+        since = np.minimum(np.maximum(self._ptr[ids], self._index(ids, 0.0, "left")), end)
+        return begin, end, np.maximum(begin, since) - since, full
+
+    def step(self, action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        ids = check_action(action, self.n, self.cost, self.budget)
+        t = self.epoch
+        rel_now = t * self.period
+        begin, end, lost, full = self._visible(ids, rel_now)
         counts = end - begin
         off = np.zeros(ids.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=off[1:])
@@ -250,7 +267,17 @@ class TraceReplay(SourcesEnv):
                           reward=reward, window_full=full, item_offsets=off,
                           item_published=published, item_value=self.trace.utility[idx])
         truncated = rel_now > self._h + self._lo
-        return obs, obs.total_reward, False, bool(truncated), {}
+        return obs, obs.total_reward, False, bool(truncated), {"missed_items": int(lost.sum())}
+
+    def outstanding(self) -> dict[str, int]:
+        """Settle every source at the start of the current epoch: the items published since
+        ``start`` and since its last crawl (``published``), and how many of them are gone
+        (``missed``)."""
+        ids = np.arange(self.n)
+        rel_now = self.epoch * self.period
+        _, end, lost, _ = self._visible(ids, rel_now)
+        since = np.maximum(self._ptr, self._index(ids, 0.0, "left"))
+        return {"published": int(np.maximum(end - since, 0).sum()), "missed": int(lost.sum())}
 
     def __repr__(self) -> str:
         return f"TraceReplay(n={self.n}, items={self.trace.time.shape[0]}, budget={self.budget:g})"

@@ -31,7 +31,9 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.core.dynamics import geometric_sum
+from scrapy_whittle.core.estimators._base import segment_rows
 from scrapy_whittle.core.index import IndexTable
+from scrapy_whittle.core.observation import Observation
 
 #: learned sources the population's mean is taken over, at most
 SAMPLE_SIZE = 4096
@@ -43,6 +45,49 @@ def sample_of(ids: np.ndarray, size: int = SAMPLE_SIZE) -> np.ndarray:
     """At most about ``size`` of ``ids`` (sorted source ids): every k-th."""
     step = -(-ids.shape[0] // size) if ids.shape[0] > size else 1
     return ids[::step]
+
+
+def check_groups(groups, n: int) -> None:
+    """ValueError for a ``groups`` array that does not cover the ``n`` sources."""
+    if groups is not None and not callable(groups) and len(groups) < n:
+        raise ValueError(f"groups has {len(groups)} values for {n} sources: one per source "
+                         f"(or a callable)")
+
+
+def group_ids(groups, ids: np.ndarray) -> np.ndarray:
+    """The pooling groups of sources ``ids`` given ``groups`` (None: one group; an array over
+    the sources; callable(ids) -> ints): non-negative int32, a source beyond the array, or
+    with a negative group, in group 0."""
+    if groups is None or ids.size == 0:
+        return np.zeros(ids.shape[0], dtype=np.int32)
+    if callable(groups):
+        g = np.asarray(groups(ids), dtype=np.int64)
+    else:
+        given = np.asarray(groups, dtype=np.int64)
+        g = np.zeros(ids.shape[0], dtype=np.int64)
+        inside = ids < given.shape[0]
+        g[inside] = given[ids[inside]]
+    return np.where(g >= 0, g, 0).astype(np.int32)
+
+
+def oldest_listed(obs: Observation, sel: np.ndarray) -> np.ndarray:
+    """Per crawl of ``sel`` (a bool mask over ``obs``), the publication time of the oldest
+    entry it listed with a usable date (not after the crawl): NaN without item arrays, inf
+    where no entry had one."""
+    t = obs.time[sel]
+    oldest = np.full(t.shape[0], np.nan)
+    if obs.item_offsets is None:
+        return oldest
+    off, idx = segment_rows(obs.item_offsets, sel)
+    counts = np.diff(off)
+    pub = obs.item_published[idx]
+    with np.errstate(invalid="ignore"):
+        pub = np.where(pub <= np.repeat(t, counts), pub, np.inf)
+    oldest[:] = np.inf
+    some = counts > 0
+    if some.any():
+        oldest[some] = np.minimum.reduceat(pub, off[:-1][some])
+    return oldest
 
 
 def history_start(epoch, time, period: float, oldest_published, added_epoch) -> np.ndarray:

@@ -94,6 +94,16 @@ def test_first_crawl_without_start_counts_from_the_oldest_entry():
     assert est2.mean()[0] == pytest.approx(0.0, abs=1e-9)
 
 
+def test_a_first_crawl_listing_entries_older_than_the_start_ignores_it():
+    """Source 0 lists 20 entries an hour apart, the oldest 19 h before the start (a warm web's
+    feed): 19 entries over the 19 h since the oldest, not 20 over the 1 h since the start.
+    Source 1's entries all follow the start: 2 over the 10 h since it."""
+    est = RateEstimator(2, prior_rate=1.0, prior_exposure=1e-9)
+    pub = np.concatenate([1.0 - np.arange(20.0), [9.0, 3.0]])
+    est.observe_crawls([0, 1], [1.0, 10.0], [0, 20, 22], pub, start=0.0)
+    np.testing.assert_allclose(est.mean(), [19 / 19, 2 / 10], rtol=1e-6)
+
+
 def test_grow_and_state_round_trip():
     est = RateEstimator(2, prior_rate=[1.0, 2.0])
     est.update([0, 1], [3, 4], [1.0, 2.0])

@@ -113,3 +113,33 @@ def test_volume_of_runs_every_policy_at_the_rules_own_budget(capsys):
     assert rule_volume(scenario, "stormcrawler", horizon=13, seeds=1, warmup=12) == 60.0
     assert main(["--volume-of", "no-such-rule"]) == 2
     assert "unknown policy" in capsys.readouterr().err
+
+
+def test_a_fractional_budget_is_spent_through_a_credit():
+    """0.8 a epoch: nothing, then one crawl each of the next four epochs (4 in 5, 8 in 10),
+    whatever the policy; a whole budget is the budget every epoch."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from sim.bench import run_policy
+    from sim.credit import BudgetCredit
+    from sim.measures import UserMeasures
+    from sim.scenarios import make_scenario
+
+    credit = BudgetCredit(0.8)
+    spent = []
+    for _ in range(10):
+        allowed = credit.allowance()
+        action = np.arange(int(allowed))
+        credit.spend(np.ones(3), action)
+        spent.append(action.shape[0])
+    assert spent == [0, 1, 1, 1, 1, 0, 1, 1, 1, 1]
+    whole = BudgetCredit(6.0)
+    assert [whole.allowance() for _ in range(3)] == [6.0, 6.0, 6.0] and whole.whole
+    scn = replace(make_scenario("news-mix", n=20, stochastic=True), budget=0.8)
+    for name in ("round_robin", "whittle", "nutch"):
+        for horizon, crawls in ((5, 4), (10, 8)):
+            ledger = UserMeasures()
+            run_policy(scn, name, horizon, 0, measures=ledger)
+            assert ledger.crawls == crawls, name

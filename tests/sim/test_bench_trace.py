@@ -44,9 +44,17 @@ def test_the_feed_window_loses_what_it_does_not_show(tmp_path, capsys):
                       time=np.array([0.1, 0.2, 0.3]), utility=np.ones(3)), path)
     args = ("--trace", str(path), "--budget", "1", "--half-life", "1e9", "--policy",
             "round_robin", "--seeds", "1", "--warmup", "0")
-    everything = run(capsys, *args)["results"][0]["reward_from_empty"]
-    windowed = run(capsys, *args, "--window", "1")["results"][0]["reward_from_empty"]
-    assert everything * 2 == pytest.approx(3.0) and windowed * 2 == pytest.approx(1.0)
+    everything = run(capsys, *args)["results"][0]
+    windowed = run(capsys, *args, "--window", "1")["results"][0]
+    assert everything["reward_from_empty"] * 2 == pytest.approx(3.0)
+    assert windowed["reward_from_empty"] * 2 == pytest.approx(1.0)
+    # the users' measures: epoch 1 (1 h after the first item) captures the three items 1.0,
+    # 0.9 and 0.8 h late, or, through a window of one, the newest, the two others missed
+    assert everything["measures"]["delay_median_minutes"] == pytest.approx(54.0)
+    assert everything["measures"]["items_missed"] == 0
+    assert windowed["measures"]["delay_median_minutes"] == pytest.approx(48.0)
+    assert windowed["measures"]["items_missed"] == 2
+    assert windowed["measures"]["crawls_per_item"] == pytest.approx(2.0)
 
 
 def test_a_budget_may_be_a_share_of_the_sources(capsys):

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.trace import TraceReplay, read_trace
+from sim.measures import UserMeasures
+from sim.trace import Trace, TraceReplay, read_trace
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "sim" / "data" / "bursty_feeds.csv"
 
@@ -128,3 +129,59 @@ def test_whittle_on_fitted_params_runs_on_the_trace():
         policy.observe(obs)
         total += reward
     assert total > 0
+
+
+# a: six items, b: two (hours); epoch t crawls at time start + t
+MEASURED = Trace(names=["a", "b"], source=np.array([0, 0, 0, 0, 0, 0, 1, 1]),
+                 time=np.array([0.0, 0.5, 1.5, 2.2, 2.4, 2.6, 0.25, 3.5]),
+                 utility=np.ones(8))
+
+
+def _measure(crawls, **options):
+    """The users' measures of crawling MEASURED's sources ``crawls[t]`` at epoch t."""
+    env = TraceReplay(MEASURED, budget=2, **options)
+    env.reset()
+    ledger = UserMeasures()
+    ledger.begin(env)
+    missed = []
+    for action in crawls:
+        obs, _, _, _, info = env.step(np.array(action, dtype=np.int64))
+        ledger.add(obs, info)
+        missed.append(info["missed_items"])
+    ledger.settle(env)
+    return ledger, missed, env.outstanding()
+
+
+def test_a_replay_reports_the_users_measures_exactly():
+    """Window 2: epoch 1 captures a's items of 0.0 and 0.5 h and b's of 0.25 h; epoch 3 finds
+    four new items at a and captures the newest two (2.4, 2.6), the two older ones (1.5, 2.2)
+    missed; at the end (epoch 4) b's item of 3.5 h waits. Delays 1, 0.5, 0.75, 0.6, 0.4 h."""
+    ledger, missed, out = _measure([[], [0, 1], [], [0]], window=2)
+    assert missed == [0, 0, 0, 2]
+    assert out == {"published": 1, "missed": 0}
+    m = ledger.summary(minutes_per_unit=60.0)
+    assert m["items_captured"] == 5 and m["items_missed"] == 2
+    assert m["items_published"] == 8 and m["missed_share"] == pytest.approx(2 / 8)
+    assert m["delay_mean"] == pytest.approx((1 + 0.5 + 0.75 + 0.6 + 0.4) / 5)
+    assert m["delay_median"] == pytest.approx(0.6)
+    assert m["delay_median_minutes"] == pytest.approx(36.0)
+    assert m["crawls_per_item"] == pytest.approx(3 / 5)
+
+
+def test_a_replay_counts_the_items_past_their_lifetime_and_since_its_start():
+    """Lifetime 0.7 h: epoch 1 finds a's item of 0.0 h and b's of 0.25 h gone, epoch 3 a's of
+    1.5 and 2.2 h; settled at epoch 5 (time 5), b's item of 3.5 h is gone too. Started at
+    1 h (window 2), the items published before count for nothing but the reward: epoch 0
+    captures them, epoch 2 (time 3) a's newest two and misses 1.5 and 2.2 h, and settling at
+    epoch 3 (time 4) leaves b's item waiting."""
+    ledger, missed, out = _measure([[], [0, 1], [], [0], []], lifetime=0.7)
+    assert missed == [0, 2, 0, 2, 0]
+    assert out == {"published": 1, "missed": 1}
+    m = ledger.summary()
+    assert (m["items_captured"], m["items_missed"], m["items_published"]) == (3, 5, 8)
+    assert m["delay_mean"] == pytest.approx((0.5 + 0.6 + 0.4) / 3)
+    ledger, missed, out = _measure([[0, 1], [], [0]], window=2, start=1.0)
+    assert missed == [0, 0, 2] and out == {"published": 1, "missed": 0}
+    m = ledger.summary()
+    assert (m["items_captured"], m["items_missed"], m["items_published"]) == (2, 2, 5)
+    assert m["delay_mean"] == pytest.approx((0.4 + 0.6) / 2)

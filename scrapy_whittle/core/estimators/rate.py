@@ -105,7 +105,9 @@ class RateEstimator(VectorEstimator):
         ``published[offsets[j]:offsets[j+1]]`` (their publication times; NaN = unknown).
 
         ``window_full[j]``: all entries the feed showed were new (some may have been lost).
-        ``start``: time before which no source published (None = unknown).
+        ``start``: time before which no source published (None = unknown); a first crawl that
+        lists an entry older than it is read as if none were given (that source did publish
+        before: a warm web's feed).
         Returns (accepted, missed): which crawls were used, and the estimated number of
         entries lost to a full window per crawl (0 where the window was not full).
         A crawl is rejected when its time is not finite or not after the source's previous
@@ -136,7 +138,9 @@ class RateEstimator(VectorEstimator):
         oldest = np.minimum(oldest, t)
         prev = self.last_time[ids].copy()
         if start is not None:
-            prev = np.where(np.isnan(prev), float(start), prev)
+            # an entry older than ``start`` shows that its source published before it: that
+            # source's first crawl is read as one without a start (a feed publishing for long)
+            prev = np.where(np.isnan(prev) & ~(oldest < float(start)), float(start), prev)
         accepted = np.isfinite(t) & ~(t <= self.last_time[ids])   # NaN last_time passes
         known = accepted & np.isfinite(prev)
         # 1) previous crawl known, window not full: c entries over (t0, t]

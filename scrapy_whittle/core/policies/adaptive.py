@@ -54,7 +54,14 @@ from scrapy_whittle.core.estimators._base import segment_rows, segment_sum
 from scrapy_whittle.core.index import LOG_ALPHA_MIN, IndexTable
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.core.policies.base import Policy
-from scrapy_whittle.core.population import expected_index, history_start, sample_of
+from scrapy_whittle.core.population import (
+    check_groups,
+    expected_index,
+    group_ids,
+    history_start,
+    oldest_listed,
+    sample_of,
+)
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import PrunedTop, select_top
 
@@ -132,9 +139,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.last_missed = 0.0
         self._pruning = PrunedTop()
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
-        if groups is not None and not callable(groups) and len(groups) < problem.n:
-            raise ValueError(f"groups has {len(groups)} values for {problem.n} sources: one "
-                             f"per source (or a callable)")
+        check_groups(groups, problem.n)
         self.groups = groups
         self.group[:] = self._groups_of(np.arange(n))
         self._population_cache: tuple[int, int, np.ndarray] | None = None
@@ -242,18 +247,8 @@ class AdaptiveWhittlePolicy(Policy):
         self._population_stamp += 1
 
     def _groups_of(self, ids: np.ndarray) -> np.ndarray:
-        """The pooling groups of sources ``ids`` (non-negative ints; a source added after an
-        array given as ``groups`` covers, or with a negative group, is in group 0)."""
-        if self.groups is None or ids.size == 0:
-            return np.zeros(ids.shape[0], dtype=np.int32)
-        if callable(self.groups):
-            g = np.asarray(self.groups(ids), dtype=np.int64)
-        else:
-            given = np.asarray(self.groups, dtype=np.int64)
-            g = np.zeros(ids.shape[0], dtype=np.int64)
-            inside = ids < given.shape[0]
-            g[inside] = given[ids[inside]]
-        return np.where(g >= 0, g, 0).astype(np.int32)
+        """The pooling groups of sources ``ids`` (``population.group_ids``)."""
+        return group_ids(self.groups, ids)
 
     def population_prior(self, epoch: int, explored: np.ndarray | None = None) -> np.ndarray:
         """Per pooling group, the expected index at ``epoch`` of a source never crawled, per
@@ -451,16 +446,7 @@ class AdaptiveWhittlePolicy(Policy):
         """The history start of the sources whose first useful crawl is among the crawls
         ``sel`` (``first``, aligned with them): the oldest entry with a date it listed."""
         src, t = obs.sources[sel], obs.time[sel]
-        oldest = np.full(src.shape[0], np.nan)
-        if obs.item_offsets is not None:
-            off, idx = segment_rows(obs.item_offsets, sel)
-            counts = np.diff(off)
-            pub = obs.item_published[idx]
-            with np.errstate(invalid="ignore"):
-                pub = np.where(pub <= np.repeat(t, counts), pub, np.inf)
-            some = counts > 0
-            if some.any():
-                oldest[some] = np.minimum.reduceat(pub, off[:-1][some])
+        oldest = oldest_listed(obs, sel)
         start = history_start(obs.epoch, t, float(self.problem.period), oldest,
                               self.added_epoch[src])
         self.history_epoch[src[first]] = start[first]

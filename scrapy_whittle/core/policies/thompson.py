@@ -19,6 +19,22 @@ exposure, a pseudo-count mean for the base value xi from item values, a log-norm
 fitted decay rate mu), turns them into (alpha, u), tracks the expected state
 x = u (1 - alpha^k) / (1 - alpha) with k the epochs since the last crawl, and crawls the sources
 of largest Whittle index (``scrapy_whittle.core.index.IndexTable``) of the sample.
+
+A source not learned yet (no crawl taught its rate anything) is priced as the learned Whittle
+policy prices it (``scrapy_whittle.core.population``): the population's expected index of a
+never-crawled source of its pooling group (``groups``), averaged over the learned sources' own
+parameters *of this epoch's draw*. Not the index of one learned source drawn at random, the
+prior predictive draw a textbook Thompson sampler would make: that draw says nothing about
+which unknown source is which, so it cannot pick better unknown sources, only more of them;
+and with many unknown sources the best of their draws is a high quantile of the population,
+not its mean, so the unknown sources would crowd out the known ones in proportion to how many
+there are (a sweep first, the valuable feeds already found left waiting) and fall behind them
+once few remain. The average is what a crawl of an unknown source earns in expectation,
+whatever their number; the randomness of Thompson sampling stays where it informs, on the
+learned sources' parameters (and through them on the average). Its floor, so that every
+source is crawled some day: the population's mean arrivals u per epoch, undecayed, over the
+epochs since the source joined. Before anything is learned the unknown sources keep the draws
+of the estimator's own (optimistic) prior.
 """
 
 from __future__ import annotations
@@ -36,6 +52,14 @@ from scrapy_whittle.core.index import IndexTable
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.core.policies.base import Policy
 from scrapy_whittle.core.policies.groups import RoundRobinArms, arm_of_sources
+from scrapy_whittle.core.population import (
+    check_groups,
+    expected_index,
+    group_ids,
+    history_start,
+    oldest_listed,
+    sample_of,
+)
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import PrunedTop, select_top
 
@@ -254,76 +278,143 @@ class EphemeralEstimator(PerSourceArrays):
 
 
 class ThompsonWhittlePolicy(Policy):
-    """Whittle index of a posterior sample of each source's parameters (ephemeral content)."""
+    """Whittle index of a posterior sample of each source's parameters (ephemeral content).
+
+    groups: pooling group of each source for the price of the sources not learned yet (array
+        of non-negative ints, or callable(ids) -> ints), as ``whittle``'s; default one group.
+    Other keywords go to :class:`EphemeralEstimator` (the priors).
+    """
 
     name = "thompson-whittle"
-    per_source = {"last_crawl": 0}
+    per_source = {"last_crawl": 0,
+                  # where the source's history began, as its first look showed (population)
+                  "history_epoch": np.nan,
+                  "group": Col(0, np.int32, persist=False)}
     scalar_state = ("_epoch",)
 
-    def __init__(self, problem: Problem, rng=None, **estimator_options: Any) -> None:
+    def __init__(self, problem: Problem, rng=None, *, groups=None,
+                 **estimator_options: Any) -> None:
         super().__init__(problem, rng)
         self.estimator = EphemeralEstimator(problem.n, problem.period, **estimator_options)
         self._estimator_options = estimator_options
         self._epoch = 0
         self._pruning = PrunedTop()
+        check_groups(groups, problem.n)
+        self.groups = groups
+        self.group[:] = group_ids(groups, np.arange(problem.n))
 
     def _row_children(self):
         return {"estimator": self.estimator}
 
+    def _after_import(self) -> None:
+        super()._after_import()
+        self.group[:] = group_ids(self.groups, np.arange(self.n))
+
     def rate_estimator(self) -> RateEstimator:
         return self.estimator.rates
+
+    def learned(self) -> np.ndarray:
+        """bool[N]: some crawl of the source taught its arrival rate something."""
+        return self.estimator.rates.updates > 0
 
     def summary(self, ids) -> dict[str, np.ndarray]:
         lam, xi, mu = self.estimator.point()
         ids = np.asarray(ids, dtype=np.int64)
         return {"rate": lam[ids], "half_life": np.log(2.0) / mu[ids], "value": xi[ids]}
 
-    def _sampled(self, epoch: int) -> tuple[np.ndarray, ...]:
-        """(x, u, log alpha, 1 - alpha) of one posterior draw of every source's parameters;
-        x = u G_k, k epochs after the last crawl (x0 = 0 then: ``dynamics.expected_state``
-        without its alpha^k x0)."""
+    def _sampled(self, epoch: int) -> tuple[Any, ...]:
+        """(x, u, log alpha, 1 - alpha, unknown) of one posterior draw of every source's
+        parameters; x = u G_k, k epochs after the last crawl (x0 = 0 then:
+        ``dynamics.expected_state`` without its alpha^k x0), except for the sources not
+        learned yet (``unknown``, a bool mask; None: none priced so), whose x is their price
+        times their cost (``_price_unknown``)."""
         lam, xi, mu = self.estimator.sample(self.rng)
         lam *= xi
         u, log_alpha, one_minus = u_logs(lam, mu, self.estimator.period)
         with np.errstate(divide="ignore", invalid="ignore"):
             x = u * geometric_sum(epoch - self.last_crawl, log_alpha, one_minus)
-        return x, u, log_alpha, one_minus
+        unknown = self._price_unknown(epoch, x, u, log_alpha, one_minus)
+        return x, u, log_alpha, one_minus, unknown
+
+    def _price_unknown(self, epoch: int, x, u, log_alpha, one_minus) -> np.ndarray | None:
+        """Set x of the sources not learned yet to the population's expected index of their
+        group (per unit of cost, times the cost) under this draw, at least the population's
+        mean u over the epochs since they joined (the module docstring); their mask, None
+        while nothing (or everything) is learned."""
+        learned = self.learned()
+        ids = sample_of(np.flatnonzero(learned & np.isfinite(self.history_epoch)))
+        if ids.size == 0 or learned.all():
+            return None
+        pooled = expected_index(epoch, log_alpha[ids], one_minus[ids], u[ids],
+                                self.history_epoch[ids], np.ones(ids.shape[0]),
+                                self.group[ids], int(self.group.max()) + 1)
+        unknown = ~learned
+        mean_u = u[ids]
+        mean_u = float(mean_u[np.isfinite(mean_u)].mean()) if np.isfinite(mean_u).any() \
+            else 0.0
+        cost = self.problem.cost[unknown]
+        floor = mean_u * np.maximum(epoch - self.last_crawl[unknown], 0)
+        x[unknown] = np.maximum(pooled[self.group[unknown]] * cost, floor)
+        return unknown
 
     def priority(self, epoch: int) -> np.ndarray:
-        x, u, log_alpha, one_minus = self._sampled(epoch)
-        return IndexTable.from_logs(log_alpha, u, self.problem.cost, one_minus).index(x)
+        x, u, log_alpha, one_minus, unknown = self._sampled(epoch)
+        return self._priority_of(slice(None), x, u, log_alpha, one_minus, unknown)
+
+    def _priority_of(self, ids, x, u, log_alpha, one_minus, unknown) -> np.ndarray:
+        """The priorities of sources ``ids`` (an index array, or ``slice(None)``: all) for
+        the draw (x, u, log alpha, 1 - alpha, unknown) of ``_sampled``: the index of the
+        draw, or the price x / C of a source not learned yet (no index computed for it)."""
+        cost = self.problem.cost[ids]
+        if unknown is None:
+            return IndexTable.from_logs(log_alpha[ids], u[ids], cost, one_minus[ids]) \
+                .index_where_unsaturated(x[ids])
+        prio = x[ids] / cost
+        at = np.flatnonzero(~unknown[ids])
+        src = at if isinstance(ids, slice) else ids[at]
+        prio[at] = IndexTable.from_logs(log_alpha[src], u[src], cost[at], one_minus[src]) \
+            .index_where_unsaturated(x[src])
+        return prio
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget``; with unit costs the index is computed
         only for the sources that can make the top (``PrunedTop``: the index never exceeds
-        x / C). The same draws, the same choice either way (tested)."""
+        x / C, an unknown source's price is x / C). The same draws, the same choice either
+        way (tested)."""
         self._epoch = epoch
-        x, u, log_alpha, one_minus = self._sampled(epoch)
+        draw = self._sampled(epoch)
         cost = self.problem.cost
         unit = bool(np.all(cost == 1.0))
         if unit:
-            def index_of(ids):
-                return IndexTable.from_logs(log_alpha[ids], u[ids], 1.0,
-                                            one_minus[ids]).index_where_unsaturated(x[ids])
-
-            chosen = self._pruning(x, index_of, budget, eligible)
+            chosen = self._pruning(draw[0], lambda ids: self._priority_of(ids, *draw), budget,
+                                   eligible)
             if chosen is not None:
                 return chosen
-        prio = IndexTable.from_logs(log_alpha, u, cost, one_minus).index_where_unsaturated(x)
+        prio = self._priority_of(slice(None), *draw)
         chosen = select_top(prio, cost, budget, eligible)
         if unit:
             self._pruning.settled(prio, chosen)
         return chosen
 
     def observe(self, obs: Observation) -> None:
+        new = np.isnan(self.history_epoch[obs.sources[obs.ok]])
         self.estimator.update(obs)
-        self.last_crawl[obs.sources[obs.ok]] = obs.epoch
+        src = obs.sources[obs.ok]
+        first = new & (self.estimator.rates.updates[src] > 0)
+        if first.any():
+            # the history a first useful look showed, from the epoch the source joined or
+            # was last crawled (when earlier looks found nothing)
+            start = history_start(obs.epoch, obs.time[obs.ok], float(self.problem.period),
+                                  oldest_listed(obs, obs.ok), self.last_crawl[src])
+            np.fmin.at(self.history_epoch, src[first], start[first])
+        self.last_crawl[src] = obs.epoch
 
     def grow(self, n_new: int, cost=1.0, alpha=None, u=None) -> None:
         if n_new <= 0:
             return
         super().grow(n_new, cost, alpha, u)
         self.last_crawl[-n_new:] = self._epoch
+        self.group[-n_new:] = group_ids(self.groups, np.arange(self.n - n_new, self.n))
         self.estimator.grow(n_new)
 
     def repair(self, ids=None) -> np.ndarray:
@@ -343,4 +434,5 @@ class ThompsonWhittlePolicy(Policy):
         if out.size:
             refill_rows(est, out)
             est.rates.reset(out)
+            self.history_epoch[out] = np.nan
         return out
