@@ -302,6 +302,7 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
             r["curve"] = shares
     return {
         "scenario": scenario.name,
+        "kind": scenario.kind,
         "start": scenario.start,
         "n": scenario.n,
         "budget": scenario.budget,
@@ -514,9 +515,16 @@ def build_scenario(args: argparse.Namespace) -> tuple[Scenario, int]:
 
 # -- command line ---------------------------------------------------------------------------
 
+def _arrivals(report: dict[str, Any]) -> str:
+    """How the run's items arrive: recorded (a trace), drawn (stochastic) or the mean model."""
+    if report.get("kind") == "trace":
+        return "recorded arrivals"
+    return "stochastic" if report["stochastic"] else "deterministic"
+
+
 def format_results(report: dict[str, Any]) -> str:
     head = (f"scenario {report['scenario']}: N = {report['n']}, budget {report['budget']:g}, "
-            f"{'stochastic' if report['stochastic'] else 'deterministic'}, "
+            f"{_arrivals(report)}, "
             f"horizon {report['horizon']} (warm-up {report['warmup']}), "
             f"{report['seeds']} seed(s); upper bound {report['upper_bound']:.4f}")
     lines = [head, f"{'policy':<18}{'reward/epoch':>24}{'from empty':>12}{'ratio':>9}"
