@@ -116,6 +116,35 @@ def test_flat_sources_shrink_to_flat_and_sparse_ones_to_their_group():
     assert abs(got[19, 0] - 0.8) < abs(est.raw()[0][19, 0] - 0.8) + 1e-12
 
 
+def test_many_groups_pool_as_each_group_alone():
+    # the groups' means and spreads (computed for all groups at once) are those of each
+    # group estimated by itself; a group without data stays flat
+    rng = np.random.default_rng(5)
+    shapes = [np.array([0.8, 0.0, 0.0, 0.0]), np.array([0.0, -0.6, 0.2, 0.0])]
+    times = [arrivals(3.0, shapes[i % 2], 24 * 7, rng) for i in range(30)]
+    times[29] = np.zeros(0)                       # group 2 below: one source, no items
+    groups = np.array([i % 2 for i in range(29)] + [2])
+    est = ProfileEstimator(30, day=DAY, harmonics=2)
+    est.set_groups(np.arange(30), groups)
+    crawl_all(est, times, 6.0, 24 * 7)
+    position, means, tau2 = est._group_stats()
+    for g in (0, 1):
+        alone = ProfileEstimator(15, day=DAY, harmonics=2)
+        crawl_all(alone, [t for t, gg in zip(times, groups, strict=True) if gg == g], 6.0,
+                  24 * 7)
+        _, m, t2 = alone._group_stats()
+        np.testing.assert_allclose(means[position[groups == g][0]], m[0], atol=1e-12)
+        np.testing.assert_allclose(tau2[position[groups == g][0]], t2[0], atol=1e-12)
+    assert not means[position[29]].any() and not tau2[position[29]].any()
+    assert np.abs(est.coefficients()[29]).max() == 0.0
+
+
+def test_many_groups_without_any_data_stay_flat():
+    est = ProfileEstimator(6, day=DAY, harmonics=2)
+    est.set_groups(np.arange(6), np.array([0, 1, 2, 0, 1, 2]))
+    assert not est.coefficients().any()
+
+
 def test_decayed_integral_is_the_quadrature():
     est = ProfileEstimator(3, day=DAY, harmonics=2)
     est._cache = np.array([[0.5, 0.1, -0.3, 0.05], [0, 0, 0, 0], [0.9, 0, 0, 0.0]])
