@@ -20,6 +20,7 @@ import pytest
 import redis as redis_py
 
 from tests.cluster.conftest import RedisServer
+from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.waiting import wait_for
 
@@ -39,27 +40,9 @@ def web():
 
 def start(redis: RedisServer, web, tmp: Path, name: str, seconds: float = LONG,
           **settings) -> subprocess.Popen:
-    with open(tmp / f"{name}.log", "w") as log:      # the child keeps its own descriptor
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url,
-             str(N_FEEDS), str(tmp / f"{name}.jsonl"), str(seconds), json.dumps(settings)],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
-    SPAWNED.append(proc)
-    return proc
-
-
-SPAWNED: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def no_crawl_left():
-    """A test that fails before it stops its crawls kills them (they would run LONG)."""
-    yield
-    while SPAWNED:
-        proc = SPAWNED.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N_FEEDS),
+                  str(tmp / f"{name}.jsonl"), str(seconds), json.dumps(settings)],
+                 log=tmp / f"{name}.log", cwd=ROOT)
 
 
 def finish(procs: list[subprocess.Popen]) -> None:

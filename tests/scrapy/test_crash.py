@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.service.store import FILE_NAME
+from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.waiting import wait_for
 
@@ -33,27 +34,9 @@ def fast_web():
 def start(server, tmp: Path, run: int, seconds: float) -> subprocess.Popen:
     """Run ``run`` of the crawl, its log in ``run<run>.log`` (a file: a pipe nobody reads
     while the test polls would fill and stall the crawl)."""
-    with open(tmp / f"run{run}.log", "w") as log:      # the child keeps its own descriptor
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.scrapy.crash_crawl", server.url, str(N_FEEDS),
-             str(tmp / "job"), str(tmp / "items.jsonl"), str(tmp / f"dump{run}.json"),
-             str(seconds)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
-    SPAWNED.append(proc)
-    return proc
-
-
-SPAWNED: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def no_crawl_left():
-    """A test that fails before its crawl ends kills it (a run to be killed runs long)."""
-    yield
-    while SPAWNED:
-        proc = SPAWNED.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+    return spawn([sys.executable, "-m", "tests.scrapy.crash_crawl", server.url, str(N_FEEDS),
+                  str(tmp / "job"), str(tmp / "items.jsonl"), str(tmp / f"dump{run}.json"),
+                  str(seconds)], log=tmp / f"run{run}.log", cwd=ROOT)
 
 
 def log(tmp: Path, run: int) -> str:
