@@ -352,7 +352,7 @@ class ProfileEstimator(VectorEstimator):
         if means.shape[0] == 1:
             return means[0], tau2s[0]
         g = position[ids]
-        return means[g], tau2s[g]
+        return _rows(means, g), _rows(tau2s, g)
 
     def coefficients(self, ids=None) -> np.ndarray:
         """Shrunk, non-negative profile coefficients (N, 2H), cached until new evidence; of
