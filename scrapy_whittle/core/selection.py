@@ -147,9 +147,6 @@ class TopSelector:
 
 #: the cut-off of a pruned selection is guessed this much below the last one
 PRUNE_MARGIN = 0.05
-#: a tight ``PrunedTop`` takes its bounds as tight while at most this share of M sources
-#: had a bound reaching the last cut-off and a priority below the margin
-TIGHT_LOOSE = 0.25
 
 
 class PrunedTop:
@@ -179,21 +176,20 @@ class PrunedTop:
         more than 2M sources reach the lowered guess (the cut-off rose: the guess lets in
         everything within the margin), a little below the M-th largest of their bounds
         (estimated from a sample) is the guess: about 5M / 4 priorities, and a second pass
-        over the few between it and the M-th priority, settle the choice. Only while the
-        bounds were tight at the last decision (at most ``TIGHT_LOOSE`` M of the sources
-        whose bound reached its cut-off had a priority below the margin): where they are
-        loose (sources crawled an epoch or two ago, at a crawl's start) the second pass
-        ranks what the plain guess would have, after a pass of its own.
+        over the few between it and the M-th priority, settle the choice. Where the bounds
+        are loose after all (sources crawled an epoch or two ago, at a crawl's start), the
+        M-th priority lies far below that guess: each later pass reaches about twice as
+        many sources as the last (or the M-th priority found, where that is higher), so
+        the passes rank no more than a few times the sources that settle the choice.
     """
 
-    __slots__ = ("_top_tight", "cut", "decisions", "margin", "max_share", "tight")
+    __slots__ = ("cut", "decisions", "margin", "max_share", "tight")
 
     def __init__(self, margin: float = PRUNE_MARGIN, max_share: float = 0.5,
                  tight: bool = False) -> None:
         self.margin = float(margin)
         self.max_share = float(max_share)
         self.tight = bool(tight)
-        self._top_tight = False                # the last decision's top sat at its bounds
         self.cut: float | None = None
         self.decisions = 0                     # selections decided here (diagnostics)
 
@@ -209,10 +205,10 @@ class PrunedTop:
             return None
         threshold = self.cut * (1.0 - self.margin)
         cand = _reaching(bound, threshold, eligible)
-        if self.tight and self._top_tight and cand.shape[0] > 2 * k:
-            # the bounds were the priorities at the top: where the cut-off rose, a little
-            # below the M-th largest bound of the sources reaching the guess is the better
-            # guess
+        if self.tight and cand.shape[0] > 2 * k:
+            # the bounds are nearly the priorities at the top: where the cut-off rose, a
+            # little below the M-th largest bound of the sources reaching the guess is the
+            # better guess
             guess = _below_kth_bound(bound, cand, k)
             if guess > threshold:
                 threshold = guess
@@ -224,7 +220,8 @@ class PrunedTop:
                 return None
             cand = _reaching(bound, threshold, eligible)
         prio = None
-        for attempt in range(2):
+        ladder = None
+        for attempt in range(n + 1):          # (it ends: a pass at the M-th priority settles)
             if attempt:                       # (the first pass's priorities are kept)
                 cand, prio = _widened(bound, threshold, eligible, cand, prio, priority_of)
             if cand.shape[0] < k or (attempt == 0 and cand.shape[0] > self.max_share * n):
@@ -236,16 +233,16 @@ class PrunedTop:
             if last >= threshold:               # nothing pruned could have made it
                 self.cut = last
                 self.decisions += 1
-                if self.tight:
-                    # loose: a bound that reached the cut-off, its priority not within the
-                    # margin of it
-                    b = bound[cand]
-                    loose = np.count_nonzero((b >= last) & (prio < (1.0 - self.margin) * b))
-                    self._top_tight = loose <= TIGHT_LOOSE * k
                 return cand[top]
             if not last > 0:
                 return None
-            threshold = last
+            # sources reaching the M-th priority found settle the choice, but where it lies
+            # far below the pass's threshold (the cut-off fell, or the bounds of many sources
+            # are loose) they are most of them: about twice this pass's sources, where that
+            # asks less, may settle it already (their M-th priority can only be higher)
+            if ladder is None:
+                ladder = _ladder(bound, eligible)
+            threshold = max(last, _reached_by(ladder, 2 * cand.shape[0]))
         return None
 
     def settled(self, priority: np.ndarray, chosen: np.ndarray) -> None:
@@ -255,7 +252,6 @@ class PrunedTop:
     def forget(self) -> None:
         """Priorities changed beyond the margin's reach (sources reset, costs changed)."""
         self.cut = None
-        self._top_tight = False
 
 
 def _reaching(bound: np.ndarray, threshold: float, eligible: np.ndarray | None) -> np.ndarray:
@@ -278,6 +274,28 @@ def _widened(bound, threshold, eligible, cand, prio, priority_of):
     if not known.all():
         out[~known] = priority_of(wider[~known])
     return wider, out
+
+
+#: values of the bounds sampled to guess the thresholds of a widening selection
+LADDER = 1024
+
+
+def _ladder(bound: np.ndarray, eligible: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """(every s-th bound of the (eligible) sources, in decreasing order, s): about
+    ``LADDER`` values, to guess how far a given number of sources reaches."""
+    step = max(1, bound.shape[0] // LADDER)
+    sample = bound[::step]
+    if eligible is not None:
+        sample = sample[eligible[::step]]
+    return np.sort(sample[~np.isnan(sample)])[::-1], step
+
+
+def _reached_by(ladder: tuple[np.ndarray, int], count: int) -> float:
+    """About the ``count``-th largest bound (from ``_ladder``); -inf where none is known."""
+    sample, step = ladder
+    if not sample.shape[0]:
+        return -math.inf
+    return float(sample[min(count // step, sample.shape[0] - 1)])
 
 
 def _below_kth_bound(bound: np.ndarray, cand: np.ndarray, k: int) -> float:

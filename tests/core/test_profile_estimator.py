@@ -282,8 +282,8 @@ def test_integral_bound_holds_at_every_phase(groups, ids):
     below the peak-rate bound where the decay is slower than the day. For every source, or
     a few (computed for those alone). Given the window's end (the selection's now) and the
     decay rate, it holds too and is nearly exact for a window long against 1 / mu, for the
-    profiles the positivity check leaves alone, where the bound for any time of day is
-    not."""
+    profiles the positivity check leaves alone and, where their rhythm is above its mean,
+    for those it scales down, where the bound for any time of day is not."""
     est = _strong_rhythms(60, seed=6)
     if groups:
         est.set_groups(np.arange(60), np.arange(60) % groups)
@@ -295,6 +295,7 @@ def test_integral_bound_holds_at_every_phase(groups, ids):
     assert np.all(coef[unscaled] == est._shrunk(ids)[unscaled])
     assert 3 <= unscaled.sum() < n
     loose = 0.0
+    scaled_up = 0
     for mu in (0.0, 0.005, 0.2, 3.0):
         for span in (0.25, 5.0, 30.0, 400.0):
             flat = span if mu == 0 else -np.expm1(-mu * span) / mu
@@ -308,11 +309,42 @@ def test_integral_bound_holds_at_every_phase(groups, ids):
                 if mu * span >= 30:
                     gap = (at_b - exact)[unscaled] / flat
                     assert np.all(gap <= 1e-9), (mu, span, b, gap.max())
+                    # and for the scaled ones where their rhythm is above its mean (their
+                    # factor is bounded exactly there)
+                    up = ~unscaled & (exact >= flat)
+                    gap = (at_b - exact)[up] / flat
+                    assert np.all(gap <= 1e-9), (mu, span, b, gap.max())
+                    scaled_up += int(up.sum())
                     loose = max(loose, float(np.max((bound - exact)[unscaled] / flat)))
             if mu < 0.01 and span > 30:
                 # (the harmonics' part at most 2 / (k w) = 7.6 h in place of ``flat``)
                 assert np.all(bound - flat <= 0.05 * (peak - 1.0) * flat)
     assert loose > 0.1                  # (the bound for any time of day is far from exact)
+    assert scaled_up > 100
+
+
+def test_scale_bound_is_at_least_the_positivity_factor_from_any_grid_point():
+    """The bound of the positivity check's factor that integral_bound takes is at least the
+    factor (to rounding) whatever grid point a source's trough is remembered at (a stale
+    one: its profile moved since), and the factor itself once the point is the lowest: the
+    first time, or after _positive checked the source."""
+    rng = np.random.default_rng(4)
+    n, h = 500, 2
+    est = ProfileEstimator(n, day=DAY, harmonics=h, floor=0.05)
+    ids = np.arange(n)
+    harmonics = [(rng.normal(0.0, 0.6, n), rng.normal(0.0, 0.6, n)) for _ in range(h)]
+    coef = np.stack([harmonics[0][0], harmonics[1][0], harmonics[0][1], harmonics[1][1]],
+                    axis=1)
+    with np.errstate(invalid="ignore"):
+        factor = est._positive(coef)[:, 0] / coef[:, 0]
+    assert np.mean(factor < 1.0) > 0.5
+    exact = est._scale_bound(harmonics, ids)                # (troughs found here)
+    assert np.allclose(exact, factor, rtol=1e-12, atol=0.0)
+    est._trough[:] = rng.integers(0, 8 * h + 8, n)          # anywhere on the grid
+    stale = est._scale_bound(harmonics, ids)
+    assert np.all(stale >= factor * (1.0 - 1e-12)) and np.mean(stale > factor + 1e-6) > 0.5
+    est._positive(coef, ids)                                 # (it keeps the lowest points)
+    assert np.allclose(est._scale_bound(harmonics, ids), factor, rtol=1e-12, atol=0.0)
 
 
 def test_raw_of_every_source_computes_those_with_evidence_the_same():

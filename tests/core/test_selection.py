@@ -174,8 +174,9 @@ def test_tight_pruned_top_guesses_the_kth_bound_where_the_cut_off_rose():
     showed the bounds tight, a little below the k-th largest bound of those is the guess:
     about 5k / 4 priorities and a second pass over the few sources between it and the k-th
     priority settle the choice, where the plain guess asks for many more. While the bounds
-    at the top are loose (a crawl's start) it asks for what the plain guess does. Always
-    select_top's answer (eligibility too)."""
+    at the top are loose (a crawl's start) that guess is far above the k-th priority: the
+    passes widening to about twice as many sources each find it, asking no more than the
+    plain guess. Always select_top's answer (eligibility too)."""
     rng = np.random.default_rng(12)
     n, k = 5000, 50
     asked = {False: [], True: []}
@@ -204,7 +205,7 @@ def test_tight_pruned_top_guesses_the_kth_bound_where_the_cut_off_rose():
                 continue
             np.testing.assert_array_equal(got, want)
             asked[tight].append(sum(seen))
-    assert asked[True][:20] == asked[False][:20]            # loose: the plain guess
+    assert sum(asked[True][:20]) <= sum(asked[False][:20])  # loose: no more than the plain
     assert max(asked[True][20:]) < 5 * k
     assert sum(asked[True][20:]) < sum(asked[False][20:]) / 4
 

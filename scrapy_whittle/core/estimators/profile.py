@@ -104,6 +104,9 @@ class ProfileEstimator(VectorEstimator):
         self._cache: np.ndarray | None = None
         self._stats: tuple[np.ndarray, ...] | None = None
         self._raw = KeptRows(self._raw_of)       # raw() of every source
+        # per source, the grid point where ``_positive`` last found its wave lowest (-1:
+        # not yet): where ``_scale_bound`` looks first
+        self._trough = np.zeros(0, dtype=np.int16)
         super().__init__(n)
 
     def _columns(self) -> dict[str, Col]:
@@ -349,7 +352,7 @@ class ProfileEstimator(VectorEstimator):
         if means.shape[0] == 1:
             return means[0], tau2s[0]
         g = position[ids]
-        return means[g], tau2s[g]
+        return _rows(means, g), _rows(tau2s, g)
 
     def coefficients(self, ids=None) -> np.ndarray:
         """Shrunk, non-negative profile coefficients (N, 2H), cached until new evidence; of
@@ -362,8 +365,8 @@ class ProfileEstimator(VectorEstimator):
             return self._cache if ids is None else _rows(self._cache, ids)
         if ids is not None:
             if 2 * ids.shape[0] < self.n:
-                return self._positive(self._shrunk(ids))
-        self._cache = self._positive(self._shrunk(slice(None)))
+                return self._positive(self._shrunk(ids), ids)
+        self._cache = self._positive(self._shrunk(slice(None)), slice(None))
         return self._cache if ids is None else _rows(self._cache, ids)
 
     def integral_bound(self, flat, ids, mu=None, end=None) -> np.ndarray:
@@ -371,7 +374,7 @@ class ProfileEstimator(VectorEstimator):
         whose flat part, int_0^T e^{-mu s} ds, is ``flat``, without their profiles.
 
         Whatever b: ``flat`` plus, per harmonic k, its amplitude (of the shrunk profile before
-        the positivity check, which only scales it down) times a bound of the modulus of
+        the positivity check, times a bound of the check's factor) times a bound of the modulus of
         int_0^T e^{i k w s} e^{-mu s} ds = (1 - e^{-(mu + i k w) T}) / (mu + i k w): at most
         ``flat``, and at most 2 / (k w) (a decay slower than the day averages the rhythm
         out).
@@ -383,11 +386,12 @@ class ProfileEstimator(VectorEstimator):
         B = sum_k [c (mu cos theta b + theta sin theta b) + s (mu sin theta b - theta cos
         theta b)] / D and |A| <= sum_k |(c, s)| / sqrt(D) <= sum_k |(c, s)| / theta (taken:
         e^{-mu T} makes it small where it matters); the positivity check scales W
-        by a factor in [0, 1], so the integral is at most flat + max(0, B + e^{-mu T}
-        sum_k |(c, s)| / theta), without the max where the check leaves the profile alone
-        (the sum of its amplitudes keeps it above the floor). Then nearly exact once the
-        window is long against 1 / mu (a source crawled days ago), where the phase-free
-        bound is not."""
+        by a factor in [lo, hi] (1 and 1 where the sum of the amplitudes keeps the profile
+        above the floor, else (1 - floor) / that sum and ``_scale_bound``), so with
+        X = B + e^{-mu T} sum_k |(c, s)| / theta the integral is at most flat + hi X where
+        X >= 0, flat + lo X where not. Then nearly exact once the window is long against
+        1 / mu (a source crawled days ago), where the phase-free bound is not; the
+        phase-free bound is scaled by hi too."""
         ids = np.asarray(ids, dtype=np.int64)
         flat = np.asarray(flat, dtype=np.float64)
         phased = mu is not None and end is not None
@@ -401,7 +405,8 @@ class ProfileEstimator(VectorEstimator):
             start_part = np.zeros(ids.shape[0])
         wave = np.zeros(ids.shape[0])
         amp_sum = np.zeros(ids.shape[0])
-        for k, (c, s) in enumerate(self._shrunk_harmonics(ids)):
+        harmonics = list(self._shrunk_harmonics(ids))
+        for k, (c, s) in enumerate(harmonics):
             theta = self.omega * (k + 1)
             amp = np.sqrt(c * c + s * s)
             wave += amp * np.minimum(flat, 2.0 / theta)
@@ -412,13 +417,58 @@ class ProfileEstimator(VectorEstimator):
                 now_part += (c * (mu * cb + theta * sb) + s * (mu * sb - theta * cb)) \
                     / (mu2 + theta * theta)
                 start_part += amp * (1.0 / theta)          # (1 / sqrt(D) <= 1 / theta)
+        # the positivity check scales a profile's whole harmonic part by a factor in
+        # [lo, hi] (``_scale_bound``; at least (1 - floor) / the sum of its amplitudes): a
+        # bound of the wave before it, times hi where at least 0, else lo, bounds it after
+        # (without, a strong rhythm's bound would stay far above its integral)
+        scaled = np.flatnonzero(1.0 - amp_sum < self.floor + 1e-9)
+        hi = lo = None
+        if scaled.size:
+            hi = self._scale_bound([(c[scaled], s[scaled]) for c, s in harmonics],
+                                    ids[scaled])
+            room = amp_sum[scaled] > 1.0 - self.floor
+            lo = np.where(room, (1.0 - self.floor) / np.where(room, amp_sum[scaled], 1.0), 1.0)
+            wave[scaled] *= hi
         if phased:
             at_end = now_part + tail * start_part
-            # a profile the positivity check cannot reach (1 - sum of amplitudes above the
-            # floor, with room for rounding) keeps its wave whole: no max(0, .)
-            scaled = 1.0 - amp_sum < self.floor + 1e-9
-            wave = np.minimum(wave, np.where(scaled, np.maximum(at_end, 0.0), at_end))
+            if hi is not None:
+                at_end[scaled] *= np.where(at_end[scaled] >= 0.0, hi, lo)
+            wave = np.minimum(wave, at_end)
         return flat + wave
+
+    def _scale_bound(self, harmonics, ids: np.ndarray) -> np.ndarray:
+        """At least the factor by which ``_positive`` scales down the harmonic part of the
+        profiles of sources ``ids`` (``harmonics``: their (c_k, s_k) before the check, as
+        ``_shrunk_harmonics`` gives them), without the whole grid: the factor is
+        (1 - floor) / (-low), low the lowest value of the wave on the grid, and the wave at
+        any grid point is at least low. The point taken is where the wave was lowest the
+        last time ``_positive`` checked the source (a profile moves little between two
+        selections, so it is usually the lowest still, the factor then exact); a source not
+        checked yet is checked here, on the whole grid, once."""
+        if self._trough.shape[0] != self.n:
+            self._trough = np.full(self.n, -1, dtype=np.int16)
+        cos, sin = self._grid_waves()
+        trough = self._trough[ids].astype(np.intp)
+        new = np.flatnonzero(trough < 0)
+        if new.size:
+            # (a matrix product: its rounding may pick another of two nearly equal grid
+            # points, which bounds the factor as well)
+            rows = np.stack([part[new] for pair in harmonics for part in pair], axis=1)
+            basis = np.stack([row for pair in zip(cos, sin, strict=True) for row in pair])
+            trough[new] = (rows @ basis).argmin(axis=1)
+            self._trough[ids[new]] = trough[new]
+        low = np.zeros(ids.shape[0])
+        for m, (c, s) in enumerate(harmonics):
+            low += c * np.take(cos[m], trough) + s * np.take(sin[m], trough)
+        deep = 1.0 + low < self.floor
+        return np.where(deep, (1.0 - self.floor) / np.where(deep, -low, 1.0), 1.0)
+
+    def _grid_waves(self) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin) (H, grid) of each harmonic on ``_positive``'s grid, its numbers."""
+        h = self.harmonics
+        grid = np.arange(8 * h + 8) * (2.0 * np.pi / (8 * h + 8))
+        k = np.arange(1, h + 1)[:, None]
+        return np.cos(k * grid), np.sin(k * grid)
 
     def _shrunk_harmonics(self, ids: np.ndarray):
         """(c_k, s_k) of sources ``ids``, harmonic by harmonic: the shrunk profile before the
@@ -446,11 +496,13 @@ class ProfileEstimator(VectorEstimator):
             s[fin] = mean_f[..., h + k] + shrink * (coef[:, h + k] - mean_f[..., h + k])
             yield c, s
 
-    def _positive(self, coef: np.ndarray) -> np.ndarray:
+    def _positive(self, coef: np.ndarray, sources=None) -> np.ndarray:
         """Scale the harmonic part down where the profile would fall below ``floor``
         (checked on a grid, only where the amplitudes allow it: p >= 1 - sum_k |(c_k, s_k)|).
         Row by row (sums of products in a fixed order, no matrix product: BLAS rounds a
-        single row differently from many), so a row is the same whichever rows come along."""
+        single row differently from many), so a row is the same whichever rows come along.
+        ``sources``: the sources of the rows (an index array or a slice), whose grid point
+        of lowest wave is kept for ``_scale_bound``."""
         h = self.harmonics
         amp = _row_sum(np.sqrt(coef[:, :h] ** 2 + coef[:, h:] ** 2))
         ids = np.flatnonzero(1.0 - amp < self.floor)
@@ -462,7 +514,13 @@ class ProfileEstimator(VectorEstimator):
         for k in range(1, h + 1):
             wave += rows[:, k - 1, None] * np.cos(k * grid)
             wave += rows[:, h + k - 1, None] * np.sin(k * grid)
-        low = wave.min(axis=1)
+        lowest = wave.argmin(axis=1)
+        low = np.take_along_axis(wave, lowest[:, None], axis=1)[:, 0]
+        if sources is not None:
+            if self._trough.shape[0] != self.n:
+                self._trough = np.full(self.n, -1, dtype=np.int16)
+            self._trough[np.arange(self.n)[sources][ids] if isinstance(sources, slice)
+                         else sources[ids]] = lowest
         scale = np.where(1.0 + low < self.floor, (1.0 - self.floor) / np.maximum(-low, 1e-300),
                          1.0)
         out = coef.copy()
