@@ -30,6 +30,7 @@ _LAZY = {
     "WhittleScheduler": "scrapy_whittle.scrapy.scheduler",
     "FeedObserverMiddleware": "scrapy_whittle.scrapy.middleware",
     "RetryAfterMiddleware": "scrapy_whittle.scrapy.middleware",
+    "DeliveryMiddleware": "scrapy_whittle.scrapy.delivery",
     "FeedSpider": "scrapy_whittle.scrapy.spiders",
     "report_value": "scrapy_whittle.scrapy.item_value",
     "InvalidSetting": "scrapy_whittle.service.config",

@@ -16,6 +16,7 @@ def test_every_public_name_resolves(name):
 
 def test_the_settings_paths_of_a_project_load_the_components():
     from scrapy_whittle.scrapy.addon import Addon
+    from scrapy_whittle.scrapy.delivery import DeliveryMiddleware
     from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, RetryAfterMiddleware
     from scrapy_whittle.scrapy.scheduler import WhittleScheduler
 
@@ -23,6 +24,7 @@ def test_the_settings_paths_of_a_project_load_the_components():
     assert load_object("scrapy_whittle.WhittleScheduler") is WhittleScheduler
     assert load_object("scrapy_whittle.FeedObserverMiddleware") is FeedObserverMiddleware
     assert load_object("scrapy_whittle.RetryAfterMiddleware") is RetryAfterMiddleware
+    assert load_object("scrapy_whittle.DeliveryMiddleware") is DeliveryMiddleware
 
 
 def test_the_public_exception_and_clock_are_the_services():

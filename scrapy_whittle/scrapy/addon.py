@@ -7,7 +7,9 @@
     WHITTLE_BUDGET = 60
 
 It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at order 540 and
-``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES``, gives every ``WHITTLE_*``
+``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES``, ``DeliveryMiddleware`` at 10
+in ``SPIDER_MIDDLEWARES`` (items handed out again after a kill:
+:mod:`scrapy_whittle.scrapy.delivery`), gives every ``WHITTLE_*``
 setting its default (from the table in :mod:`scrapy_whittle.service.config`, so that
 ``scrapy settings --get`` shows what the crawl uses) and lowers ``CONCURRENT_ITEMS`` to 16
 (below), all with Scrapy's ``"addon"`` priority, so a value the project sets itself wins (a
@@ -57,6 +59,8 @@ class Addon:
         return cls(crawler)
 
     def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy_whittle.scrapy.delivery import ORDER as DELIVERY_ORDER
+        from scrapy_whittle.scrapy.delivery import DeliveryMiddleware
         from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, RetryAfterMiddleware
         from scrapy_whittle.scrapy.scheduler import WhittleScheduler
 
@@ -75,6 +79,8 @@ class Addon:
                 "DOWNLOADER_MIDDLEWARES", FeedObserverMiddleware, MIDDLEWARE_ORDER)
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", RetryAfterMiddleware, RETRY_AFTER_ORDER)
+            settings.setdefault_in_component_priority_dict(
+                "SPIDER_MIDDLEWARES", DeliveryMiddleware, DELIVERY_ORDER)
         crawl_start(self.crawler)
 
 

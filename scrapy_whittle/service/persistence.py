@@ -76,11 +76,6 @@ class StatePersistence:
         return (self.store is not None and self.keeper.policy is not None
                 and time.monotonic() - self.last_checkpoint >= self.config.checkpoint_interval)
 
-    def checkpoint(self) -> None:
-        """Write what changed since the previous checkpoint (blocking)."""
-        if self.store is not None and self.keeper.policy is not None:
-            self.store.write(self.prepare_checkpoint())
-
     def prepare_checkpoint(self) -> Checkpoint:
         """What changed since the previous checkpoint, ready for ``StateStore.write``, which
         may run in another thread: this takes copies of the changed rows (vectorised, on the
