@@ -186,6 +186,26 @@ async def test_jobdir_state_is_saved_and_restored(tmp_path, caplog):
     assert w2["crawls"] == 2 * 5
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_that_ends_has_delivered_every_item_and_leaves_no_journal(tmp_path):
+    from scrapy_whittle.service.deliveries import DIRECTORY
+
+    web = VirtualWeb(n=5, seed=4)
+    job = tmp_path / "job"
+    settings = dict(WHITTLE_SOURCES=web.feeds(5), WHITTLE_BUDGET=2, WHITTLE_PERIOD=600,
+                    WHITTLE_MAX_EPOCHS=5, JOBDIR=str(job), WHITTLE_CLOCK=web.clock,
+                    SPIDER_MIDDLEWARES={"scrapy_whittle.DeliveryMiddleware": 10})
+    try:
+        first = make_crawler(**settings)
+        stats = await run(first)
+        assert stats["item_scraped_count"] > 0
+        assert (job / DIRECTORY).is_dir() and list((job / DIRECTORY).iterdir()) == []
+        second = await run(make_crawler(**settings))
+    finally:
+        await web.stop()
+    assert "whittle/deliveries/replayed" not in second
+
+
 class _Boom:
     """Unpickling this object writes a file: a state loader that unpickles runs it."""
 
