@@ -77,7 +77,8 @@ class _Sources:
             for _ in range(60):
                 f = n * la + np.log1p(n * om) - target
                 df = la + om / (1.0 + n * om)
-                step = np.where(active & (df < 0) & (f < 0), f / df, 0.0)
+                # (alpha = 0, log alpha = -inf: n = 1 already, and f / df would be NaN)
+                step = np.where(active & (df < 0) & (f < 0) & np.isfinite(la), f / df, 0.0)
                 n_new = np.maximum(n - step, 1.0)
                 done = np.abs(n_new - n) <= 1e-9 * n
                 n = n_new
@@ -101,6 +102,10 @@ class _Sources:
         n = np.where(finite, cyc, 1.0)
         geo = geometric_sum(n, self.la)
         gain = np.where(finite, np.maximum((self.u * geo - price * self.cost) / n, 0.0), 0.0)
+        # a source whose value never decays (alpha = 1) earns (n u - lambda C) / n, which
+        # tends to u as its cycle grows: at any price it is crawled ever more rarely (no
+        # finite cycle, no budget) and still earns u per epoch
+        gain = np.where(~finite & (self.om <= 0) & (self.u > 0), self.u, gain)
         rate = np.where(finite, self.cost / n, 0.0)
         return float(gain.sum()), float(rate.sum()), cyc
 

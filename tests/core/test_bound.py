@@ -125,3 +125,18 @@ def test_the_bound_curve_of_sources_without_value_or_of_no_source():
     assert worthless.saturation == 0.0 and worthless.shares.tolist() == [0.0]
     with pytest.raises(ValueError, match="budgets"):
         bound_curve(a, u, [0.0, 1.0])
+
+
+def test_sources_without_decay_or_without_memory_bound_what_they_can_earn():
+    # alpha = 1: crawled ever more rarely, a source still earns u per epoch, at no budget;
+    # alpha = 0: what waits is u however long it waits, so a crawl every epoch earns u
+    never_decays = upper_bound([1.0], [1.0], 0.5)
+    assert never_decays.value == pytest.approx(1.0)
+    forgets = upper_bound([0.0], [3.0], 0.5)
+    assert forgets.value == pytest.approx(1.5)          # u x (a crawl every other epoch)
+    a, u = np.array([0.5, 0.9, 1.0, 0.0]), np.array([0.0, 2.0, 1.0, 3.0])
+    curve = bound_curve(a, u, [0.5, 1, 2, 3, 10])
+    assert curve.saturation == 3.0 and curve.available == pytest.approx(6.0)
+    assert np.all(np.diff(curve.values) >= 0) and curve.shares[-1] == 1.0
+    # the source without decay is worth its u at every budget
+    assert curve.values[0] >= 1.0
