@@ -95,6 +95,9 @@ async def test_feed_spider_items_and_utility(tmp_path):
     assert set(first) == {"source", "source_id", "entry_id", "title", "link", "published",
                           "discovered_at", "delay", "value"}
     assert first["source"].startswith(web.url + "/feed/")
+    # the web is served from 127.0.0.1, whose links the default parser's guard blanks
+    assert web.url.startswith("http://127.0.0.1:")
+    assert all(i["link"].startswith(web.url + "/item/") for i in items)
     assert len({(i["source"], i["entry_id"]) for i in items}) == len(items)
     assert sum(i["value"] for i in items) == pytest.approx(w["utility"])
     # feed dates carry whole seconds: a delay is never more than 1 s below zero
