@@ -15,13 +15,14 @@ into it.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrapy_whittle.core.policies import POLICIES, canonical_name, policy_class
+from scrapy_whittle.core.policies import NEEDS_EXTRA, POLICIES, canonical_name, policy_class
 from scrapy_whittle.feeds.parse_pool import PARSE_TIMEOUT
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, ParseLimits, get_parser
 from scrapy_whittle.service.invalid_setting import InvalidSetting
@@ -35,7 +36,7 @@ from scrapy_whittle.service.sources import is_list_url
 # the plain dict the simulator and the tests pass, so the service needs no Scrapy import.
 __all__ = ["DEFAULTS", "REQUIRED", "SETTINGS", "InvalidSetting",
            "ParsingConfig", "Setting", "WhittleConfig", "check_setting_names",
-           "download_slot_delays", "policy_names"]
+           "download_slot_delays", "policy_names", "require_extra"]
 
 
 class _Required:
@@ -143,12 +144,23 @@ def _sources(name: str, raw: Any) -> str | list | None:
     return list(raw) if isinstance(raw, tuple) else raw
 
 
+def require_extra(module: str, extra: str, setting: str, value: Any) -> None:
+    """Refuse ``setting``'s ``value`` when it needs ``module``, an optional dependency that is
+    not installed, naming the extra of scrapy-whittle that installs it. Looked up, not
+    imported: the check costs nothing to a crawl that has the package."""
+    if importlib.util.find_spec(module) is None:
+        raise _fail(setting, value, f"needs the package {module!r}, which is not installed: "
+                    f"pip install 'scrapy-whittle[{extra}]'")
+
+
 def _policy(name: str, raw: Any) -> str:
     if not isinstance(raw, str) or not raw:
         raise _fail(name, raw, "must be a policy name")
     core = canonical_name(raw)
     if core not in POLICIES:
         raise _fail(name, raw, f"must be one of: {policy_names()}")
+    if core in NEEDS_EXTRA:
+        require_extra(*NEEDS_EXTRA[core], name, raw)
     try:
         policy_class(core)
     except ValueError as exc:

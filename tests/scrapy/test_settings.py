@@ -137,3 +137,37 @@ def test_the_addon_gives_the_tables_defaults_and_the_project_wins():
     handed_out = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, **GOOD}).settings
     handed_out["WHITTLE_POLICY_OPTIONS"]["x"] = 1
     assert SETTING["WHITTLE_POLICY_OPTIONS"].default == {}
+
+
+def test_a_policy_whose_package_is_missing_names_the_extra_to_install(monkeypatch, caplog):
+    """dqn without torch: one ERROR line at start-up naming the pip command, not an
+    ImportError when the scheduler builds the policy. (torch is installed here: the look-up
+    is made to find nothing.)"""
+    import importlib.util
+    import logging
+
+    real = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        return None if name == "torch" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    crawler = make_crawler(**{**GOOD, "WHITTLE_POLICY": "dqn"})
+    with caplog.at_level(logging.ERROR), pytest.raises(InvalidSetting) as info:
+        FeedObserverMiddleware.from_crawler(crawler)
+    assert str(info.value) == ("WHITTLE_POLICY ('dqn') needs the package 'torch', which is "
+                               "not installed: pip install 'scrapy-whittle[dqn]'")
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert str(info.value) in line
+    # another policy does not need it
+    assert WhittleConfig.from_settings({**GOOD, "WHITTLE_POLICY": "thompson"})
+
+
+def test_require_extra_names_the_setting_the_value_and_the_extra():
+    from scrapy_whittle.service.config import require_extra
+
+    require_extra("numpy", "core", "WHITTLE_X", 1)          # installed: nothing to say
+    with pytest.raises(InvalidSetting, match=r"^WHITTLE_X \('v'\) needs the package "
+                                             r"'no_such_module_here', which is not installed: "
+                                             r"pip install 'scrapy-whittle\[extra\]'$"):
+        require_extra("no_such_module_here", "extra", "WHITTLE_X", "v")
