@@ -77,4 +77,5 @@ def make_policy(name: str, problem: Problem, rng: np.random.Generator | int | No
     return policy_class(name)(problem, rng=rng, **options)
 
 
-__all__ = ["ALIASES", "NEEDS_EXTRA", "POLICIES", "Policy", "canonical_name", "make_policy", "policy_class"]
+__all__ = ["ALIASES", "NEEDS_EXTRA", "POLICIES", "Policy", "canonical_name", "make_policy",
+           "policy_class"]
