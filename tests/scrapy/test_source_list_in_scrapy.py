@@ -85,3 +85,24 @@ async def test_a_list_at_a_url_is_fetched_through_scrapy_and_refreshed(tmp_path,
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "list.txt cannot be used" in errors[0].getMessage()
     assert "404" in errors[0].getMessage()
+
+
+@pytest_twisted.ensureDeferred
+async def test_dqn_starts_with_no_source_and_crawls_the_list_fetched_at_a_url():
+    """The scheduler opens before the list arrives: DQN is built for no source, then grows
+    to the list's sources and crawls them."""
+    from twisted.internet import reactor
+
+    clock = SimulatedClock(start=START, speed=0.0)
+    web = ListAndFeeds(clock)
+    port = reactor.listenTCP(0, Site(web), interface="127.0.0.1")
+    url = f"http://127.0.0.1:{port.getHost().port}"
+    try:
+        crawler = make_crawler(WHITTLE_SOURCES=f"{url}/list.txt", WHITTLE_POLICY="dqn",
+                               WHITTLE_POLICY_OPTIONS={"hidden": [8]}, WHITTLE_BUDGET=2,
+                               WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=3, WHITTLE_CLOCK=clock)
+        w = whittle(await run(crawler))
+    finally:
+        await port.stopListening()
+    assert w["sources"] == 3 and w["crawls"] > 0 and w.get("errors/sources_list", 0) == 0
+    assert sum(web.hits.get(f"/feed/{n}", 0) for n in "abc") == w["crawls"]
