@@ -52,7 +52,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.scrapy.source_list import SourceListReader
-from scrapy_whittle.scrapy.startup import crawl_start, forget_sources
+from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
@@ -171,8 +171,11 @@ class WhittleScheduler(BaseScheduler):
             self.service.store = StateStore.in_jobdir(self.jobdir)
         spider_sources = load_sources(getattr(spider, "whittle_sources", None) or None)
         url = self.config.sources_url
-        # with a list at a URL, the list is what the fetch finds: nothing leaves before
-        self.service.open(self._initial + spider_sources, listed=url is None)
+        # with a list at a URL, the list is what the fetch finds: nothing leaves before.
+        # The start-up check built the policy for the list; a JOBDIR's sources may make it
+        # unbuildable still: one ERROR line then too
+        with refuse_to_start():
+            self.service.open(self._initial + spider_sources, listed=url is None)
         self._initial = []                 # registered: the list is not kept twice
         if self.crawler is not None:
             forget_sources(self.crawler)

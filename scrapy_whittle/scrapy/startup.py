@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy_whittle.core.policies import policy_class
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import gc_paused
-from scrapy_whittle.service.policy_options import check_option_values
+from scrapy_whittle.service.policy_options import check_policy_build
 from scrapy_whittle.service.sources import (
     SourceListError,
     SourceSpec,
@@ -89,8 +89,10 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
     config = WhittleConfig.from_settings(settings)
     sources = _sources("WHITTLE_SOURCES", config.sources)
     spider_sources = getattr(spider, "whittle_sources", None) or None
+    extra: list[SourceSpec] = []
     if spider_sources is not None:
-        _sources(f"the spider's whittle_sources ({type(spider).__name__})", spider_sources)
+        extra = _sources(f"the spider's whittle_sources ({type(spider).__name__})",
+                         spider_sources)
     oracle = None
     cls = policy_class(config.core_policy)
     if cls.needs_parameters:
@@ -107,7 +109,7 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
                 f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no daily rhythm "
                 f"(\"profile\") for {len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: "
                 f"policy {config.policy!r} needs one for every source")
-    check_option_values(config)
+    check_policy_build(config, lambda: len({s.url for s in [*sources, *extra]}))
     warn_unreachable_budget(settings, config, sources)
     return CrawlStart(config=config, sources=sources, oracle=oracle)
 
