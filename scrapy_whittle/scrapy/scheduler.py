@@ -129,6 +129,7 @@ class WhittleScheduler(BaseScheduler):
         self._list_due = math.inf                # when the source list is read again
         self._slots = DownloadSlots(crawler)
         self.polls = 0                        # next_request calls that looked at sources
+        self._skipped = 0                     # bad entries of the lists read at start-up
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -157,6 +158,7 @@ class WhittleScheduler(BaseScheduler):
                                      max_flight=max_flight, stats=stats)
             obj = cls(Scheduler.from_crawler(crawler), service, sources=sources,
                       crawler=crawler, jobdir=job_dir(settings))
+            obj._skipped = start.skipped
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
 
@@ -177,6 +179,8 @@ class WhittleScheduler(BaseScheduler):
         with refuse_to_start():
             self.service.open(self._initial + spider_sources, listed=url is None)
         self._initial = []                 # registered: the list is not kept twice
+        if self._skipped:                  # bad entries the start-up check left out
+            self.service.stats.set("sources/skipped", self._skipped)
         if self.crawler is not None:
             forget_sources(self.crawler)
         freeze_startup_heap()              # see scrapy_whittle.service.gc_pause
