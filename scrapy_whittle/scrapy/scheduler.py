@@ -53,7 +53,7 @@ from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.scrapy.delivery import flush_feed_exports, replay_request
 from scrapy_whittle.scrapy.source_list import SourceListReader
-from scrapy_whittle.scrapy.startup import crawl_start, forget_sources
+from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
@@ -137,6 +137,7 @@ class WhittleScheduler(BaseScheduler):
         self._list_due = math.inf                # when the source list is read again
         self._slots = DownloadSlots(crawler)
         self.polls = 0                        # next_request calls that looked at sources
+        self._skipped = 0                     # bad entries of the lists read at start-up
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -172,6 +173,7 @@ class WhittleScheduler(BaseScheduler):
             service.journal_deliveries = tracked
             obj = cls(Scheduler.from_crawler(crawler), service, sources=sources,
                       crawler=crawler, jobdir=job_dir(settings))
+            obj._skipped = start.skipped
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
 
@@ -186,12 +188,17 @@ class WhittleScheduler(BaseScheduler):
             self.service.store = StateStore.in_jobdir(self.jobdir)
         spider_sources = load_sources(getattr(spider, "whittle_sources", None) or None)
         url = self.config.sources_url
-        # with a list at a URL, the list is what the fetch finds: nothing leaves before
-        self.service.open(self._initial + spider_sources, listed=url is None)
+        # with a list at a URL, the list is what the fetch finds: nothing leaves before.
+        # The start-up check built the policy for the list; a JOBDIR's sources may make it
+        # unbuildable still: one ERROR line then too
+        with refuse_to_start():
+            self.service.open(self._initial + spider_sources, listed=url is None)
         self._initial = []                 # registered: the list is not kept twice
         # what a killed run had not delivered goes first
         self.followups.extend(replay_request(b) for b in self.service.replays)
         self.service.replays = []
+        if self._skipped:                  # bad entries the start-up check left out
+            self.service.stats.set("sources/skipped", self._skipped)
         if self.crawler is not None:
             forget_sources(self.crawler)
         freeze_startup_heap()              # see scrapy_whittle.service.gc_pause

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from twisted.internet.threads import deferToThread
 
+from scrapy_whittle.scrapy.startup import skipped_message
 from scrapy_whittle.service.sources import SourceListError, load_sources, parse_source_list
 
 if TYPE_CHECKING:
@@ -88,6 +89,11 @@ class SourceListReader:
     # -- both ----------------------------------------------------------------------------------
     def apply(self, specs: list[SourceSpec]) -> None:
         self.reads += 1
+        skipped = getattr(specs, "skipped", [])
+        self.service.stats.set("sources/skipped", len(skipped))   # those of the latest read
+        if skipped:
+            logger.warning("source list %s: %s", self.url or self.value,
+                           skipped_message(specs))
         if not specs:
             self._failed("the list has no source (the known sources are kept)")
             return

@@ -271,6 +271,10 @@ class RecrawlService:
         profiles = getattr(self.oracle, "profiles", {})
         rows = [profiles.get(self.sources.url(s)) for s in sids]
         known = [r for r in rows if r is not None]
+        if not sids and profiles:
+            # no source yet (a list fetched after start-up): the phases are those of the
+            # rhythms the oracle gives, for the sources that join later
+            known = [next(iter(profiles.values()))]
         if not known or (strict and len(known) < len(rows)):
             raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}) needs "
                                  f"a daily rhythm (\"profile\") for every source of policy "
@@ -298,6 +302,16 @@ class RecrawlService:
                 raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
                                      " the rhythms must all span the same time")
             out[idx] = np.roll(arr.u, -arr.phase0, axis=1)   # phase of epoch 0 made 0
+        if out is None:         # no source: no rows, as many phases as the rhythms have
+            bins, width, origin = known[0]
+            try:
+                out = arrivals_from_bins(np.zeros(0), np.zeros(0), np.zeros(0),
+                                         np.zeros((0, len(bins))), width, self.config.period,
+                                         origin=origin, start=self.origin).u
+            except ValueError as exc:
+                raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
+                                     f" {exc} (WHITTLE_PERIOD {self.config.period!r})"
+                                     ) from None
         return alpha, out
 
     def _oracle_au(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
