@@ -30,6 +30,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from redis.retry import Retry as SyncRetry
 
+from scrapy_whittle.cluster.connect import public_url
 from scrapy_whittle.cluster.entries import DEDUPE, packed_hashes
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
@@ -67,7 +68,7 @@ class ClusterNode:
         self.config = config
         self.keys = Keys(prefix)
         self.redis_url = redis_url
-        self.redis_label = redis_url.split("@")[-1]
+        self.redis_label = public_url(redis_url)
         self.specs = list(specs)
         self.stats = stats
         self.clock = clock

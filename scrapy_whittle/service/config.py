@@ -332,6 +332,10 @@ SETTINGS: tuple[Setting, ...] = (
             "takes over"),
     Setting("WHITTLE_REDIS_BACKLOG", 256, number(minimum=1, integer=True),
             "crawls in flight across the cluster, at most"),
+    Setting("WHITTLE_REDIS_WAIT", 10.0, number(minimum=0, strict=True),
+            "seconds a process waits for an unreachable Redis: at start-up, before the crawl "
+            "stops with an error; mid-crawl, before a fetch waiting to report is dropped (the "
+            "crawl is handed out again after its lease)"),
     Setting("WHITTLE_HALF_LIFE", None, _half_life,
             "prior half-life of readers' interest, seconds: a number for every source, or a "
             "dict `{url or category: seconds, \"*\": fallback}`; a source's category is its "
@@ -440,6 +444,7 @@ class WhittleConfig:
     redis_lease: float | None = DEFAULTS["WHITTLE_REDIS_LEASE"]
     redis_lock_ttl: float = DEFAULTS["WHITTLE_REDIS_LOCK_TTL"]
     redis_backlog: int = DEFAULTS["WHITTLE_REDIS_BACKLOG"]
+    redis_wait: float = DEFAULTS["WHITTLE_REDIS_WAIT"]
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
 
     @property
@@ -475,7 +480,7 @@ class WhittleConfig:
             max_epochs=v["WHITTLE_MAX_EPOCHS"], clock=v["WHITTLE_CLOCK"],
             redis_url=v["WHITTLE_REDIS_URL"], redis_prefix=v["WHITTLE_REDIS_PREFIX"],
             redis_lease=v["WHITTLE_REDIS_LEASE"], redis_lock_ttl=v["WHITTLE_REDIS_LOCK_TTL"],
-            redis_backlog=v["WHITTLE_REDIS_BACKLOG"],
+            redis_backlog=v["WHITTLE_REDIS_BACKLOG"], redis_wait=v["WHITTLE_REDIS_WAIT"],
             parsing=ParsingConfig(
                 parser=v["WHITTLE_FEED_PARSER"], workers=v["WHITTLE_PARSE_WORKERS"],
                 inline_max_bytes=v["WHITTLE_PARSE_INLINE_MAX_BYTES"],
