@@ -62,3 +62,34 @@ def test_without_the_redis_client_the_crawl_says_what_to_install(project):  # no
     assert "WHITTLE_REDIS_URL ('redis://127.0.0.1:1/0') needs the Redis client" in line
     assert "pip install 'scrapy-whittle[cluster]'" in line
     assert "Traceback" not in result.stderr and "Spider opened" not in result.stderr
+
+
+def test_a_crawl_closes_on_time_while_redis_is_gone(redis_server, tmp_path):
+    """Redis goes away mid-crawl, with fetches in flight (a slow web): the crawl pauses, and
+    CLOSESPIDER_TIMEOUT still closes it, without an error or a traceback."""
+    import json
+
+    from tests.processes import spawn
+    from tests.scrapy.conftest import Server
+    from tests.waiting import wait_for
+
+    web = Server("--scenario", "news-mix", "--n", "10", "--speed", "36000", "--latency", "0.5",
+                 "--seed", "3")
+    try:
+        log = tmp_path / "w0.log"
+        proc = spawn([sys.executable, "-m", "sim.cluster_crawl", redis_server.url, web.url, "10",
+                      str(tmp_path / "w0.jsonl"), "8", json.dumps({"WHITTLE_REDIS_WAIT": 1})],
+                     log=log, cwd=ROOT)
+        wait_for(lambda: "took over" in log.read_text(), timeout=60, alive=proc,
+                 what="a planner")
+        wait_for(lambda: (tmp_path / "w0.jsonl").exists(), timeout=60, alive=proc,
+                 what="a first item")
+        redis_server.stop()
+        proc.wait(60)
+    finally:
+        web.stop()
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    assert text.index("Redis unreachable") < text.index("Closing spider (closespider_timeout)")
+    assert "Traceback" not in text and not error_lines(text), text[-3000:]
+    assert "Spider closed (closespider_timeout)" in text
