@@ -194,9 +194,19 @@ class ClusterNode:
             loop_time = asyncio.get_running_loop().time()
             if loop_time - checked > 1.0:
                 checked = loop_time
-                finished = await self.retry(lambda: self.redis.hget(k.meta, "finished"),
-                                            "reading the crawl's state")
+                finished, crawls, sources = await self.retry(self._crawl_state,
+                                                             "reading the crawl's state")
                 self.finished = bool(finished)
+                self.stats.set("cluster/crawls", int(crawls or 0))
+                self.stats.set("cluster/sources", int(sources or 0))
+
+    async def _crawl_state(self) -> list:
+        """(finished, the cluster's crawls, its sources), as Redis holds them."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hget(self.keys.meta, "finished")
+        pipe.hmget(self.keys.totals, "crawls", "sources")
+        finished, (crawls, sources) = await pipe.execute()
+        return [finished, crawls, sources]
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         """The next task for the downloader, or None. ``hosts`` is not asked: the planner
@@ -205,6 +215,7 @@ class ClusterNode:
             return None                 # Redis unreachable: its report could not be made
         crawl, task_id = self.queue.popleft()
         self.taken[crawl.cid] = task_id
+        self.stats.inc("crawls")        # this process's crawls (the planner's: planner/)
         return crawl
 
     def has_crawls(self) -> bool:

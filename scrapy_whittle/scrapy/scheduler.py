@@ -146,7 +146,8 @@ class WhittleScheduler(BaseScheduler):
                    for k, v in mws.items()):
             logger.warning("WhittleScheduler without FeedObserverMiddleware in "
                            "DOWNLOADER_MIDDLEWARES: the policy will learn nothing")
-        stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy)
+        stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy,
+                             cluster=bool(config.redis_url))
         if config.redis_url:
             node = _cluster_node(crawler, config, stats, sources=sources, oracle=oracle,
                                  slot_delays=slot_delays, max_flight=max_flight)

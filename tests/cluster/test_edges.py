@@ -8,13 +8,20 @@ helpers these tests share)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.cluster.conftest import free_port
-from tests.scrapy.conftest import ROOT
+from tests.processes import spawn
+from tests.scrapy.conftest import ROOT, Server
 from tests.scrapy.test_startup import error_lines, project, scrapy  # noqa: F401 (fixture)
+from tests.waiting import wait_for
 
 SHORT = ("CLOSESPIDER_TIMEOUT=0.5", "TELNETCONSOLE_ENABLED=0")
 
@@ -67,12 +74,6 @@ def test_without_the_redis_client_the_crawl_says_what_to_install(project):  # no
 def test_a_crawl_closes_on_time_while_redis_is_gone(redis_server, tmp_path):
     """Redis goes away mid-crawl, with fetches in flight (a slow web): the crawl pauses, and
     CLOSESPIDER_TIMEOUT still closes it, without an error or a traceback."""
-    import json
-
-    from tests.processes import spawn
-    from tests.scrapy.conftest import Server
-    from tests.waiting import wait_for
-
     web = Server("--scenario", "news-mix", "--n", "10", "--speed", "36000", "--latency", "0.5",
                  "--seed", "3")
     try:
@@ -93,3 +94,45 @@ def test_a_crawl_closes_on_time_while_redis_is_gone(redis_server, tmp_path):
     assert text.index("Redis unreachable") < text.index("Closing spider (closespider_timeout)")
     assert "Traceback" not in text and not error_lines(text), text[-3000:]
     assert "Spider closed (closespider_timeout)" in text
+
+
+N_FEEDS = 12
+
+
+@pytest.fixture(scope="module")
+def web():
+    server = Server("--scenario", "news-mix", "--n", str(N_FEEDS), "--speed", "36000",
+                    "--latency", "0.02", "--seed", "5")
+    yield server
+    server.stop()
+
+
+def cluster_process(redis, web, tmp_path, name: str, **settings) -> subprocess.Popen:
+    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N_FEEDS),
+                  str(tmp_path / f"{name}.jsonl"), "300", json.dumps(settings)],
+                 log=tmp_path / f"{name}.log", cwd=ROOT)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    assert proc.returncode == 0
+
+
+PROGRESS = re.compile(r"this process (\d+) crawls .* (\d+) new items.*; the cluster (\d+) "
+                      r"crawls \(at [\d.]+/min\), (\d+) sources")
+
+
+def test_the_progress_line_of_a_cluster_process_shows_it_and_the_cluster(redis_server, web,
+                                                                          tmp_path):
+    log = tmp_path / "w0.log"
+    proc = cluster_process(redis_server, web, tmp_path, "w0", WHITTLE_LOGSTATS_INTERVAL=0.2)
+
+    def progress():
+        lines = [m for m in map(PROGRESS.search, log.read_text().splitlines()) if m]
+        return next((m for m in lines if int(m[1]) > 0 and int(m[2]) > 0), None)
+
+    line = wait_for(progress, timeout=60, alive=proc, what="a progress line with crawls")
+    stop(proc)
+    mine, _items, everyone, sources = map(int, line.groups())
+    assert everyone >= mine > 0 and sources == N_FEEDS
