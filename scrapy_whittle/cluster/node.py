@@ -103,6 +103,7 @@ class ClusterNode:
         self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
         self.taken: dict[str, str] = {}                    # crawl id -> task id, started
         self.on_tasks = None                              # callback: tasks arrived
+        self.on_lead = None                               # callback: the planner took over
         self.retry = Retrier(f"cluster node {self.consumer}", stats,
                              stopping=lambda: self.stopping)
         self.planner = Planner(self, lock_ttl=lock_ttl, lease=lease, backlog=backlog,

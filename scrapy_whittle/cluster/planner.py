@@ -168,6 +168,8 @@ class Planner:
         logger.info("planner %s took over: %d sources, %d crawls in flight", self.token,
                     len(service.sources), len(self.in_flight))
         node.stats.inc("cluster/takeovers")
+        if node.on_lead is not None:
+            node.on_lead()
 
     async def _tell_sources(self) -> None:
         """The cluster's source count, for every process's progress line."""

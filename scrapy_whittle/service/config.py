@@ -513,13 +513,3 @@ def _check_together(v: dict[str, Any]) -> None:
         raise _fail("WHITTLE_MAX_FEED_ENTRIES", per_feed,
                     f"must be <= WHITTLE_MAX_ENTRIES_PER_SOURCE ({per_source!r}): entries "
                     "kept beyond what is remembered would be counted as new at every crawl")
-    if v["WHITTLE_REDIS_URL"]:
-        # every process of a cluster reads the list once, at start, from where it runs
-        if is_list_url(v["WHITTLE_SOURCES"]):
-            raise _fail("WHITTLE_SOURCES", v["WHITTLE_SOURCES"],
-                        "cannot be a URL in a cluster (WHITTLE_REDIS_URL) yet: every process "
-                        "reads the list at start; give a file that all of them can read")
-        if v["WHITTLE_SOURCES_REFRESH"]:
-            raise _fail("WHITTLE_SOURCES_REFRESH", v["WHITTLE_SOURCES_REFRESH"],
-                        "is not supported in a cluster (WHITTLE_REDIS_URL) yet: the list is "
-                        "read when the processes start")

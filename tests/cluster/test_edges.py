@@ -136,3 +136,30 @@ def test_the_progress_line_of_a_cluster_process_shows_it_and_the_cluster(redis_s
     stop(proc)
     mine, _items, everyone, sources = map(int, line.groups())
     assert everyone >= mine > 0 and sources == N_FEEDS
+
+
+def test_a_cluster_reads_a_source_list_at_a_url(redis_server, web, tmp_path):
+    """The planner fetches ``WHITTLE_SOURCES`` at a URL (as ``sim.serve`` prints it) and
+    refreshes it; the workers crawl its sources through Redis."""
+    names = ["w0", "w1"]
+    procs = [cluster_process(redis_server, web, tmp_path, name,
+                             WHITTLE_SOURCES=f"{web.url}/feeds.opml",
+                             WHITTLE_SOURCES_REFRESH=0.5) for name in names]
+    client = redis_server.client()
+
+    def items() -> list[dict]:
+        rows = []
+        for name in names:
+            path = tmp_path / f"{name}.jsonl"
+            rows += [json.loads(line) for line in
+                     (path.read_text().split("\n")[:-1] if path.exists() else ())]
+        return rows
+
+    wait_for(lambda: len({i["source"] for i in items()}) >= N_FEEDS // 2, timeout=60,
+             what="items from half the listed sources")
+    for proc in procs:
+        stop(proc)
+    assert client.llen("test:feeds:urls") == N_FEEDS
+    logs = "".join((tmp_path / f"{name}.log").read_text() for name in names)
+    assert f"{N_FEEDS} sources joined" in logs
+    assert "Traceback" not in logs and not error_lines(logs)
