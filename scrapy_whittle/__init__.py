@@ -15,6 +15,7 @@ processes through Redis) and ``report``; each imports only the layers before it.
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 from typing import Any
 
 from scrapy_whittle.core.bound import UpperBound, upper_bound
@@ -23,13 +24,17 @@ from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies import POLICIES, Policy, make_policy
 from scrapy_whittle.core.problem import Problem, SourceParams
 
-__version__ = "0.1.0"
+try:
+    __version__ = metadata.version("scrapy-whittle")
+except metadata.PackageNotFoundError:    # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 _LAZY = {
     "Addon": "scrapy_whittle.scrapy.addon",
     "WhittleScheduler": "scrapy_whittle.scrapy.scheduler",
     "FeedObserverMiddleware": "scrapy_whittle.scrapy.middleware",
     "RetryAfterMiddleware": "scrapy_whittle.scrapy.middleware",
+    "DeliveryMiddleware": "scrapy_whittle.scrapy.delivery",
     "FeedSpider": "scrapy_whittle.scrapy.spiders",
     "report_value": "scrapy_whittle.scrapy.item_value",
     "InvalidSetting": "scrapy_whittle.service.config",

@@ -11,9 +11,7 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit, urlunsplit
 
-from scrapy_whittle.service.config import InvalidSetting
-
-INSTALL = "pip install 'scrapy-whittle[cluster]'"
+from scrapy_whittle.service.config import InvalidSetting, require_extra
 
 
 def public_url(url: str) -> str:
@@ -28,12 +26,7 @@ def public_url(url: str) -> str:
 
 def check_client(url: str) -> None:
     """Raise InvalidSetting when the ``redis`` package (extra ``cluster``) is missing."""
-    try:
-        import redis  # noqa: F401
-    except ImportError as exc:
-        raise InvalidSetting(
-            f"WHITTLE_REDIS_URL ({public_url(url)!r}) needs the Redis client, which cannot "
-            f"be imported ({exc}): {INSTALL}") from None
+    require_extra("redis", "cluster", "WHITTLE_REDIS_URL", public_url(url))
 
 
 def reach(url: str, wait: float) -> None:

@@ -77,7 +77,8 @@ class _Sources:
             for _ in range(60):
                 f = n * la + np.log1p(n * om) - target
                 df = la + om / (1.0 + n * om)
-                step = np.where(active & (df < 0) & (f < 0), f / df, 0.0)
+                # (alpha = 0, log alpha = -inf: n = 1 already, and f / df would be NaN)
+                step = np.where(active & (df < 0) & (f < 0) & np.isfinite(la), f / df, 0.0)
                 n_new = np.maximum(n - step, 1.0)
                 done = np.abs(n_new - n) <= 1e-9 * n
                 n = n_new
@@ -101,6 +102,10 @@ class _Sources:
         n = np.where(finite, cyc, 1.0)
         geo = geometric_sum(n, self.la)
         gain = np.where(finite, np.maximum((self.u * geo - price * self.cost) / n, 0.0), 0.0)
+        # a source whose value never decays (alpha = 1) earns (n u - lambda C) / n, which
+        # tends to u as its cycle grows: at any price it is crawled ever more rarely (no
+        # finite cycle, no budget) and still earns u per epoch
+        gain = np.where(~finite & (self.om <= 0) & (self.u > 0), self.u, gain)
         rate = np.where(finite, self.cost / n, 0.0)
         return float(gain.sum()), float(rate.sum()), cyc
 
@@ -120,14 +125,22 @@ def upper_bound(alpha, u, budget: float, cost=1.0, *, tol: float = 1e-10) -> Upp
     src = _Sources(alpha, u, cost)
     if budget <= 0:
         raise ValueError(f"budget ({budget!r}) must be > 0")
+    return _minimise(src, float(budget), tol)
+
+
+def _minimise(src: _Sources, budget: float, tol: float, hi: float | None = None
+              ) -> UpperBound:
+    """The bound of ``src`` at ``budget``; ``hi``: a price known to be at least lambda* (the
+    price of a smaller budget), which narrows the bisection."""
     if src.u.size == 0:
         return UpperBound(0.0, 0.0, np.zeros(0))
     gain0, rate0, cyc0 = src.relaxed(0.0)
     if rate0 <= budget:                       # crawling everything every epoch is affordable
         return UpperBound(gain0, 0.0, cyc0)
-    finite = np.isfinite(src.ustar)
     lo = 0.0
-    hi = float((src.ustar[finite] / src.cost[finite]).max()) if finite.any() else 1.0
+    if hi is None or not hi > 0:
+        finite = np.isfinite(src.ustar)
+        hi = float((src.ustar[finite] / src.cost[finite]).max()) if finite.any() else 1.0
     hi = max(hi, 1e-300)
     # L is convex with slope M - rate(lambda); bisect for the slope's sign change.
     for _ in range(200):
@@ -145,3 +158,44 @@ def upper_bound(alpha, u, budget: float, cost=1.0, *, tol: float = 1e-10) -> Upp
         if best is None or value < best.value:
             best = UpperBound(float(value), float(lam), cyc)
     return best
+
+
+@dataclass(frozen=True)
+class BoundCurve:
+    """The upper bound as a function of the budget (:func:`bound_curve`)."""
+
+    budgets: np.ndarray   # ascending, cost units per epoch
+    values: np.ndarray    # the bound at each budget (average reward per epoch)
+    available: float      # the bound once every source with value is crawled every epoch
+    saturation: float     # the budget that does it: sum of C_i over sources with value
+
+    @property
+    def shares(self) -> np.ndarray:
+        """Each bound as a share of ``available`` (0 where nothing is available)."""
+        if not self.available > 0:
+            return np.zeros_like(self.values)
+        return np.minimum(self.values / self.available, 1.0)
+
+
+def bound_curve(alpha, u, budgets, cost=1.0, *, tol: float = 1e-8) -> BoundCurve:
+    """:func:`upper_bound` of the same sources at each of ``budgets`` (> 0, any order; the
+    curve holds them sorted, repeats dropped), and the value available at any budget.
+
+    The bound is concave and non-decreasing in the budget (a minimum over lambda of lines
+    lambda M + G(lambda) of slope lambda >= 0). Budgets are solved from the smallest up: the
+    price can only fall as the budget grows, so each search starts from the last price.
+    """
+    src = _Sources(alpha, u, cost)
+    budgets = np.unique(np.asarray(budgets, dtype=np.float64).ravel())
+    if budgets.size and not (np.all(np.isfinite(budgets)) and budgets[0] > 0):
+        raise ValueError(f"budgets must be finite and > 0, got {budgets!r}")
+    if src.u.size == 0:
+        return BoundCurve(budgets, np.zeros(budgets.size), 0.0, 0.0)
+    available, saturation, _ = src.relaxed(0.0)
+    values = np.empty(budgets.size)
+    price = None
+    for k, budget in enumerate(budgets.tolist()):
+        bound = _minimise(src, budget, tol, hi=price)
+        # the search stops within tol of lambda*, maybe just below it: widen by as much
+        values[k], price = bound.value, bound.price * (1.0 + 4.0 * tol)
+    return BoundCurve(budgets, values, float(available), float(saturation))

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_whittle.core.bound import bound_curve
+from scrapy_whittle.core.dynamics import alpha_u
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import (
     DEFAULTS,
@@ -106,6 +108,34 @@ class CrawlMeasures:
 
 
 @dataclass
+class BudgetCurve:
+    """The upper bound on the value any policy captures (core.bound) at a range of budgets,
+    from the parameters the crawl learned, as a share of the value available: what crawling
+    every learned source with value every epoch captures (at the budget ``saturation``).
+
+    ``budgets`` (cost units per period, ascending) are the crawl's budget times powers of
+    sqrt(2), from an eighth of it to ``saturation``, with ``current`` (the crawl's budget)
+    and ``saturation`` among them; ``shares`` the bound at each. Empty, with ``message``
+    saying why, when no source has learned parameters or none has value."""
+
+    budgets: np.ndarray
+    shares: np.ndarray
+    current: float
+    saturation: float = math.nan
+    sources: int = 0          # the sources in the curve: learned parameters, still listed
+    left_out: int = 0         # the others (never fetched successfully, or left the list)
+    message: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.budgets.size)
+
+    def share_at(self, budget: float) -> float:
+        """The share at one of ``budgets`` (NaN at a budget the curve does not hold)."""
+        hit = np.flatnonzero(np.isclose(self.budgets, budget, rtol=1e-9, atol=0.0))
+        return float(self.shares[hit[0]]) if hit.size else math.nan
+
+
+@dataclass
 class CrawlReport:
     """A crawl's state as of ``at`` (unix time; the last checkpoint by default)."""
 
@@ -118,7 +148,8 @@ class CrawlReport:
     policy: str
     #: per source (id order): each of SOURCE_COLUMNS, plus ``index`` (float, NaN when the
     #: policy does not rank), ``planned`` (bool: chosen for the next epoch) and
-    #: ``not_before`` (unix time before which the source may not be fetched)
+    #: ``not_before`` (unix time before which the source may not be fetched) and ``cost``
+    #: (C_i, budget units a crawl uses; 1 where the policy could not be rebuilt)
     sources: dict[str, np.ndarray]
     #: per epoch with a crawl: each of EPOCH_COLUMNS
     epochs: dict[str, np.ndarray]
@@ -132,10 +163,17 @@ class CrawlReport:
     plan_at: float = math.nan
     notes: list[str] = field(default_factory=list)
     measures: CrawlMeasures = field(default_factory=lambda: CrawlMeasures(0, 0))
+    budget_curve: BudgetCurve | None = None
 
     @property
     def n(self) -> int:
         return len(self.sources["id"])
+
+    @property
+    def learned(self) -> np.ndarray:
+        """bool per source: fetched successfully at least once (else the learned columns
+        hold only the policy's priors)."""
+        return self.sources["crawls"] > self.sources["errors"]
 
     @property
     def epoch(self) -> int:
@@ -194,9 +232,55 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
     report.sources["planned"] = np.zeros(n, dtype=bool)
     report.sources["not_before"] = np.maximum(
         _float(sources["retry_at"]), np.zeros(n))
+    report.sources["cost"] = np.ones(n)
     if n:
         _plan(report, store, settings)
+    report.budget_curve = budget_curve(report)
     return report
+
+
+#: flags bit 33: the source left the WHITTLE_SOURCES list and is no longer crawled
+LEFT_THE_LIST = 1 << 33
+
+
+def budget_curve(report: CrawlReport) -> BudgetCurve:
+    """The bound against the budget for the sources the crawl learned (see
+    :class:`BudgetCurve`); from the learned columns, so any policy that stores them has one."""
+    s = report.sources
+    rate = np.asarray(s["rate_per_hour"], dtype=np.float64)
+    value = np.asarray(s["mean_value"], dtype=np.float64)
+    half_life = np.asarray(s["half_life_hours"], dtype=np.float64)
+    listed = (s["flags"] & LEFT_THE_LIST) == 0
+    known = report.learned & listed & np.isfinite(rate) & np.isfinite(value)
+    empty = BudgetCurve(np.zeros(0), np.zeros(0), report.budget, left_out=report.n)
+    if not report.n:
+        return _no_curve(empty, "the crawl has no sources yet")
+    if not known.any():
+        if not np.isfinite(rate).any():
+            return _no_curve(empty, f"policy {report.policy!r} learns no publishing rates")
+        return _no_curve(empty, "no source has been fetched successfully yet")
+    # a learned half-life is stored only when finite: none means the value never decays
+    decay = np.where(np.isfinite(half_life) & (half_life > 0), math.log(2.0) / half_life, 0.0)
+    hours = report.period / 3600.0
+    alpha, u = alpha_u(np.maximum(rate, 0.0) * np.maximum(value, 0.0), decay, hours)
+    alpha, u, cost = alpha[known], u[known], s["cost"][known]
+    found = bound_curve(alpha, u, [], cost)          # the value available, and where
+    saturation = found.saturation if found.available > 0 else 0.0
+    if not saturation > 0:
+        return _no_curve(empty, "the sources learned publish nothing of value yet")
+    # powers of sqrt(2) of the crawl's budget, from an eighth of it to where value saturates
+    top = max(saturation, report.budget)
+    k = np.arange(-6, math.floor(2 * math.log2(top / report.budget)) + 1)
+    grid = report.budget * 2.0 ** (k / 2.0)
+    grid = np.concatenate([grid[grid < top * (1 - 1e-9)], [saturation, report.budget]])
+    curve = bound_curve(alpha, u, grid, cost)
+    return BudgetCurve(curve.budgets, curve.shares, report.budget, curve.saturation,
+                       sources=int(known.sum()), left_out=int(report.n - known.sum()))
+
+
+def _no_curve(empty: BudgetCurve, why: str) -> BudgetCurve:
+    empty.message = f"no budget curve: {why}"
+    return empty
 
 
 def _measures(store: ReadOnlyStore, epochs: dict[str, np.ndarray]) -> CrawlMeasures:
@@ -282,6 +366,7 @@ def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]
     else:
         report.notes.append(f"policy {core!r} does not rank sources: it chooses them "
                             "otherwise (no index to show)")
+    report.sources["cost"][:n] = service.sources.cost[:n]
     not_before = service.sources.last_crawl[:n] + service.sources.min_interval[:n]
     report.sources["not_before"][:n] = np.fmax(report.sources["not_before"][:n],
                                               np.nan_to_num(not_before, neginf=0.0))

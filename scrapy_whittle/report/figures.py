@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scrapy_whittle.report.data import CrawlReport
+from scrapy_whittle.report.table import percent, period_name
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -34,7 +35,7 @@ def write_all(report: CrawlReport, out: Path) -> dict[str, str]:
     """Write every figure that has something to show into ``out``; name -> file name."""
     made = {}
     for name, draw in (("allocation", allocation), ("timeline", timeline),
-                       ("errors", errors), ("index", index)):
+                       ("errors", errors), ("index", index), ("budget", budget)):
         fig = draw(report)
         if fig is None:
             continue
@@ -195,6 +196,33 @@ def index(report: CrawlReport, top: int = 25) -> Figure | None:
                   "chosen for that epoch",
            title=f"The {len(ids)} sources ranked highest"
                  + (f" ({left_out} backing off, not shown)" if left_out else ""))
+    return fig
+
+
+def budget(report: CrawlReport) -> Figure | None:
+    """The upper bound on the value any policy captures against the budget (the report's
+    budget curve), the crawl's budget marked."""
+    from matplotlib.ticker import FuncFormatter
+
+    curve = report.budget_curve
+    if curve is None or not curve:
+        return None
+    _, unit = period_name(report.period)
+    fig, (ax,) = _figure(8.5, 4.2)
+    ax.plot(curve.budgets, curve.shares * 100, "-o", color=MUTED, markersize=3.5,
+            linewidth=1.4, label="upper bound on any policy")
+    now = curve.share_at(curve.current)
+    ax.axvline(curve.current, color=ACCENT, linestyle="--", linewidth=1)
+    ax.plot([curve.current], [now * 100], "o", color=ACCENT, markersize=7,
+            label=f"WHITTLE_BUDGET = {curve.current:g}: {percent(now)}")
+    ax.axvline(curve.saturation, color="#999999", linestyle=":", linewidth=1,
+               label=f"{curve.saturation:.3g}: every source with value, every {unit}")
+    ax.set(xscale="log", ylim=(0, 105), xlabel=f"budget (crawls per {unit})",
+           ylabel="share of the value available (%)",
+           title=f"What a budget can capture ({curve.sources} sources with learned "
+                 "parameters)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.legend(loc="lower right", frameon=False)
     return fig
 
 

@@ -25,13 +25,18 @@ CAPTIONS = {
     "errors": "Failed crawls per epoch by kind (the whittle/errors/<kind> stats). A failing "
               "source backs off, so a burst of one kind shrinks as its sources are retried "
               "less often.",
+    "budget": "The most value any policy could capture at each budget (the Lagrangian upper "
+              "bound, from the parameters the crawl learned), as a share of what crawling "
+              "every source with value every period captures. Where the curve flattens, "
+              "more budget buys little; where it is steep, a larger budget pays.",
     "index": "The policy's ranking at the time of the report (the Whittle index for the "
              "Whittle policies: the value of crawling the source now, per unit of cost). "
              "The top of the ranking, within the budget, is crawled in the next epoch.",
 }
 TITLES = {"allocation": "Budget allocation against learned rate",
           "timeline": "Captured utility and budget use over time",
-          "errors": "Errors by kind over time", "index": "Current index"}
+          "errors": "Errors by kind over time", "index": "Current index",
+          "budget": "Choosing a budget"}
 
 STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
@@ -102,11 +107,14 @@ def render(report: CrawlReport, made: dict[str, str], *, limit: int = 500,
     if report.no_plan:
         parts.append(f'<p class="note">No index and no plan: {e(report.no_plan)}</p>')
     parts += [f'<p class="note">{e(note)}</p>' for note in report.notes]
-    for name in ("allocation", "timeline", "errors", "index"):
+    for name in ("allocation", "timeline", "errors", "index", "budget"):
+        if name == "budget":
+            parts += [f"<h2>{TITLES[name]}</h2>",
+                      f'<p class="budget">{e(table.budget_sentence(report))}</p>']
         if name in made:
-            parts += [f"<h2>{TITLES[name]}</h2>", "<figure>",
-                      f'<img src="{e(made[name])}" alt="{e(TITLES[name])}">',
-                      f"<figcaption>{e(CAPTIONS[name])}</figcaption>", "</figure>"]
+            parts += (([] if name == "budget" else [f"<h2>{TITLES[name]}</h2>"])
+                      + ["<figure>", f'<img src="{e(made[name])}" alt="{e(TITLES[name])}">',
+                         f"<figcaption>{e(CAPTIONS[name])}</figcaption>", "</figure>"])
         elif name == "errors" and not figures_missing and not n_errors:
             parts += [f"<h2>{TITLES[name]}</h2>", "<p>No crawl failed.</p>"]
     shown = min(limit, report.n) if limit > 0 else report.n

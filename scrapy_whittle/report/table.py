@@ -1,7 +1,8 @@
 """The per-source table of a crawl report, as text (``scrapy whittle sources``) and as rows of
 formatted cells for the HTML page: URL, learned items per hour, interest half-life, value of an
-entry, current index, crawls, errors, last crawl and when the next crawl is planned; and the
-users' measures of the crawl (:func:`measures`)."""
+entry, current index, crawls, errors, last crawl and when the next crawl is planned; the
+users' measures of the crawl (:func:`measures`); and what other budgets would capture
+(:func:`budget_sentence`, :func:`budget_rows`)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,71 @@ def number(x: float, digits: int = 3) -> str:
     if abs(x) >= 10 ** digits:
         return f"{x:,.0f}"
     return f"{x:.{digits}g}"
+
+
+#: periods a person names: seconds -> (per one, its name)
+PERIOD_NAMES = {1.0: ("a second", "second"), 60.0: ("a minute", "minute"),
+                3600.0: ("an hour", "hour"), 86400.0: ("a day", "day"),
+                604800.0: ("a week", "week")}
+
+
+def period_name(period: float) -> tuple[str, str]:
+    """("an hour", "hour") for a period of 3600 s; ("per 15 min", "15 min") for one that has
+    no name of its own."""
+    if period in PERIOD_NAMES:
+        return PERIOD_NAMES[period]
+    name = duration(period / 3600)
+    return f"per {name}", name
+
+
+def percent(share: float) -> str:
+    """A share as a person reads it: 100% only when it is all (never rounded up to it)."""
+    if not math.isfinite(share):
+        return "–"
+    if share >= 1.0 - 1e-9:
+        return "100%"
+    return ">99%" if round(share * 100) >= 100 else f"{share:.0%}"
+
+
+def budget_sentence(report: CrawlReport) -> str:
+    """What the crawl's budget captures of the value available, and what twice (or half) of
+    it would: the curve's own figures, in the crawl's period. The curve's message when there
+    is no curve."""
+    curve = report.budget_curve
+    if curve is None or not curve:
+        return curve.message if curve is not None else ""
+    per, unit = period_name(report.period)
+    now = curve.share_at(curve.current)
+    if curve.current < curve.saturation * (1 - 1e-9):
+        more = min(2 * curve.current, curve.saturation)
+        return (f"At {number(curve.current)} crawls {per} you capture {percent(now)} of what "
+                f"{number(curve.saturation)} would; {number(more)} would capture "
+                f"{percent(curve.share_at(more))}.")
+    half = curve.current / 2
+    return (f"At {number(curve.current)} crawls {per} you capture all the value available "
+            f"({number(curve.saturation)} would: every source with value crawled every "
+            f"{unit}); {number(half)} would capture {percent(curve.share_at(half))}.")
+
+
+def budget_rows(report: CrawlReport) -> list[tuple[str, str, str]]:
+    """The curve as (budget, share, mark) rows: the crawl's budget doubled and halved, and
+    the budget where value saturates; mark names the crawl's budget and that one."""
+    curve = report.budget_curve
+    if curve is None or not curve:
+        return []
+    _, unit = period_name(report.period)
+    out = []
+    for budget, share in zip(curve.budgets.tolist(), curve.shares.tolist(), strict=True):
+        octave = math.log2(budget / curve.current)
+        current = math.isclose(budget, curve.current, rel_tol=1e-9)
+        saturation = math.isclose(budget, curve.saturation, rel_tol=1e-9)
+        if not (current or saturation or abs(octave - round(octave)) < 1e-9):
+            continue
+        mark = ("WHITTLE_BUDGET" if current else "") + (
+            ("; " if current else "") + f"every source with value, every {unit}"
+            if saturation else "")
+        out.append((number(budget), percent(share), mark))
+    return out
 
 
 def measures(report: CrawlReport) -> dict[str, str]:
@@ -104,7 +170,7 @@ def rows(report: CrawlReport, sort: str = "index", limit: int | None = None
     out = []
     for sid in ids.tolist():
         # never fetched successfully: the estimates are the priors, nothing learned yet
-        learned = s["crawls"][sid] > s["errors"][sid]
+        learned = report.learned[sid]
         nan = math.nan
         out.append((
             str(s["url"][sid]), number(s["rate_per_hour"][sid] if learned else nan),
@@ -134,9 +200,31 @@ def text(report: CrawlReport, sort: str = "index", limit: int | None = None) -> 
                 f"{m['entries missed (estimated)']}, crawls per entry {m['crawls per entry']}; "
                 f"{delay} (publication to capture) mean {m[delay + ', mean']}, median "
                 f"{m[delay + ', median']}, 90th percentile {m[delay + ', 90th percentile']}")
+    head += [f"# {line}" for line in budget_text(report)]
     if report.no_plan:
         head.append(f"# no index or plan: {report.no_plan}")
     head += [f"# {note}" for note in report.notes]
     if limit is not None and 0 < limit < report.n:
         head.append(f"# the first {limit} of {report.n} sources by {sort}")
     return "\n".join([*head, line(COLUMNS), *(line(r) for r in body)]) + "\n"
+
+
+def budget_text(report: CrawlReport) -> list[str]:
+    """The curve for ``scrapy whittle sources``: the sentence, then :func:`budget_rows` as
+    an aligned table."""
+    curve = report.budget_curve
+    if curve is None:
+        return []
+    if not curve:
+        return [curve.message]
+    _, unit = period_name(report.period)
+    left_out = f"; {curve.left_out} left out, nothing learned" if curve.left_out else ""
+    head = f"crawls / {unit}"
+    body = budget_rows(report)
+    wide = max(len(head), *(len(b) for b, _, _ in body))
+    return [f"budget curve (upper bound on any policy, from the parameters learned for "
+            f"{curve.sources} sources{left_out}):",
+            f"  {budget_sentence(report)}",
+            f"  {head.rjust(wide)}  share of the value available",
+            *(f"  {b.rjust(wide)}  {v.rjust(4)}" + (f"   <- {m}" if m else "")
+              for b, v, m in body)]

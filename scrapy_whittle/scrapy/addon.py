@@ -7,10 +7,14 @@
     WHITTLE_BUDGET = 60
 
 It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at order 540 and
-``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES``, gives every ``WHITTLE_*``
-setting its default (from the table in :mod:`scrapy_whittle.service.config`, so that
-``scrapy settings --get`` shows what the crawl uses) and lowers ``CONCURRENT_ITEMS`` to 16
-(below), all with Scrapy's ``"addon"`` priority, so a value the project sets itself wins (a
+``RetryAfterMiddleware`` at 560 in ``DOWNLOADER_MIDDLEWARES`` (and, with ``ROBOTSTXT_OBEY``,
+``QuietRobotsTxtMiddleware`` in place of Scrapy's ``RobotsTxtMiddleware``, unless the project
+lists a robots.txt middleware itself: :mod:`scrapy_whittle.scrapy.robots`),
+``DeliveryMiddleware`` at 10 in ``SPIDER_MIDDLEWARES`` (items handed out again after a kill:
+:mod:`scrapy_whittle.scrapy.delivery`), gives every ``WHITTLE_*`` setting its default (from
+the table in :mod:`scrapy_whittle.service.config`, so that ``scrapy settings --get`` shows
+what the crawl uses) and lowers ``CONCURRENT_ITEMS`` to 16 (below), all with Scrapy's
+``"addon"`` priority, so a value the project sets itself wins (a
 subclass of the scheduler, another order for the middleware, its own settings). It checks
 that the crawl runs on the asyncio reactor, and runs the start-up check of the ``WHITTLE_*``
 settings and the source list (:mod:`scrapy_whittle.scrapy.startup`) while Scrapy applies the
@@ -44,6 +48,7 @@ SCHEDULER = "scrapy_whittle.scrapy.scheduler.WhittleScheduler"
 MIDDLEWARE_ORDER = 540
 RETRY_AFTER_ORDER = 560          # before RetryMiddleware (550) sees a response
 CONCURRENT_ITEMS = 16            # see the module docstring
+ROBOTS_ORDER = 100               # Scrapy's RobotsTxtMiddleware's, should its base lack it
 
 
 class Addon:
@@ -57,6 +62,8 @@ class Addon:
         return cls(crawler)
 
     def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy_whittle.scrapy.delivery import ORDER as DELIVERY_ORDER
+        from scrapy_whittle.scrapy.delivery import DeliveryMiddleware
         from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, RetryAfterMiddleware
         from scrapy_whittle.scrapy.scheduler import WhittleScheduler
 
@@ -75,6 +82,10 @@ class Addon:
                 "DOWNLOADER_MIDDLEWARES", FeedObserverMiddleware, MIDDLEWARE_ORDER)
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", RetryAfterMiddleware, RETRY_AFTER_ORDER)
+            settings.setdefault_in_component_priority_dict(
+                "SPIDER_MIDDLEWARES", DeliveryMiddleware, DELIVERY_ORDER)
+            if settings.getbool("ROBOTSTXT_OBEY"):
+                install_quiet_robots(settings)
         crawl_start(self.crawler)
 
 
@@ -86,6 +97,25 @@ def set_whittle_defaults(settings: BaseSettings) -> None:
             default = setting.default
             settings.set(setting.name, default.copy() if isinstance(default, dict) else default,
                          priority="addon")
+
+
+def install_quiet_robots(settings: BaseSettings) -> None:
+    """``QuietRobotsTxtMiddleware`` at the order of Scrapy's ``RobotsTxtMiddleware``, which
+    it replaces, unless ``DOWNLOADER_MIDDLEWARES`` names a robots.txt middleware already (the
+    project's own, or Scrapy's, disabled or moved)."""
+    from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+
+    from scrapy_whittle.scrapy.robots import QuietRobotsTxtMiddleware
+
+    if any(_is_subclass(path, RobotsTxtMiddleware)
+           for path in settings.getdict("DOWNLOADER_MIDDLEWARES")):
+        return
+    order = next((v for k, v in settings.getdict("DOWNLOADER_MIDDLEWARES_BASE").items()
+                  if _is_subclass(k, RobotsTxtMiddleware)), ROBOTS_ORDER)
+    settings.setdefault_in_component_priority_dict(
+        "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, None)
+    settings.setdefault_in_component_priority_dict(
+        "DOWNLOADER_MIDDLEWARES", QuietRobotsTxtMiddleware, order)
 
 
 def check_reactor(settings: BaseSettings) -> None:

@@ -45,6 +45,7 @@ from scrapy import signals
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from scrapy_whittle.feeds.hints import response_hints, retry_after
+from scrapy_whittle.scrapy.delivery import META_BATCH, META_REPLAY, replay_response
 from scrapy_whittle.scrapy.errors import RedirectLoop, describe, exception_kind
 from scrapy_whittle.scrapy.scheduler import META_CRAWL
 from scrapy_whittle.scrapy.startup import crawl_start
@@ -118,10 +119,13 @@ class FeedObserverMiddleware:
         await self.pool.close()
 
     # -- hooks --------------------------------------------------------------------------
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request) -> Response | None:
         """A redirect of a source request back to a URL of its own chain is a loop: dropped
         before it is sent (``RedirectLoop``, kind ``redirect_loop``), instead of after
-        ``REDIRECT_MAX_TIMES`` requests."""
+        ``REDIRECT_MAX_TIMES`` requests. A replay of entries a killed crawl had not
+        delivered is answered here, without a download (:mod:`scrapy_whittle.scrapy.delivery`)."""
+        if META_REPLAY in request.meta:
+            return replay_response(request)
         visited = request.meta.get("redirect_urls")
         if visited and META_CRAWL in request.meta and request.url in visited:
             chain = " -> ".join([*visited, request.url][-4:])
@@ -175,6 +179,8 @@ class FeedObserverMiddleware:
             hints=response_hints(response.headers, now, parsed.hints)))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=now)
+        if found.batch is not None:
+            request.meta[META_BATCH] = found.batch
         return response
 
     async def process_exception(self, request: Request, exception: BaseException) -> None:

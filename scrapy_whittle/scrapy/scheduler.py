@@ -51,8 +51,9 @@ from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_def
 from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
+from scrapy_whittle.scrapy.delivery import flush_feed_exports, replay_request
 from scrapy_whittle.scrapy.source_list import SourceListReader
-from scrapy_whittle.scrapy.startup import crawl_start, forget_sources
+from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
@@ -75,6 +76,13 @@ META_REGISTER = "whittle_source"
 META_ERRBACK = "whittle_errback"          # a template's own errback, called after ours
 META_PLAIN = "whittle_plain_url"         # _request set verbatim_url: the URL needs no escaping
 LEGACY_STATE_FILE = "whittle.state.pickle"
+
+
+def _installed(components: dict, name: str) -> bool:
+    """Whether a component whose class is called ``name`` is enabled in ``components`` (a
+    ``*_MIDDLEWARES`` dict of paths or classes to orders)."""
+    return any(str(getattr(k, "__name__", k)).endswith(name) and v is not None
+               for k, v in components.items())
 
 
 class DownloadSlots:
@@ -130,6 +138,7 @@ class WhittleScheduler(BaseScheduler):
         self._list_for: RecrawlService | None = None   # the service the list was read for
         self._slots = DownloadSlots(crawler)
         self.polls = 0                        # next_request calls that looked at sources
+        self._skipped = 0                     # bad entries of the lists read at start-up
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -142,11 +151,17 @@ class WhittleScheduler(BaseScheduler):
         max_flight = settings.getfloat("DOWNLOAD_TIMEOUT") * (retries + 2) + 60.0
         mws = {**settings.getdict("DOWNLOADER_MIDDLEWARES_BASE"),
                **settings.getdict("DOWNLOADER_MIDDLEWARES")}
-        if not any(str(getattr(k, "__name__", k)).endswith("FeedObserverMiddleware")
-                   and v is not None
-                   for k, v in mws.items()):
+        if not _installed(mws, "FeedObserverMiddleware"):
             logger.warning("WhittleScheduler without FeedObserverMiddleware in "
                            "DOWNLOADER_MIDDLEWARES: the policy will learn nothing")
+        spider_mws = {**settings.getdict("SPIDER_MIDDLEWARES_BASE"),
+                      **settings.getdict("SPIDER_MIDDLEWARES")}
+        tracked = _installed(spider_mws, "DeliveryMiddleware")
+        if not tracked and job_dir(settings) and config.state and not config.redis_url:
+            logger.warning("WhittleScheduler with JOBDIR but without "
+                           "scrapy_whittle.DeliveryMiddleware in SPIDER_MIDDLEWARES: items in "
+                           "the pipelines when the crawl is killed are not handed out again "
+                           "(the add-on installs it)")
         stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy,
                              cluster=bool(config.redis_url))
         if config.redis_url:
@@ -157,8 +172,10 @@ class WhittleScheduler(BaseScheduler):
         else:
             service = RecrawlService(config, oracle=oracle, slot_delays=slot_delays,
                                      max_flight=max_flight, stats=stats)
+            service.journal_deliveries = tracked
             obj = cls(Scheduler.from_crawler(crawler), service, sources=sources,
                       crawler=crawler, jobdir=job_dir(settings))
+            obj._skipped = start.skipped
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
 
@@ -173,9 +190,17 @@ class WhittleScheduler(BaseScheduler):
             self.service.store = StateStore.in_jobdir(self.jobdir)
         spider_sources = load_sources(getattr(spider, "whittle_sources", None) or None)
         url = self.config.sources_url
-        # with a list at a URL, the list is what the fetch finds: nothing leaves before
-        self.service.open(self._initial + spider_sources, listed=url is None)
+        # with a list at a URL, the list is what the fetch finds: nothing leaves before.
+        # The start-up check built the policy for the list; a JOBDIR's sources may make it
+        # unbuildable still: one ERROR line then too
+        with refuse_to_start():
+            self.service.open(self._initial + spider_sources, listed=url is None)
         self._initial = []                 # registered: the list is not kept twice
+        # what a killed run had not delivered goes first
+        self.followups.extend(replay_request(b) for b in self.service.replays)
+        self.service.replays = []
+        if self._skipped:                  # bad entries the start-up check left out
+            self.service.stats.set("sources/skipped", self._skipped)
         if self.crawler is not None:
             forget_sources(self.crawler)
         freeze_startup_heap()              # see scrapy_whittle.service.gc_pause
@@ -272,6 +297,7 @@ class WhittleScheduler(BaseScheduler):
                 self._checkpoints.stop()
             if self._writing is not None:          # let a checkpoint in progress finish
                 await deferred_to_future(self._writing)
+            flush_feed_exports(self.crawler)
             self.service.close()
         self.sink.stats.stop()
         result = self.inner.close(reason)
@@ -282,7 +308,13 @@ class WhittleScheduler(BaseScheduler):
         """Prepare the checkpoint on the reactor, write it in a thread."""
         if self._writing is not None:
             return
+        # what the checkpoint counts as delivered must be in the export files
+        flush_feed_exports(self.crawler)
         cp = self.service.prepare_checkpoint()
+
+        def written(result):
+            self.service.checkpoint_written(cp)
+            return result
 
         def done(result):
             self._writing = None
@@ -292,7 +324,7 @@ class WhittleScheduler(BaseScheduler):
             logger.error("checkpoint of the crawl state failed: %s", failure.value)
 
         self._writing = deferToThread(self.service.store.write, cp)
-        self._writing.addErrback(failed)
+        self._writing.addCallbacks(written, failed)
         self._writing.addBoth(done)
 
     # -- the scheduler interface --------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from twisted.internet.threads import deferToThread
 
+from scrapy_whittle.scrapy.startup import skipped_message
 from scrapy_whittle.service.sources import SourceListError, load_sources, parse_source_list
 
 if TYPE_CHECKING:
@@ -100,6 +101,11 @@ class SourceListReader:
         service = self.target()
         if service is None:            # the cluster's planner is another process now
             return
+        skipped = getattr(specs, "skipped", [])
+        self.stats.set("sources/skipped", len(skipped))   # those of the latest read
+        if skipped:
+            logger.warning("source list %s: %s", self.url or self.value,
+                           skipped_message(specs))
         if not specs:
             self._failed("the list has no source (the known sources are kept)")
             return

@@ -40,12 +40,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy_whittle.core.policies import policy_class
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import gc_paused
-from scrapy_whittle.service.policy_options import check_option_values
+from scrapy_whittle.service.policy_options import check_policy_build
 from scrapy_whittle.service.sources import (
+    SourceList,
     SourceListError,
     SourceSpec,
     load_oracle,
     load_sources,
+    skipped_summary,
     url_hosts,
 )
 
@@ -64,6 +66,8 @@ class CrawlStart:
     config: WhittleConfig
     sources: list[SourceSpec]
     oracle: dict[str, tuple[float, float, float]] | None
+    #: bad entries left out of the source lists (stat ``whittle/sources/skipped``)
+    skipped: int = 0
 
 
 _checked: weakref.WeakKeyDictionary[Any, CrawlStart] = weakref.WeakKeyDictionary()
@@ -94,8 +98,10 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
     config = WhittleConfig.from_settings(settings)
     sources = _sources("WHITTLE_SOURCES", config.sources)
     spider_sources = getattr(spider, "whittle_sources", None) or None
+    extra: list[SourceSpec] = []
     if spider_sources is not None:
-        _sources(f"the spider's whittle_sources ({type(spider).__name__})", spider_sources)
+        extra = _sources(f"the spider's whittle_sources ({type(spider).__name__})",
+                         spider_sources)
     oracle = None
     cls = policy_class(config.core_policy)
     if cls.needs_parameters:
@@ -112,11 +118,12 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
                 f"WHITTLE_ORACLE_PARAMS ({config.oracle_params!r}) has no daily rhythm "
                 f"(\"profile\") for {len(missing)} of the WHITTLE_SOURCES, e.g. {missing[0]}: "
                 f"policy {config.policy!r} needs one for every source")
-    check_option_values(config)
+    check_policy_build(config, lambda: len({s.url for s in [*sources, *extra]}))
     warn_unreachable_budget(settings, config, sources)
     if config.redis_url:
         check_cluster(config)
-    return CrawlStart(config=config, sources=sources, oracle=oracle)
+    return CrawlStart(config=config, sources=sources, oracle=oracle,
+                      skipped=len(sources.skipped) + len(getattr(extra, "skipped", ())))
 
 
 def check_cluster(config: WhittleConfig) -> None:
@@ -128,14 +135,30 @@ def check_cluster(config: WhittleConfig) -> None:
     reach(config.redis_url, config.redis_wait)
 
 
-def _sources(name: str, value: Any) -> list[SourceSpec]:
+def _sources(name: str, value: Any) -> SourceList:
+    """The list's sources; its bad entries are left out with one WARNING line naming them."""
     try:
         with gc_paused():
-            return load_sources(value)
+            specs = load_sources(value)
     except SourceListError as exc:
         raise InvalidSetting(
             f"{name} ({value!r}) is not a usable source list: {exc}. Give an OPML, JSON or "
             "text file of feed URLs, or a list of URLs") from None
+    if specs.skipped:
+        logger.warning("%s (%s): %s", name, _short(value), skipped_message(specs))
+    return specs
+
+
+def skipped_message(specs: SourceList) -> str:
+    """What one WARNING line says of a list's bad entries."""
+    n = len(specs.skipped)
+    return (f"{n} bad {'entry' if n == 1 else 'entries'} skipped, the crawl goes on with the "
+            f"other {len(specs)}: {skipped_summary(specs.skipped)}")
+
+
+def _short(value: Any) -> str:
+    """A list given in the settings by its length (it may hold a million URLs)."""
+    return f"a list of {len(value)}" if isinstance(value, list | tuple) else repr(value)
 
 
 # -- the one ERROR line ---------------------------------------------------------------------

@@ -19,7 +19,8 @@ Keys (all under ``whittle/``):
 * what was kept within plausible ranges (``scrapy_whittle.core.sanitize``): ``clipped/value``,
   ``clipped/published``, ``bursts`` (fetches that taught only part of their unseen entries),
   ``state_resets`` (sources whose learned state went bad, reset to their prior);
-* ``sources``, ``epochs``, ``decision/<policy>/seconds`` and ``decision/<policy>/calls``
+* ``sources``, ``sources/skipped`` (bad entries left out of the latest read of the source
+  list), ``epochs``, ``decision/<policy>/seconds`` and ``decision/<policy>/calls``
   (time spent choosing sources), ``decision/<policy>/us_per_crawl`` at close.
 
 In a cluster process (``cluster``) ``crawls`` and the counts of fetches are this process's

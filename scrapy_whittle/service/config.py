@@ -14,13 +14,15 @@ into it.
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrapy_whittle.core.policies import POLICIES, canonical_name, policy_class
+from scrapy_whittle.core.policies import NEEDS_EXTRA, POLICIES, canonical_name, policy_class
 from scrapy_whittle.feeds.parse_pool import PARSE_TIMEOUT
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, ParseLimits, get_parser
 from scrapy_whittle.service.invalid_setting import InvalidSetting
@@ -33,7 +35,8 @@ from scrapy_whittle.service.sources import is_list_url
 # Settings are read through ``Mapping.get`` alone: Scrapy's ``Settings`` is a Mapping, and so is
 # the plain dict the simulator and the tests pass, so the service needs no Scrapy import.
 __all__ = ["DEFAULTS", "REQUIRED", "SETTINGS", "InvalidSetting",
-           "ParsingConfig", "Setting", "WhittleConfig", "download_slot_delays", "policy_names"]
+           "ParsingConfig", "Setting", "WhittleConfig", "check_setting_names",
+           "download_slot_delays", "policy_names", "require_extra"]
 
 
 class _Required:
@@ -141,12 +144,23 @@ def _sources(name: str, raw: Any) -> str | list | None:
     return list(raw) if isinstance(raw, tuple) else raw
 
 
+def require_extra(module: str, extra: str, setting: str, value: Any) -> None:
+    """Refuse ``setting``'s ``value`` when it needs ``module``, an optional dependency that is
+    not installed, naming the extra of scrapy-whittle that installs it. Looked up, not
+    imported: the check costs nothing to a crawl that has the package."""
+    if importlib.util.find_spec(module) is None:
+        raise _fail(setting, value, f"needs the package {module!r}, which is not installed: "
+                    f"pip install 'scrapy-whittle[{extra}]'")
+
+
 def _policy(name: str, raw: Any) -> str:
     if not isinstance(raw, str) or not raw:
         raise _fail(name, raw, "must be a policy name")
     core = canonical_name(raw)
     if core not in POLICIES:
         raise _fail(name, raw, f"must be one of: {policy_names()}")
+    if core in NEEDS_EXTRA:
+        require_extra(*NEEDS_EXTRA[core], name, raw)
     try:
         policy_class(core)
     except ValueError as exc:
@@ -344,6 +358,9 @@ SETTINGS: tuple[Setting, ...] = (
             "engagement and `report_value`"),
 )
 
+#: the prefix of every name in the table: any other setting with it is a typo
+PREFIX = "WHITTLE_"
+
 #: the settings by name
 SETTING: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
@@ -454,6 +471,7 @@ class WhittleConfig:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> WhittleConfig:
+        check_setting_names(settings)
         v = {s.name: s.read(settings) for s in SETTINGS}
         _check_together(v)
         per_source = v["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
@@ -490,6 +508,27 @@ class WhittleConfig:
                 max_field_chars=v["WHITTLE_MAX_FIELD_LENGTH"],
                 max_bytes=v["WHITTLE_MAX_FEED_SIZE"]),
         )
+
+
+def check_setting_names(settings: Mapping[str, Any]) -> None:
+    """Refuse a ``WHITTLE_*`` name that is not in the table: Scrapy keeps any setting it is
+    given, so ``-s WHITTLE_BUDGTE=3`` would otherwise be dropped without a word. The message
+    names every unknown one, its value and the closest known name."""
+    unknown = sorted(name for name in settings
+                     if isinstance(name, str) and name.startswith(PREFIX)
+                     and name not in SETTING)
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        # compared without the prefix, which every name shares and would make any two alike
+        close = difflib.get_close_matches(name.removeprefix(PREFIX),
+                                          [s.removeprefix(PREFIX) for s in SETTING], n=1)
+        hint = (f"did you mean {PREFIX}{close[0]}?" if close
+                else "no setting has a name close to it")
+        parts.append(f"{name} ({settings.get(name)!r}) is not a scrapy-whittle setting: {hint}")
+    raise InvalidSetting("; ".join(parts) + " (the WHITTLE_* settings are listed in the "
+                         "Settings section of docs/scrapy.md)")
 
 
 def _check_together(v: dict[str, Any]) -> None:

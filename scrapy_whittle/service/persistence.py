@@ -6,9 +6,9 @@ the sources crawled or otherwise touched (book-keeping, validators, counters, th
 per-source state, the entries seen), the policy's global state, the epochs' totals and
 measures, and the publication times of the entries found (with the entries seen, in the same
 transaction; those older than ``WHITTLE_TRACE_DAYS`` are deleted). After
-a crash the crawl restarts from the last checkpoint: an entry handed out before it is never
-handed out again; entries first seen in the last checkpoint interval before the crash are
-handed out a second time (at least once)."""
+a crash the crawl restarts from the last checkpoint; the entries found but not yet through the
+item pipelines are handed out again from the delivery journal
+(:mod:`scrapy_whittle.service.deliveries`): at least once, never lost."""
 
 from __future__ import annotations
 
@@ -75,11 +75,6 @@ class StatePersistence:
     def checkpoint_due(self) -> bool:
         return (self.store is not None and self.keeper.policy is not None
                 and time.monotonic() - self.last_checkpoint >= self.config.checkpoint_interval)
-
-    def checkpoint(self) -> None:
-        """Write what changed since the previous checkpoint (blocking)."""
-        if self.store is not None and self.keeper.policy is not None:
-            self.store.write(self.prepare_checkpoint())
 
     def prepare_checkpoint(self) -> Checkpoint:
         """What changed since the previous checkpoint, ready for ``StateStore.write``, which

@@ -4,14 +4,15 @@ The option names are checked against the policy's constructor when the settings 
 (:func:`check_option_names`); their values only the constructor can judge, so every build of
 the policy goes through :func:`build_policy`, which turns the constructor's refusal into an
 :class:`InvalidSetting` naming the setting, its value, the policy and the reason. The start-up
-check builds the policy once for one source (:func:`check_option_values`) so that a refused
-value stops the crawl before the spider opens; the re-crawl service builds the real one.
+check builds the policy once (:func:`check_policy_build`: for the sources the crawl starts
+with, or one standing for them) so that a refusal stops the crawl before the spider opens;
+the re-crawl service builds the real one.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -70,38 +71,45 @@ def check_option_names(cls: type, policy: str, options: Mapping[str, Any]) -> No
 def build_policy(config: PolicySettings, problem: Problem, **supplied: Any) -> Policy:
     """The policy of ``config`` for ``problem``, with ``WHITTLE_POLICY_OPTIONS`` and the
     arguments the caller ``supplied`` (a rhythm-aware oracle's arrivals, which win over an
-    option of the same name). A value the
-    constructor refuses (its TypeError or ValueError) is an InvalidSetting naming the
-    setting, its value, the policy and the reason; without options, the refusal is the
-    caller's own defect and goes on as it is."""
+    option of the same name). A refusal of the constructor (its TypeError or ValueError) is an
+    InvalidSetting naming the setting, its value, the policy and the reason: the options when
+    there are any, else the policy and the number of sources it was built for (the original
+    error stays chained to it)."""
     try:
         return make_policy(config.core_policy, problem, rng=config.seed,
                            **{**config.policy_options, **supplied})
     except (TypeError, ValueError) as exc:
-        if not config.policy_options:
-            raise
-        raise InvalidSetting(f"WHITTLE_POLICY_OPTIONS ({config.policy_options!r}) for policy "
-                             f"{config.policy!r}: {exc}") from exc
+        if config.policy_options:
+            raise InvalidSetting(f"WHITTLE_POLICY_OPTIONS ({config.policy_options!r}) for "
+                                 f"policy {config.policy!r}: {exc}") from exc
+        raise InvalidSetting(f"WHITTLE_POLICY ({config.policy!r}) cannot be built for "
+                             f"{problem.n} source(s): {exc}") from exc
 
 
-def check_option_values(config: PolicySettings) -> None:
-    """Build the policy once, for one source, with ``WHITTLE_POLICY_OPTIONS``, so that a value
-    it refuses (``{"device": "cuda"}`` for dqn where torch sees no GPU, say) stops the crawl at
-    start-up, in one line, rather than in a traceback when the scheduler opens.
+def check_policy_build(config: PolicySettings, n_sources: Callable[[], int]) -> None:
+    """Build the policy once, as the crawl will, so that a refusal (a value of
+    ``WHITTLE_POLICY_OPTIONS`` such as ``{"device": "cuda"}`` for dqn where torch sees no GPU,
+    a list of one value per source that does not have one per source, a policy that cannot
+    start from no source) stops the crawl at start-up, in one line, rather than in a
+    traceback when the scheduler opens.
 
-    Skipped where one source cannot stand for the crawl: a policy built on the oracle's daily
-    rhythms, and options of one value per source (diurnal-whittle's ``groups``, a
-    ``prior_half_life`` list), whose length is the number of sources. Those are checked
-    when the service builds the policy, through the same :func:`build_policy`."""
-    if not config.policy_options:
-        return
+    Built for ``n_sources()`` (the distinct sources the crawl starts with; 0 for a list at a
+    URL, fetched later) when an option has one value per source (diurnal-whittle's
+    ``groups``, a ``prior_half_life`` list) or there is no source, else for one source
+    standing for them (a million would be built twice). A crawl resumed from a JOBDIR may
+    hold more sources than its list, and a policy built on the oracle's daily rhythms needs
+    what the re-crawl service derives from the oracle's document (skipped here): the service
+    checks those as it builds the policy, through the same :func:`build_policy`, and the
+    scheduler reports a refusal there as one ERROR line too."""
     cls = policy_class(config.core_policy)
+    if cls.needs_rhythms:
+        return
     per_source = any(isinstance(v, list | tuple | np.ndarray) and len(v) > _PER_SOURCE_LENGTH
                      for v in config.policy_options.values())
-    if cls.needs_rhythms or per_source:
-        return
+    n = n_sources()
+    n = n if per_source or n == 0 else 1
     if cls.needs_parameters:
-        problem = Problem(n=1, period=config.period, alpha=np.array([0.5]), u=np.array([1.0]))
+        problem = Problem(n=n, period=config.period, alpha=np.full(n, 0.5), u=np.ones(n))
     else:
-        problem = Problem(n=1, period=config.period)
+        problem = Problem(n=n, period=config.period)
     build_policy(config, problem)

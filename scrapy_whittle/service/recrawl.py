@@ -38,6 +38,7 @@ importable from here.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 from collections import defaultdict, deque
@@ -52,6 +53,7 @@ from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
+from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
 from scrapy_whittle.service.gc_pause import gc_paused
@@ -115,6 +117,12 @@ class RecrawlService:
                                             outcomes=self.outcomes,
                                             rebuild_policy=self._build_policy, **parts)
         self.store = store
+        #: the new entries on their way to the pipelines, journaled beside the store when
+        #: the caller reports deliveries (``journal_deliveries``, set before ``open``)
+        self.journal_deliveries = False
+        self.deliveries = DeliveryJournal(None)
+        #: the batches a killed run left undelivered, to hand out again (set by ``open``)
+        self.replays: list[Batch] = []
 
     # -- the parts' state, as the service's callers read it -----------------------------
     @property
@@ -200,6 +208,8 @@ class RecrawlService:
             self.keeper.repair(None, cause="as restored")
         if listed and ids:
             self._sync_list(ids)
+        if self.store is not None and self.journal_deliveries:
+            self._recover_deliveries()
         self.keeper.set_half_life_priors(np.arange(len(self.sources)))
         self.outcomes.start(len(self.sources))
         self.planner.discover(np.arange(len(self.sources)), now)
@@ -207,6 +217,27 @@ class RecrawlService:
         logger.info("re-crawl service: %d sources, policy %s, budget %g per %g s%s",
                     len(self.sources), self.config.policy, self.config.budget,
                     self.config.period, f", state in {self.store.path}" if self.store else "")
+
+    def _recover_deliveries(self) -> None:
+        """Open the delivery journal beside the state; what a killed run left undelivered
+        becomes ``replays``, its entries known as seen (they are handed out by the replay,
+        not again by the next fetch of their feed)."""
+        self.deliveries = DeliveryJournal(self.store.path.parent / DIRECTORY)
+        replays = []
+        for batch in self.deliveries.recover():
+            sid = self.sources.id_of(batch.url)
+            if sid is not None:
+                self.memory.new_entries(sid, batch.entries)
+                if sid != batch.source:
+                    batch = dataclasses.replace(batch, source=sid)
+            replays.append(batch)
+        self.replays = replays
+        if replays:
+            logger.info("re-crawl service: %d entries of %d fetches were not delivered before "
+                        "the crawl stopped: handed out again", sum(len(b.entries)
+                                                                  for b in replays),
+                        len(replays))
+            self.stats.inc("deliveries/replayed", sum(len(b.entries) for b in replays))
 
     def _build_policy(self, n: int) -> Policy:
         alpha = u = None
@@ -240,6 +271,10 @@ class RecrawlService:
         profiles = getattr(self.oracle, "profiles", {})
         rows = [profiles.get(self.sources.url(s)) for s in sids]
         known = [r for r in rows if r is not None]
+        if not sids and profiles:
+            # no source yet (a list fetched after start-up): the phases are those of the
+            # rhythms the oracle gives, for the sources that join later
+            known = [next(iter(profiles.values()))]
         if not known or (strict and len(known) < len(rows)):
             raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}) needs "
                                  f"a daily rhythm (\"profile\") for every source of policy "
@@ -267,6 +302,16 @@ class RecrawlService:
                 raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
                                      " the rhythms must all span the same time")
             out[idx] = np.roll(arr.u, -arr.phase0, axis=1)   # phase of epoch 0 made 0
+        if out is None:         # no source: no rows, as many phases as the rhythms have
+            bins, width, origin = known[0]
+            try:
+                out = arrivals_from_bins(np.zeros(0), np.zeros(0), np.zeros(0),
+                                         np.zeros((0, len(bins))), width, self.config.period,
+                                         origin=origin, start=self.origin).u
+            except ValueError as exc:
+                raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
+                                     f" {exc} (WHITTLE_PERIOD {self.config.period!r})"
+                                     ) from None
         return alpha, out
 
     def _oracle_au(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -411,8 +456,18 @@ class RecrawlService:
                      hints: ServerHints | None = None) -> FetchResult:
         """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
         valued, are returned, and the crawl is recorded (:meth:`record_fetch`)."""
-        return self.outcomes.feed_fetched(crawl, entries, etag=etag,
-                                          last_modified=last_modified, hints=hints)
+        found = self.outcomes.feed_fetched(crawl, entries, etag=etag,
+                                           last_modified=last_modified, hints=hints)
+        if found.entries and self.deliveries.enabled:
+            batch = self.deliveries.add(crawl.url, crawl.source, found.entries, found.values,
+                                        self.clock.now())
+            found = found._replace(batch=batch)
+        return found
+
+    def delivered(self, batch: int) -> None:
+        """Every item made of ``batch``'s entries (``FetchResult.batch``) passed the item
+        pipelines or was dropped on purpose: the journal may forget it."""
+        self.deliveries.delivered(batch)
 
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
                      published: list[float | None], *, etag: str | None = None,
@@ -465,12 +520,21 @@ class RecrawlService:
 
     def checkpoint(self) -> None:
         """Write what changed since the previous checkpoint (blocking)."""
-        self.persistence.checkpoint()
+        if self.store is not None and self.keeper.policy is not None:
+            cp = self.prepare_checkpoint()
+            self.store.write(cp)
+            self.checkpoint_written(cp)
 
     def prepare_checkpoint(self) -> Checkpoint:
         """What changed since the previous checkpoint, for ``StateStore.write`` (which may
         run in another thread)."""
-        return self.persistence.prepare_checkpoint()
+        cp = self.persistence.prepare_checkpoint()
+        cp.journal_segment = self.deliveries.rotate()
+        return cp
+
+    def checkpoint_written(self, cp: Checkpoint) -> None:
+        """``cp`` is committed: the delivery journal drops what it now holds twice."""
+        self.deliveries.committed(cp.journal_segment)
 
     def budget_used(self) -> float | None:
         """Cost spent over the completed epochs of this run / (M x those epochs)."""
@@ -484,5 +548,6 @@ class RecrawlService:
         self.flush()
         self.outcomes.publish_measures()
         if self.store is not None and self.keeper.policy is not None:
-            self.store.write(self.prepare_checkpoint())
+            self.checkpoint()
             self.store.close()
+        self.deliveries.close()

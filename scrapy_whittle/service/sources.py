@@ -27,7 +27,36 @@ from scrapy_whittle.service.invalid_setting import InvalidSetting
 
 
 class SourceListError(ValueError):
-    """A source list that cannot be read; the message says which file and why."""
+    """A source list that cannot be read, or that has no usable entry; the message says
+    which file and why."""
+
+
+class SourceList(list):
+    """The sources of a list document, and in ``skipped`` what each entry that could not be
+    used was and why (one line each): a bad entry is left out, the rest of the list used."""
+
+    def __init__(self, specs=(), skipped=()) -> None:
+        super().__init__(specs)
+        self.skipped: list[str] = list(skipped)
+
+
+#: bad entries named one by one in a message; the others are counted
+SHOWN_SKIPPED = 3
+
+
+def skipped_summary(skipped: list[str]) -> str:
+    """The first bad entries of a list, and how many more, for one line of log."""
+    shown = "; ".join(skipped[:SHOWN_SKIPPED])
+    more = len(skipped) - SHOWN_SKIPPED
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def _usable(specs: list[SourceSpec], skipped: list[str], origin: str) -> SourceList:
+    """The list, unless every entry was bad: then it is not a list of feeds at all."""
+    if skipped and not specs:
+        raise SourceListError(f"{origin}: no usable entry ({len(skipped)} bad: "
+                              f"{skipped_summary(skipped)})")
+    return SourceList(specs, skipped)
 
 
 @dataclass
@@ -105,6 +134,11 @@ def _valid_url(url: str) -> bool:
     return url_host(url) is not None
 
 
+def _entry_error(exc: SourceListError, origin: str) -> str:
+    """What was wrong with one entry, without the list's name (said once in the message)."""
+    return str(exc).removeprefix(f"{origin}: ")
+
+
 def _spec(url: str, origin: str, **kw: Any) -> SourceSpec:
     url = url.strip()
     if not _valid_url(url):
@@ -129,7 +163,7 @@ def _attr_float(attrs: dict[str, str], names: tuple[str, ...], default: float,
     return default
 
 
-def parse_opml(data: bytes, origin: str = "OPML") -> list[SourceSpec]:
+def parse_opml(data: bytes, origin: str = "OPML") -> SourceList:
     """Every ``<outline xmlUrl=...>`` of an OPML document, in document order.
 
     A feed's category is its OPML 2.0 ``category`` attribute (the first one, without leading
@@ -140,24 +174,32 @@ def parse_opml(data: bytes, origin: str = "OPML") -> list[SourceSpec]:
     except ET.ParseError as exc:
         raise SourceListError(f"{origin}: not well-formed XML ({exc})") from None
     specs: list[SourceSpec] = []
+    skipped: list[str] = []
 
     def walk(node, folder: str) -> None:
         for child in node.findall("outline"):
-            url = child.get("xmlUrl") or child.get("xmlurl")
+            url = child.get("xmlUrl", child.get("xmlurl"))
+            if url is not None and not url.strip():
+                skipped.append(f"outline {child.get('title') or child.get('text') or ''!r}: "
+                               "empty xmlUrl")
+                continue
             if not url:
                 walk(child, child.get("title") or child.get("text") or folder)
                 continue
             declared = (child.get("category") or "").split(",")[0].strip().strip("/")
-            specs.append(_spec(
-                url, origin, title=child.get("title") or child.get("text") or "",
-                weight=_attr_float(child.attrib, ("weight",), 1.0, origin),
-                min_interval=_attr_float(child.attrib, ("minInterval",), 0.0, origin),
-                category=declared or folder))
+            try:
+                specs.append(_spec(
+                    url, origin, title=child.get("title") or child.get("text") or "",
+                    weight=_attr_float(child.attrib, ("weight",), 1.0, origin),
+                    min_interval=_attr_float(child.attrib, ("minInterval",), 0.0, origin),
+                    category=declared or folder))
+            except SourceListError as exc:
+                skipped.append(_entry_error(exc, origin))
             walk(child, folder)
 
     body = root.find("body")
     walk(body if body is not None else root, "")
-    return specs
+    return _usable(specs, skipped, origin)
 
 
 #: A line that is not plainly "http(s)://host/...": only those are checked one by one
@@ -165,18 +207,20 @@ def parse_opml(data: bytes, origin: str = "OPML") -> list[SourceSpec]:
 _NOT_PLAIN_LINE = re.compile(r"^(?!(?i:https?)://[A-Za-z0-9.-]+(?:[/?#]|$)).*$", re.M)
 
 
-def parse_url_lines(text: str, origin: str = "URL list") -> list[SourceSpec]:
+def parse_url_lines(text: str, origin: str = "URL list") -> SourceList:
     """One URL per line; blank lines and ``#`` comments ignored."""
     lines = text.splitlines()
     urls = [words[0] for words in map(str.split, lines) if words and words[0][0] != "#"]
     # one scan of them all (a URL has no white space) instead of a host each: faster than
     # url_hosts, for the million lines of a start-up
-    for maybe in _NOT_PLAIN_LINE.finditer("\n".join(urls)):
-        bad = maybe.group(0)
-        if url_host(bad) is None:  # the line number, for the message (not needed otherwise)
-            i = next(i for i, line in enumerate(lines, 1) if line.split()[:1] == [bad])
-            raise SourceListError(f"{origin} line {i}: {bad!r} is not an http(s) URL")
-    return list(map(SourceSpec, urls))
+    bad = {maybe.group(0) for maybe in _NOT_PLAIN_LINE.finditer("\n".join(urls))
+           if url_host(maybe.group(0)) is None}
+    if not bad:
+        return SourceList(map(SourceSpec, urls))
+    # the line numbers, for the message (not needed otherwise)
+    skipped = [f"line {i}: {line.split()[0]!r} is not an http(s) URL"
+               for i, line in enumerate(lines, 1) if line.split()[:1] and line.split()[0] in bad]
+    return _usable([SourceSpec(u) for u in urls if u not in bad], skipped, origin)
 
 
 def _json_number(item: dict, key: str, default: float, origin: str) -> float:
@@ -191,36 +235,40 @@ def _json_number(item: dict, key: str, default: float, origin: str) -> float:
     return number
 
 
-def _from_json(value: Any, origin: str) -> list[SourceSpec]:
+def _from_json(value: Any, origin: str) -> SourceList:
     if isinstance(value, dict):
         value = value.get("sources", [])
     if not isinstance(value, list):
         raise SourceListError(f"{origin}: expected a list of URLs or of objects with 'url'")
     out = []
+    skipped = []
     for item in value:
-        if isinstance(item, str):
-            out.append(_spec(item, origin))
-        elif isinstance(item, dict) and isinstance(item.get("url"), str):
-            out.append(_spec(item["url"], origin, title=str(item.get("title", "")),
-                             weight=_json_number(item, "weight", 1.0, origin),
-                             min_interval=_json_number(item, "min_interval", 0.0, origin),
-                             category=str(item.get("category", ""))))
-        else:
-            raise SourceListError(f"{origin}: cannot read source {item!r}")
-    return out
+        try:
+            if isinstance(item, str):
+                out.append(_spec(item, origin))
+            elif isinstance(item, dict) and isinstance(item.get("url"), str):
+                out.append(_spec(item["url"], origin, title=str(item.get("title", "")),
+                                 weight=_json_number(item, "weight", 1.0, origin),
+                                 min_interval=_json_number(item, "min_interval", 0.0, origin),
+                                 category=str(item.get("category", ""))))
+            else:
+                raise SourceListError(f"{origin}: cannot read source {item!r}")
+        except SourceListError as exc:
+            skipped.append(_entry_error(exc, origin))
+    return _usable(out, skipped, origin)
 
 
-def load_sources(value: str | list | None) -> list[SourceSpec]:
+def load_sources(value: str | list | None) -> SourceList:
     """The sources named by ``WHITTLE_SOURCES``: a list of URLs, or the path of an OPML
     (``.opml`` / ``.xml`` or content starting with ``<``), JSON (``.json``) or text file. An
     http(s) URL names a list that the crawl fetches through Scrapy (:func:`is_list_url`):
     it gives no sources here."""
     if value is None:
-        return []
+        return SourceList()
     if isinstance(value, list | tuple):
         return _from_json(list(value), "WHITTLE_SOURCES")
     if is_list_url(value):
-        return []
+        return SourceList()
     path = Path(value).expanduser()
     try:
         data = path.read_bytes()
@@ -237,7 +285,7 @@ def is_list_url(value: Any) -> bool:
 
 def parse_source_list(data: bytes, origin: str, *, suffix: str = "",
                       content_type: str | None = None, url: str | None = None
-                      ) -> list[SourceSpec]:
+                      ) -> SourceList:
     """The sources of a list document: OPML (``suffix`` ``.opml`` / ``.xml``, an XML content
     type, or content starting with ``<``), JSON (``.json``, a JSON content type, or content
     starting with ``[`` / ``{``) or text (one URL a line). A feed (RSS, Atom) fetched from
@@ -246,7 +294,7 @@ def parse_source_list(data: bytes, origin: str, *, suffix: str = "",
     head = data.lstrip()[:1]
     if suffix in (".opml", ".xml") or "xml" in ctype or head == b"<":
         if url is not None and _is_feed(data):
-            return [_spec(url, origin)]
+            return SourceList([_spec(url, origin)])
         return parse_opml(data, origin)
     try:
         text = data.decode("utf-8-sig")

@@ -152,6 +152,9 @@ class Checkpoint:
     n_publications: int = 0
     #: publications before this unix time are deleted (None: none kept, none deleted)
     publications_since: float | None = None
+    #: the delivery journal's segment started with this checkpoint (the older ones go once
+    #: it is committed: :mod:`scrapy_whittle.service.deliveries`)
+    journal_segment: int = 0
 
 
 #: columns of ``sources`` read back by a restore, in this order

@@ -92,11 +92,13 @@ class Crawl(NamedTuple):
 
 class FetchResult(NamedTuple):
     """The new entries a fetch found, their values at capture, and whether every entry
-    the feed showed was new (older new ones may have been lost)."""
+    the feed showed was new (older new ones may have been lost); ``batch``: their batch in
+    the delivery journal (None without one: :mod:`scrapy_whittle.service.deliveries`)."""
 
     entries: list[FeedEntry]
     values: list[float]
     window_full: bool
+    batch: int | None = None
 
 
 def valued(entries: list[FeedEntry], weight: float, config: WhittleConfig

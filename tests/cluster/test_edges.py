@@ -66,7 +66,7 @@ def test_without_the_redis_client_the_crawl_says_what_to_install(project):  # no
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr[-3000:]
     (line,) = error_lines(result.stderr)
-    assert "WHITTLE_REDIS_URL ('redis://127.0.0.1:1/0') needs the Redis client" in line
+    assert "WHITTLE_REDIS_URL ('redis://127.0.0.1:1/0') needs the package 'redis'" in line
     assert "pip install 'scrapy-whittle[cluster]'" in line
     assert "Traceback" not in result.stderr and "Spider opened" not in result.stderr
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle import upper_bound, whittle_index
-from scrapy_whittle.core.bound import best_cycle
+from scrapy_whittle.core.bound import best_cycle, bound_curve
 from tests.core.brute_force import brute_force_bound
 from tests.core.test_index import TABLE_I_ALPHA, TABLE_I_U
 
@@ -71,3 +71,72 @@ def test_affordable_budget_gives_the_sum_of_u_and_bad_budget_is_rejected():
     assert upper_bound(a, u, 2).value == pytest.approx(3.0)
     with pytest.raises(ValueError, match="budget"):
         upper_bound(a, u, 0)
+
+
+def test_the_bound_curve_is_upper_bound_at_each_budget_non_decreasing_and_concave():
+    rng = np.random.default_rng(17)
+    for _ in range(5):
+        n = 8
+        a = rng.uniform(0.1, 0.99, n)
+        u = rng.lognormal(0, 1, n)
+        c = rng.uniform(0.5, 2.0, n)
+        budgets = np.geomspace(0.05, 1.2 * c.sum(), 40)
+        curve = bound_curve(a, u, budgets[::-1], c)       # any order: held ascending
+        np.testing.assert_array_equal(curve.budgets, budgets)
+        direct = [upper_bound(a, u, m, c).value for m in budgets]
+        np.testing.assert_allclose(curve.values, direct, rtol=1e-7)
+        assert np.all(np.diff(curve.values) >= -1e-9 * curve.values[1:])
+        # concave in the budget: each chord lies below the curve
+        m, v = curve.budgets, curve.values
+        for i in range(1, len(m) - 1):
+            chord = v[i - 1] + (v[i + 1] - v[i - 1]) * (m[i] - m[i - 1]) / (m[i + 1] - m[i - 1])
+            assert v[i] >= chord - 1e-7 * v[i]
+        # the value available is crawling every source every epoch, at the sum of the costs
+        assert curve.available == pytest.approx(u.sum())
+        assert curve.saturation == pytest.approx(c.sum())
+        assert curve.shares[-1] == 1.0 and np.all(curve.shares[m < c.sum() * 0.999] < 1)
+
+
+def test_the_bound_curve_matches_brute_force_on_small_problems():
+    rng = np.random.default_rng(23)
+    a = rng.uniform(0.2, 0.95, 5)
+    u = rng.lognormal(0, 1, 5)
+    c = np.ones(5)
+    curve = bound_curve(a, u, [0.3, 1.0, 2.5], c)
+    for m, value in zip(curve.budgets, curve.values, strict=True):
+        price = upper_bound(a, u, m).price
+        grid = np.concatenate([np.linspace(0, 2 * price + 1e-9, 400), [price]])
+        assert value == pytest.approx(brute_force_bound(a, u, m, c, grid), rel=1e-4)
+
+
+def test_the_bound_curve_of_sources_without_value_or_of_no_source():
+    a = np.array([0.5, 0.9, 0.7])
+    u = np.array([0.0, 2.0, 3.0])           # a source worth nothing
+    curve = bound_curve(a, u, [0.5, 1, 2, 3, 10])
+    assert curve.saturation == 2.0 and curve.available == pytest.approx(5.0)
+    np.testing.assert_allclose(curve.values,
+                               [upper_bound(a, u, m).value for m in curve.budgets])
+    assert curve.shares[-2:].tolist() == [1.0, 1.0]
+    assert np.all(np.diff(curve.values) >= 0)
+    empty = bound_curve([], [], [1.0, 2.0])
+    assert empty.values.tolist() == [0.0, 0.0] and empty.available == 0.0
+    assert empty.shares.tolist() == [0.0, 0.0]
+    worthless = bound_curve([0.5, 0.5], [0.0, 0.0], [1.0])
+    assert worthless.saturation == 0.0 and worthless.shares.tolist() == [0.0]
+    with pytest.raises(ValueError, match="budgets"):
+        bound_curve(a, u, [0.0, 1.0])
+
+
+def test_sources_without_decay_or_without_memory_bound_what_they_can_earn():
+    # alpha = 1: crawled ever more rarely, a source still earns u per epoch, at no budget;
+    # alpha = 0: what waits is u however long it waits, so a crawl every epoch earns u
+    never_decays = upper_bound([1.0], [1.0], 0.5)
+    assert never_decays.value == pytest.approx(1.0)
+    forgets = upper_bound([0.0], [3.0], 0.5)
+    assert forgets.value == pytest.approx(1.5)          # u x (a crawl every other epoch)
+    a, u = np.array([0.5, 0.9, 1.0, 0.0]), np.array([0.0, 2.0, 1.0, 3.0])
+    curve = bound_curve(a, u, [0.5, 1, 2, 3, 10])
+    assert curve.saturation == 3.0 and curve.available == pytest.approx(6.0)
+    assert np.all(np.diff(curve.values) >= 0) and curve.shares[-1] == 1.0
+    # the source without decay is worth its u at every budget
+    assert curve.values[0] >= 1.0

@@ -159,3 +159,38 @@ print('ok')
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def _given(cls, n: int) -> tuple[Problem, dict, dict]:
+    """(problem, constructor arguments, ``grow`` arguments of 3 new sources) for a policy of
+    class ``cls`` with ``n`` sources, given what it declares it needs as the re-crawl
+    service gives it: the sources' parameters, their daily rhythms."""
+    from scrapy_whittle.core.periodic import PeriodicArrivals
+
+    if not cls.needs_parameters:
+        return Problem(n=n), {}, {}
+    phases = 4
+    alpha = np.full(n, 0.5)
+    if cls.needs_rhythms:
+        u = np.ones((n, phases))
+        return (Problem(n=n, alpha=alpha, u=u.mean(axis=1)),
+                {"periodic": PeriodicArrivals(alpha, u, 0)},
+                {"alpha": np.full(3, 0.5), "periodic_u": np.ones((3, phases))})
+    return Problem(n=n, alpha=alpha, u=np.ones(n)), {}, {"alpha": np.full(3, 0.5),
+                                                          "u": np.ones(3)}
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_starts_from_no_source_and_grows(name):
+    """A crawl whose list is fetched after start-up (WHITTLE_SOURCES at a URL) builds its
+    policy for no source, then grows it: every registered policy selects nothing, learns
+    from nothing, then crawls the sources it is given."""
+    cls = policy_class(name)
+    problem, supplied, grown = _given(cls, 0)
+    policy = make_policy(name, problem, rng=0, **supplied)
+    assert policy.n == 0
+    assert _crawl(policy, 0, 2).size == 0
+    policy.grow(3, 1.0, **grown)
+    assert policy.n == 3
+    chosen = np.concatenate([_crawl(policy, t, 2) for t in range(1, 40)])
+    assert chosen.size and set(chosen.tolist()) <= {0, 1, 2}

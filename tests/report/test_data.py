@@ -124,3 +124,66 @@ def test_no_state_or_no_checkpoint_is_a_report_error(tmp_path):
     StateStore(tmp_path / FILE_NAME).close()          # a crawl that wrote nothing yet
     with pytest.raises(ReportError, match="no checkpoint"):
         load_report(tmp_path)
+
+
+def learned_problem(report):
+    """(alpha, u) per epoch of the sources the crawl learned, through SourceParams (seconds)
+    from the columns a person reads."""
+    from scrapy_whittle.core.problem import SourceParams
+
+    s = report.sources
+    known = s["crawls"] > s["errors"]
+    params = SourceParams(rate=s["rate_per_hour"][known] / 3600,
+                          mean_utility=s["mean_value"][known],
+                          decay=math.log(2) / (s["half_life_hours"][known] * 3600),
+                          period=report.period)
+    return params.alpha, params.u
+
+
+def test_the_budget_curve_is_the_bound_of_what_the_crawl_learned(tmp_path):
+    from scrapy_whittle import upper_bound
+
+    service, _, _ = crawled(tmp_path, policy="whittle", failing=(4,))
+    service.close()
+    report = load_report(tmp_path)
+    curve = report.budget_curve
+    assert curve and not curve.message
+    assert (curve.sources, curve.left_out) == (5, 1)      # the failing source: nothing learned
+    assert curve.current == 2 and curve.saturation == pytest.approx(5.0)   # unit costs
+    assert curve.budgets[0] == pytest.approx(2 / 8) and curve.budgets[-1] == curve.saturation
+    assert np.all(np.diff(curve.budgets) > 0) and np.all(np.diff(curve.shares) >= -1e-12)
+    alpha, u = learned_problem(report)
+    for budget in (0.25, 1.0, 2.0, 4.0):
+        expected = upper_bound(alpha, u, budget).value / u.sum()
+        assert curve.share_at(budget) == pytest.approx(expected, rel=1e-6)
+    assert curve.share_at(5.0) == 1.0 and 0 < curve.share_at(2.0) < 1
+    table = text(report)
+    now, double = curve.share_at(2.0), curve.share_at(4.0)
+    assert (f"At 2 crawls per 10 min you capture {now:.0%} of what 5 would; 4 would capture "
+            f"{double:.0%}.") in table
+    rows = [line.split() for line in table.splitlines() if line.endswith("WHITTLE_BUDGET")]
+    assert rows == [["#", "2", f"{now:.0%}", "<-", "WHITTLE_BUDGET"]]
+
+
+def test_a_budget_that_crawls_every_source_every_epoch_captures_everything(tmp_path):
+    service, _, _ = crawled(tmp_path, policy="whittle", n=2, failing=())
+    service.close()
+    report = load_report(tmp_path)
+    curve = report.budget_curve
+    assert curve.saturation == 2.0 == curve.current and curve.share_at(2.0) == 1.0
+    assert ("At 2 crawls per 10 min you capture all the value available (2 would: every "
+            "source with value crawled every 10 min); 1 would capture") in text(report)
+
+
+def test_no_budget_curve_without_learned_parameters(tmp_path):
+    service, _, _ = crawled(tmp_path / "uniform", policy="uniform")
+    service.close()
+    report = load_report(tmp_path / "uniform")
+    assert not report.budget_curve and report.budget_curve.left_out == 6
+    assert "policy 'uniform' learns no publishing rates" in report.budget_curve.message
+    assert "# no budget curve: policy 'uniform' learns no publishing rates" in text(report)
+    service, _, _ = crawled(tmp_path / "failing", failing=range(6))
+    service.close()
+    report = load_report(tmp_path / "failing")
+    assert "no source has been fetched successfully yet" in text(report)
+    assert report.budget_curve.budgets.size == 0

@@ -1,9 +1,12 @@
 """A crawl to kill: ``python -m tests.scrapy.crash_crawl URL N JOBDIR ITEMS DUMP SECONDS``.
 
 Crawls N feeds of a running ``sim.serve`` with JOBDIR state, appending every item to ITEMS
-(one JSON line, flushed and fsynced: an item in the file was emitted) and, once the state is
-restored, writing to DUMP what the service holds (policy rows, validators, back-offs), for
-``test_crash.py`` to compare with the checkpoint it killed the previous run after.
+(one JSON line, flushed and fsynced: an item in the file was received by a pipeline; a
+replayed one has ``"replayed": true``), every item to ``ITEMS.export`` through Scrapy's own
+feed export (``FEEDS``, appending), and every new entry a fetch found to ``ITEMS.found``
+before the spider sees it; once the state is restored, it writes to DUMP what the service
+holds (policy rows, validators, back-offs), for ``test_crash.py`` to compare with the
+checkpoint it killed the previous run after.
 """
 
 from __future__ import annotations
@@ -39,6 +42,34 @@ class SyncedItems:
         self.file.close()
 
 
+class FoundEntries:
+    """A downloader middleware below FeedObserverMiddleware: records each new entry a feed
+    response brought (source URL, entry key), one unbuffered write per response, before the
+    spider makes items of them."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings["CRASH_ITEMS"] + ".found")
+
+    def process_response(self, request, response):
+        entries = request.meta.get("whittle_entries")
+        if entries and "whittle_replay" not in request.meta:
+            url = request.meta["whittle_source_url"]
+            os.write(self.fd, "".join(json.dumps([url, e.key]) + "\n"
+                                      for e in entries).encode())
+        return response
+
+
+class CrashSpider(FeedSpider):
+    def parse_entry(self, response, entry, value):
+        item = super().parse_entry(response, entry, value)
+        item["replayed"] = "whittle_replay" in response.meta
+        return item
+
+
 class DumpRestored:
     """At spider_opened (the state is restored by then), write what the service holds."""
 
@@ -72,7 +103,10 @@ def main(argv: list[str]) -> int:
     feeds = [f"{server}/feed/{i}.xml" for i in range(int(n))]
     process = CrawlerProcess({
         "SCHEDULER": "scrapy_whittle.WhittleScheduler",
-        "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540},
+        "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540,
+                                   f"{__name__}.FoundEntries": 530},
+        "SPIDER_MIDDLEWARES": {"scrapy_whittle.DeliveryMiddleware": 10},
+        "FEEDS": {items + ".export": {"format": "jsonlines", "overwrite": False}},
         "ITEM_PIPELINES": {f"{__name__}.SyncedItems": 100},
         "EXTENSIONS": {f"{__name__}.DumpRestored": 0},
         "WHITTLE_SOURCES": feeds, "WHITTLE_BUDGET": 20, "WHITTLE_PERIOD": 0.25,
@@ -82,7 +116,7 @@ def main(argv: list[str]) -> int:
         "CLOSESPIDER_TIMEOUT": float(seconds), "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 5,
         "CONCURRENT_REQUESTS": 16, "TELNETCONSOLE_ENABLED": False,
     })
-    process.crawl(FeedSpider)
+    process.crawl(CrashSpider)
     process.start()
     return 0
 

@@ -95,6 +95,9 @@ async def test_feed_spider_items_and_utility(tmp_path):
     assert set(first) == {"source", "source_id", "entry_id", "title", "link", "published",
                           "discovered_at", "delay", "value"}
     assert first["source"].startswith(web.url + "/feed/")
+    # the web is served from 127.0.0.1, whose links the default parser's guard blanks
+    assert web.url.startswith("http://127.0.0.1:")
+    assert all(i["link"].startswith(web.url + "/item/") for i in items)
     assert len({(i["source"], i["entry_id"]) for i in items}) == len(items)
     assert sum(i["value"] for i in items) == pytest.approx(w["utility"])
     # feed dates carry whole seconds: a delay is never more than 1 s below zero
@@ -184,6 +187,26 @@ async def test_jobdir_state_is_saved_and_restored(tmp_path, caplog):
     # epochs continue from the first run's origin; the budget use is this run's own
     assert w1["budget_used"] == pytest.approx(1.0) and w2["budget_used"] == pytest.approx(1.0)
     assert w2["crawls"] == 2 * 5
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_that_ends_has_delivered_every_item_and_leaves_no_journal(tmp_path):
+    from scrapy_whittle.service.deliveries import DIRECTORY
+
+    web = VirtualWeb(n=5, seed=4)
+    job = tmp_path / "job"
+    settings = dict(WHITTLE_SOURCES=web.feeds(5), WHITTLE_BUDGET=2, WHITTLE_PERIOD=600,
+                    WHITTLE_MAX_EPOCHS=5, JOBDIR=str(job), WHITTLE_CLOCK=web.clock,
+                    SPIDER_MIDDLEWARES={"scrapy_whittle.DeliveryMiddleware": 10})
+    try:
+        first = make_crawler(**settings)
+        stats = await run(first)
+        assert stats["item_scraped_count"] > 0
+        assert (job / DIRECTORY).is_dir() and list((job / DIRECTORY).iterdir()) == []
+        second = await run(make_crawler(**settings))
+    finally:
+        await web.stop()
+    assert "whittle/deliveries/replayed" not in second
 
 
 class _Boom:

@@ -84,6 +84,9 @@ def files(directory: Path) -> dict[str, bytes]:
 
 
 def test_sources_prints_every_source_as_the_store_has_it(crawled, tmp_path):
+    from scrapy_whittle.report import load_report
+    from scrapy_whittle.report.table import budget_sentence, percent
+
     jobdir, _, meta = crawled
     before = files(jobdir)
     result = scrapy(meta, "whittle", "sources", str(jobdir), cwd=tmp_path)
@@ -101,6 +104,17 @@ def test_sources_prints_every_source_as_the_store_has_it(crawled, tmp_path):
         seen[row["url"]] = (int(row["crawls"]), int(row["errors"]))
     assert seen == stored
     assert sum(c for c, _ in seen.values()) == BUDGET * EPOCHS      # the whole budget used
+    # the budget curve, with the crawl's budget marked, as the report computes it
+    curve = load_report(jobdir).budget_curve
+    assert curve.sources == N_FEEDS and curve.left_out == len(BROKEN)
+    rows = {}
+    for line in lines[:header]:
+        if m := re.fullmatch(r"#\s+([\d.]+)\s+(>?[\d.]+%)(?:\s+<- (.*))?", line):
+            rows[float(m.group(1))] = (m.group(2), m.group(3) or "")
+    assert rows[BUDGET] == (percent(curve.share_at(BUDGET)), "WHITTLE_BUDGET")
+    assert rows[curve.saturation] == ("100%", "every source with value, every hour")
+    assert len(rows) >= 5 and all(curve.share_at(b) >= 0 for b in rows)
+    assert budget_sentence(load_report(jobdir)) in result.stdout
     indices = [float(re.split(r"\s{2,}", line)[4]) for line in body]
     assert indices == sorted(indices, reverse=True)
     assert files(jobdir) == before                     # read only: nothing written, nothing new
@@ -170,7 +184,8 @@ def test_the_report_page_shows_every_figure_in_a_browser(crawled, tmp_path):
     text = page.read_text()
     images = re.findall(r'<img src="([^"]+)"', text)
     assert sorted(images) == sorted(p.name for p in out.glob("*.png"))
-    assert set(images) == {"allocation.png", "timeline.png", "errors.png", "index.png"}
+    assert set(images) == {"allocation.png", "timeline.png", "errors.png", "index.png",
+                           "budget.png"}
     widths = render(page, tmp_path / "profile")
     assert len(widths) == len(images) and all(w > 0 for w in widths), widths
     screenshot(page, tmp_path / "screenshot.png", tmp_path / "profile")
@@ -179,6 +194,17 @@ def test_the_report_page_shows_every_figure_in_a_browser(crawled, tmp_path):
     assert text.count("<tr") == 1 + N_FEEDS + len(BROKEN)
     for url in store_rows(jobdir):
         assert html.escape(url) in text
+    # the budget curve's sentence, its figures those of the crawl's learned parameters
+    from scrapy_whittle.report import load_report
+
+    curve = load_report(jobdir).budget_curve
+    sentence = re.search(r'<p class="budget">At ([\d.]+) crawls an hour you capture (\d+)% of '
+                         r"what ([\d.]+) would; ([\d.]+) would capture (\d+)%.</p>", text)
+    assert sentence, text
+    now, share, saturation, more, more_share = map(float, sentence.groups())
+    assert (now, saturation, more) == (BUDGET, curve.saturation, 2 * BUDGET)
+    assert share == round(100 * curve.share_at(BUDGET)) < 100
+    assert share < more_share == round(100 * curve.share_at(2 * BUDGET))
 
 
 def test_the_report_without_matplotlib_says_how_to_get_the_figures(crawled, tmp_path,

@@ -1,6 +1,10 @@
-"""robots.txt Crawl-delay becomes the papers' cost C_i and paces the host's download slot."""
+"""robots.txt Crawl-delay becomes the papers' cost C_i and paces the host's download slot; a
+robots.txt that cannot be fetched is one WARNING line."""
 
 from __future__ import annotations
+
+import logging
+import socket
 
 import pytest
 import pytest_twisted
@@ -33,3 +37,48 @@ async def test_crawl_delay_raises_costs_and_limits_crawls(slow_host):
     later = w["crawls"] - 6
     assert 1 <= later <= 4 * 3
     assert w["crawls/cost"] == pytest.approx(6 + 2.0 * later)
+
+
+def refused_port() -> int:
+    """A port of 127.0.0.1 where nothing listens (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_unreachable_feed_host_is_one_warning_line_not_a_traceback(caplog):
+    port = refused_port()
+    crawler = make_crawler(ADDONS={"scrapy_whittle.Addon": 0}, ROBOTSTXT_OBEY=True,
+                           WHITTLE_SOURCES=[f"http://127.0.0.1:{port}/f/{k}" for k in range(3)],
+                           WHITTLE_BUDGET=3, WHITTLE_PERIOD=0.5, CLOSESPIDER_TIMEOUT=1.5)
+    with caplog.at_level(logging.INFO):
+        await run(crawler)
+    robots = [r for r in caplog.records if "robots.txt" in r.getMessage()]
+    assert len(robots) == 1, [r.getMessage() for r in robots]
+    record = robots[0]
+    message = record.getMessage()
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "\n" not in message and f"127.0.0.1:{port}" in message
+    assert "ConnectionRefusedError" in message
+    assert not any(r.exc_info or "Traceback" in r.getMessage() for r in caplog.records)
+    assert crawler.stats.get_value("robotstxt/request_count") == 1
+
+
+def test_the_addon_replaces_scrapys_robots_middleware_unless_the_project_set_one():
+    from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+
+    from scrapy_whittle.scrapy.robots import QuietRobotsTxtMiddleware
+
+    def middlewares(**settings):
+        crawler = make_crawler(ADDONS={"scrapy_whittle.Addon": 0}, WHITTLE_BUDGET=1,
+                               WHITTLE_SOURCES=["http://127.0.0.1:1/feed"], **settings)
+        return crawler.settings.getdict("DOWNLOADER_MIDDLEWARES")
+
+    on = middlewares(ROBOTSTXT_OBEY=True)
+    assert on[QuietRobotsTxtMiddleware] == 100 and on[RobotsTxtMiddleware] is None
+    assert QuietRobotsTxtMiddleware not in middlewares(ROBOTSTXT_OBEY=False)
+    own = {"scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": 90,
+           "scrapy_whittle.FeedObserverMiddleware": 540}
+    kept = middlewares(ROBOTSTXT_OBEY=True, DOWNLOADER_MIDDLEWARES=own)
+    assert QuietRobotsTxtMiddleware not in kept and own.items() <= kept.items()

@@ -1,4 +1,5 @@
 import pytest
+import pytest_twisted
 
 from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware
 from scrapy_whittle.scrapy.scheduler import WhittleScheduler
@@ -137,3 +138,81 @@ def test_the_addon_gives_the_tables_defaults_and_the_project_wins():
     handed_out = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, **GOOD}).settings
     handed_out["WHITTLE_POLICY_OPTIONS"]["x"] = 1
     assert SETTING["WHITTLE_POLICY_OPTIONS"].default == {}
+
+
+def test_a_policy_whose_package_is_missing_names_the_extra_to_install(monkeypatch, caplog):
+    """dqn without torch: one ERROR line at start-up naming the pip command, not an
+    ImportError when the scheduler builds the policy. (torch is installed here: the look-up
+    is made to find nothing.)"""
+    import importlib.util
+    import logging
+
+    real = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        return None if name == "torch" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    crawler = make_crawler(**{**GOOD, "WHITTLE_POLICY": "dqn"})
+    with caplog.at_level(logging.ERROR), pytest.raises(InvalidSetting) as info:
+        FeedObserverMiddleware.from_crawler(crawler)
+    assert str(info.value) == ("WHITTLE_POLICY ('dqn') needs the package 'torch', which is "
+                               "not installed: pip install 'scrapy-whittle[dqn]'")
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert str(info.value) in line
+    # another policy does not need it
+    assert WhittleConfig.from_settings({**GOOD, "WHITTLE_POLICY": "thompson"})
+
+
+def test_require_extra_names_the_setting_the_value_and_the_extra():
+    from scrapy_whittle.service.config import require_extra
+
+    require_extra("numpy", "core", "WHITTLE_X", 1)          # installed: nothing to say
+    with pytest.raises(InvalidSetting, match=r"^WHITTLE_X \('v'\) needs the package "
+                                             r"'no_such_module_here', which is not installed: "
+                                             r"pip install 'scrapy-whittle\[extra\]'$"):
+        require_extra("no_such_module_here", "extra", "WHITTLE_X", "v")
+
+
+def test_options_with_a_value_per_source_must_fit_the_sources_at_start():
+    """One value per source: built at start-up for the sources the list gives, so a list of
+    the wrong length stops the crawl before the spider opens instead of in a traceback when
+    the scheduler builds the policy."""
+    urls = [f"http://127.0.0.1:1/{i}.xml" for i in range(3)]
+    options = {"prior_half_life": [3600.0] * 6}
+    crawler = make_crawler(**{**GOOD, "WHITTLE_SOURCES": urls, "WHITTLE_POLICY": "whittle",
+                              "WHITTLE_POLICY_OPTIONS": options})
+    with pytest.raises(InvalidSetting) as info:
+        FeedObserverMiddleware.from_crawler(crawler)
+    assert str(info.value) == (f"WHITTLE_POLICY_OPTIONS ({options!r}) for policy 'whittle': "
+                               "prior_half_life must have one value per source id (3), got "
+                               "(6,)")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_policy_the_jobdirs_sources_make_unbuildable_is_logged_first(tmp_path, caplog):
+    """A JOBDIR may hold more sources than the list (sources that left it keep their state):
+    the policy is built for them all when the scheduler opens, and a refusal then is logged
+    first, as the start-up check's ERROR line, and the crawl does not start. (Scrapy then
+    reports the spider it could not open, closing it, in lines of its own.)"""
+    import logging
+
+    from scrapy_whittle.service.clock import SimulatedClock
+    from tests.scrapy.conftest import START, run
+
+    urls = [f"http://127.0.0.1:1/{i}.xml" for i in range(8)]
+    settings = {**GOOD, "JOBDIR": str(tmp_path / "job"), "WHITTLE_MAX_EPOCHS": 1,
+                "WHITTLE_PERIOD": 60, "WHITTLE_SOURCES": urls}
+    await run(make_crawler(**settings, WHITTLE_CLOCK=SimulatedClock(start=START, speed=0.0)))
+    options = {"prior_half_life": [3600.0] * 6}
+    crawler = make_crawler(**{**settings, "WHITTLE_SOURCES": urls[:6],
+                              "WHITTLE_POLICY": "whittle", "WHITTLE_POLICY_OPTIONS": options,
+                              "WHITTLE_CLOCK": SimulatedClock(start=START, speed=0.0)})
+    caplog.clear()
+    with caplog.at_level(logging.ERROR), pytest.raises(InvalidSetting) as info:
+        await run(crawler)
+    assert info.value.reported
+    line = next(r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+    assert line == f"the crawl cannot start: {info.value}"
+    assert "prior_half_life must have one value per source id (8), got (6,)" in line
+    assert crawler.stats.get_value("whittle/crawls") is None

@@ -24,6 +24,7 @@ class ListAndFeeds(Resource):
         super().__init__()
         self.clock = clock
         self.broken = False
+        self.typo = False              # a malformed URL among the list's lines
         self.hits: dict[str, int] = {}
 
     def render_GET(self, request) -> bytes:
@@ -37,7 +38,8 @@ class ListAndFeeds(Resource):
                 return b"gone"
             names = "abc" if hour < 3 else "acd"
             request.setHeader("Content-Type", "text/plain")
-            return "".join(f"{base}/feed/{n}\n" for n in names).encode()
+            typo = "htp://typo/feed\n" if self.typo else ""
+            return (typo + "".join(f"{base}/feed/{n}\n" for n in names)).encode()
         name = path.rsplit("/", 1)[-1]
         request.setHeader("Content-Type", "application/rss+xml")
         return (f'<?xml version="1.0"?><rss version="2.0"><channel><title>{name}</title>'
@@ -85,3 +87,47 @@ async def test_a_list_at_a_url_is_fetched_through_scrapy_and_refreshed(tmp_path,
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "list.txt cannot be used" in errors[0].getMessage()
     assert "404" in errors[0].getMessage()
+
+
+@pytest_twisted.ensureDeferred
+async def test_dqn_starts_with_no_source_and_crawls_the_list_fetched_at_a_url():
+    """The scheduler opens before the list arrives: DQN is built for no source, then grows
+    to the list's sources and crawls them. The list's malformed line is skipped and
+    counted."""
+    from twisted.internet import reactor
+
+    clock = SimulatedClock(start=START, speed=0.0)
+    web = ListAndFeeds(clock)
+    web.typo = True
+    port = reactor.listenTCP(0, Site(web), interface="127.0.0.1")
+    url = f"http://127.0.0.1:{port.getHost().port}"
+    try:
+        crawler = make_crawler(WHITTLE_SOURCES=f"{url}/list.txt", WHITTLE_POLICY="dqn",
+                               WHITTLE_POLICY_OPTIONS={"hidden": [8]}, WHITTLE_BUDGET=2,
+                               WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=3, WHITTLE_CLOCK=clock)
+        w = whittle(await run(crawler))
+    finally:
+        await port.stopListening()
+    assert w["sources"] == 3 and w["crawls"] > 0 and w.get("errors/sources_list", 0) == 0
+    assert w["sources/skipped"] == 1
+    assert sum(web.hits.get(f"/feed/{n}", 0) for n in "abc") == w["crawls"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_bad_entry_of_the_list_is_skipped_named_and_counted(tmp_path, caplog):
+    """One malformed URL among eleven: the crawl goes on with the ten, one WARNING line
+    names the bad one, and ``whittle/sources/skipped`` counts it."""
+    good = [f"http://127.0.0.1:1/feed/{i}.xml" for i in range(10)]
+    listed = tmp_path / "feeds.txt"
+    listed.write_text("\n".join([*good[:3], "htp://typo/feed.xml", *good[3:]]) + "\n")
+    crawler = make_crawler(WHITTLE_SOURCES=str(listed), WHITTLE_POLICY="round_robin",
+                           WHITTLE_BUDGET=2, WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=1,
+                           WHITTLE_CLOCK=SimulatedClock(start=START, speed=0.0))
+    with caplog.at_level(logging.WARNING):
+        w = whittle(await run(crawler))
+    assert w["sources"] == 10 and w["sources/skipped"] == 1
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING and "bad entr" in r.getMessage()]
+    assert warnings == [f"WHITTLE_SOURCES ({str(listed)!r}): 1 bad entry skipped, the crawl "
+                        "goes on with the other 10: line 4: 'htp://typo/feed.xml' is not an "
+                        "http(s) URL"]

@@ -77,10 +77,12 @@ BAD = [
     ("WHITTLE_SOURCES=broken.opml", "WHITTLE_SOURCES ('broken.opml') is not a usable source "
                                     "list: broken.opml: not well-formed XML"),
     ("WHITTLE_POLICY=oracle", "WHITTLE_ORACLE_PARAMS (None) must name a JSON file"),
+    ("WHITTLE_BUDGTE=3", "WHITTLE_BUDGTE ('3') is not a scrapy-whittle setting: did you mean "
+                         "WHITTLE_BUDGET?"),
 ]
 
 
-CASES = [("addon", *case) for case in BAD] + [("explicit", *BAD[i]) for i in (0, 2)]
+CASES = [("addon", *case) for case in BAD] + [("explicit", *BAD[i]) for i in (0, 2, 5)]
 
 
 @pytest.mark.parametrize(("setup", "setting", "message"), CASES)
@@ -168,3 +170,22 @@ def test_the_addon_lowers_concurrent_items_unless_the_project_sets_it():
     crawler = get_crawler(FeedSpider, {"ADDONS": {Addon: 0}, "WHITTLE_SOURCES": feeds,
                                        "WHITTLE_BUDGET": 1, "CONCURRENT_ITEMS": 50})
     assert crawler.settings.getint("CONCURRENT_ITEMS") == 50
+
+
+def test_an_unknown_whittle_name_in_a_spiders_custom_settings_stops_the_start():
+    """Spider settings reach the start-up check too (Scrapy merges them before the add-on
+    runs): a misspelt name there stops the crawl like one given with ``-s``."""
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_whittle.scrapy.addon import Addon
+    from scrapy_whittle.scrapy.spiders import FeedSpider
+    from scrapy_whittle.service.config import InvalidSetting
+
+    class Typo(FeedSpider):
+        name = "typo"
+        custom_settings = {"WHITTLE_PERIDO": 60}
+
+    with pytest.raises(InvalidSetting, match=r"WHITTLE_PERIDO \(60\) is not a scrapy-whittle "
+                                             r"setting: did you mean WHITTLE_PERIOD\?"):
+        get_crawler(Typo, {"ADDONS": {Addon: 0}, "WHITTLE_SOURCES": [f"{UNREACHABLE}a.xml"],
+                           "WHITTLE_BUDGET": 1})

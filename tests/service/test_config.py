@@ -175,3 +175,21 @@ def test_config_and_sources_import_each_other_not():
     from scrapy_whittle.service import sources
 
     assert scrapy_whittle.InvalidSetting is InvalidSetting is sources.InvalidSetting
+
+
+def test_an_unknown_whittle_name_is_refused_with_the_closest_known_one():
+    """Scrapy keeps any setting it is given: a misspelt WHITTLE_* name would change nothing
+    without a word. Every unknown one is named, with its value and the nearest known name."""
+    with pytest.raises(InvalidSetting) as info:
+        WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_BUDGTE": "3",
+                                     "WHITTLE_SOURCE": "feeds.opml", "WHITTLE_XYZZY": 1})
+    message = str(info.value)
+    assert "WHITTLE_BUDGTE ('3') is not a scrapy-whittle setting: did you mean " \
+           "WHITTLE_BUDGET?" in message
+    assert "WHITTLE_SOURCE ('feeds.opml') is not a scrapy-whittle setting: did you mean " \
+           "WHITTLE_SOURCES?" in message
+    # the shared prefix alone makes no suggestion
+    assert "WHITTLE_XYZZY (1) is not a scrapy-whittle setting: no setting has a name close " \
+           "to it" in message
+    # names outside the prefix are Scrapy's or another plugin's
+    WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "BUDGTE": 3, "REDIS_URL": None})

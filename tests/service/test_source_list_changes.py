@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from scrapy_whittle.core.policies import POLICIES
 from scrapy_whittle.service.sources import (
     SourceListError,
     SourceSpec,
@@ -109,3 +110,36 @@ def test_weights_and_intervals_must_be_finite_numbers():
     for doc in bad:
         with pytest.raises(SourceListError, match="finite number >= 0"):
             parse_source_list(doc, "list")
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_starts_with_no_source_when_the_list_comes_later(name):
+    """A list at a URL is fetched after the service opens: the service builds its policy
+    for no source, then the sources join. Every registered policy, with the oracle's
+    parameters and daily rhythms for those that need them."""
+    from scrapy_whittle.core.policies import policy_class
+    from scrapy_whittle.service.clock import SimulatedClock
+    from scrapy_whittle.service.config import WhittleConfig
+    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.sources import load_oracle
+    from tests.service.test_recrawl import START, PoissonFeeds, crawl_epochs
+
+    joining = specs("a", "b", "c")
+    period = 600.0
+    rate = 1 / period
+    # a rhythm of two epochs (four bins of half an epoch)
+    oracle = {"sources": [{"url": s.url, "rate": rate, "mean_utility": 1.0, "decay": 1e-4,
+                           "profile": {"bins": [1.0, 2.0, 1.0, 0.5],
+                                       "bin_seconds": period / 2}} for s in joining]}
+    needs = policy_class(name).needs_parameters
+    settings = {"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": period, "WHITTLE_POLICY": name}
+    if needs:
+        settings["WHITTLE_ORACLE_PARAMS"] = oracle
+    clock = SimulatedClock(start=START)
+    service = RecrawlService(WhittleConfig.from_settings(settings), clock=clock,
+                             oracle=load_oracle(oracle) if needs else None)
+    service.open([], listed=False)
+    assert service.next_crawl() is None
+    service.sync_sources(joining)
+    crawl_epochs(service, clock, PoissonFeeds([rate] * 3), 12)
+    assert service.stats.get("crawls") > 0

@@ -40,6 +40,10 @@ POLICIES: dict[str, str] = {
     "diurnal-whittle": "diurnal:DiurnalWhittlePolicy",
 }
 
+#: policy name -> (the package its module imports beyond the core's, the extra of
+#: scrapy-whittle that installs it), so that a crawl can name what to install before it starts
+NEEDS_EXTRA: dict[str, tuple[str, str]] = {"dqn": ("torch", "dqn")}
+
 #: other names accepted for a policy -> its name in ``POLICIES``
 ALIASES: dict[str, str] = {"adaptive-whittle": "whittle"}
 
@@ -73,4 +77,5 @@ def make_policy(name: str, problem: Problem, rng: np.random.Generator | int | No
     return policy_class(name)(problem, rng=rng, **options)
 
 
-__all__ = ["ALIASES", "POLICIES", "Policy", "canonical_name", "make_policy", "policy_class"]
+__all__ = ["ALIASES", "NEEDS_EXTRA", "POLICIES", "Policy", "canonical_name", "make_policy",
+           "policy_class"]

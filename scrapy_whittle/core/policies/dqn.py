@@ -32,6 +32,7 @@ epsilon); every chosen arm gives one transition (s, k, r_k, s') in replay.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
@@ -84,6 +85,16 @@ class DQNConfig:
     """'auto' (cuda when available, else cpu), 'cpu' or 'cuda'"""
 
 
+def _linear(w_in: int, w_out: int, device: torch.device | str = "cpu") -> nn.Linear:
+    """A linear layer left uninitialised (``skip_init``: no draw from torch's global RNG).
+    A crawl may start with no source (a list fetched after start-up), and its first and last
+    layers then have no weight: torch warns that initialising those does nothing, which is
+    all it should do."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op")
+        return skip_init(nn.Linear, w_in, w_out, device=device)
+
+
 class QNetwork(nn.Module):
     """MLP: 2K inputs (X, Y of every arm) -> hidden layers with ReLU -> K Q-values."""
 
@@ -93,14 +104,15 @@ class QNetwork(nn.Module):
         layers: list[nn.Module] = []
         for i, (w_in, w_out) in enumerate(pairwise(widths)):
             # skip_init: no draw from torch's global RNG; initialised below from ours
-            layers.append(skip_init(nn.Linear, w_in, w_out))
+            layers.append(_linear(w_in, w_out))
             if i < len(widths) - 2:
                 layers.append(nn.ReLU())
         self.net = nn.Sequential(*layers)
         with torch.no_grad():   # PyTorch's default init, drawn from our own generator
             for layer in self.net:
                 if isinstance(layer, nn.Linear):
-                    bound = 1.0 / np.sqrt(layer.in_features)
+                    # a layer without inputs (no source yet) has only its biases to draw
+                    bound = 1.0 / np.sqrt(max(layer.in_features, 1))
                     nn.init.uniform_(layer.weight, -bound, bound, generator=generator)
                     nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
 
@@ -280,15 +292,16 @@ class DQNPolicy(Policy):
         first = self.q.net[0]
         last = self.q.net[-1]
         with torch.no_grad():
-            new_first = skip_init(nn.Linear, 2 * k, first.out_features, device=self.device)
+            new_first = _linear(2 * k, first.out_features, device=self.device)
             new_first.weight.zero_()
             new_first.weight[:, :k_old] = first.weight[:, :k_old]
             new_first.weight[:, k:k + k_old] = first.weight[:, k_old:]
             new_first.bias.copy_(first.bias)
-            new_last = skip_init(nn.Linear, last.in_features, k, device=self.device)
+            new_last = _linear(last.in_features, k, device=self.device)
             new_last.weight.zero_()
             new_last.weight[:k_old] = last.weight
-            new_last.bias.fill_(float(last.bias.mean()))
+            # with no old output (the crawl started without sources) the new ones start at 0
+            new_last.bias.fill_(float(last.bias.mean()) if k_old else 0.0)
             new_last.bias[:k_old] = last.bias
         self.q.net[0] = new_first
         self.q.net[-1] = new_last
