@@ -35,14 +35,15 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
 from scrapy_whittle.cluster.connect import public_url
 from scrapy_whittle.cluster.entries import DEDUPE, packed_hashes
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
-from scrapy_whittle.cluster.retry import Retrier, RedisUnavailable
+from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
 from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
@@ -91,12 +92,12 @@ class ClusterNode:
         # (a connect bounded too: a host that drops packets would hold it for the system's
         # TCP timeout, and the synchronous client's calls in a thread past the close)
         options = {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-                   "retry_on_error": [ConnectionError, TimeoutError],
+                   "retry_on_error": [ConnectionError, RedisTimeout],
                    "health_check_interval": 10, "socket_connect_timeout": wait}
         self.redis = aioredis.from_url(redis_url, **options)
         self.sync_redis = redis.Redis.from_url(
             redis_url, retry=SyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-            retry_on_error=[ConnectionError, TimeoutError], health_check_interval=10,
+            retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
             socket_connect_timeout=wait)
         self.stopping = False
         self.finished = False
@@ -136,7 +137,7 @@ class ClusterNode:
         for task in self._loops:
             try:
                 await asyncio.wait_for(asyncio.shield(task), 3)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+            except (TimeoutError, asyncio.CancelledError, Exception):
                 task.cancel()
         for crawl in unstarted:
             self._requeue(crawl)
@@ -146,7 +147,7 @@ class ClusterNode:
         try:
             await asyncio.wait_for(self._give_back(), 10)
             await asyncio.wait_for(self.planner.resign(), 30)
-        except (asyncio.TimeoutError, RedisUnavailable, redis.exceptions.RedisError) as exc:
+        except (TimeoutError, RedisUnavailable, redis.exceptions.RedisError) as exc:
             logger.warning("cluster node %s closed without a last word to Redis (%s)",
                            self.consumer, exc or type(exc).__name__)
         await self.redis.aclose()
