@@ -75,5 +75,9 @@ class Keys:
         return self._k("spent")
 
     @property
+    def totals(self) -> str:         # hash: the cluster's crawls and sources (progress lines)
+        return self._k("totals")
+
+    @property
     def inbox(self) -> str:          # list: messages to the planner (sources, delays, ...)
         return self._k("inbox")

@@ -9,6 +9,14 @@ code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what the fetch show
 ``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one transaction with
 the acknowledgement of the task. Every Redis call goes through a
 :class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does not end it.
+
+During an outage the node hands the downloader no crawl (its report could not be made), and a
+fetch already made waits for Redis at most ``WHITTLE_REDIS_WAIT`` seconds to report, then is
+dropped: its task stays pending in the stream, and the planner hands it out again once its
+lease ends. So nothing on the downloader's path waits on Redis for ever, and a crawl closing
+during an outage (``CLOSESPIDER_*``, SIGTERM: Scrapy's close waits for the downloads in
+progress) ends. At close, the last words to Redis (tasks given back, the planner's last
+checkpoint) are tried once each when Redis is gone.
 """
 
 from __future__ import annotations
@@ -27,13 +35,15 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
+from scrapy_whittle.cluster.connect import public_url
 from scrapy_whittle.cluster.entries import DEDUPE, packed_hashes
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
-from scrapy_whittle.cluster.retry import Retrier
+from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
 from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
@@ -63,32 +73,38 @@ class ClusterNode:
     def __init__(self, config: WhittleConfig, *, redis_url: str, prefix: str, specs,
                  stats, clock, oracle=None, slot_delays=None, lease: float = 600.0,
                  lock_ttl: float = 10.0, backlog: int = 256, capacity: int = 16,
-                 host_concurrency: int = 8, download_delay: float = 0.0) -> None:
+                 host_concurrency: int = 8, download_delay: float = 0.0,
+                 wait: float = 10.0) -> None:
         self.config = config
         self.keys = Keys(prefix)
         self.redis_url = redis_url
-        self.redis_label = redis_url.split("@")[-1]
+        self.redis_label = public_url(redis_url)
         self.specs = list(specs)
         self.stats = stats
         self.clock = clock
         self.oracle = oracle
         self.slot_delays = dict(slot_delays or {})
         self.capacity = capacity
+        self.wait = wait                # WHITTLE_REDIS_WAIT: how long a report waits
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         # a stale pooled connection (the server restarted) is retried at once by the client;
         # a server that stays away goes to the Retrier, which waits with back-off
+        # (a connect bounded too: a host that drops packets would hold it for the system's
+        # TCP timeout, and the synchronous client's calls in a thread past the close)
         options = {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-                   "retry_on_error": [ConnectionError, TimeoutError],
-                   "health_check_interval": 10}
+                   "retry_on_error": [ConnectionError, RedisTimeout],
+                   "health_check_interval": 10, "socket_connect_timeout": wait}
         self.redis = aioredis.from_url(redis_url, **options)
         self.sync_redis = redis.Redis.from_url(
             redis_url, retry=SyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-            retry_on_error=[ConnectionError, TimeoutError], health_check_interval=10)
+            retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
+            socket_connect_timeout=wait)
         self.stopping = False
         self.finished = False
         self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
         self.taken: dict[str, str] = {}                    # crawl id -> task id, started
         self.on_tasks = None                              # callback: tasks arrived
+        self.on_lead = None                               # callback: the planner took over
         self.retry = Retrier(f"cluster node {self.consumer}", stats,
                              stopping=lambda: self.stopping)
         self.planner = Planner(self, lock_ttl=lock_ttl, lease=lease, backlog=backlog,
@@ -98,6 +114,7 @@ class ClusterNode:
         self._loops: list[asyncio.Task] = []
         self._posting: set[asyncio.Future] = set()
         self._log_once = OnceLog(logger)
+        self._dropped_logged = False
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -122,15 +139,17 @@ class ClusterNode:
                 await asyncio.wait_for(asyncio.shield(task), 3)
             except (TimeoutError, asyncio.CancelledError, Exception):
                 task.cancel()
-        self.stopping = False          # the last calls below may still retry a little
         for crawl in unstarted:
             self._requeue(crawl)
+        # the last words: each call tried once more after a failure (the client's own
+        # retries cover a connection gone stale), none waits for a Redis that is gone
+        self.retry.patience = 0.0
         try:
             await asyncio.wait_for(self._give_back(), 10)
             await asyncio.wait_for(self.planner.resign(), 30)
-        except (TimeoutError, redis.exceptions.RedisError) as exc:
+        except (TimeoutError, RedisUnavailable, redis.exceptions.RedisError) as exc:
             logger.warning("cluster node %s closed without a last word to Redis (%s)",
-                           self.consumer, exc)
+                           self.consumer, exc or type(exc).__name__)
         await self.redis.aclose()
         self.sync_redis.close()
 
@@ -177,17 +196,28 @@ class ClusterNode:
             loop_time = asyncio.get_running_loop().time()
             if loop_time - checked > 1.0:
                 checked = loop_time
-                finished = await self.retry(lambda: self.redis.hget(k.meta, "finished"),
-                                            "reading the crawl's state")
+                finished, crawls, sources = await self.retry(self._crawl_state,
+                                                             "reading the crawl's state")
                 self.finished = bool(finished)
+                self.stats.set("cluster/crawls", int(crawls or 0))
+                self.stats.set("cluster/sources", int(sources or 0))
+
+    async def _crawl_state(self) -> list:
+        """(finished, the cluster's crawls, its sources), as Redis holds them."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hget(self.keys.meta, "finished")
+        pipe.hmget(self.keys.totals, "crawls", "sources")
+        finished, (crawls, sources) = await pipe.execute()
+        return [finished, crawls, sources]
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         """The next task for the downloader, or None. ``hosts`` is not asked: the planner
         keeps every host polite across the cluster."""
-        if not self.queue:
-            return None
+        if not self.queue or self.retry.down_since is not None:
+            return None                 # Redis unreachable: its report could not be made
         crawl, task_id = self.queue.popleft()
         self.taken[crawl.cid] = task_id
+        self.stats.inc("crawls")        # this process's crawls (the planner's: planner/)
         return crawl
 
     def has_crawls(self) -> bool:
@@ -213,15 +243,20 @@ class ClusterNode:
         task_id = self.taken.pop(crawl.cid)
         k = self.keys
         distinct, packed = packed_hashes(entries)
-        had, flags = await self.retry(lambda: self._dedupe(
-            keys=[k.entries(crawl.source)],
-            args=[crawl.source % BUCKET, self.config.max_entries_per_source, 4, packed]),
-            "telling new entries")
+        try:
+            had, flags = await self.retry(lambda: self._dedupe(
+                keys=[k.entries(crawl.source)],
+                args=[crawl.source % BUCKET, self.config.max_entries_per_source, 4, packed]),
+                "telling new entries", within=self.wait)
+        except RedisUnavailable as exc:
+            self._dropped(crawl, exc)
+            return FetchResult([], [], False)
         flags = flags.decode() if isinstance(flags, bytes) else flags
         new = [e for e, flag in zip(distinct, flags, strict=False) if flag == "1"]
         found = judge_fetch(new, len(flags), int(had) > 0, crawl.weight, self.config,
                             self.stats)
         reward = float(sum(found.values))
+        # (the entries are remembered now: they are emitted even if the result is dropped)
         await self._send(task_id, CrawlResult.of(
             crawl, self.clock.now(), FETCHED, new_items=len(new), reward=reward,
             window_full=found.window_full, published=[e.published for e in new],
@@ -254,7 +289,8 @@ class ClusterNode:
     def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
         report_warnings(self.stats, self._log_once, crawl, warnings)
 
-    async def _send(self, task_id: str, result: CrawlResult) -> None:
+    async def _send(self, task_id: str, result: CrawlResult) -> bool:
+        """Send a result (False: dropped, Redis stayed unreachable ``wait`` seconds)."""
         k = self.keys
         message = result_fields(result)
 
@@ -265,12 +301,31 @@ class ClusterNode:
             pipe.xdel(k.tasks, task_id)
             return await pipe.execute()
 
-        await self.retry(send, "sending a result")
+        try:
+            await self.retry(send, "sending a result", within=self.wait)
+        except RedisUnavailable as exc:
+            self._dropped(result, exc)
+            return False
+        return True
+
+    def _dropped(self, crawl, exc: RedisUnavailable) -> None:
+        """A report given up (``crawl``: a Crawl or a CrawlResult): its task stays pending in
+        the stream, and the planner hands it out again when its lease ends."""
+        self.stats.inc("cluster/reports_dropped")
+        level = logging.DEBUG if self._dropped_logged else logging.WARNING
+        self._dropped_logged = True
+        logger.log(level, "cluster node %s: the fetch of source %d not reported, Redis did "
+                   "not answer within %g s (WHITTLE_REDIS_WAIT: %s); it is crawled again "
+                   "after its lease", self.consumer, crawl.source, self.wait, exc)
 
     # -- messages to the planner ---------------------------------------------------------------
     async def tell_planner(self, message: dict) -> None:
-        await self.retry(lambda: self.redis.rpush(self.keys.inbox, json.dumps(message)),
-                         "writing to the planner")
+        try:
+            await self.retry(lambda: self.redis.rpush(self.keys.inbox, json.dumps(message)),
+                             "writing to the planner")
+        except RedisUnavailable as exc:           # the crawl closed during an outage
+            logger.info("cluster node %s: a %s message to the planner lost at close (%s)",
+                        self.consumer, message.get("type"), exc)
 
     def _post(self, message: dict) -> None:
         task = asyncio.ensure_future(self.tell_planner(message))

@@ -100,6 +100,7 @@ class Planner:
         self._renewed = 0.0
         self._reclaimed = 0.0
         self._writing: asyncio.Future | None = None
+        self._sources_told = -1          # the source count last written to Keys.totals
         self.retry = node.retry          # one outage, logged once per process
 
     @property
@@ -127,6 +128,7 @@ class Planner:
                 return 0.0
             self._renewed = now
         busy = await self._inbox()
+        await self._tell_sources()
         busy += await self._results()
         busy += await self._dispatch()
         if now - self._reclaimed > min(self.lease / 4, 5.0):
@@ -166,6 +168,17 @@ class Planner:
         logger.info("planner %s took over: %d sources, %d crawls in flight", self.token,
                     len(service.sources), len(self.in_flight))
         node.stats.inc("cluster/takeovers")
+        if node.on_lead is not None:
+            node.on_lead()
+
+    async def _tell_sources(self) -> None:
+        """The cluster's source count, for every process's progress line."""
+        sources = self.service.sources
+        n = len(sources) - sources.n_left
+        if n != self._sources_told:
+            await self.retry(lambda: self.node.redis.hset(self.keys.totals, "sources", n),
+                             "counting the sources")
+            self._sources_told = n
 
     @staticmethod
     def _host(service: RecrawlService, sid: int) -> str:
@@ -197,6 +210,7 @@ class Planner:
                 pipe.hset(k.in_flight, crawl.source, f"{deadline} {cid}")
                 pipe.hincrbyfloat(k.spent, crawl.epoch,
                                   float(service.sources.cost[crawl.source]))
+            pipe.hincrby(k.totals, "crawls", len(tasks))
             return await pipe.execute()
 
         await self.retry(send, "dispatching")

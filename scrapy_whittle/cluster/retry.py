@@ -15,13 +15,19 @@ T = TypeVar("T")
 TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, OSError)
 
 
+class RedisUnavailable(Exception):
+    """Redis stayed unreachable longer than a call was willing to wait."""
+
+
 class Retrier:
     """Runs Redis calls until they succeed: on a connection error it waits (0.1 s, doubling
     up to ``max_delay``) and tries again. One outage is logged once: its first failure as a
     warning with the cause, the recovery at INFO; failures within ``settle`` seconds of a
     recovery (connections that died with the server, found one by one) belong to the same
     outage and are not logged again. ``stopping()`` ends the retries of a closing crawl (the
-    call then raises ``asyncio.CancelledError``)."""
+    call then raises ``asyncio.CancelledError``). A call given ``within`` seconds (else
+    ``patience``, None: no limit) raises :class:`RedisUnavailable` once it has failed for
+    that long: what a closing crawl or a waiting download cannot wait for indefinitely."""
 
     def __init__(self, name: str, stats=None, max_delay: float = 5.0, settle: float = 30.0,
                  stopping: Callable[[], bool] = lambda: False) -> None:
@@ -32,9 +38,13 @@ class Retrier:
         self.stopping = stopping
         self.down_since: float | None = None
         self.recovered_at = -float("inf")
+        self.patience: float | None = None
 
-    async def __call__(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+    async def __call__(self, call: Callable[[], Awaitable[T]], what: str,
+                       within: float | None = None) -> T:
         delay = 0.1
+        limit = self.patience if within is None else within
+        first_failure = None
         while True:
             try:
                 result = await call()
@@ -51,8 +61,14 @@ class Retrier:
                     else:
                         logger.debug("%s: Redis failed again while %s (%s)", self.name,
                                      what, exc)
+                if first_failure is None:
+                    first_failure = now
+                if limit is not None and now - first_failure >= limit:
+                    raise RedisUnavailable(f"{type(exc).__name__}: {exc}") from exc
                 if self.stopping():
                     raise asyncio.CancelledError from exc
+                if limit is not None:           # the last try at the limit, not past it
+                    delay = min(delay, max(first_failure + limit - now, 0.0))
                 await asyncio.sleep(delay)
                 delay = min(self.max_delay, delay * 2)
                 continue

@@ -135,6 +135,7 @@ class WhittleScheduler(BaseScheduler):
         self._writing = None
         self.source_list: SourceListReader | None = None
         self._list_due = math.inf                # when the source list is read again
+        self._list_for: RecrawlService | None = None   # the service the list was read for
         self._slots = DownloadSlots(crawler)
         self.polls = 0                        # next_request calls that looked at sources
         self._skipped = 0                     # bad entries of the lists read at start-up
@@ -161,7 +162,8 @@ class WhittleScheduler(BaseScheduler):
                            "scrapy_whittle.DeliveryMiddleware in SPIDER_MIDDLEWARES: items in "
                            "the pipelines when the crawl is killed are not handed out again "
                            "(the add-on installs it)")
-        stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy)
+        stats = WhittleStats(crawler.stats, config.logstats_interval, config.policy,
+                             cluster=bool(config.redis_url))
         if config.redis_url:
             node = _cluster_node(crawler, config, stats, sources=sources, oracle=oracle,
                                  slot_delays=slot_delays, max_flight=max_flight)
@@ -215,6 +217,12 @@ class WhittleScheduler(BaseScheduler):
             await maybe_deferred_to_future(result)
         node = self.node
         node.on_tasks = self._wake
+        node.on_lead = self._wake          # a new planner reads a source list at once
+        config = self.config
+        if config.sources_url is not None or config.sources_refresh:
+            self.source_list = SourceListReader(
+                lambda: node.planner.service, config.sources, [], config.sources_url,
+                node.stats)
         await node.start()
         node.stats.start()
         logger.info("cluster crawl %s on %s as %s", node.keys.prefix, node.redis_label,
@@ -227,8 +235,10 @@ class WhittleScheduler(BaseScheduler):
         url, every = self.config.sources_url, self.config.sources_refresh
         if url is None and not (every and isinstance(self.config.sources, str)):
             return
-        self.source_list = SourceListReader(self.service, self.config.sources, spider_sources,
-                                            url, on_change=self._sources_changed)
+        self.source_list = SourceListReader(lambda: self.service, self.config.sources,
+                                            spider_sources, url, self.service.stats,
+                                            on_change=self._sources_changed)
+        self._list_for = self.service
         if url is not None:
             self.followups.append(self.source_list.request())
         if every:
@@ -236,14 +246,24 @@ class WhittleScheduler(BaseScheduler):
 
     def _source_list_due(self) -> Request | None:
         """The request that reads a list at a URL again, when due (a file list is read in a
-        thread: None)."""
+        thread: None). In a cluster, only while this process plans: at once when its planner
+        took over (a list at a URL), then every ``WHITTLE_SOURCES_REFRESH`` seconds."""
         reader = self.source_list
-        if reader is None or self.service.finished:
+        service = reader.target() if reader is not None else None
+        if service is None or service.finished:
             self._list_due = math.inf
+            if service is None:            # a cluster's worker: a next planner reads anew
+                self._list_for = None
             return None
-        if self.service.clock.now() < self._list_due or reader.pending:
+        now = self.sink.clock.now()
+        if service is not self._list_for:          # a cluster's planner, new here
+            self._list_for = service
+            every = self.config.sources_refresh
+            self._list_due = now if reader.url is not None else now + every
+        if now < self._list_due or reader.pending:
             return None
-        self._list_due = self.service.clock.now() + self.config.sources_refresh
+        every = self.config.sources_refresh
+        self._list_due = now + every if every else math.inf
         if reader.url is None:
             reader.read_file()
             return None
@@ -251,7 +271,7 @@ class WhittleScheduler(BaseScheduler):
 
     def _sources_changed(self) -> None:
         self._cancel_wakeup()
-        self._schedule_wakeup(self.service.clock.now())
+        self._schedule_wakeup(self.sink.clock.now())
 
     def _retire_legacy_state(self) -> None:
         legacy = Path(self.jobdir) / LEGACY_STATE_FILE
@@ -486,4 +506,4 @@ def _cluster_node(crawler: Crawler, config: WhittleConfig, stats: WhittleStats, 
         lease=config.redis_lease or max_flight, lock_ttl=config.redis_lock_ttl,
         backlog=config.redis_backlog, capacity=settings.getint("CONCURRENT_REQUESTS"),
         host_concurrency=settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
-        download_delay=settings.getfloat("DOWNLOAD_DELAY"))
+        download_delay=settings.getfloat("DOWNLOAD_DELAY"), wait=config.redis_wait)

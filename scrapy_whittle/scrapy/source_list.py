@@ -13,11 +13,18 @@ return). A read that fails (HTTP error, unreadable document) or finds **no** sou
 changes nothing: an empty list is far more often a broken export or a login page than a wish
 to stop crawling everything. The failure is logged once at ERROR with its cause (again at
 INFO) and counted under ``whittle/errors/sources_list``.
+
+In a cluster the list is the planner's: the process whose node holds the planner's lock reads
+it (through its own Scrapy, as above) into the planner's service, at once when it takes over
+and then every ``WHITTLE_SOURCES_REFRESH`` seconds; the workers get the sources' crawls through
+Redis. ``target`` gives the service a read goes to: None while this process does not plan (a
+read that ends after the lock was lost is dropped; the next planner reads the list again).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
@@ -38,12 +45,14 @@ META_LIST = "whittle_source_list"
 
 
 class SourceListReader:
-    """Reads ``config.sources`` (a URL or a file) for ``service``; ``extra``: sources that
-    belong to the list too (the spider's ``whittle_sources``)."""
+    """Reads ``config.sources`` (a URL or a file) for the service ``target()`` gives;
+    ``extra``: sources that belong to the list too (the spider's ``whittle_sources``);
+    ``stats``: where failures are counted."""
 
-    def __init__(self, service: RecrawlService, value: Any, extra: list[SourceSpec],
-                 url: str | None, on_change=None) -> None:
-        self.service = service
+    def __init__(self, target: Callable[[], RecrawlService | None], value: Any,
+                 extra: list[SourceSpec], url: str | None, stats, on_change=None) -> None:
+        self.target = target
+        self.stats = stats
         self.on_change = on_change
         self.value = value
         self.extra = list(extra)
@@ -89,27 +98,31 @@ class SourceListReader:
     # -- both ----------------------------------------------------------------------------------
     def apply(self, specs: list[SourceSpec]) -> None:
         self.reads += 1
+        service = self.target()
+        if service is None:            # the cluster's planner is another process now
+            return
         skipped = getattr(specs, "skipped", [])
-        self.service.stats.set("sources/skipped", len(skipped))   # those of the latest read
+        self.stats.set("sources/skipped", len(skipped))   # those of the latest read
         if skipped:
             logger.warning("source list %s: %s", self.url or self.value,
                            skipped_message(specs))
         if not specs:
             self._failed("the list has no source (the known sources are kept)")
             return
-        joined, left = self.service.sync_sources(list(specs) + self.extra)
+        joined, left = service.sync_sources(list(specs) + self.extra)
         self._failed_before = False
         if (joined or left) and self.on_change is not None:
             self.on_change()
         if joined or left:
             logger.info("source list %s: %d sources joined, %d left (%d in all)",
                         self.url or self.value, joined, left,
-                        len(self.service.sources) - self.service.sources.n_left)
+                        len(service.sources) - service.sources.n_left)
 
     def _failed(self, cause: str) -> None:
-        self.service.stats.inc("errors/sources_list")
+        self.stats.inc("errors/sources_list")
         level = logging.INFO if self._failed_before else logging.ERROR
         self._failed_before = True
+        service = self.target()
+        known = len(service.sources) - service.sources.n_left if service is not None else 0
         logger.log(level, "source list %s cannot be used: %s; the crawl goes on with the %d "
-                   "sources it knows", self.url or self.value, cause,
-                   len(self.service.sources) - self.service.sources.n_left)
+                   "sources it knows", self.url or self.value, cause, known)

@@ -12,6 +12,11 @@ runs each crawl in an asyncio task and asyncio reports a failed task's exception
 traceback; a filter on the ``asyncio`` logger drops that second report of an exception
 already logged here, and nothing else.
 
+A cluster crawl (``WHITTLE_REDIS_URL``) is checked too: the Redis client must be installed
+(extra ``cluster``) and Redis must answer a PING within ``WHITTLE_REDIS_WAIT`` seconds
+(:mod:`scrapy_whittle.cluster.connect`); the wait blocks, as reading a long source list does,
+since nothing of the crawl runs yet.
+
 The check also warns, once, when Scrapy's own settings make ``WHITTLE_BUDGET`` crawls per
 ``WHITTLE_PERIOD`` unreachable: with a download delay d Scrapy sends one request to a host
 per d seconds, whatever ``CONCURRENT_REQUESTS_PER_DOMAIN`` says, so a host's n sources can be
@@ -115,8 +120,19 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
                 f"policy {config.policy!r} needs one for every source")
     check_policy_build(config, lambda: len({s.url for s in [*sources, *extra]}))
     warn_unreachable_budget(settings, config, sources)
+    if config.redis_url:
+        check_cluster(config)
     return CrawlStart(config=config, sources=sources, oracle=oracle,
                       skipped=len(sources.skipped) + len(getattr(extra, "skipped", ())))
+
+
+def check_cluster(config: WhittleConfig) -> None:
+    """A cluster crawl (``WHITTLE_REDIS_URL``) needs the Redis client installed and Redis
+    answering within ``WHITTLE_REDIS_WAIT`` seconds: else the crawl does not start."""
+    from scrapy_whittle.cluster.connect import check_client, reach
+
+    check_client(config.redis_url)
+    reach(config.redis_url, config.redis_wait)
 
 
 def _sources(name: str, value: Any) -> SourceList:

@@ -22,6 +22,11 @@ Keys (all under ``whittle/``):
 * ``sources``, ``sources/skipped`` (bad entries left out of the latest read of the source
   list), ``epochs``, ``decision/<policy>/seconds`` and ``decision/<policy>/calls``
   (time spent choosing sources), ``decision/<policy>/us_per_crawl`` at close.
+
+In a cluster process (``cluster``) ``crawls`` and the counts of fetches are this process's
+(what its downloader fetched), the planner's under ``planner/`` when the process is the
+planner, and ``cluster/crawls`` and ``cluster/sources`` the whole cluster's (read from Redis
+every second). Its progress line shows both: what this process did, what the cluster did.
 """
 
 from __future__ import annotations
@@ -45,14 +50,16 @@ class WhittleStats:
 
     SYNC_EVERY = 1.0
 
-    def __init__(self, stats: Any, interval: float = 60.0, policy: str = "") -> None:
+    def __init__(self, stats: Any, interval: float = 60.0, policy: str = "",
+                 cluster: bool = False) -> None:
         self.stats = stats
+        self.cluster = cluster
         self.interval = interval
         self.policy = policy
         self.values: dict[str, Any] = {}
         self._task = None
         self._sync_task = None
-        self._prev: tuple[float, float, float] | None = None
+        self._prev: tuple[float, float, float, float] | None = None
 
     def inc(self, key: str, count: float = 1) -> None:
         values = self.values
@@ -76,22 +83,33 @@ class WhittleStats:
             self._sync_task = create_looping_call(self.sync)
             self._sync_task.start(self.SYNC_EVERY, now=False)
         if self.interval > 0 and self._task is None:
-            self._prev = (time.monotonic(), self.get("crawls"), self.get("utility", 0.0))
+            self._prev = (time.monotonic(), self.get("crawls"), self.get("utility", 0.0),
+                          self.get("cluster/crawls"))
             self._task = create_looping_call(self.log)
             self._task.start(self.interval, now=False)
 
     def log(self) -> None:
         now = time.monotonic()
         crawls, utility = self.get("crawls"), self.get("utility", 0.0)
-        t_prev, c_prev, u_prev = self._prev or (now, 0, 0.0)
+        everyone = self.get("cluster/crawls")
+        t_prev, c_prev, u_prev, e_prev = self._prev or (now, 0, 0.0, 0)
         minutes = max(now - t_prev, 1e-9) / 60.0
         errors = sum(v for k, v in self.values.items() if k.startswith("errors/"))
+        self._prev = (now, crawls, utility, everyone)
+        if self.cluster:
+            logger.info(
+                "Whittle (%s): this process %d crawls (at %.1f/min), %d new items, utility "
+                "%.4g (at %.4g/min), %d not modified, %d errors; the cluster %d crawls (at "
+                "%.1f/min), %d sources",
+                self.policy, crawls, (crawls - c_prev) / minutes, self.get("new_items"),
+                utility, (utility - u_prev) / minutes, self.get("not_modified"), errors,
+                everyone, (everyone - e_prev) / minutes, self.get("cluster/sources"))
+            return
         logger.info(
             "Whittle (%s): %d crawls (at %.1f/min), %d new items, utility %.4g "
             "(at %.4g/min), %d not modified, %d errors, %d sources",
             self.policy, crawls, (crawls - c_prev) / minutes, self.get("new_items"), utility,
             (utility - u_prev) / minutes, self.get("not_modified"), errors, self.get("sources"))
-        self._prev = (now, crawls, utility)
 
     def stop(self) -> None:
         for task in (self._task, self._sync_task):
@@ -100,6 +118,6 @@ class WhittleStats:
         self._task = self._sync_task = None
         crawls = self.get("crawls")
         seconds = self.get(f"decision/{self.policy}/seconds", 0.0)
-        if crawls:
+        if crawls and not self.cluster:     # a cluster's decisions are its planner's
             self.set(f"decision/{self.policy}/us_per_crawl", 1e6 * seconds / crawls)
         self.sync()

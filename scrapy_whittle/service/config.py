@@ -346,6 +346,10 @@ SETTINGS: tuple[Setting, ...] = (
             "takes over"),
     Setting("WHITTLE_REDIS_BACKLOG", 256, number(minimum=1, integer=True),
             "crawls in flight across the cluster, at most"),
+    Setting("WHITTLE_REDIS_WAIT", 10.0, number(minimum=0, strict=True),
+            "seconds a process waits for an unreachable Redis: at start-up, before the crawl "
+            "stops with an error; mid-crawl, before a fetch waiting to report is dropped (the "
+            "crawl is handed out again after its lease)"),
     Setting("WHITTLE_HALF_LIFE", None, _half_life,
             "prior half-life of readers' interest, seconds: a number for every source, or a "
             "dict `{url or category: seconds, \"*\": fallback}`; a source's category is its "
@@ -457,6 +461,7 @@ class WhittleConfig:
     redis_lease: float | None = DEFAULTS["WHITTLE_REDIS_LEASE"]
     redis_lock_ttl: float = DEFAULTS["WHITTLE_REDIS_LOCK_TTL"]
     redis_backlog: int = DEFAULTS["WHITTLE_REDIS_BACKLOG"]
+    redis_wait: float = DEFAULTS["WHITTLE_REDIS_WAIT"]
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
 
     @property
@@ -493,7 +498,7 @@ class WhittleConfig:
             max_epochs=v["WHITTLE_MAX_EPOCHS"], clock=v["WHITTLE_CLOCK"],
             redis_url=v["WHITTLE_REDIS_URL"], redis_prefix=v["WHITTLE_REDIS_PREFIX"],
             redis_lease=v["WHITTLE_REDIS_LEASE"], redis_lock_ttl=v["WHITTLE_REDIS_LOCK_TTL"],
-            redis_backlog=v["WHITTLE_REDIS_BACKLOG"],
+            redis_backlog=v["WHITTLE_REDIS_BACKLOG"], redis_wait=v["WHITTLE_REDIS_WAIT"],
             parsing=ParsingConfig(
                 parser=v["WHITTLE_FEED_PARSER"], workers=v["WHITTLE_PARSE_WORKERS"],
                 inline_max_bytes=v["WHITTLE_PARSE_INLINE_MAX_BYTES"],
@@ -547,13 +552,3 @@ def _check_together(v: dict[str, Any]) -> None:
         raise _fail("WHITTLE_MAX_FEED_ENTRIES", per_feed,
                     f"must be <= WHITTLE_MAX_ENTRIES_PER_SOURCE ({per_source!r}): entries "
                     "kept beyond what is remembered would be counted as new at every crawl")
-    if v["WHITTLE_REDIS_URL"]:
-        # every process of a cluster reads the list once, at start, from where it runs
-        if is_list_url(v["WHITTLE_SOURCES"]):
-            raise _fail("WHITTLE_SOURCES", v["WHITTLE_SOURCES"],
-                        "cannot be a URL in a cluster (WHITTLE_REDIS_URL) yet: every process "
-                        "reads the list at start; give a file that all of them can read")
-        if v["WHITTLE_SOURCES_REFRESH"]:
-            raise _fail("WHITTLE_SOURCES_REFRESH", v["WHITTLE_SOURCES_REFRESH"],
-                        "is not supported in a cluster (WHITTLE_REDIS_URL) yet: the list is "
-                        "read when the processes start")
