@@ -70,7 +70,8 @@ class RedisStateStore:
                           struct.pack("<ff", weight, min_interval))
         for row in cp.source_rows():
             (last_crawl, retry_at, failures, flags, etag, modified, crawls, errors,
-             new_items, utility, _rate, _half, _value, policy_row, _entries, sid) = row
+             new_items, utility, _rate, _half, _value, policy_row, _entries, _alive_at,
+             sid) = row
             state = struct.pack(STATE, -1.0 if last_crawl is None else last_crawl,
                                 retry_at, failures, flags, modified, crawls,
                                 errors, new_items, utility)
@@ -138,7 +139,7 @@ class RedisStateStore:
                     ("utility", utility),
                     ("policy_row", bytes(data[off + HEADER.size:off + record])
                      if row_size else None),
-                    ("entries", None)):
+                    ("entries", None), ("alive_at", None)):
                 cols[name].append(value)
         blocks = [(int(_s(key).rsplit(":", 1)[1]), _s(key).rsplit(":", 1)[0], value)
                   for key, value in self.client.hgetall(k.blocks).items()]

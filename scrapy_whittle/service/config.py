@@ -284,6 +284,15 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds of back-off after a first failure, doubling after each further one"),
     Setting("WHITTLE_BACKOFF_MAX", 86400.0, number(minimum=0),
             "cap of the back-off, >= `WHITTLE_BACKOFF_BASE`"),
+    Setting("WHITTLE_RETIRE_AFTER", 180 * 86400.0, number(minimum=0),
+            "seconds without a new entry after which a source whose feed still answers "
+            "retires (only probed, outside the budget); `0`: never"),
+    Setting("WHITTLE_RETIRE_404_AFTER", 30 * 86400.0, number(minimum=0),
+            "a source answering 404 three times in a row retires once it has had no new "
+            "entry for this many seconds; `0`: never (a 410 retires a source at once)"),
+    Setting("WHITTLE_RETIRE_PROBE", 7 * 86400.0, number(minimum=0, strict=True),
+            "seconds between two probes of a retired source, outside the budget (stat "
+            "`whittle/probes/crawls`); a probe finding new entries brings it back, > 0"),
     Setting("WHITTLE_CONDITIONAL_GET", True, boolean,
             "send `If-None-Match` / `If-Modified-Since`"),
     Setting("WHITTLE_HINTS", True, boolean,
@@ -442,6 +451,9 @@ class WhittleConfig:
     min_interval: float = DEFAULTS["WHITTLE_MIN_INTERVAL"]
     backoff_base: float = DEFAULTS["WHITTLE_BACKOFF_BASE"]
     backoff_max: float = DEFAULTS["WHITTLE_BACKOFF_MAX"]
+    retire_after: float = DEFAULTS["WHITTLE_RETIRE_AFTER"]
+    retire_404_after: float = DEFAULTS["WHITTLE_RETIRE_404_AFTER"]
+    retire_probe: float = DEFAULTS["WHITTLE_RETIRE_PROBE"]
     conditional_get: bool = DEFAULTS["WHITTLE_CONDITIONAL_GET"]
     hints: bool = DEFAULTS["WHITTLE_HINTS"]
     hints_max_delay: float = DEFAULTS["WHITTLE_HINTS_MAX_DELAY"]
@@ -486,6 +498,9 @@ class WhittleConfig:
             seed=v["WHITTLE_SEED"],
             min_interval=v["WHITTLE_MIN_INTERVAL"],
             backoff_base=v["WHITTLE_BACKOFF_BASE"], backoff_max=v["WHITTLE_BACKOFF_MAX"],
+            retire_after=v["WHITTLE_RETIRE_AFTER"],
+            retire_404_after=v["WHITTLE_RETIRE_404_AFTER"],
+            retire_probe=v["WHITTLE_RETIRE_PROBE"],
             conditional_get=v["WHITTLE_CONDITIONAL_GET"], hints=v["WHITTLE_HINTS"],
             hints_max_delay=v["WHITTLE_HINTS_MAX_DELAY"],
             max_feed_size=v["WHITTLE_MAX_FEED_SIZE"], max_entries_per_source=per_source,

@@ -37,6 +37,7 @@ from scrapy_whittle.service.measures import DelayHistogram, as_times
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
 from scrapy_whittle.service.publications import PublicationLog
+from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, Stats, valued
@@ -80,8 +81,10 @@ class CrawlOutcomes:
 
     def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
                  sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
-                 keeper: PolicyKeeper, ledger: EpochLedger, log_once: OnceLog) -> None:
+                 keeper: PolicyKeeper, ledger: EpochLedger, log_once: OnceLog,
+                 retirement: Retirement) -> None:
         self.config = config
+        self.retirement = retirement
         self.clock = clock
         self.timeline = timeline
         self.sources = sources
@@ -142,6 +145,7 @@ class CrawlOutcomes:
         self._observe(crawl, now, True, *learned)
         if hints is not None:
             self._apply_hints(sid, hints, now)
+        self.retirement.fetched(crawl, new_items, now)
         count_fetch(self.stats, new_items, reward, window_full)
         totals = self.ledger.totals[crawl.epoch]
         totals.new_items += new_items
@@ -210,6 +214,7 @@ class CrawlOutcomes:
         now = self.clock.now()
         self._observe(crawl, now, True, 0, 0.0, False, [])
         self._apply_hints(crawl.source, hints, now)
+        self.retirement.fetched(crawl, 0, now)
         self.stats.inc("fetched")
 
     def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
@@ -224,6 +229,12 @@ class CrawlOutcomes:
         self.ledger.totals[crawl.epoch].errors += 1
         self.ledger.errors[crawl.epoch, kind] += 1
         self.state.errors[crawl.source] += 1
+        self.retirement.failed(crawl, kind, now)
+        if self.sources.retired.item(crawl.source):
+            backoff = self.sources.retry_at.item(crawl.source) - now
+            self.log_once(crawl.source, kind, crawl.url, f"{cause}; retired, next probe in "
+                          f"{backoff:.3g} s")
+            return backoff
         self.log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
         return backoff
 
@@ -341,14 +352,15 @@ class CrawlOutcomes:
         """The users' measures of this run into the stats: ``delay/mean_s``,
         ``delay/median_s``, ``delay/p90_s`` (once an entry's delay was measured) and
         ``crawls_per_item`` (once an entry was captured: every request, the discovery
-        sweep's too)."""
+        sweep's and the probes' too)."""
         stats = self.stats
         if self.delays.n:
             for key, value in self.delays.summary().items():
                 stats.set(f"delay/{key}", value)
         captured = stats.get("new_items")
         if captured:
-            requests = stats.get("crawls") + stats.get("discovery/crawls")
+            requests = (stats.get("crawls") + stats.get("discovery/crawls")
+                        + stats.get("probes/crawls"))
             stats.set("crawls_per_item", requests / captured)
 
     def _observe_missed(self, policy, obs: Observation) -> None:

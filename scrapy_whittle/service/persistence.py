@@ -62,6 +62,8 @@ class StatePersistence:
         self.rebuild_policy = rebuild_policy
         self.store: StateStore | None = None
         self.new: list[tuple[int, SourceSpec]] = []     # registered since the last checkpoint
+        self.moves: list[tuple[int, str]] = []          # moved since: (id, URL)
+        self.aliases: list[tuple[str, int]] = []        # aliases made since: (URL, id)
         self.last_checkpoint = -math.inf
 
     def load(self) -> SavedState | None:
@@ -71,6 +73,14 @@ class StatePersistence:
         """Sources (id, spec) registered: the next checkpoint inserts them."""
         if self.store is not None:
             self.new.extend(pairs)
+
+    def source_moved(self, sid: int, url: str | None, aliases: list[tuple[str, int]]) -> None:
+        """Source ``sid`` moved to ``url`` (None: merged into another, its URL kept), making
+        ``aliases``: the next checkpoint writes them."""
+        if self.store is not None:
+            if url is not None:
+                self.moves.append((sid, url))
+            self.aliases.extend(aliases)
 
     def checkpoint_due(self) -> bool:
         return (self.store is not None and self.keeper.policy is not None
@@ -89,6 +99,8 @@ class StatePersistence:
             "origin": self.timeline.origin, "period": self.config.period,
             "budget": self.config.budget, "policy": self.config.core_policy})
         new, self.new = self.new, []
+        cp.moves, self.moves = self.moves, []
+        cp.aliases, self.aliases = self.aliases, []
         cp.n_new = len(new)
         cp.new_sources = lambda: ((sid, spec.url, spec.title, spec.category,
                                    float(spec.weight), float(spec.min_interval))
@@ -129,7 +141,8 @@ class StatePersistence:
                 "errors": st.errors[ids], "new_items": st.new_items[ids],
                 "utility": st.utility[ids], "rate": summary.get("rate"),
                 "half_life": summary.get("half_life"), "value": summary.get("value"),
-                "policy_rows": rows, "entries": self.memory.export_keys(ids)}
+                "policy_rows": rows, "entries": self.memory.export_keys(ids),
+                "alive_at": src.alive_at[ids]}
 
     def restore(self, saved: SavedState) -> None:
         """The stored sources' book-keeping, validators, counters, entries seen and the
@@ -146,6 +159,7 @@ class StatePersistence:
         src.retry_at[ids] = array("retry_at", 0.0)
         src.failures[ids] = array("failures", 0, np.int64)
         src.set_flags(ids, array("flags", 0, np.int64))
+        src.alive_at[ids] = array("alive_at", np.nan)
         for sid, etag in enumerate(cols["etag"]):
             if etag:
                 st.etag.set(sid, etag)
@@ -164,14 +178,18 @@ class StatePersistence:
         counter that is not finite) is brought back into range; counted, logged once."""
         src, st = self.sources, self.state
         n = len(src)
-        latest_retry = now + self.config.backoff_max
+        # a retired source waits for its next probe, which may come later than any back-off
+        latest_retry = now + np.where(src.retired[:n], max(self.config.backoff_max,
+                                                           self.config.retire_probe),
+                                      self.config.backoff_max)
         bad = ~(src.retry_at[:n] <= latest_retry)
         bad |= np.isnan(src.last_crawl[:n]) | (src.last_crawl[:n] > now)
         bad |= ~np.isfinite(st.utility[:n])
         ids = np.flatnonzero(bad)
         if not ids.size:
             return
-        src.retry_at[ids] = np.where(src.retry_at[ids] <= latest_retry, src.retry_at[ids], now)
+        src.retry_at[ids] = np.where(src.retry_at[ids] <= latest_retry[ids], src.retry_at[ids],
+                                     now)
         last = src.last_crawl[ids]
         src.last_crawl[ids] = np.where(np.isnan(last) | (last > now), -np.inf, last)
         st.utility[ids] = np.where(np.isfinite(st.utility[ids]), st.utility[ids], 0.0)
@@ -249,5 +267,6 @@ class _SourceRows:
             s["utility"].tolist(), readable("rate", hour), readable("half_life", 1 / hour),
             readable("value", 1.0),
             [raw[j * size:(j + 1) * size] if size else None for j in range(n)],
-            s["entries"], s["ids"].tolist(), strict=True)
+            s["entries"], [x if math.isfinite(x) else None for x in s["alive_at"].tolist()],
+            s["ids"].tolist(), strict=True)
         return columns

@@ -6,7 +6,9 @@ their minimum interval, host not saturated); they are handed out as the download
 (or spread evenly over the epoch with ``WHITTLE_SPREAD``); what an epoch does not use is
 lost. With ``WHITTLE_DISCOVERY`` the sources never fetched are also fetched once, outside the
 budget (:mod:`~scrapy_whittle.service.discovery`): counted under ``discovery/crawls``, not
-in ``crawls`` nor in the budget spent."""
+in ``crawls`` nor in the budget spent. The retired sources' probes
+(:mod:`~scrapy_whittle.service.retirement`) are outside the budget too, under
+``probes/crawls``."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from scrapy_whittle.service.discovery import DiscoverySweep
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.types import NO_LOAD, Crawl, HostLoad, Stats
@@ -32,8 +35,10 @@ class EpochPlanner:
 
     def __init__(self, config: WhittleConfig, *, timeline: Timeline, sources: SourceTable,
                  state: SourceState, stats: Stats, keeper: PolicyKeeper,
-                 outcomes: CrawlOutcomes, ledger: EpochLedger, max_flight: float) -> None:
+                 outcomes: CrawlOutcomes, ledger: EpochLedger, max_flight: float,
+                 retirement: Retirement) -> None:
         self.config = config
+        self.retirement = retirement
         self.timeline = timeline
         self.sources = sources
         self.state = state
@@ -71,8 +76,16 @@ class EpochPlanner:
         if sweep is not None:
             sid = sweep.take(now, hosts, self.planned, epoch_end)
             if sid is not None:
-                return self._dispatch(sid, now, k, discovery=True)
+                return self._dispatch(sid, now, k, outside="discovery")
             epoch_end = min(epoch_end, sweep.next_due())
+        retirement = self.retirement
+        if retirement.probes:
+            sid = retirement.take(now, hosts)
+            if sid is not None:
+                return self._dispatch(sid, now, k, outside="probes")
+            due = retirement.next_due()
+            if due > now:          # else its host is saturated: asked when a download ends
+                epoch_end = min(epoch_end, due)
         later = epoch_end
         src = self.sources
         saturated: set[int] = set()        # hosts found saturated in this call
@@ -133,12 +146,15 @@ class EpochPlanner:
         self.plan = deque(map(int, chosen))
         self.planned = set(self.plan) if self.sweep is not None else set()
 
-    def _dispatch(self, sid: int, now: float, epoch: int, discovery: bool = False) -> Crawl:
+    def _dispatch(self, sid: int, now: float, epoch: int, outside: str | None = None
+                  ) -> Crawl:
+        """Hand out ``sid``: within the budget, or ``outside`` it (``"discovery"``,
+        ``"probes"``: the stat it is counted under)."""
         src, state = self.sources, self.state
         src.dispatched(sid, now + self.max_flight)
         stats = self.stats
-        if discovery:                       # outside the budget: its own count
-            stats.inc("discovery/crawls")
+        if outside:                       # outside the budget: its own count
+            stats.inc(f"{outside}/crawls")
         else:
             cost = src.cost.item(sid)
             self.spent += cost

@@ -14,6 +14,7 @@ simulator and the benchmarks all drive:
   (returns the new entries and their values), ``not_modified(...)``,
   ``crawl_failed(crawl, kind, cause, retry_after=)``; ``hints`` and ``retry_after``: what the
   server and the feed asked about the next visit (:mod:`scrapy_whittle.feeds.hints`);
+* ``moved(crawl, url)``: the source answered at ``url`` after permanent redirects;
 * ``report_value(...)``: feedback from a pipeline; ``checkpoint()``.
 
 It is the composition root of parts that each own their state and get what they use at
@@ -63,6 +64,7 @@ from scrapy_whittle.service.persistence import StatePersistence
 from scrapy_whittle.service.planning import EpochPlanner
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
 from scrapy_whittle.service.policy_options import build_policy
+from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec
@@ -105,13 +107,16 @@ class RecrawlService:
         self.ledger = EpochLedger()
         self.keeper = PolicyKeeper(self.sources, self.state, self.stats, self._log_once,
                                    config.policy, self._oracle_extra)
+        self.retirement = Retirement(config, sources=self.sources, stats=self.stats,
+                                     log_once=self._log_once)
         parts = dict(clock=clock, timeline=self.timeline, sources=self.sources,
                      state=self.state, stats=self.stats, keeper=self.keeper,
                      ledger=self.ledger)
         self.outcomes = CrawlOutcomes(config, memory=self.memory, log_once=self._log_once,
-                                      **parts)
+                                      retirement=self.retirement, **parts)
         del parts["clock"]
         self.planner = EpochPlanner(config, outcomes=self.outcomes,
+                                    retirement=self.retirement,
                                     max_flight=self.max_flight, **parts)
         self.persistence = StatePersistence(config, clock=clock, memory=self.memory,
                                             outcomes=self.outcomes,
@@ -197,6 +202,9 @@ class RecrawlService:
             self._grow_parts(self.sources.add_columns(
                 list(cols["url"]), cols["weight"], cols["min_interval"],
                 [c or "" for c in cols["category"]])[1])
+            for url, sid in saved.aliases:      # before the list: an old URL finds its source
+                if 0 <= sid < saved.n_sources:
+                    self.sources.registry.add_alias(url, sid)
         ids = self._register(list(specs))
         now = self.clock.now()
         origin = float(saved.meta["origin"]) if saved and "origin" in saved.meta else now
@@ -205,6 +213,7 @@ class RecrawlService:
         if saved is not None:
             self.persistence.restore(saved)
             self.persistence.repair_bookkeeping(now)
+            self.retirement.restore(now)
             self.keeper.repair(None, cause="as restored")
         if listed and ids:
             self._sync_list(ids)
@@ -398,6 +407,35 @@ class RecrawlService:
         self.state.grow(len(new))
         self.outcomes.grow(len(new))
         self.keeper.sources_added(new)
+
+    def moved(self, crawl: Crawl, url: str) -> Crawl:
+        """The fetch of ``crawl`` was redirected permanently (301, 308) to ``url``: the source
+        is at ``url`` from now on, its old URLs kept as aliases (a list that still names one
+        finds it: no twin). When ``url`` is another source's already, the two are one: the
+        moved source merges into that one (its URLs become that one's aliases; it is crawled
+        no more, what was learned of it is kept) and the fetch counts as that one's. Returns
+        the crawl the fetch's outcome is to be reported as. Counted under ``sources/moved``
+        (and ``sources/merged``), logged once per source."""
+        sid, src = crawl.source, self.sources
+        old = src.url(sid)
+        if url == old:
+            return crawl
+        target = src.move(sid, url)
+        aliases = [(u, i) for u, i in src.registry.aliases.items() if i == target]
+        self.persistence.source_moved(sid, url if target == sid else None, aliases)
+        self.state.touch([sid, target])
+        self.stats.inc("sources/moved")
+        if target == sid:
+            self._log_once(sid, "moved", url, f"moved permanently from {old}",
+                           logging.INFO)
+            return crawl._replace(url=url)
+        self.stats.inc("sources/merged")
+        self._log_once(sid, "moved", old, f"moved permanently to {url}, which is source "
+                       f"{target}: merged into it", logging.INFO)
+        self.planner.drop_left()
+        src.in_flight.pop(sid, None)
+        self.stats.set("sources", len(src) - src.n_left)
+        return crawl._replace(source=target, url=url)
 
     def url(self, sid: int) -> str:
         return self.sources.url(sid)

@@ -27,6 +27,10 @@ class SourceTable(PerSourceArrays):
         "skip_days": Col(0, np.uint8),             # the feed's <skipDays>: bit d, Monday 0
         "listed": Col(False, np.bool_),            # came from the WHITTLE_SOURCES list
         "left": Col(False, np.bool_),              # was listed, is no longer: not crawled
+        "retired": Col(False, np.bool_),           # dead or silent: only probed
+        "merged": Col(False, np.bool_),            # moved onto another source: not crawled
+        "not_found": Col(0, np.uint8),             # consecutive 404s, capped
+        "alive_at": Col(np.nan, np.float64),       # last new entry (or first sight)
         "min_interval": Col(0.0, np.float32, persist=False),   # s between two crawls
         "weight": Col(1.0, np.float32, persist=False),         # value of an entry w/o engagement
         "host": Col(0, np.int32, persist=False),   # host id
@@ -46,7 +50,8 @@ class SourceTable(PerSourceArrays):
         self.groups: dict[tuple[str, str], int] = {}   # ("category" | "host", name) -> id
         self.in_flight: dict[int, float] = {}      # source id -> in flight until
         self._skips = 0                             # sources with a skip mask
-        self.n_left = 0                             # sources that left the list
+        self.n_left = 0                             # sources that left the list (or merged)
+        self.n_retired = 0
         self._init_arrays(0)
 
     def __len__(self) -> int:
@@ -195,6 +200,8 @@ class SourceTable(PerSourceArrays):
             ok &= ~np.isin(self.host, list(busy_hosts))
         if self.n_left:
             ok &= ~self.left
+        if self.n_retired:
+            ok &= ~self.retired
         if self.has_skips:
             ok &= ~skipped(now, self.skip_hours, self.skip_days)
         return ok
@@ -212,9 +219,11 @@ class SourceTable(PerSourceArrays):
         return True
 
     def count_skips(self) -> None:
-        """Recount the sources with skip masks and those that left (after a restore)."""
+        """Recount the sources with skip masks, those that left and those retired (after a
+        restore)."""
         self._skips = int(np.count_nonzero(self.skip_hours | self.skip_days))
         self.n_left = int(np.count_nonzero(self.left))
+        self.n_retired = int(np.count_nonzero(self.retired))
 
     # -- the source list ---------------------------------------------------------------------
     def sync_list(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -225,7 +234,7 @@ class SourceTable(PerSourceArrays):
         now = np.zeros(len(self), dtype=bool)
         now[np.asarray(ids, dtype=np.int64)] = True
         leaving = np.flatnonzero(self.listed & ~now)
-        back = np.flatnonzero(now & self.left)
+        back = np.flatnonzero(now & self.left & ~self.merged)
         changed = np.flatnonzero(self.listed != now)
         self.listed[:] = now
         self.left[leaving] = True
@@ -235,10 +244,13 @@ class SourceTable(PerSourceArrays):
 
     def flags(self, ids: np.ndarray) -> np.ndarray:
         """The persisted flags of ``ids``: skipHours bits 0-23, skipDays 24-30, listed 32,
-        left 33."""
+        left 33, retired 34, merged 35, consecutive 404s 40-47."""
         return (self.skip_hours[ids].astype(np.int64) | (self.skip_days[ids].astype(np.int64)
                 << 24) | (self.listed[ids].astype(np.int64) << 32)
-                | (self.left[ids].astype(np.int64) << 33))
+                | (self.left[ids].astype(np.int64) << 33)
+                | (self.retired[ids].astype(np.int64) << 34)
+                | (self.merged[ids].astype(np.int64) << 35)
+                | (self.not_found[ids].astype(np.int64) << 40))
 
     def set_flags(self, ids: np.ndarray, flags: np.ndarray) -> None:
         flags = np.asarray(flags, dtype=np.int64)
@@ -246,7 +258,33 @@ class SourceTable(PerSourceArrays):
         self.skip_days[ids] = (flags >> 24) & 0x7F
         self.listed[ids] = (flags >> 32) & 1
         self.left[ids] = (flags >> 33) & 1
+        self.retired[ids] = (flags >> 34) & 1
+        self.merged[ids] = (flags >> 35) & 1
+        self.not_found[ids] = (flags >> 40) & 0xFF
         self.count_skips()
+
+    # -- moved and retired sources -------------------------------------------------------
+    def move(self, sid: int, url: str) -> int:
+        """Source ``sid`` answers at ``url`` now (a permanent redirect): its old URLs stay
+        aliases of it. If ``url`` is another source's already, ``sid`` merges into that one:
+        its URLs become the other's aliases, it is crawled no more (as a source that left the
+        list; its place on the list, if any, goes to the other). Returns the id now at
+        ``url``."""
+        target = self.registry.move(sid, url)
+        if target != sid:
+            self.merged[sid] = True
+            self.left[sid] = True
+            if self.listed[sid]:
+                self.listed[sid], self.listed[target] = False, True
+            if self.retired[sid]:
+                self.set_retired(sid, False)
+            self.n_left = int(np.count_nonzero(self.left))
+        return target
+
+    def set_retired(self, sid: int, retired: bool) -> None:
+        if bool(self.retired[sid]) != retired:
+            self.retired[sid] = retired
+            self.n_retired += 1 if retired else -1
 
     def not_before_hint(self, sid: int, until: float) -> None:
         """A server or feed asks that ``sid`` not be fetched before ``until`` (capped by the

@@ -323,7 +323,13 @@ class SourceRegistry:
     the URL's length, where a Python string and a dict entry would cost over 150); a URL is
     found through a sorted array of 64-bit XXH3 hashes (12 bytes a source; equal hashes are
     told apart by comparing the URLs), with the URLs added since its last rebuild in a small
-    dict."""
+    dict.
+
+    A source that moved (a permanent redirect) keeps its id: its new URL is ``url(id)`` and
+    each URL it had before is an alias, found by :meth:`get` like its own, so a list that
+    still names an old URL finds the moved source instead of registering a twin. An alias
+    may also lead to another source than the one first registered under that URL (a source
+    that moved onto a URL another source had: :meth:`move`)."""
 
     REBUILD_AFTER = 4096
 
@@ -335,13 +341,50 @@ class SourceRegistry:
         self._sorted_ids = np.zeros(0, dtype=np.int32)
         self._recent: dict[str, int] = {}
         self._pending: list[int] = []    # hashes of the ids added since the last rebuild
+        self._aliases: dict[str, int] = {}  # URL -> id, ahead of the URLs registered
+        self._current: dict[int, str] = {}  # id -> its URL, for the sources that moved
 
     def __len__(self) -> int:
         return self._n
 
     def url(self, sid: int) -> str:
+        if self._current:
+            moved = self._current.get(sid)
+            if moved is not None:
+                return moved
+        return self.registered_url(sid)
+
+    def registered_url(self, sid: int) -> str:
+        """The URL ``sid`` was registered under (its own, whatever it moved to since)."""
         off = self._offsets
         return self._blob[off[sid]:off[sid + 1]].decode("utf-8", "surrogatepass")
+
+    @property
+    def aliases(self) -> dict[str, int]:
+        """URL -> id of every alias (the URLs of sources that moved, and theirs before)."""
+        return dict(self._aliases)
+
+    def move(self, sid: int, url: str) -> int:
+        """Source ``sid`` is now at ``url``: its URLs so far become aliases. Returns the id
+        that ``url`` names now: ``sid``, or the other source already known there (then
+        ``sid``'s URLs become that source's aliases: one source, not two)."""
+        known = self.get(url)
+        target = sid if known is None else known
+        old = [u for u, i in self._aliases.items() if i == sid]
+        old.append(self.url(sid))
+        for u in old:
+            self._aliases[u] = target
+        if target == sid:
+            self._aliases[url] = sid
+            if url == self.registered_url(sid):
+                self._current.pop(sid, None)
+            else:
+                self._current[sid] = url
+        return target
+
+    def add_alias(self, url: str, sid: int) -> None:
+        """A stored alias (a restore): ``url`` names source ``sid``."""
+        self._aliases[url] = sid
 
     @property
     def urls(self) -> list[str]:
@@ -349,6 +392,10 @@ class SourceRegistry:
 
     def get(self, url: str) -> int | None:
         """The id of ``url``, or None."""
+        if self._aliases:
+            sid = self._aliases.get(url)
+            if sid is not None:
+                return sid
         sid = self._recent.get(url)
         if sid is not None:
             return sid
@@ -393,10 +440,22 @@ class SourceRegistry:
     def add_many(self, urls: list[str]) -> tuple[list[int], list[int]]:
         """:meth:`add` for many URLs at once: (their ids, the positions in ``urls`` of those
         that were new); one pass over numpy arrays instead of a lookup each."""
+        if self._aliases:
+            hits = list(map(self._aliases.get, urls))
+            rest = [j for j, sid in enumerate(hits) if sid is None]
+            if len(rest) < len(urls):
+                rest_ids, rest_new = self._add_many([urls[j] for j in rest])
+                for j, sid in zip(rest, rest_ids, strict=True):
+                    hits[j] = sid
+                return hits, [rest[j] for j in rest_new]
+        return self._add_many(urls)
+
+    def _add_many(self, urls: list[str]) -> tuple[list[int], list[int]]:
         raws = [u.encode("utf-8", "surrogatepass") for u in urls]
         known = self._known_prefix(raws)
         if known:        # the same URLs, in the same order, as the first ones registered
-            rest_ids, rest_new = self.add_many(urls[known:]) if known < len(urls) else ([], [])
+            rest_ids, rest_new = (self._add_many(urls[known:]) if known < len(urls)
+                                  else ([], []))
             return list(range(known)) + rest_ids, [known + j for j in rest_new]
         h = xxhash.xxh3_64_intdigest
         hashes = np.fromiter((h(r) for r in raws), dtype=np.uint64, count=len(raws))

@@ -1,6 +1,6 @@
 """The crawl's state in SQLite (``JOBDIR/whittle.sqlite``), written incrementally.
 
-Tables (schema version 3; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
+Tables (schema version 4; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
   ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
@@ -9,14 +9,18 @@ Tables (schema version 3; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   ``min_interval``; the crawl book-keeping ``last_crawl``, ``retry_at`` (back-off or a
   server's "not before"), ``failures``, ``flags`` (the feed's skipHours in bits 0-23, its
   skipDays in bits 24-30; bit 32: the source is on the WHITTLE_SOURCES list, bit 33: it was
-  and left it, and is no longer crawled), ``etag``, ``modified`` (the ``Last-Modified`` of
-  the last response, unix seconds; 0: none); counters ``crawls``,
+  and left it, and is no longer crawled; bit 34: it is retired, only probed; bit 35: it moved
+  onto another source's URL and merged into it; bits 40-47: its consecutive 404s), ``etag``,
+  ``modified`` (the ``Last-Modified`` of the last response, unix seconds; 0: none),
+  ``alive_at`` (unix time of its last new entry, or of its first fetch); counters ``crawls``,
   ``errors``, ``new_items``, ``utility``;
   what the policy learned, in units a person reads (NULL when the policy learns no such
   thing): ``rate_per_hour`` (entries published per hour), ``half_life_hours`` (of readers'
   interest), ``mean_value`` (of an entry); and the machine state: ``policy_row`` (the
   policy's per-source numbers, a packed record whose layout is in ``policy_state``) and
   ``entries`` (64-bit hashes of the entries seen, oldest first);
+* ``aliases(url, id)``: the URLs a source had before it moved (a permanent redirect), and
+  those of a source merged into another: a list naming one finds source ``id``;
 * ``source_blocks(id, block, data)``: per-source state that only some sources have;
 * ``policy_state(policy, row_layout, global_state)``: the rest of what the policy learned;
 * ``epochs``: per epoch, crawls, their cost, new entries, utility, errors, not modified;
@@ -41,7 +45,9 @@ starts fresh; a file written by a newer schema is refused (:class:`StoreError`),
 moving it aside would throw away what a newer version learned. A file of schema 1 is read
 with its policy names translated (``SCHEMA_1_POLICY_NAMES``); a file of schema 1 or 2 is
 upgraded when opened for writing (schema 3 added the measures' tables and ``publications``,
-empty until the crawl goes on), in one transaction.
+empty until the crawl goes on; schema 4 ``aliases`` and ``alive_at``, which an upgraded
+source starts with NULL: its clock of retirement starts at its next fetch), in one
+transaction.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "whittle.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Schema 1 named the policies differently: its "whittle" is the oracle index policy
 #: ("oracle"), its "adaptive-whittle" the learned one ("whittle").
@@ -80,7 +86,7 @@ CREATE TABLE sources (
     crawls INTEGER NOT NULL DEFAULT 0, errors INTEGER NOT NULL DEFAULT 0,
     new_items INTEGER NOT NULL DEFAULT 0, utility REAL NOT NULL DEFAULT 0,
     rate_per_hour REAL, half_life_hours REAL, mean_value REAL,
-    policy_row BLOB, entries BLOB
+    policy_row BLOB, entries BLOB, alive_at REAL
 );
 CREATE TABLE source_blocks (id INTEGER NOT NULL, block TEXT NOT NULL, data BLOB NOT NULL,
                             PRIMARY KEY (id, block)) WITHOUT ROWID;
@@ -94,7 +100,8 @@ CREATE TABLE epoch_errors (epoch INTEGER NOT NULL, kind TEXT NOT NULL, count INT
 CREATE VIEW feeds AS
     SELECT id, url, title, category, rate_per_hour, half_life_hours, mean_value,
            crawls, new_items, utility, errors, failures,
-           (flags >> 33) & 1 AS left_list,
+           (flags >> 33) & 1 AS left_list, (flags >> 34) & 1 AS retired,
+           (flags >> 35) & 1 AS merged,
            datetime(last_crawl, 'unixepoch') AS last_crawl_utc,
            CASE WHEN retry_at > 0 THEN datetime(retry_at, 'unixepoch') END AS retry_at_utc,
            etag, CASE WHEN modified > 0 THEN datetime(modified, 'unixepoch') END
@@ -115,10 +122,19 @@ SCHEMA_3 = (
     "CREATE INDEX IF NOT EXISTS publications_by_time ON publications (published)",
 )
 
+#: what schema 4 added: the moved sources' old URLs, each source's last sign of life, and
+#: the view showing the retired and merged sources
+SCHEMA_4 = (
+    "CREATE TABLE IF NOT EXISTS aliases (url TEXT PRIMARY KEY, id INTEGER NOT NULL)",
+    "ALTER TABLE sources ADD COLUMN alive_at REAL",
+    "DROP VIEW IF EXISTS feeds",
+    SCHEMA[SCHEMA.index("CREATE VIEW feeds"):].strip().rstrip(";"),
+)
+
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
 STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "modified",
                  "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
-                 "mean_value", "policy_row", "entries")
+                 "mean_value", "policy_row", "entries", "alive_at")
 NEW_COLUMNS = ("id", "url", "title", "category", "weight", "min_interval")
 
 
@@ -155,6 +171,9 @@ class Checkpoint:
     #: the delivery journal's segment started with this checkpoint (the older ones go once
     #: it is committed: :mod:`scrapy_whittle.service.deliveries`)
     journal_segment: int = 0
+    #: (id, URL) of the sources that moved, and the (URL, id) aliases made since the last one
+    moves: list[tuple[int, str]] = field(default_factory=list)
+    aliases: list[tuple[str, int]] = field(default_factory=list)
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -175,6 +194,7 @@ class SavedState:
     blocks: list[tuple[int, str, bytes]]
     policy: tuple[str, str, bytes] | None
     epochs: list[tuple]
+    aliases: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def n_sources(self) -> int:
@@ -210,6 +230,7 @@ class StateStore:
             db.executescript(SCHEMA)
             for statement in SCHEMA_3:
                 db.execute(statement)
+            db.execute(SCHEMA_4[0])
             db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
         return db
 
@@ -265,6 +286,10 @@ class StateStore:
                                _schema_1_policy_row(row))
             for statement in SCHEMA_3:
                 db.execute(statement)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(sources)")}
+            for statement in SCHEMA_4:
+                if not ("alive_at" in columns and "ADD COLUMN alive_at" in statement):
+                    db.execute(statement)
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                        (SCHEMA_VERSION,))
             db.execute("COMMIT")
@@ -292,7 +317,9 @@ class StateStore:
         with self._lock:
             db = self._db
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            rows = db.execute(f"SELECT {', '.join(LOAD_COLUMNS)} FROM sources "
+            old = self.schema_version < 4        # a read-only file of an older schema
+            columns = [("NULL" if old and c == "alive_at" else c) for c in LOAD_COLUMNS]
+            rows = db.execute(f"SELECT {', '.join(columns)} FROM sources "
                               "ORDER BY id").fetchall()
             if not rows and "origin" not in meta:
                 return None
@@ -303,11 +330,12 @@ class StateStore:
                              ).fetchone()
             epochs = db.execute("SELECT epoch, crawls, cost, new_items, utility, errors, "
                                 "not_modified FROM epochs ORDER BY epoch").fetchall()
+            aliases = [] if old else db.execute("SELECT url, id FROM aliases").fetchall()
         if self.schema_version < 2:      # a read-only file of schema 1
             meta["policy"] = SCHEMA_1_POLICY_NAMES.get(meta.get("policy"), meta.get("policy"))
             row = _schema_1_policy_row(row) if row is not None else None
         return SavedState(meta=meta, sources=dict(zip(LOAD_COLUMNS, columns, strict=True)),
-                          blocks=blocks, policy=row, epochs=epochs)
+                          blocks=blocks, policy=row, epochs=epochs, aliases=aliases)
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint) -> None:
@@ -324,6 +352,11 @@ class StateStore:
                 if cp.n_changed:
                     db.executemany(f"UPDATE sources SET {set_cols} WHERE id = ?",
                                    cp.source_rows())
+                if cp.moves:
+                    db.executemany("UPDATE sources SET url = ? WHERE id = ?",
+                                   [(url, sid) for sid, url in cp.moves])
+                if cp.aliases:
+                    db.executemany("INSERT OR REPLACE INTO aliases VALUES (?, ?)", cp.aliases)
                 if cp.blocks:
                     db.executemany("INSERT OR REPLACE INTO source_blocks VALUES (?, ?, ?)",
                                    cp.blocks)

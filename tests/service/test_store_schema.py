@@ -1,5 +1,6 @@
 """Older state files: schema 1 (other policy names) is read, and upgraded, with today's names;
-schema 2 (no measures, no publications) is upgraded in place, what it held kept."""
+schema 2 (no measures, no publications) and schema 3 (no aliases, no ``alive_at``) are
+upgraded in place, what they held kept."""
 
 from __future__ import annotations
 
@@ -10,14 +11,20 @@ from scrapy_whittle.service.state_codec import decode, encode
 from scrapy_whittle.service.store import SCHEMA_VERSION, Checkpoint, StateStore
 
 SCHEMA_3_TABLES = ("epoch_measures", "epoch_delays", "publications")
+SCHEMA_3_VIEW = """CREATE VIEW feeds AS SELECT id, url, (flags >> 33) & 1 AS left_list
+                   FROM sources"""
 
 
 def _old_file(path, version: int) -> None:
-    """A state file as schema ``version`` (< 3) wrote it."""
+    """A state file as schema ``version`` (< 4) wrote it."""
     StateStore(path).close()
     db = sqlite3.connect(path)
     with db:
-        for table in SCHEMA_3_TABLES:
+        db.execute("DROP TABLE aliases")
+        db.execute("DROP VIEW feeds")
+        db.execute("ALTER TABLE sources DROP COLUMN alive_at")
+        db.execute(SCHEMA_3_VIEW)
+        for table in SCHEMA_3_TABLES if version < 3 else ():
             db.execute(f"DROP TABLE {table}")
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
     db.close()
@@ -74,7 +81,7 @@ def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
     report.close()
     assert not set(SCHEMA_3_TABLES) & _tables(path)
     store = StateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 3
+    assert store.schema_version == SCHEMA_VERSION == 4
     store.write(Checkpoint(taken_at=200.0, epochs=[(0, 1, 1.0, 2, 1.0, 0, 0)],
                            epoch_measures=[(0, 1.5, 40.0)], epoch_delays=[(0, 16, 2)],
                            publications=lambda: [(0, 150.0, None), (0, 20.0, 0.5)],
@@ -88,4 +95,33 @@ def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
     assert db.execute("SELECT * FROM epoch_delays").fetchall() == [(0, 16, 2)]
     # the publication older than the retention's start went with the checkpoint
     assert db.execute("SELECT * FROM publications").fetchall() == [(0, 150.0, None)]
+    db.close()
+
+
+def test_schema_3_is_upgraded_in_place_with_aliases_and_alive_at(tmp_path):
+    path = tmp_path / "whittle.sqlite"
+    _old_file(path, 3)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('origin', 100.0)")
+        db.execute("INSERT INTO sources (id, url, flags) VALUES (0, 'http://a/feed', ?)",
+                   (1 << 32,))
+    db.close()
+    report = ReadOnlyStore(path)                          # read-only: as it is
+    saved = report.load()
+    assert report.schema_version == 3 and saved.aliases == []
+    assert saved.sources["alive_at"] == (None,)
+    report.close()
+    assert "aliases" not in _tables(path)
+    store = StateStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 4
+    store.write(Checkpoint(taken_at=200.0, moves=[(0, "http://b/feed")],
+                           aliases=[("http://a/feed", 0)]))
+    saved = store.load()
+    store.close()
+    assert saved.sources["url"] == ("http://b/feed",) and saved.sources["alive_at"] == (None,)
+    assert saved.aliases == [("http://a/feed", 0)]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT url, left_list, retired, merged FROM feeds").fetchall() == [
+        ("http://b/feed", 0, 0, 0)]
     db.close()
