@@ -305,3 +305,56 @@ class HostileFeeds:
         item = (f"<item><title>f</title><guid>f1</guid>"
                 f"<pubDate>{formatdate(now + 86400 * 365, usegmt=True)}</pubDate></item>")
         return self._send(request, RSS.format(item).encode())
+
+
+# -- dead and moved feeds ----------------------------------------------------------------------
+#: what can become of a healthy feed of ``sim.serve`` (``--fates``)
+FATES: dict[str, str] = {
+    "301": "moved: 301 Moved Permanently to /moved/<i>.xml, which serves the feed",
+    "308": "moved: 308 Permanent Redirect to /moved/<i>.xml, which serves the feed",
+    "302": "a temporary 302 to /moved/<i>.xml (nothing moved)",
+    "410": "410 Gone",
+    "404": "404 Not Found",
+}
+
+
+def parse_fates(spec: str | dict | None) -> dict[int, tuple[str, float]]:
+    """``--fates``: comma-separated ``i:fate`` or ``i:fate:seconds`` (the feed answers so
+    for the first ``seconds`` of the server's clock, then serves its feed again: a feed
+    that revives) -> {feed: (fate, until)}; a dict of that form is taken as it is."""
+    if isinstance(spec, dict):
+        return dict(spec)
+    fates: dict[int, tuple[str, float]] = {}
+    for part in (spec or "").split(","):
+        if not part.strip():
+            continue
+        fields = part.strip().split(":")
+        if len(fields) not in (2, 3) or fields[1] not in FATES:
+            raise ValueError(f"fate {part!r}: expected i:fate[:seconds], fate among "
+                             f"{', '.join(FATES)}")
+        fates[int(fields[0])] = (fields[1], float(fields[2]) if len(fields) == 3
+                                 else float("inf"))
+    return fates
+
+
+class FeedFates:
+    """Healthy feeds that move or die (``FATES``), on the server's clock ``time_source``."""
+
+    def __init__(self, fates: dict[int, tuple[str, float]], time_source) -> None:
+        self.fates = fates
+        self.time_source = time_source
+        self.t0 = time_source()
+        self.answered: Counter[int] = Counter()     # feed -> requests its fate answered
+
+    def render(self, request: Request, i: int, base: str) -> bytes | None:
+        """The answer of ``/feed/<i>.xml`` when its fate says one; None: serve the feed."""
+        fate, until = self.fates.get(i, ("", 0.0))
+        if not fate or self.time_source() - self.t0 >= until:
+            return None
+        self.answered[i] += 1
+        request.setResponseCode(int(fate))
+        if fate in ("301", "308", "302"):
+            request.setHeader("location", f"{base}/moved/{i}.xml")
+            return b""
+        request.setHeader("content-type", "text/plain")
+        return b"gone" if fate == "410" else b"not found"

@@ -18,6 +18,9 @@ serves until interrupted:
   drip, 5xx/429 with Retry-After, redirect loops, gzip bombs, huge and malformed feeds,
   hostile field values, impossible dates); ``--faults all`` (or a list) adds
   ``--fault-copies`` copies of each to ``/feeds.opml``, after the healthy feeds.
+* ``--fates 3:301,5:410:86400``: healthy feeds that move (301, 308 to ``/moved/<i>.xml``,
+  which serves feed i; 302 for a temporary redirect) or die (410, 404), for good or for the
+  server's first given seconds (then they revive): ``sim.faults.FeedFates``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
@@ -47,7 +50,7 @@ import numpy as np
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
-from sim.faults import MIB, HostileFeeds, parse_faults
+from sim.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
 from sim.feedweb import FeedWeb, Item
 from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
@@ -163,7 +166,8 @@ class SimWebResource(Resource):
                  error_rate: float = 0.0, seed: int = 0, crawl_delay: float | None = None,
                  reactor=None, realistic: bool = False, gzip_level: int = 1,
                  faults: list[str] | None = None, fault_copies: int = 2,
-                 bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0) -> None:
+                 bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0,
+                 fates: dict[int, tuple[str, float]] | None = None) -> None:
         super().__init__()
         # hostile entries dated ten simulated minutes apart, like a busy healthy feed
         self.crawl_delay = crawl_delay
@@ -182,6 +186,7 @@ class SimWebResource(Resource):
         self.hostile = HostileFeeds(clock.time_source, reactor, bomb_bytes=bomb_bytes,
                                     hang_seconds=hang_seconds,
                                     item_gap=max(1.0, 600.0 / clock.speed))
+        self.fates = FeedFates(fates or {}, clock.time_source)
         self.requests = 0
         self.not_modified = 0
         self.serving: dict[int, int] = {}       # feed -> responses being sent (latency)
@@ -230,6 +235,14 @@ class SimWebResource(Resource):
             except ValueError:
                 i = -1
             if 0 <= i < self.web.n:
+                fate = self.fates.render(request, i, self.base(request))
+                return self.feed(request, i) if fate is None else fate
+        if path.startswith("/moved/") and path.endswith(".xml"):
+            try:
+                i = int(path[7:-4])
+            except ValueError:
+                i = -1
+            if i in self.fates.fates:
                 return self.feed(request, i)
         if path.startswith("/bad/"):
             return self.bad(request, path[5:].split(".")[0])
@@ -422,7 +435,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  start: float = 0.0, history: str | None = None,
                  faults: list[str] | str | None = None,
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
-                 hang_seconds: float = 600.0) -> SimServer:
+                 hang_seconds: float = 600.0, fates: str | dict | None = None) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
@@ -432,7 +445,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     ``sim.feedweb``) or "empty"; default the scenario's start (warm for the news scenarios,
     empty for the papers'). ``faults``: hostile
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
-    each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``."""
+    each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
+    that move or die (``sim.faults.parse_fates``)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -450,7 +464,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               latency=latency, error_rate=error_rate, seed=seed,
                               crawl_delay=crawl_delay, reactor=reactor, realistic=realistic,
                               faults=faults, fault_copies=fault_copies,
-                              bomb_bytes=bomb_bytes, hang_seconds=hang_seconds)
+                              bomb_bytes=bomb_bytes, hang_seconds=hang_seconds,
+                              fates=parse_fates(fates))
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -505,9 +520,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="inflated size of the gzip bomb, MiB (default 1536)")
     ap.add_argument("--hang-seconds", type=float, default=600.0,
                     help="how long hang and drip hold a connection (default 600)")
+    ap.add_argument("--fates", default="",
+                    help="feeds that move or die: comma-separated i:fate[:seconds], fate "
+                         "among 301, 308, 302, 410, 404 (sim.faults.FATES; with seconds, "
+                         "for the server's first seconds only)")
     args = ap.parse_args(argv)
     try:
         faults = parse_faults(args.faults)
+        parse_fates(args.fates)
     except ValueError as exc:
         ap.error(str(exc))
     from twisted.internet import reactor
@@ -520,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                           history=args.history,
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
-                          hang_seconds=args.hang_seconds)
+                          hang_seconds=args.hang_seconds, fates=args.fates)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     if faults:

@@ -20,6 +20,13 @@ keeps the entries not seen before, values them (engagement / ``WHITTLE_ENGAGEMEN
 when the feed gives one, else ``WHITTLE_ITEM_VALUE`` x the source's weight) and lets the
 policy learn from them. A 304 is a successful crawl that found nothing new.
 
+A source request that reached its answer through permanent redirects (301, 308; the
+``redirect_reasons`` RedirectMiddleware leaves in the request's meta) and got a feed or a 304
+tells the service the source moved (``RecrawlService.moved``): it is at the end of the
+permanent part of the chain from this crawl on, its old URL kept as an alias. Temporary
+redirects (302, 303, 307) move nothing, and neither does a chain ending in an error (a 301
+to a 404 is the old URL's failure, not a new home).
+
 Failures (HTTP >= 400, a 3xx left unfollowed, a download error after retries, an unusable
 body, a redirect loop: a source request redirected back to a URL of its own chain is dropped
 here, before it is sent again) teach the policy nothing; the service logs them once per
@@ -93,6 +100,21 @@ class RetryAfterMiddleware:
         return response
 
 
+#: the redirects that say a resource moved for good (RFC 9110 15.4)
+PERMANENT = frozenset({301, 308})
+
+
+def moved_to(request: Request) -> str | None:
+    """Where a redirected request's first URL moved for good: the URL its leading run of
+    permanent redirects ends at (None: no permanent redirect first)."""
+    reasons = request.meta.get("redirect_reasons") or ()
+    urls = [*request.meta.get("redirect_urls", ()), request.url]
+    j = 0
+    while j < len(reasons) and reasons[j] in PERMANENT:
+        j += 1
+    return urls[j] if j and len(urls) > j else None
+
+
 class FeedObserverMiddleware:
     def __init__(self, crawler: Crawler | None, config: WhittleConfig,
                  pool: ParsePool | None = None) -> None:
@@ -140,6 +162,12 @@ class FeedObserverMiddleware:
             if response.status == 200 and urlsplit(response.url).path == "/robots.txt":
                 self._read_crawl_delay(service, response)
             return response
+        if response.status < 300 or response.status == 304:
+            target = moved_to(request)
+            moved = getattr(service, "moved", None)      # a cluster node does not move sources
+            if target is not None and moved is not None:
+                crawl = moved(crawl, target)
+                request.meta[META_CRAWL] = crawl
         if response.status == 304:
             await _settle(service.not_modified(
                 crawl, **self._validators(response),
