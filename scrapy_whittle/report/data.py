@@ -164,6 +164,20 @@ class CrawlReport:
     notes: list[str] = field(default_factory=list)
     measures: CrawlMeasures = field(default_factory=lambda: CrawlMeasures(0, 0))
     budget_curve: BudgetCurve | None = None
+    #: (old URL, id) of the sources that moved, and of those merged into another
+    aliases: list[tuple[str, int]] = field(default_factory=list)
+
+    def moved(self) -> dict[int, list[str]]:
+        """id -> the URLs it had before, of every source that moved (not merged ones)."""
+        merged = (self.sources["flags"].astype(np.int64) >> 35) & 1
+        out: dict[int, list[str]] = {}
+        for url, sid in self.aliases:
+            if 0 <= sid < self.n and not merged[sid] and url != self.sources["url"][sid]:
+                out.setdefault(int(sid), []).append(url)
+        return out
+
+    def retired(self) -> int:
+        return int(((self.sources["flags"].astype(np.int64) >> 34) & 1).sum())
 
     @property
     def n(self) -> int:
@@ -226,7 +240,9 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
         period=float(meta["period"]), budget=float(meta["budget"]),
         policy=str(meta.get("policy", "?")), sources=sources, epochs=epochs,
         errors=dict(sorted(errors.items(), key=lambda kv: -int(kv[1].sum()))),
-        measures=_measures(store, epochs))
+        measures=_measures(store, epochs),
+        aliases=(store.rows("SELECT url, id FROM aliases") if store.has_table("aliases")
+                 else []))
     n = report.n
     report.sources["index"] = np.full(n, np.nan)
     report.sources["planned"] = np.zeros(n, dtype=bool)

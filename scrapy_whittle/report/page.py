@@ -107,6 +107,10 @@ def render(report: CrawlReport, made: dict[str, str], *, limit: int = 500,
     if report.no_plan:
         parts.append(f'<p class="note">No index and no plan: {e(report.no_plan)}</p>')
     parts += [f'<p class="note">{e(note)}</p>' for note in report.notes]
+    lifecycle = table.lifecycle_text(report)
+    if lifecycle:       # the retired and moved sources, before the figures
+        parts += ["<h2>Retired and moved sources</h2>", "<ul>",
+                  *(f"<li>{e(line)}</li>" for line in lifecycle), "</ul>"]
     for name in ("allocation", "timeline", "errors", "index", "budget"):
         if name == "budget":
             parts += [f"<h2>{TITLES[name]}</h2>",

@@ -148,8 +148,14 @@ def order(report: CrawlReport, sort: str = "index") -> np.ndarray:
 
 def next_planned(report: CrawlReport, sid: int) -> str:
     s = report.sources
-    if (int(s["flags"][sid]) >> 33) & 1:
+    flags = int(s["flags"][sid])
+    if (flags >> 35) & 1:
+        into = next((i for u, i in report.aliases if u == s["url"][sid]), None)
+        return f"moved onto source {into}'s URL: merged into it"
+    if (flags >> 33) & 1:
         return "left the source list"
+    if (flags >> 34) & 1:
+        return f"retired: next probe {utc(float(s['not_before'][sid]))}"
     if s["planned"][sid]:
         return f"epoch {report.plan_epoch}, {utc(report.plan_at)}"
     not_before = float(s["not_before"][sid])
@@ -201,12 +207,26 @@ def text(report: CrawlReport, sort: str = "index", limit: int | None = None) -> 
                 f"{delay} (publication to capture) mean {m[delay + ', mean']}, median "
                 f"{m[delay + ', median']}, 90th percentile {m[delay + ', 90th percentile']}")
     head += [f"# {line}" for line in budget_text(report)]
+    head += [f"# {line}" for line in lifecycle_text(report)]
     if report.no_plan:
         head.append(f"# no index or plan: {report.no_plan}")
     head += [f"# {note}" for note in report.notes]
     if limit is not None and 0 < limit < report.n:
         head.append(f"# the first {limit} of {report.n} sources by {sort}")
     return "\n".join([*head, line(COLUMNS), *(line(r) for r in body)]) + "\n"
+
+
+def lifecycle_text(report: CrawlReport) -> list[str]:
+    """The retired sources' count and each moved source's old URLs (none: no line)."""
+    out = []
+    retired = report.retired()
+    if retired:
+        out.append(f"{retired} sources retired (dead or silent: probed only, outside the "
+                   "budget)")
+    for sid, old in sorted(report.moved().items()):
+        out.append(f"source {sid} moved to {report.sources['url'][sid]} (was "
+                   f"{', '.join(old)})")
+    return out
 
 
 def budget_text(report: CrawlReport) -> list[str]:

@@ -69,3 +69,27 @@ def test_only_the_leading_permanent_redirects_move_a_source():
     assert moved_to(chain([302, 301])) is None
     assert moved_to(chain(["meta refresh"])) is None
     assert moved_to(Request("https://a/feed")) is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_sources_listing_shows_retired_and_moved_sources(tmp_path):
+    from scrapy_whittle.report import load_report
+    from scrapy_whittle.report.page import write
+    from scrapy_whittle.report.table import text
+
+    web = VirtualWeb(n=3, seed=4, fates={0: ("301", math.inf), 1: ("410", math.inf)})
+    try:
+        crawler = make_crawler(WHITTLE_CLOCK=web.clock, WHITTLE_SOURCES=web.feeds(3),
+                               WHITTLE_POLICY="round_robin", WHITTLE_BUDGET=3,
+                               WHITTLE_PERIOD=900, WHITTLE_MAX_EPOCHS=2,
+                               JOBDIR=str(tmp_path / "job"))
+        await run(crawler)
+    finally:
+        await web.stop()
+    report = load_report(tmp_path / "job")
+    listing = text(report)
+    assert "# 1 sources retired" in listing
+    assert f"source 0 moved to {web.url}/moved/0.xml (was {web.feeds(3)[0]})" in listing
+    assert "retired: next probe" in listing
+    page = (write(report, tmp_path / "report")).read_text()
+    assert "Retired and moved sources" in page and f"{web.url}/moved/0.xml" in page
