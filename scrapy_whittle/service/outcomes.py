@@ -229,11 +229,12 @@ class CrawlOutcomes:
         self.ledger.totals[crawl.epoch].errors += 1
         self.ledger.errors[crawl.epoch, kind] += 1
         self.state.errors[crawl.source] += 1
-        self.retirement.failed(crawl, kind, now)
+        why = self.retirement.failed(crawl, kind, now)
         if self.sources.retired.item(crawl.source):
             backoff = self.sources.retry_at.item(crawl.source) - now
-            self.log_once(crawl.source, kind, crawl.url, f"{cause}; retired, next probe in "
-                          f"{backoff:.3g} s")
+            self.log_once(crawl.source, kind, crawl.url, f"{cause}; retired ({why}): "
+                          f"{self.retirement.probing()}" if why else
+                          f"{cause}; retired, next probe in {backoff:.3g} s")
             return backoff
         self.log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
         return backoff

@@ -65,20 +65,25 @@ class Retirement:
             self.retire(crawl, f"no new entry for {silent / 86400.0:.3g} days", now)
         self._next_probe(sid, now)
 
-    def failed(self, crawl: Crawl, kind: str, now: float) -> None:
-        """A fetch failed with ``kind`` (the stats key under ``errors/``)."""
+    def failed(self, crawl: Crawl, kind: str, now: float) -> str | None:
+        """A fetch failed with ``kind`` (the stats key under ``errors/``). Returns why the
+        source retired, if it did now (the failure's own log line says it: one line)."""
         src, sid = self.sources, crawl.source
         silent = self._silent_for(sid, now)
+        cause = None
         if kind == "http_404":
             src.not_found[sid] = min(src.not_found.item(sid) + 1, NOT_FOUND_CAP)
             after = self.config.retire_404_after
             if (after and src.not_found.item(sid) >= NOT_FOUND_RUN and silent >= after
                     and not src.retired.item(sid)):
-                self.retire(crawl, f"{src.not_found.item(sid)} times 404 Not Found, no new "
-                            f"entry for {silent / 86400.0:.3g} days", now)
+                cause = (f"{src.not_found.item(sid)} times 404 Not Found, no new entry for "
+                         f"{silent / 86400.0:.3g} days")
         elif kind == "http_410" and not src.retired.item(sid):
-            self.retire(crawl, "410 Gone", now)
+            cause = "410 Gone"
+        if cause is not None:
+            self.retire(crawl, cause, now, log=False)
         self._next_probe(sid, now)
+        return cause
 
     def _silent_for(self, sid: int, now: float) -> float:
         """Seconds since the source's last new entry (or its first fetch, which this is when
@@ -88,12 +93,16 @@ class Retirement:
             self.sources.alive_at[sid] = alive = now
         return max(now - alive, 0.0)
 
-    def retire(self, crawl: Crawl, cause: str, now: float) -> None:
+    def retire(self, crawl: Crawl, cause: str, now: float, log: bool = True) -> None:
         self.sources.set_retired(crawl.source, True)
         self.stats.inc("sources/retired")
-        self.log_once(crawl.source, "retired", crawl.url,
-                      f"retired ({cause}): probed every {self.config.retire_probe:g} s, "
-                      f"outside the budget, until it has new entries again")
+        if log:
+            self.log_once(crawl.source, "retired", crawl.url, f"retired ({cause}): "
+                          f"{self.probing()}")
+
+    def probing(self) -> str:
+        return (f"probed every {self.config.retire_probe:g} s, outside the budget, until it "
+                "has new entries again")
 
     def _next_probe(self, sid: int, now: float) -> None:
         """A retired source is fetched again (probed) one probe interval later, whatever
