@@ -27,7 +27,8 @@ def story(key, link, published=START):
 
 def make(tmp_path=None, n=3, clock=None, journal=False, **settings):
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": n, "WHITTLE_PERIOD": 600.0,
-                                          "WHITTLE_POLICY": "round_robin", **settings})
+                                          "WHITTLE_POLICY": "round_robin",
+                                          "WHITTLE_DEDUP": "link", **settings})
     store = StateStore(tmp_path / FILE_NAME) if tmp_path is not None else None
     service = RecrawlService(config, clock=clock or SimulatedClock(start=START), store=store)
     service.journal_deliveries = journal
