@@ -146,7 +146,7 @@ def _crawl_epoch(sched: WhittleScheduler, clock: SimulatedClock, feeds: Feeds
 
 
 def bench_whittle(n: int, budget: int, epochs: int, policy: str, hosts: int,
-                  warmup: int = 1) -> tuple[float, float]:
+                  warmup: int = 1, extra: dict | None = None) -> tuple[float, float]:
     """Microseconds per crawl (decision + request + feed_fetched + batched learning), and
     of them the policy's: its selections (with the state checks before them) and its batch
     learning, as the service's ``decision/<policy>/seconds`` stat times them. The rest is
@@ -154,7 +154,7 @@ def bench_whittle(n: int, budget: int, epochs: int, policy: str, hosts: int,
     sc = make_scenario("news-mix", n=n, seed=0)
     urls = [f"http://h{i % hosts}.example/feed/{i}.xml" for i in range(n)]
     clock = SimulatedClock(start=1_700_000_000.0)
-    sched = _open(_settings(n, budget, policy, urls, clock, sc))
+    sched = _open(_settings(n, budget, policy, urls, clock, sc, extra))
     feeds = Feeds()
     for _ in range(warmup):
         _crawl_epoch(sched, clock, feeds)
@@ -264,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fill", action="store_true",
                     help="with --state: crawl N / budget more epochs (as many crawls as sources, "
                          "where the policy chooses) before measuring memory again")
+    ap.add_argument("--dedup", choices=("entry", "link"), default=None,
+                    help="WHITTLE_DEDUP (default: the setting's default); the entries' ids are "
+                         "URLs, so 'link' computes their story keys")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     from scrapy.utils.reactor import install_reactor
@@ -286,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             rows[name] = {"excluded": EXCLUDED[name]}
             continue
         us, deciding = bench_whittle(args.n, budget, args.epochs, name, args.hosts,
-                                     args.warmup)
+                                     args.warmup,
+                                     {"WHITTLE_DEDUP": args.dedup} if args.dedup else None)
         rows[name] = {"us_per_crawl": us, "ratio": us / scrapy_us,
                       "deciding_us_per_crawl": deciding,
                       "deciding_ms_per_epoch": 1e-3 * deciding * budget}

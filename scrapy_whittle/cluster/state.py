@@ -98,6 +98,11 @@ class RedisStateStore:
         pipe.execute()
 
     # -- reading ----------------------------------------------------------------------------
+    def stories(self) -> list[tuple[int, int, int]]:
+        """None: a cluster's workers tell new entries per feed (the Redis entry memory), so
+        its planner has no stories across feeds to restore."""
+        return []
+
     def load(self) -> SavedState | None:
         k = self.keys
         raw_meta = self.client.hgetall(k.meta)

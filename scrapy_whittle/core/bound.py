@@ -20,6 +20,7 @@ items arrive, for the stochastic one; a feed window or content lifetime only low
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,13 +178,15 @@ class BoundCurve:
         return np.minimum(self.values / self.available, 1.0)
 
 
-def bound_curve(alpha, u, budgets, cost=1.0, *, tol: float = 1e-8) -> BoundCurve:
+def bound_curve(alpha, u, budgets, cost=1.0, *, tol: float = 1e-6) -> BoundCurve:
     """:func:`upper_bound` of the same sources at each of ``budgets`` (> 0, any order; the
     curve holds them sorted, repeats dropped), and the value available at any budget.
 
     The bound is concave and non-decreasing in the budget (a minimum over lambda of lines
     lambda M + G(lambda) of slope lambda >= 0). Budgets are solved from the smallest up: the
-    price can only fall as the budget grows, so each search starts from the last price.
+    price can only fall as the budget grows, so each search starts from the last price. Each
+    value is a valid bound within a relative ``tol`` of the minimum over lambda (certified
+    by convexity: :func:`_bound_from_above`).
     """
     src = _Sources(alpha, u, cost)
     budgets = np.unique(np.asarray(budgets, dtype=np.float64).ravel())
@@ -193,9 +196,66 @@ def bound_curve(alpha, u, budgets, cost=1.0, *, tol: float = 1e-8) -> BoundCurve
         return BoundCurve(budgets, np.zeros(budgets.size), 0.0, 0.0)
     available, saturation, _ = src.relaxed(0.0)
     values = np.empty(budgets.size)
-    price = None
+    finite = np.isfinite(src.ustar)
+    top = float((src.ustar[finite] / src.cost[finite]).max()) if finite.any() else 1.0
+    hi = (max(top, 1e-300), 0.0)               # (price, gain): nothing is worth crawling
     for k, budget in enumerate(budgets.tolist()):
-        bound = _minimise(src, budget, tol, hi=price)
-        # the search stops within tol of lambda*, maybe just below it: widen by as much
-        values[k], price = bound.value, bound.price * (1.0 + 4.0 * tol)
+        if saturation <= budget:
+            values[k] = available
+            continue
+        values[k], hi = _bound_from_above(src, budget, tol, hi)
     return BoundCurve(budgets, values, float(available), float(saturation))
+
+
+def _bound_from_above(src: _Sources, budget: float, tol: float, hi: tuple[float, float]
+                      ) -> tuple[float, tuple[float, float]]:
+    """The bound at ``budget`` and a (price, gain) pair at least as dear as its lambda*,
+    given ``hi``, such a pair for a smaller budget (the price falls as the budget grows).
+
+    The relaxed crawl rate falls with the price, nearly smoothly over many sources: the
+    sign change of M - rate(lambda) is bracketed by stepping down from ``hi`` and found by
+    regula falsi on log lambda (Illinois), a few relaxations a budget where bisection from 0
+    takes one per bit. Every price gives a valid bound (weak duality): the lower of the
+    bracket's two ends is returned."""
+    hi_price, hi_gain = hi
+    hi_rate = src.relaxed(hi_price)[1] if hi_gain == 0.0 else None
+    lo_price = hi_price
+    while True:                                   # bracket: rate(lo) > budget >= rate(hi)
+        lo_price /= 4.0
+        if lo_price < 1e-300:
+            lo_price = 0.0
+        lo_gain, lo_rate, _ = src.relaxed(lo_price)
+        if lo_rate > budget:
+            break
+        hi_price, hi_gain, hi_rate = lo_price, lo_gain, lo_rate
+    if hi_rate is None:
+        hi_gain, hi_rate, _ = src.relaxed(hi_price)
+    side = 0
+    for _ in range(200):
+        # L is convex: on [lo, hi] it lies above both ends' tangents, whose crossing is a
+        # lower bound on the minimum; stop once the better end is within tol of it
+        s_lo, s_hi = budget - lo_rate, budget - hi_rate        # s_lo < 0 <= s_hi
+        l_lo, l_hi = lo_price * budget + lo_gain, hi_price * budget + hi_gain
+        if s_hi - s_lo > 0:
+            cross = (l_hi - l_lo + s_lo * lo_price - s_hi * hi_price) / (s_lo - s_hi)
+            floor = l_lo + s_lo * (cross - lo_price)
+        else:
+            floor = min(l_lo, l_hi)
+        if min(l_lo, l_hi) - floor <= tol * abs(min(l_lo, l_hi)) \
+                or hi_price - lo_price <= 1e-12 * hi_price:
+            break
+        if lo_price > 0.0:                        # secant in log lambda, kept inside
+            x0, x1 = math.log(lo_price), math.log(hi_price)
+            f0, f1 = lo_rate - budget, hi_rate - budget
+            w0, w1 = (f0 / 2.0 if side == 1 else f0), (f1 / 2.0 if side == -1 else f1)
+            x = x0 - w0 * (x1 - x0) / (w1 - w0)
+            mid = math.exp(min(max(x, x0 + 0.01 * (x1 - x0)), x1 - 0.01 * (x1 - x0)))
+        else:
+            mid = 0.5 * hi_price
+        gain, rate, _ = src.relaxed(mid)
+        if rate > budget:
+            lo_price, lo_gain, lo_rate, side = mid, gain, rate, -1
+        else:
+            hi_price, hi_gain, hi_rate, side = mid, gain, rate, 1
+    value = min(lo_price * budget + lo_gain, hi_price * budget + hi_gain)
+    return float(value), (hi_price, hi_gain)

@@ -214,6 +214,34 @@ def _text(name: str, raw: Any) -> str:
     return raw
 
 
+DEDUP_MODES = ("link", "entry")
+
+
+def _dedup(name: str, raw: Any) -> str:
+    if not isinstance(raw, str) or raw.strip().lower() not in DEDUP_MODES:
+        raise _fail(name, raw, f"must be one of {', '.join(map(repr, DEDUP_MODES))}")
+    return raw.strip().lower()
+
+
+def _names(name: str, raw: Any) -> tuple[str, ...] | None:
+    """A list of query parameter names (text: comma-separated, or a JSON list); None: the
+    default list."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.startswith("["):
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise _fail(name, text, f"is not valid JSON: {exc}") from None
+        else:
+            raw = text.split(",")
+    if not isinstance(raw, list | tuple) or not all(isinstance(n, str) for n in raw):
+        raise _fail(name, raw, "must be a list of query parameter names (`utm_*`: a prefix)")
+    return tuple(n.strip() for n in raw if n.strip())
+
+
 def _half_life(name: str, raw: Any) -> float | dict[str, float] | None:
     raw = _json_object(name, raw)
     if raw is None:
@@ -324,6 +352,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHITTLE_MAX_FIELD_LENGTH", _LIMITS.max_field_chars,
             number(minimum=64, integer=True),
             "characters of a title (cut), link (dropped) or id (hashed), >= 64"),
+    Setting("WHITTLE_DEDUP", "entry", _dedup,
+            "what makes an entry new: `\"link\"`, a story not seen in any feed (its "
+            "normalised link, or its id where that is a URL: [parsing.md](parsing.md)); a "
+            "repeat makes no item and is worth nothing to the policy; stat "
+            "`whittle/dedup/repeats`. `\"entry\"`: an entry not seen in its own feed"),
+    Setting("WHITTLE_DEDUP_DROP_PARAMS", None, _names,
+            "query parameters a link's story key leaves out (names; `utm_*`: every name with "
+            "that prefix); None: the tracking parameters listed in [parsing.md](parsing.md)"),
     Setting("WHITTLE_ENGAGEMENT_SCALE", 1.0, number(minimum=0, strict=True),
             "value of an entry = engagement / scale"),
     Setting("WHITTLE_ITEM_VALUE", 1.0, number(minimum=0),
@@ -459,6 +495,8 @@ class WhittleConfig:
     hints_max_delay: float = DEFAULTS["WHITTLE_HINTS_MAX_DELAY"]
     max_feed_size: int = DEFAULTS["WHITTLE_MAX_FEED_SIZE"]
     max_entries_per_source: int = DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
+    dedup: str = DEFAULTS["WHITTLE_DEDUP"]
+    dedup_drop_params: tuple[str, ...] | None = DEFAULTS["WHITTLE_DEDUP_DROP_PARAMS"]
     engagement_scale: float = DEFAULTS["WHITTLE_ENGAGEMENT_SCALE"]
     item_value: float = DEFAULTS["WHITTLE_ITEM_VALUE"]
     logstats_interval: float = DEFAULTS["WHITTLE_LOGSTATS_INTERVAL"]
@@ -504,6 +542,7 @@ class WhittleConfig:
             conditional_get=v["WHITTLE_CONDITIONAL_GET"], hints=v["WHITTLE_HINTS"],
             hints_max_delay=v["WHITTLE_HINTS_MAX_DELAY"],
             max_feed_size=v["WHITTLE_MAX_FEED_SIZE"], max_entries_per_source=per_source,
+            dedup=v["WHITTLE_DEDUP"], dedup_drop_params=v["WHITTLE_DEDUP_DROP_PARAMS"],
             engagement_scale=v["WHITTLE_ENGAGEMENT_SCALE"],
             item_value=v["WHITTLE_ITEM_VALUE"],
             logstats_interval=v["WHITTLE_LOGSTATS_INTERVAL"], state=v["WHITTLE_STATE"],

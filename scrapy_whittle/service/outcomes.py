@@ -40,16 +40,21 @@ from scrapy_whittle.service.publications import PublicationLog
 from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, Stats, valued
 
 
 def judge_fetch(new: list[FeedEntry], visible: int, had_before: bool, weight: float,
-                config: WhittleConfig, stats: Stats) -> FetchResult:
+                config: WhittleConfig, stats: Stats, new_in_feed: int | None = None
+                ) -> FetchResult:
     """A fetch showed ``visible`` distinct entries, ``new`` of them not seen before, of a
     source that had entries remembered (``had_before``): the new ones valued (values out of
     range clipped, counted under ``clipped/value``), and whether the window was full (every
-    entry shown was new: older new ones may have been lost; a first fetch cannot tell)."""
-    window_full = had_before and visible > 0 and len(new) == visible
+    entry shown was new to the feed (``new_in_feed``, default ``len(new)``: repeats of
+    stories from other feeds count as new to it): older new ones may have been lost; a first
+    fetch cannot tell)."""
+    new_in_feed = len(new) if new_in_feed is None else new_in_feed
+    window_full = had_before and visible > 0 and new_in_feed == visible
     values, clipped = valued(new, weight, config)
     if clipped:
         stats.inc("clipped/value", clipped)
@@ -82,9 +87,11 @@ class CrawlOutcomes:
     def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
                  sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
                  keeper: PolicyKeeper, ledger: EpochLedger, log_once: OnceLog,
-                 retirement: Retirement) -> None:
+                 retirement: Retirement, stories: StoryMemory | None = None) -> None:
         self.config = config
         self.retirement = retirement
+        #: the stories seen across sources (``WHITTLE_DEDUP = "link"``; None: per feed)
+        self.stories = stories
         self.clock = clock
         self.timeline = timeline
         self.sources = sources
@@ -120,8 +127,15 @@ class CrawlOutcomes:
         sid, memory = crawl.source, self.memory
         had_before = memory.size.item(sid) > 0
         new = memory.new_entries(sid, entries)
-        found = judge_fetch(new, memory.last_visible, had_before,
-                            self.sources.weight.item(sid), self.config, self.stats)
+        visible, new_in_feed = memory.last_visible, len(new)
+        if new and self.stories is not None:
+            # a story another feed brought first is no item, and teaches the policy nothing
+            # new about this feed
+            new, repeats = self.stories.split(sid, new)
+            if repeats:
+                self.stats.inc("dedup/repeats", repeats)
+        found = judge_fetch(new, visible, had_before, self.sources.weight.item(sid),
+                            self.config, self.stats, new_in_feed)
         self.record_fetch(crawl, len(new), float(sum(found.values)), found.window_full,
                           [e.published for e in new], etag=etag,
                           last_modified=last_modified, now=self.clock.now(), hints=hints)

@@ -3,10 +3,11 @@ restore after a restart (:mod:`scrapy_whittle.service.store` holds the tables).
 
 A checkpoint writes what changed since the previous one: the sources registered, the rows of
 the sources crawled or otherwise touched (book-keeping, validators, counters, the policy's
-per-source state, the entries seen), the policy's global state, the epochs' totals and
-measures, and the publication times of the entries found (with the entries seen, in the same
-transaction; those older than ``WHITTLE_TRACE_DAYS`` are deleted). After
-a crash the crawl restarts from the last checkpoint; the entries found but not yet through the
+per-source state, the entries seen), the stories seen across sources and the sources that
+repeated them (:mod:`scrapy_whittle.service.story_memory`), the policy's global state, the
+epochs' totals and measures, and the publication times of the entries found (with the
+entries seen, in the same transaction; those older than ``WHITTLE_TRACE_DAYS`` are deleted).
+After a crash the crawl restarts from the last checkpoint; the entries found but not yet through the
 item pipelines are handed out again from the delivery journal
 (:mod:`scrapy_whittle.service.deliveries`): at least once, never lost."""
 
@@ -34,6 +35,7 @@ from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
 from scrapy_whittle.service.store import Checkpoint, SavedState, StateStore
+from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import Stats
 
 # the service's own log: what a restore found is part of the crawl's story
@@ -48,8 +50,10 @@ class StatePersistence:
     def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
                  sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
                  keeper: PolicyKeeper, outcomes: CrawlOutcomes, ledger: EpochLedger,
-                 rebuild_policy: Callable[[int], Policy]) -> None:
+                 rebuild_policy: Callable[[int], Policy],
+                 stories: StoryMemory | None = None) -> None:
         self.config = config
+        self.stories = stories
         self.clock = clock
         self.timeline = timeline
         self.sources = sources
@@ -122,6 +126,8 @@ class StatePersistence:
         epochs = self.ledger.drain()
         cp.epochs, cp.epoch_errors = epochs.epochs, epochs.errors
         cp.epoch_measures, cp.epoch_delays = epochs.measures, epochs.delays
+        if self.stories is not None:
+            cp.stories, cp.stories_gone, cp.story_sources = self.stories.drain()
         log = self.outcomes.publications
         cp.n_publications, cp.publications = log.drain()
         if log.enabled:
@@ -167,6 +173,8 @@ class StatePersistence:
         for name in ("crawls", "errors", "new_items", "utility"):
             getattr(st, name)[ids] = array(name, 0)
         self.memory.import_keys(ids, cols["entries"])
+        if self.stories is not None:
+            self.stories.load(self.store.stories())
         self._restore_policy(saved)
         self.keeper.touched = False
         logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",

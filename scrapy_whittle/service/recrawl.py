@@ -52,6 +52,7 @@ from scrapy_whittle.core.policies import Policy, policy_class
 from scrapy_whittle.core.problem import Problem, SourceParams
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.feeds.story import DROP_PARAMS, ParamFilter
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
@@ -69,6 +70,7 @@ from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.store import Checkpoint, StateStore, StoreError
+from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import (  # noqa: F401  (the service's public types)
     FLUSH_AFTER,
     NO_LOAD,
@@ -86,6 +88,14 @@ from scrapy_whittle.service.types import (  # noqa: F401  (the service's public 
 logger = logging.getLogger(__name__)
 
 
+def story_memory(config: WhittleConfig, memory: EntryMemory) -> StoryMemory | None:
+    """The cross-source story memory ``WHITTLE_DEDUP`` asks for, bounded by ``memory``'s."""
+    if config.dedup != "link":
+        return None
+    drop = DROP_PARAMS if config.dedup_drop_params is None else config.dedup_drop_params
+    return StoryMemory(ParamFilter(drop), lambda: memory.live)
+
+
 class RecrawlService:
     """See the module docstring. ``config`` holds the validated ``WHITTLE_*`` settings;
     ``store`` may be set until the service opens."""
@@ -101,6 +111,7 @@ class RecrawlService:
         self.stats: Stats = stats if stats is not None else DictStats()
         self.sources = SourceTable(config, slot_delays)
         self.memory = EntryMemory(max_per_source=config.max_entries_per_source)
+        self.stories = story_memory(config, self.memory)
         self.state = SourceState()
         self._log_once = OnceLog(logger)
         self.timeline = Timeline(clock, config.period, config.max_epochs)
@@ -113,12 +124,14 @@ class RecrawlService:
                      state=self.state, stats=self.stats, keeper=self.keeper,
                      ledger=self.ledger)
         self.outcomes = CrawlOutcomes(config, memory=self.memory, log_once=self._log_once,
-                                      retirement=self.retirement, **parts)
+                                      retirement=self.retirement, stories=self.stories,
+                                      **parts)
         del parts["clock"]
         self.planner = EpochPlanner(config, outcomes=self.outcomes,
                                     retirement=self.retirement,
                                     max_flight=self.max_flight, **parts)
         self.persistence = StatePersistence(config, clock=clock, memory=self.memory,
+                                            stories=self.stories,
                                             outcomes=self.outcomes,
                                             rebuild_policy=self._build_policy, **parts)
         self.store = store
@@ -236,7 +249,9 @@ class RecrawlService:
         for batch in self.deliveries.recover():
             sid = self.sources.id_of(batch.url)
             if sid is not None:
-                self.memory.new_entries(sid, batch.entries)
+                new = self.memory.new_entries(sid, batch.entries)
+                if self.stories is not None:
+                    self.stories.split(sid, new)
                 if sid != batch.source:
                     batch = dataclasses.replace(batch, source=sid)
             replays.append(batch)

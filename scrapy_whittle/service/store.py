@@ -31,6 +31,11 @@ Tables (schema version 4; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 * ``publications(source, published, value)``: the publication time (unix seconds) of every
   dated entry found, with its value where its feed showed engagement (NULL otherwise), for
   ``WHITTLE_TRACE_DAYS`` days of publication (:mod:`scrapy_whittle.service.publications`);
+* ``stories(story, source, seq)``: the stories seen across sources (``WHITTLE_DEDUP =
+  "link"``), by the signed 64-bit hash of a story key, with the source that brought the
+  story first and its place in the memory's order; ``story_sources(story, source)``: the
+  other sources that listed it (a repeat: no item); both as bounded as the memory
+  (:mod:`scrapy_whittle.service.story_memory`);
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -43,10 +48,11 @@ damaged database. A missing file starts a fresh crawl; an empty, truncated, dama
 foreign file is moved aside (``whittle.sqlite.corrupt-<UTC time>``), logged, and the crawl
 starts fresh; a file written by a newer schema is refused (:class:`StoreError`), since
 moving it aside would throw away what a newer version learned. A file of schema 1 is read
-with its policy names translated (``SCHEMA_1_POLICY_NAMES``); a file of schema 1 or 2 is
+with its policy names translated (``SCHEMA_1_POLICY_NAMES``); a file of schema 1, 2 or 3 is
 upgraded when opened for writing (schema 3 added the measures' tables and ``publications``,
 empty until the crawl goes on; schema 4 ``aliases`` and ``alive_at``, which an upgraded
-source starts with NULL: its clock of retirement starts at its next fetch), in one
+source starts with NULL: its clock of retirement starts at its next fetch, and ``stories``
+and ``story_sources``, empty until the crawl goes on), in one
 transaction.
 """
 
@@ -122,13 +128,18 @@ SCHEMA_3 = (
     "CREATE INDEX IF NOT EXISTS publications_by_time ON publications (published)",
 )
 
-#: what schema 4 added: the moved sources' old URLs, each source's last sign of life, and
-#: the view showing the retired and merged sources
+#: what schema 4 added: the moved sources' old URLs, each source's last sign of life, the
+#: view showing the retired and merged sources, and the stories seen across sources
 SCHEMA_4 = (
     "CREATE TABLE IF NOT EXISTS aliases (url TEXT PRIMARY KEY, id INTEGER NOT NULL)",
     "ALTER TABLE sources ADD COLUMN alive_at REAL",
     "DROP VIEW IF EXISTS feeds",
     SCHEMA[SCHEMA.index("CREATE VIEW feeds"):].strip().rstrip(";"),
+    """CREATE TABLE IF NOT EXISTS stories (
+           story INTEGER PRIMARY KEY, source INTEGER NOT NULL, seq INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS story_sources (
+           story INTEGER NOT NULL, source INTEGER NOT NULL,
+           PRIMARY KEY (story, source)) WITHOUT ROWID""",
 )
 
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
@@ -168,6 +179,11 @@ class Checkpoint:
     n_publications: int = 0
     #: publications before this unix time are deleted (None: none kept, none deleted)
     publications_since: float | None = None
+    #: the story memory's changes: (story, source, seq) rows added or moved, (story,) rows
+    #: forgotten, (story, source) repeats seen (:mod:`scrapy_whittle.service.story_memory`)
+    stories: list[tuple] = field(default_factory=list)
+    stories_gone: list[tuple] = field(default_factory=list)
+    story_sources: list[tuple] = field(default_factory=list)
     #: the delivery journal's segment started with this checkpoint (the older ones go once
     #: it is committed: :mod:`scrapy_whittle.service.deliveries`)
     journal_segment: int = 0
@@ -228,9 +244,10 @@ class StateStore:
         with db:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.executescript(SCHEMA)
-            for statement in SCHEMA_3:
-                db.execute(statement)
-            db.execute(SCHEMA_4[0])
+            # SCHEMA has every column: of the upgrades, the tables it lacks
+            for statement in SCHEMA_3 + SCHEMA_4:
+                if "ADD COLUMN" not in statement:
+                    db.execute(statement)
             db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
         return db
 
@@ -385,6 +402,16 @@ class StateStore:
                     db.executemany(
                         "INSERT INTO epoch_delays VALUES (?, ?, ?) ON CONFLICT(epoch, bin) "
                         "DO UPDATE SET count = count + excluded.count", cp.epoch_delays)
+                if cp.stories:
+                    db.executemany("INSERT OR REPLACE INTO stories VALUES (?, ?, ?)",
+                                   cp.stories)
+                if cp.stories_gone:
+                    db.executemany("DELETE FROM stories WHERE story = ?", cp.stories_gone)
+                    db.executemany("DELETE FROM story_sources WHERE story = ?",
+                                   cp.stories_gone)
+                if cp.story_sources:
+                    db.executemany("INSERT OR IGNORE INTO story_sources VALUES (?, ?)",
+                                   cp.story_sources)
                 if cp.n_publications:
                     db.executemany("INSERT INTO publications VALUES (?, ?, ?)",
                                    cp.publications())
@@ -400,6 +427,14 @@ class StateStore:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+    def stories(self) -> list[tuple[int, int, int]]:
+        """The stories seen across sources: (story hash, first source, seq) rows (none in a
+        read-only file of an older schema)."""
+        if self.schema_version < 4:
+            return []
+        with self._lock:
+            return self._db.execute("SELECT story, source, seq FROM stories").fetchall()
 
     def close(self) -> None:
         with self._lock:

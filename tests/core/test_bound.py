@@ -84,13 +84,15 @@ def test_the_bound_curve_is_upper_bound_at_each_budget_non_decreasing_and_concav
         curve = bound_curve(a, u, budgets[::-1], c)       # any order: held ascending
         np.testing.assert_array_equal(curve.budgets, budgets)
         direct = [upper_bound(a, u, m, c).value for m in budgets]
-        np.testing.assert_allclose(curve.values, direct, rtol=1e-7)
-        assert np.all(np.diff(curve.values) >= -1e-9 * curve.values[1:])
+        # each a bound (no lower than the minimum over lambda) within the search's tolerance
+        assert np.all(curve.values >= np.array(direct) * (1 - 1e-12))
+        np.testing.assert_allclose(curve.values, direct, rtol=2e-6)
+        assert np.all(np.diff(curve.values) >= -2e-6 * curve.values[1:])
         # concave in the budget: each chord lies below the curve
         m, v = curve.budgets, curve.values
         for i in range(1, len(m) - 1):
             chord = v[i - 1] + (v[i + 1] - v[i - 1]) * (m[i] - m[i - 1]) / (m[i + 1] - m[i - 1])
-            assert v[i] >= chord - 1e-7 * v[i]
+            assert v[i] >= chord - 2e-6 * v[i]
         # the value available is crawling every source every epoch, at the sum of the costs
         assert curve.available == pytest.approx(u.sum())
         assert curve.saturation == pytest.approx(c.sum())
@@ -115,7 +117,7 @@ def test_the_bound_curve_of_sources_without_value_or_of_no_source():
     curve = bound_curve(a, u, [0.5, 1, 2, 3, 10])
     assert curve.saturation == 2.0 and curve.available == pytest.approx(5.0)
     np.testing.assert_allclose(curve.values,
-                               [upper_bound(a, u, m).value for m in curve.budgets])
+                               [upper_bound(a, u, m).value for m in curve.budgets], rtol=2e-6)
     assert curve.shares[-2:].tolist() == [1.0, 1.0]
     assert np.all(np.diff(curve.values) >= 0)
     empty = bound_curve([], [], [1.0, 2.0])

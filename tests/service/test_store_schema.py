@@ -1,6 +1,6 @@
 """Older state files: schema 1 (other policy names) is read, and upgraded, with today's names;
-schema 2 (no measures, no publications) and schema 3 (no aliases, no ``alive_at``) are
-upgraded in place, what they held kept."""
+schema 2 (no measures, no publications) and schema 3 (no aliases, no ``alive_at``, no
+stories) are upgraded in place, what they held kept."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from scrapy_whittle.service.store import SCHEMA_VERSION, Checkpoint, StateStore
 SCHEMA_3_TABLES = ("epoch_measures", "epoch_delays", "publications")
 SCHEMA_3_VIEW = """CREATE VIEW feeds AS SELECT id, url, (flags >> 33) & 1 AS left_list
                    FROM sources"""
+SCHEMA_4_TABLES = ("stories", "story_sources")
 
 
 def _old_file(path, version: int) -> None:
@@ -24,7 +25,7 @@ def _old_file(path, version: int) -> None:
         db.execute("DROP VIEW feeds")
         db.execute("ALTER TABLE sources DROP COLUMN alive_at")
         db.execute(SCHEMA_3_VIEW)
-        for table in SCHEMA_3_TABLES if version < 3 else ():
+        for table in SCHEMA_4_TABLES + (SCHEMA_3_TABLES if version < 3 else ()):
             db.execute(f"DROP TABLE {table}")
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
     db.close()
@@ -89,7 +90,7 @@ def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
     saved = store.load()
     store.close()
     assert saved.meta["origin"] == 100.0 and saved.epochs == [(0, 4, 4.0, 7, 3.5, 0, 1)]
-    assert set(SCHEMA_3_TABLES) <= _tables(path)
+    assert set(SCHEMA_3_TABLES + SCHEMA_4_TABLES) <= _tables(path)
     db = sqlite3.connect(path)
     assert db.execute("SELECT * FROM epoch_measures").fetchall() == [(0, 1.5, 40.0)]
     assert db.execute("SELECT * FROM epoch_delays").fetchall() == [(0, 16, 2)]
@@ -124,4 +125,29 @@ def test_schema_3_is_upgraded_in_place_with_aliases_and_alive_at(tmp_path):
     db = sqlite3.connect(path)
     assert db.execute("SELECT url, left_list, retired, merged FROM feeds").fetchall() == [
         ("http://b/feed", 0, 0, 0)]
+    db.close()
+
+
+def test_schema_3_is_upgraded_in_place_and_keeps_stories_from_then_on(tmp_path):
+    path = tmp_path / "whittle.sqlite"
+    _old_file(path, 3)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('origin', 100.0)")
+    db.close()
+    assert not set(SCHEMA_4_TABLES) & _tables(path)
+    report = ReadOnlyStore(path)                          # read-only: as it is, no stories
+    assert report.schema_version == 3 and report.stories() == []
+    report.close()
+    store = StateStore(path)
+    assert store.schema_version == 4 and store.stories() == []
+    store.write(Checkpoint(taken_at=200.0, stories=[(-5, 1, 1), (7, 2, 2)],
+                           story_sources=[(-5, 2)]))
+    store.write(Checkpoint(taken_at=201.0, stories_gone=[(7,)], story_sources=[(-5, 3)]))
+    assert sorted(store.stories()) == [(-5, 1, 1)]
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT * FROM story_sources ORDER BY source").fetchall() == [
+        (-5, 2), (-5, 3)]
+    assert db.execute("SELECT value FROM meta WHERE key = 'origin'").fetchone() == (100.0,)
     db.close()
