@@ -32,6 +32,9 @@ class UpperBound:
     value: float          # the bound on the long-run average reward per epoch
     price: float          # lambda*, the budget's shadow price
     cycle: np.ndarray     # n_i(lambda*): relaxed crawl cycle of each source (inf = never)
+    #: mu_h*, the shadow price of each host's allowance (None: no host constraints; 0 where
+    #: a host's allowance does not bind), see :mod:`~scrapy_whittle.core.host_bound`
+    host_price: np.ndarray | None = None
 
     def __float__(self) -> float:
         return self.value
@@ -97,17 +100,25 @@ class _Sources:
 
     def relaxed(self, price: float):
         """(sum of relaxed gains, relaxed budget use, cycles) at this price."""
-        cyc = self.best_cycle(price * self.cost)
+        gain, cyc = self.relaxed_at(price * self.cost)
+        finite = np.isfinite(cyc)
+        rate = np.where(finite, self.cost / np.where(finite, cyc, 1.0), 0.0)
+        return float(gain.sum()), float(rate.sum()), cyc
+
+    def relaxed_at(self, c) -> tuple[np.ndarray, np.ndarray]:
+        """(relaxed gain per epoch, cycle) of each source when a crawl of it is priced ``c``
+        (per source: lambda C_i, plus its host's price under host constraints)."""
+        c = np.broadcast_to(np.asarray(c, dtype=np.float64), self.u.shape)
+        cyc = self.best_cycle(c)
         finite = np.isfinite(cyc)
         n = np.where(finite, cyc, 1.0)
         geo = geometric_sum(n, self.la)
-        gain = np.where(finite, np.maximum((self.u * geo - price * self.cost) / n, 0.0), 0.0)
+        gain = np.where(finite, np.maximum((self.u * geo - c) / n, 0.0), 0.0)
         # a source whose value never decays (alpha = 1) earns (n u - lambda C) / n, which
         # tends to u as its cycle grows: at any price it is crawled ever more rarely (no
         # finite cycle, no budget) and still earns u per epoch
         gain = np.where(~finite & (self.om <= 0) & (self.u > 0), self.u, gain)
-        rate = np.where(finite, self.cost / n, 0.0)
-        return float(gain.sum()), float(rate.sum()), cyc
+        return gain, cyc
 
 
 def best_cycle(price_cost, alpha, u) -> np.ndarray:
@@ -115,16 +126,25 @@ def best_cycle(price_cost, alpha, u) -> np.ndarray:
     return _Sources(alpha, u, 1.0).best_cycle(price_cost)
 
 
-def upper_bound(alpha, u, budget: float, cost=1.0, *, tol: float = 1e-10) -> UpperBound:
+def upper_bound(alpha, u, budget: float, cost=1.0, *, host=None, allowance=None,
+                tol: float = 1e-10) -> UpperBound:
     """Lagrangian upper bound on the average reward per epoch of N sources with parameters
     (alpha_i, u_i), crawl costs C_i and a budget of ``budget`` cost units per epoch.
 
     Any lambda >= 0 gives a valid bound; the one returned is minimised over lambda by
     bisection on the slope (a sign change of M - sum C_i / n_i(lambda)).
+
+    ``host`` (int[N], ids 0..H-1) and ``allowance`` (float[H], crawls per epoch, inf = no
+    limit) add a constraint per host: at most ``allowance[h]`` crawls of host h's sources
+    per epoch (:mod:`~scrapy_whittle.core.host_bound`, one more price per limited host).
     """
     src = _Sources(alpha, u, cost)
     if budget <= 0:
         raise ValueError(f"budget ({budget!r}) must be > 0")
+    if host is not None or allowance is not None:
+        from scrapy_whittle.core.host_bound import host_constrained_bound
+
+        return host_constrained_bound(src, float(budget), host, allowance, tol)
     return _minimise(src, float(budget), tol)
 
 
