@@ -13,16 +13,14 @@ def brute_force_host_bound(alpha, u, budget, cost, host, allowance, lambdas, mus
     """min over a grid of (lambda, mu_0) of the Lagrangian (one limited host, id 0), each
     source's best cycle by enumeration."""
     n = np.arange(1, nmax + 1, dtype=np.float64)
-    best = np.inf
-    for lam in lambdas:
-        for mu in mus:
-            total = lam * budget + mu * allowance[0]
-            for a, uu, c, h in zip(alpha, u, cost, host, strict=True):
-                price = lam * c + (mu if h == 0 else 0.0)
-                xn = uu * (1 - a**n) / (1 - a)
-                total += max(0.0, float(np.max((xn - price) / n)))
-            best = min(best, total)
-    return best
+    lam = np.asarray(lambdas, dtype=np.float64)[:, None, None]
+    mu = np.asarray(mus, dtype=np.float64)[None, :, None]
+    total = lam[..., 0] * budget + mu[..., 0] * allowance[0]
+    for a, uu, c, h in zip(alpha, u, cost, host, strict=True):
+        price = lam * c + (mu if h == 0 else 0.0)
+        xn = uu * (1 - a**n) / (1 - a)
+        total = total + np.maximum(0.0, np.max((xn - price) / n, axis=2))
+    return float(total.min())
 
 
 def problem(seed, n=6):
@@ -67,7 +65,7 @@ def simulate(a, u, budget, host, caps, epochs=600):
     for _ in range(epochs):
         x = a * x + u
         prio = whittle_index(x, a, u)
-        chosen = select_within_hosts(lambda b, e: select_top(prio, None, b, e),
+        chosen = select_within_hosts(lambda b, e, prio=prio: select_top(prio, None, b, e),
                                      host, caps, budget)
         assert np.all(np.bincount(host[chosen], minlength=caps.shape[0]) <= caps)
         assert chosen.shape[0] <= budget

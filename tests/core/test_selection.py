@@ -256,7 +256,7 @@ def test_host_caps_take_each_hosts_best_and_give_the_rest_to_other_hosts():
         budget = float(rng.integers(1, 25))
         calls = []
 
-        def select(b, eligible, prio=prio):
+        def select(b, eligible, prio=prio, calls=calls):
             calls.append(b)
             return select_top(prio, None, b, eligible)
 
