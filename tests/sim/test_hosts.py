@@ -15,9 +15,9 @@ def test_news_hosts_puts_sources_on_hosts_with_allowances():
 
 
 def test_allowances_in_the_plan_keep_every_limit_and_beat_costs_and_slots():
-    # (from empty: the bound is a long-run average, a warm web's stock exceeds it at first)
-    s = make_scenario("news-hosts", n=200, seed=1, start="empty")
-    report = evaluate(s, ["oracle"], horizon=60, seeds=1, hosts=("allowance", "costs"))
+    # (the bound is a long-run average: a short run's mean may pass it)
+    s = make_scenario("news-hosts", n=200, seed=1)
+    report = evaluate(s, ["oracle"], horizon=400, seeds=1, hosts=("allowance", "costs"))
     by = {r["policy"]: r for r in report["results"]}
     assert by["oracle"]["hosts"]["over_limit"] == 0
     assert by["oracle+costs"]["hosts"]["over_limit"] == 0
