@@ -119,7 +119,7 @@ class Scenario:
         recorded trace, whose unit is the hour; None where the time unit is abstract)."""
         if self.profile is not None:
             return float(self.profile.day)
-        return 24.0 if self.name == "news-mix" or self.kind == "trace" else None
+        return 24.0 if self.name in ("news-mix", "news-hosts") or self.kind == "trace" else None
 
     @property
     def start(self) -> str:
