@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrapy_whittle.core.bound import UpperBound, _Sources
+from scrapy_whittle.core.relaxation import UpperBound, _Sources
 
 
 def host_constrained_bound(src: _Sources, budget: float, host, allowance,
