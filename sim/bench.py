@@ -81,6 +81,7 @@ from scrapy_whittle.core.policies import make_policy, policy_class
 from sim.credit import BudgetCredit
 from sim.first_look import NAME as FIRST_LOOK
 from sim.first_look import FirstLookOracle
+from sim.hosts import HANDLINGS, HostGate, costed
 from sim.measures import UserMeasures, mean_summaries
 from sim.scenarios import SCENARIOS, Scenario, make_scenario
 from sim.trace import TraceReplay, read_trace
@@ -133,6 +134,9 @@ def scenario_bound(scenario: Scenario) -> float:
     periodic = scenario.periodic
     if periodic is not None:
         return periodic_upper_bound(periodic, scenario.budget, problem.cost).value
+    if scenario.hosts is not None:      # the bound under each host's allowance too
+        return upper_bound(problem.alpha, problem.u, scenario.budget, problem.cost,
+                           host=scenario.hosts, allowance=scenario.host_limits).value
     return upper_bound(problem.alpha, problem.u, scenario.budget, problem.cost).value
 
 
@@ -178,11 +182,18 @@ def sweep_step(env, action: np.ndarray):
 
 def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
                measures: UserMeasures | None = None, discovery: bool = False,
-               **options: Any) -> tuple[np.ndarray, float]:
+               hosts: str = "allowance", **options: Any) -> tuple[np.ndarray, float]:
     """Rewards per epoch over ``horizon`` epochs, and the total decision time in seconds;
     ``measures`` collects the users' measures (stochastic simulators). ``discovery``: a
     discovery sweep at epoch 0 (``sweep_step``; for the policies that ``sweeps``), whose own
-    capture is left out of the rewards and kept in ``run_policy.last_sweep``."""
+    capture is left out of the rewards and kept in ``run_policy.last_sweep``. On a scenario
+    with hosts, ``hosts`` says how their limits are handled (``sim.hosts``), and what the
+    hosts saw is kept in ``run_policy.last_hosts``."""
+    gate = None
+    if scenario.hosts is not None:
+        if hosts == "costs":
+            scenario = costed(scenario)
+        gate = HostGate(scenario, hosts)
     env = scenario.make_env()
     env.reset(seed=seed)
     if measures is not None:
@@ -199,9 +210,11 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
         if not credit.whole:
             env.budget = budget
         t0 = clock()
-        action = policy.select(t, budget)
+        action = policy.select(t, budget) if gate is None else gate.choose(policy, t, budget)
         t1 = clock()
         credit.spend(env.cost, action)
+        if gate is not None:
+            action = gate.serve(t, action)
         if discovery and t == 0:
             obs, reward, swept, info = sweep_step(env, action)
             run_policy.last_sweep = (swept, env.n - action.shape[0])
@@ -215,6 +228,7 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
             measures.add(obs, info)
     if measures is not None:
         measures.settle(env)
+    run_policy.last_hosts = None if gate is None else gate.summary(horizon)
     return rewards, decision
 
 
@@ -250,12 +264,16 @@ def learning_curve(rewards: dict[str, list[np.ndarray]], bound: float,
 
 def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds: int = 5,
              warmup: int | None = None, curve: bool = False,
-             discovery: bool = False) -> dict[str, Any]:
+             discovery: bool = False, hosts: tuple[str, ...] = ("allowance",)
+             ) -> dict[str, Any]:
     """Run every policy on ``seeds`` seeds; the result object printed by ``--json``.
     ``curve``: add the learning curve (and run the first-look oracle for it). ``discovery``:
     the learners sweep every source at epoch 0 outside the budget (``run_policy``); per
     policy, ``discovery`` reports the sweep's extra crawls and its own capture (mean over
-    seeds), which the rewards leave out."""
+    seeds), which the rewards leave out. ``hosts``: on a scenario with hosts, each policy
+    runs once per way of handling their limits (``sim.hosts.HANDLINGS``; the ones other
+    than "allowance" named ``policy+handling``), and ``hosts`` reports what the hosts saw
+    (summed over seeds)."""
     if horizon < 1 or seeds < 1:
         raise ValueError("horizon and seeds must be >= 1")
     warmup = horizon // 4 if warmup is None else int(warmup)
@@ -268,23 +286,31 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     # the simulators that draw items, and a trace's replay of recorded ones
     has_items = (stochastic and scenario.kind != "pages") or scenario.kind == "trace"
     results, runs = [], {}
-    for name in policies:
+    handlings = tuple(hosts) if scenario.hosts is not None else ("allowance",)
+    for handling in handlings:
+        if handling not in HANDLINGS:
+            raise ValueError(f"host handling must be one of {HANDLINGS}, got {handling!r}")
+    runs_of = [(name, handling, name if handling == "allowance" else f"{name}+{handling}")
+               for handling in handlings for name in policies]
+    for name, handling, label in runs_of:
         long_run, from_empty, decision, summaries, swept = [], [], 0.0, [], []
-        runs[name] = []
+        host_seen = []
+        runs[label] = []
         for seed in range(seeds):
             ledger = UserMeasures() if has_items else None
             rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger,
-                                          discovery=discovery)
+                                          discovery=discovery, hosts=handling)
             swept.append(run_policy.last_sweep)
+            host_seen.append(run_policy.last_hosts)
             long_run.append(rewards[warmup:].mean())
             from_empty.append(rewards.mean())
             decision += seconds
-            runs[name].append(rewards)
+            runs[label].append(rewards)
             summaries.append(None if ledger is None
                              else ledger.summary(minutes_per_unit(scenario)))
         reward, ci = mean_ci95(long_run)
         results.append({
-            "policy": name,
+            "policy": label,
             "reward": reward,
             "ci95": ci,
             "reward_from_empty": float(np.mean(from_empty)),
@@ -293,6 +319,8 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
             "decision_ms": 1e3 * decision / (horizon * seeds),
             "measures": mean_summaries(summaries),
         })
+        if host_seen[0] is not None:
+            results[-1]["hosts"] = _sum_hosts(host_seen)
         if discovery and sweeps(name):
             results[-1]["discovery"] = {"crawls": float(np.mean([c for _, c in swept])),
                                         "capture": float(np.mean([v for v, _ in swept]))}
@@ -313,6 +341,28 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
         "upper_bound": bound,
         "results": results,
     }
+
+
+def _sum_hosts(seen: list[dict[str, Any]]) -> dict[str, Any]:
+    """``HostGate.summary`` of several seeds: counts summed, rates and shares averaged
+    (shares weighted by requests)."""
+    out: dict[str, Any] = {"over_limit": sum(s["over_limit"] for s in seen),
+                           "rejected": sum(s["rejected"] for s in seen)}
+    for key in seen[0]:
+        if not key.startswith("host"):
+            continue
+        rows = [s[key] for s in seen]
+        after = sum(r["requests_after_first"] for r in rows)
+        refused = sum(r["rejected_after_first"] for r in rows)
+        out[key] = {
+            "rate": rows[0]["rate"],
+            "accepted_per_epoch": float(np.mean([r["accepted_per_epoch"] for r in rows])),
+            "rejected": sum(r["rejected"] for r in rows),
+            "rejected_after_first": refused,
+            "requests_after_first": after,
+            "rejected_share_after_first": refused / after if after else math.nan,
+        }
+    return out
 
 
 # -- a rule's own request volume -------------------------------------------------------------
@@ -507,6 +557,10 @@ def build_scenario(args: argparse.Namespace) -> tuple[Scenario, int]:
                                   window=args.window)
         return scenario, min(args.horizon, trace_epochs(scenario))
     options = {} if args.window is None else {"window": args.window}
+    if args.rate_limit is not None:
+        options["rate_limit"] = args.rate_limit
+    if args.retry_after:
+        options["retry_after"] = True
     scenario = make_scenario(args.scenario, budget=scenario_budget(args), n=args.n,
                              stochastic=True if args.stochastic else None, start=args.start,
                              **options)
@@ -533,7 +587,24 @@ def format_results(report: dict[str, Any]) -> str:
         reward = f"{r['reward']:.4f} ± {r['ci95']:.4f}"
         lines.append(f"{r['policy']:<18}{reward:>24}{r['reward_from_empty']:>12.4f}"
                      f"{r['ratio']:>9.4f}{r['decision_ms']:>13.3f}")
-    return "\n".join(lines + format_measures(report) + format_curve(report))
+    return "\n".join(lines + format_hosts(report) + format_measures(report)
+                     + format_curve(report))
+
+
+def format_hosts(report: dict[str, Any]) -> list[str]:
+    """What the hosts saw (a scenario with hosts), empty without them."""
+    rows = [r for r in report["results"] if r.get("hosts")]
+    if not rows:
+        return []
+    lines = ["", "hosts (summed over seeds): crawls beyond an allowance, 429s; per "
+                 "rate-limiting host: accepted/epoch, 429s after its first / requests"]
+    for r in rows:
+        h = r["hosts"]
+        cells = "".join(f"  {k}: rate {v['rate']:g}, {v['accepted_per_epoch']:.3f}/epoch, "
+                        f"{v['rejected_after_first']}/{v['requests_after_first']}"
+                        for k, v in h.items() if k.startswith("host"))
+        lines.append(f"{r['policy']:<18}{h['over_limit']:>6}{h['rejected']:>6}{cells}")
+    return lines
 
 
 def format_measures(report: dict[str, Any]) -> list[str]:
@@ -628,6 +699,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="a discovery sweep: the learners fetch every source once at "
                         "epoch 0 outside the budget (its capture reported apart, left out of "
                         "rewards and learning curve)")
+    parser.add_argument("--hosts", default="allowance",
+                        help="on a scenario with hosts (news-hosts), how their limits are "
+                        "handled, comma-separated: allowance (a constraint of the plan), "
+                        "costs (a crawl cost and a saturated download slot)")
+    parser.add_argument("--rate-limit", type=float, default=None, metavar="R",
+                        help="news-hosts: host 0 answers 429 above R requests per epoch")
+    parser.add_argument("--retry-after", action="store_true",
+                        help="with --rate-limit: the 429s carry Retry-After (the crawler "
+                        "sends that host nothing in the next epoch)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--perf", action="store_true",
                         help="measure decision time, simulator speed and memory at --n sources")
@@ -658,7 +738,8 @@ def main(argv: list[str] | None = None) -> int:
                                  seeds=args.seeds, warmup=args.warmup)
             scenario = replace(scenario, budget=volume)
         report = evaluate(scenario, policies, horizon=horizon, seeds=args.seeds,
-                          warmup=args.warmup, curve=args.curve, discovery=args.discovery)
+                          warmup=args.warmup, curve=args.curve, discovery=args.discovery,
+                          hosts=tuple(h.strip() for h in args.hosts.split(",") if h.strip()))
     except (ValueError, OSError) as exc:
         print(f"sim.bench: error: {exc}", file=sys.stderr)
         return 2

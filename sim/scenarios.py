@@ -18,6 +18,11 @@ simulator for it. Every scenario speaks the same (alpha, u) language through
 * ``news-mix``: N synthetic news feeds with heavy-tailed publishing rates and item values
   (log-normal), interest half-lives from minutes to days; time unit one hour, epoch T = 1 h,
   default budget 1% of the sources per epoch.
+* ``news-hosts``: a news mix of N sources (default 1,000) on 20 hosts: host 0 holds 50
+  feeds (a platform that answers 429 above ``rate_limit`` requests per epoch when that
+  option is given, with Retry-After when ``retry_after``), the others hold the rest in
+  Zipf-like sizes; the ten largest of those allow 0.5-3 crawls per epoch (their
+  ``host_limits``); default budget 5% of the sources per epoch.
 * ``news-diurnal``: the same sources (same Lambda, xi, mu for the same ``n`` and ``seed``)
   publishing with daily rhythms (``sim.profiles.draw_profile``: newsroom hours, time zones,
   day/night ratios 1.5-16; ``weekend=True`` adds a weekend factor), simulated by
@@ -58,7 +63,7 @@ ICC2021_GROUP_RATES = np.array([0.1, 0.002, 0.005, 0.05])
 ICC2021_GROUP_SIZES = np.array([5, 80, 10, 5])
 
 SCENARIOS = ("tcns2018", "allerton2019", "icc2021-single", "icc2021-groups", "news-mix",
-             "news-diurnal")
+             "news-diurnal", "news-hosts")
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,13 @@ class Scenario:
     description: str = ""
     profile: Any = None          # sim.profiles.DiurnalProfile (kind "diurnal")
     trace: Any = None            # sim.trace.Trace (kind "trace")
+    #: host id of each source (None: no hosts), each host's allowance (crawls per epoch the
+    #: crawler is told, inf = none) and the rate above which it answers 429 (requests per
+    #: epoch, inf = never; what the crawler must find out)
+    hosts: np.ndarray | None = None
+    host_limits: np.ndarray | None = None
+    host_rates: np.ndarray | None = None
+    retry_after: bool = False    # the 429s carry Retry-After
 
     @property
     def n(self) -> int:
@@ -107,7 +119,7 @@ class Scenario:
         recorded trace, whose unit is the hour; None where the time unit is abstract)."""
         if self.profile is not None:
             return float(self.profile.day)
-        return 24.0 if self.name == "news-mix" or self.kind == "trace" else None
+        return 24.0 if self.name in ("news-mix", "news-hosts") or self.kind == "trace" else None
 
     @property
     def start(self) -> str:
@@ -181,6 +193,32 @@ def news_mix_params(n: int, seed: int = 0) -> SourceParams:
     return SourceParams(rate=rate, mean_utility=xi, decay=math.log(2) / half_life, period=1.0)
 
 
+#: hosts of ``news-hosts``, the platform's feeds, and how many of the largest other hosts
+#: have an allowance
+NEWS_HOSTS, PLATFORM_FEEDS, LIMITED_HOSTS = 20, 50, 10
+
+
+def news_hosts(n: int, seed: int = 0, rate_limit: float = math.inf
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(host of each source, allowance of each host, rate of each host) of ``news-hosts``:
+    host 0 holds ``PLATFORM_FEEDS`` sources (fewer when n is small) and answers 429 above
+    ``rate_limit`` requests per epoch; the others share the rest in Zipf-like sizes (largest
+    first), the ``LIMITED_HOSTS`` largest allowing 0.5 to 3 crawls per epoch."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 27]))
+    platform = min(PLATFORM_FEEDS, n // NEWS_HOSTS + 1)
+    weights = 1.0 / np.arange(1, NEWS_HOSTS) ** 0.8
+    sizes = np.floor(weights / weights.sum() * (n - platform)).astype(np.int64)
+    sizes[0] += n - platform - int(sizes.sum())
+    hosts = np.concatenate([np.zeros(platform, dtype=np.int64),
+                            np.repeat(np.arange(1, NEWS_HOSTS), sizes)])
+    hosts = hosts[rng.permutation(n)]
+    limits = np.full(NEWS_HOSTS, np.inf)
+    limits[1:1 + LIMITED_HOSTS] = rng.choice(np.arange(0.5, 3.01, 0.5), LIMITED_HOSTS)
+    rates = np.full(NEWS_HOSTS, np.inf)
+    rates[0] = rate_limit
+    return hosts, limits, rates
+
+
 def make_scenario(name: str, *, budget: float | None = None, n: int | None = None,
                   stochastic: bool | None = None, seed: int = 0, start: str | None = None,
                   **options: Any) -> Scenario:
@@ -248,4 +286,16 @@ def make_scenario(name: str, *, budget: float | None = None, n: int | None = Non
                         profile=draw_profile(n, seed, day=24.0, weekend=weekend),
                         description=f"news mix of {n} sources with daily rhythms"
                                     + (" and weekends" if weekend else ""))
+    if name == "news-hosts":
+        n = 1000 if n is None else int(n)
+        params = news_mix_params(n, seed)
+        rate_limit = float(options.pop("rate_limit", math.inf))
+        retry_after = bool(options.pop("retry_after", False))
+        hosts, limits, rates = news_hosts(n, seed, rate_limit)
+        opts = {"stochastic": bool(stochastic), **options}
+        return Scenario(name=name, kind="ephemeral",
+                        budget=max(1.0, round(0.05 * n)) if budget is None else budget,
+                        params=params, options=opts, hosts=hosts, host_limits=limits,
+                        host_rates=rates, retry_after=retry_after,
+                        description=f"news mix of {n} sources on {limits.shape[0]} hosts")
     raise ValueError(f"unknown scenario {name!r}; known scenarios: {', '.join(SCENARIOS)}")

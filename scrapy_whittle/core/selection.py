@@ -317,3 +317,52 @@ def _kth_largest_bound(bound: np.ndarray, k: int, eligible: np.ndarray | None) -
     if m < k:
         return math.nan
     return float(np.partition(values, m - k)[m - k])
+
+
+def select_within_hosts(select, host: np.ndarray, caps: np.ndarray, budget: float,
+                        cost: np.ndarray | None = None,
+                        eligible: np.ndarray | None = None) -> np.ndarray:
+    """A policy's choice under ``budget`` with at most ``caps[h]`` crawls of host h's
+    sources (``host``: int[N], ids 0..H-1; a cap of inf: no limit).
+
+    ``select(budget, eligible)`` is the policy's own selection, its sources best first (as
+    ``select_top`` and every ranking policy give them). What a capped host cannot take goes
+    to the next best sources of other hosts: the first choice's sources within their host's
+    cap are kept (a capped greedy by rank would take them too: dropping sources only frees
+    budget), a host that overflowed keeps its best ``caps[h]`` and is closed, and the policy
+    chooses again with the budget left among the sources not yet decided. Each round closes
+    a host or ends, so there are at most H + 1 rounds, and only while a cap binds."""
+    host = np.asarray(host, dtype=np.int64)
+    caps = np.floor(np.asarray(caps, dtype=np.float64) + 1e-9)
+    n = host.shape[0]
+    allowed = np.ones(n, dtype=bool) if eligible is None else np.array(eligible, dtype=bool)
+    left_cap = caps.copy()
+    allowed &= left_cap[host] >= 1
+    taken: list[np.ndarray] = []
+    left = float(budget)
+    for _ in range(caps.shape[0] + 1):
+        if left <= 1e-12 or not allowed.any():
+            break
+        chosen = np.asarray(select(left, None if allowed.all() else allowed), dtype=np.int64)
+        if not chosen.shape[0]:
+            break
+        h = host[chosen]
+        # rank of each chosen source among its host's chosen ones (best first)
+        order = np.argsort(h, kind="stable")
+        rank = np.empty(chosen.shape[0], dtype=np.int64)
+        starts = np.searchsorted(h[order], h[order])
+        rank[order] = np.arange(chosen.shape[0]) - starts
+        keep = rank < left_cap[h]
+        fixed = chosen[keep]
+        taken.append(fixed)
+        np.subtract.at(left_cap, host[fixed], 1.0)
+        allowed[fixed] = False
+        spent = fixed.shape[0] if cost is None else float(
+            np.sum(np.broadcast_to(cost, (n,))[fixed]))
+        left -= spent
+        if keep.all():
+            break
+        allowed &= left_cap[host] >= 1       # the hosts that overflowed, and full ones
+    if not taken:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(taken)

@@ -227,3 +227,54 @@ def test_pruned_top_leaves_degenerate_bounds_to_the_caller():
     few = np.zeros(n, dtype=bool)
     few[:k - 1] = True
     assert pruned(np.linspace(1.0, 2.0, n), priority_of, k, few) is None
+
+
+def capped_greedy(prio, host, caps, budget):
+    """Reference: sources in decreasing priority (ties to the lower id), each taken while
+    the budget and its host's cap allow (unit costs)."""
+    left = caps.copy()
+    out = []
+    for i in sorted(range(prio.shape[0]), key=lambda i: (-prio[i], i)):
+        if len(out) >= budget:
+            break
+        if left[host[i]] >= 1:
+            left[host[i]] -= 1
+            out.append(i)
+    return sorted(out)
+
+
+def test_host_caps_take_each_hosts_best_and_give_the_rest_to_other_hosts():
+    from scrapy_whittle.core.selection import select_within_hosts
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n, n_hosts = 60, 5
+        prio = rng.random(n)
+        host = rng.integers(0, n_hosts, n)
+        caps = rng.integers(0, 6, n_hosts).astype(float)
+        caps[rng.random(n_hosts) < 0.3] = np.inf
+        budget = float(rng.integers(1, 25))
+        calls = []
+
+        def select(b, eligible, prio=prio, calls=calls):
+            calls.append(b)
+            return select_top(prio, None, b, eligible)
+
+        chosen = select_within_hosts(select, host, caps, budget)
+        assert sorted(chosen.tolist()) == capped_greedy(prio, host, caps, budget)
+        assert len(calls) <= n_hosts + 1
+
+
+def test_host_caps_that_do_not_bind_ask_the_policy_once():
+    from scrapy_whittle.core.selection import select_within_hosts
+
+    prio = np.arange(10.0)
+    host = np.arange(10) % 2
+    calls = []
+
+    def select(b, eligible):
+        calls.append(b)
+        return select_top(prio, None, b, eligible)
+
+    chosen = select_within_hosts(select, host, np.array([5.0, np.inf]), 4)
+    assert sorted(chosen.tolist()) == [6, 7, 8, 9] and len(calls) == 1

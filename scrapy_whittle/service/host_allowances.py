@@ -1,0 +1,166 @@
+"""Per-host allowances: how many crawls of a host's sources an epoch may plan.
+
+A host's limit (``WHITTLE_HOST_LIMITS``: crawls per epoch) is a constraint of the selection
+(:func:`~scrapy_whittle.core.selection.select_within_hosts`): the policy takes each host's
+best sources within its allowance, and what a host cannot take goes to other hosts in the
+same epoch. A host that says it is overloaded (a 429 or 503, with or without Retry-After, or
+a burst of 403s) has its allowance cut (multiplicative decrease, once per epoch: one
+overload seen by many of the host's feeds is one signal), and each epoch in which it
+answered well gives a little back (additive increase), up to its configured limit. The
+allowance is per host, not per feed, so a host's fifty feeds do not each find the limit.
+
+Fractional allowances (one crawl every few epochs) are spent through a credit: an epoch may
+plan the whole part of what the host has accrued, and unspent credit does not pile up
+beyond one epoch's allowance (at least one crawl).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: an overload signal multiplies the host's allowance by this
+DECREASE = 0.5
+#: an epoch of good answers gives back this share of the host's ceiling (at least FLOOR)
+INCREASE = 0.1
+#: epochs of good answers at a learned ceiling before one more crawl per epoch is tried
+PROBE_AFTER = 100
+#: an allowance never falls below this (crawls per epoch): the host is still probed
+FLOOR = 0.1
+#: 403 answers of one host in one epoch that read as a rate limit, not as forbidden feeds
+FORBIDDEN_BURST = 3
+
+
+@dataclass
+class HostAllowance:
+    """One host's allowance (crawls per epoch; inf = no limit), its credit, and this epoch's
+    answers."""
+
+    limit: float = math.inf          # configured (inf: none)
+    allowance: float = math.inf      # current
+    ceiling: float = math.inf        # learned: what the host bore when it last objected
+    calm: int = 0                    # good epochs in a row at the ceiling
+    credit: float = 0.0
+    planned: int = 0                 # crawls planned for it this epoch
+    ok: int = 0                      # good answers this epoch
+    forbidden: int = 0               # 403s this epoch
+    cut_in: int = -1                 # the last epoch whose overload cut the allowance
+    throttles: int = 0               # cuts so far
+
+
+class HostAllowances:
+    """The allowances of the hosts that have one (configured or throttled), by host name."""
+
+    def __init__(self, limits: dict[str, float] | None = None, *, decrease: float = DECREASE,
+                 increase: float = INCREASE, floor: float = FLOOR) -> None:
+        if not 0 < decrease < 1:
+            raise ValueError(f"decrease ({decrease!r}) must lie in (0, 1)")
+        self.decrease, self.increase, self.floor = float(decrease), float(increase), float(floor)
+        self.hosts: dict[str, HostAllowance] = {}
+        self.epoch = -1
+        for host, limit in (limits or {}).items():
+            self.hosts[host] = HostAllowance(limit=float(limit), allowance=float(limit))
+
+    def allowance(self, host: str) -> float:
+        h = self.hosts.get(host)
+        return math.inf if h is None else h.allowance
+
+    def start_epoch(self, epoch: int) -> None:
+        """Epoch ``epoch`` begins: the last one's good answers raise allowances, and each
+        limited host accrues its allowance."""
+        for h in self.hosts.values():
+            if h.cut_in < self.epoch and h.ok:
+                self._recover(h)
+            h.planned = h.ok = h.forbidden = 0
+            if math.isfinite(h.allowance):
+                h.credit = min(h.credit + h.allowance, max(1.0, h.allowance))
+        self.epoch = epoch
+
+    def _recover(self, h: HostAllowance) -> None:
+        """Additive increase after a good epoch: back towards the learned ceiling, and past
+        it (one crawl more, up to the configured limit) after PROBE_AFTER calm epochs
+        there, in case the host allows more now."""
+        top = min(h.limit, h.ceiling)
+        if h.allowance < top:
+            h.allowance = min(top, h.allowance + max(self.floor, self.increase * top))
+            h.calm = 0
+        elif h.ceiling < h.limit:
+            h.calm += 1
+            if h.calm >= PROBE_AFTER:
+                h.ceiling = h.allowance = min(h.limit, h.ceiling + 1.0)
+                h.calm = 0
+
+    def caps(self, names: Iterable[str]) -> list[float]:
+        """This epoch's cap (crawls) of each host in ``names``: inf without an allowance."""
+        out = []
+        for name in names:
+            h = self.hosts.get(name)
+            out.append(math.inf if h is None or not math.isfinite(h.allowance)
+                       else math.floor(h.credit + 1e-9))
+        return out
+
+    def planned(self, host: str, crawls: int = 1) -> None:
+        """``crawls`` of ``host`` were planned (spent from its credit)."""
+        h = self.hosts.get(host)
+        if h is not None:
+            h.planned += crawls
+            if math.isfinite(h.allowance):
+                h.credit -= crawls
+
+    def answered(self, host: str, count: int = 1) -> None:
+        """``count`` good answers (a feed, a 304) from ``host``."""
+        h = self.hosts.get(host)
+        if h is None:
+            h = self.hosts[host] = HostAllowance()
+        h.ok += count
+
+    def overloaded(self, host: str, observed: float | None = None) -> bool:
+        """``host`` answered 429 or 503: its allowance is cut, at most once an epoch, from
+        what it has (or, unlimited so far, from ``observed``: its crawls per epoch lately,
+        else this epoch's plan of it, at least one), and what it bore this epoch (its good
+        answers) becomes its ceiling. Returns whether this answer cut it."""
+        h = self.hosts.get(host)
+        if h is None:
+            h = self.hosts[host] = HostAllowance()
+        if h.cut_in == self.epoch:
+            return False
+        base = h.allowance
+        if not math.isfinite(base):
+            base = max(1.0, float(observed if observed is not None else h.planned))
+        cut = max(self.floor, self.decrease * base)
+        # the host bore its good answers of this epoch: recovery stops there, not at the
+        # rate that made it object
+        h.ceiling = min(h.ceiling, max(cut, float(h.ok)))
+        h.allowance = cut
+        h.credit = min(h.credit, 0.0)      # nothing more this epoch
+        h.cut_in = self.epoch
+        h.calm = 0
+        h.throttles += 1
+        return True
+
+    def forbidden(self, host: str, observed: float | None = None) -> bool:
+        """A 403 from ``host``: a burst of them in one epoch reads as a rate limit."""
+        h = self.hosts.get(host)
+        if h is None:
+            h = self.hosts[host] = HostAllowance()
+        h.forbidden += 1
+        return h.forbidden >= FORBIDDEN_BURST and self.overloaded(host, observed)
+
+    def throttled(self) -> dict[str, float]:
+        """Hosts whose allowance is below their limit: host -> allowance."""
+        return {name: h.allowance for name, h in self.hosts.items() if h.throttles}
+
+    # -- persistence --------------------------------------------------------------------
+    def rows(self) -> list[tuple[str, float, float, int]]:
+        """(host, allowance, ceiling, throttles) of each throttled host, for the store."""
+        return [(name, h.allowance, h.ceiling, h.throttles)
+                for name, h in self.hosts.items() if h.throttles]
+
+    def load_rows(self, rows) -> None:
+        """Restore :meth:`rows`; the configured limits (this run's) stay."""
+        for name, allowance, ceiling, throttles in rows:
+            h = self.hosts.setdefault(name, HostAllowance())
+            h.ceiling = min(float(ceiling), h.limit)
+            h.allowance = min(float(allowance), h.ceiling)
+            h.throttles = int(throttles)

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+
+import pytest
+
+from scrapy_whittle.service.host_allowances import PROBE_AFTER, HostAllowances
+
+
+def run_epochs(allow, host, rate, epochs, start=0):
+    """Plan each epoch the host's cap (it wants more than any allowance), the host answering
+    429 above ``rate`` requests; returns (requests, 429s) over the epochs."""
+    sent = refused = 0
+    for k in range(start, start + epochs):
+        allow.start_epoch(k)
+        cap = allow.caps([host])[0]
+        want = 10 if math.isinf(cap) else int(cap)
+        allow.planned(host, want)
+        ok = min(want, rate)
+        allow.answered(host, ok)
+        sent += min(want, rate + 1)              # the first 429 stops the host's requests
+        if want > rate:
+            refused += 1
+            allow.overloaded(host, observed=want)
+    return sent, refused
+
+
+def test_a_configured_limit_caps_each_epoch_and_fractions_accrue_as_credit():
+    allow = HostAllowances({"a.example": 0.5})
+    caps = []
+    for k in range(6):
+        allow.start_epoch(k)
+        cap = allow.caps(["a.example", "b.example"])
+        caps.append(cap[0])
+        assert cap[1] == math.inf
+        allow.planned("a.example", int(cap[0]))
+    assert caps == [0, 1, 0, 1, 0, 1]
+
+
+def test_a_rate_limited_host_is_cut_once_per_epoch_and_settles_at_what_it_bears():
+    allow = HostAllowances()
+    allow.start_epoch(0)
+    allow.answered("r.example", 2)
+    assert allow.overloaded("r.example", observed=10)
+    assert not allow.overloaded("r.example")          # the same epoch: one signal
+    assert allow.allowance("r.example") == pytest.approx(5.0 * 1.0)
+    assert allow.caps(["r.example"])[0] == 0          # nothing more this epoch
+    sent, refused = run_epochs(allow, "r.example", 2, 3 * PROBE_AFTER, start=1)
+    assert refused / sent <= 0.01
+    assert allow.allowance("r.example") == pytest.approx(2.0, abs=1.0)
+    assert "r.example" in allow.throttled()
+
+
+def test_recovery_is_additive_and_stops_at_the_configured_limit():
+    allow = HostAllowances({"a.example": 8.0})
+    allow.start_epoch(0)
+    allow.answered("a.example", 8)
+    allow.overloaded("a.example")
+    assert allow.allowance("a.example") == 4.0
+    seen = []
+    for k in range(1, 10):
+        allow.answered("a.example")
+        allow.start_epoch(k)
+        seen.append(allow.allowance("a.example"))
+    # the epoch of the cut gives nothing back; each later good one a little
+    assert seen[0] == 4.0 and seen[1] > 4.0 and seen[-1] == 8.0
+    assert all(b - a <= 0.8 + 1e-9 for a, b in pairwise(seen))
+
+
+def test_a_burst_of_403s_reads_as_a_rate_limit_and_rows_round_trip():
+    allow = HostAllowances({"f.example": 6.0})
+    allow.start_epoch(0)
+    assert not allow.forbidden("f.example") and not allow.forbidden("f.example")
+    assert allow.forbidden("f.example")
+    other = HostAllowances({"f.example": 6.0})
+    other.load_rows(allow.rows())
+    assert other.allowance("f.example") == allow.allowance("f.example") == 3.0
