@@ -263,6 +263,31 @@ def _half_life(name: str, raw: Any) -> float | dict[str, float] | None:
     return seconds(name, raw)
 
 
+def _host_limits(name: str, raw: Any) -> dict[str, float] | None:
+    """host -> crawls per epoch (a number > 0, fractions too: 0.5 is one crawl every other
+    epoch), or its JSON text; None or empty: no host has a limit."""
+    raw = _json_object(name, raw)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if not isinstance(raw, Mapping):
+        raise _fail(name, raw, "must be a dict of host: crawls per epoch (or its JSON text)")
+    limits = {}
+    for host, value in raw.items():
+        key = f"{name}[{host!r}]"
+        if not isinstance(host, str) or not host.strip():
+            raise _fail(name, raw, f"has a key {host!r} that is not a host name")
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise _fail(key, value, "must be a number of crawls per epoch > 0")
+        try:
+            limit = float(value)
+        except ValueError:
+            raise _fail(key, value, "must be a number of crawls per epoch > 0") from None
+        if not (math.isfinite(limit) and limit > 0):
+            raise _fail(key, value, "must be a number of crawls per epoch > 0")
+        limits[host.strip().lower()] = limit
+    return limits or None
+
+
 # -- the table ---------------------------------------------------------------------------------
 # The feed limits' defaults are the feed parsers' own, so a feed parsed outside a crawl obeys
 # the same limits as one parsed in it.
@@ -308,6 +333,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHITTLE_MIN_INTERVAL", 0.0, number(minimum=0),
             "seconds between two crawls of the same source (all sources; OPML `minInterval` "
             "per source)"),
+    Setting("WHITTLE_HOST_LIMITS", None, _host_limits,
+            "crawls per epoch each listed host allows, all its sources together: a dict "
+            "`{host: crawls}` (a fraction: one crawl every few epochs) or its JSON text. The "
+            "budget a host cannot take goes to other hosts; a host that answers 429 or 503 "
+            "(or a burst of 403s) is throttled below its limit, listed or not "
+            "(see \"Hosts that limit crawlers\")"),
     Setting("WHITTLE_BACKOFF_BASE", 60.0, number(minimum=0),
             "seconds of back-off after a first failure, doubling after each further one"),
     Setting("WHITTLE_BACKOFF_MAX", 86400.0, number(minimum=0),
@@ -485,6 +516,7 @@ class WhittleConfig:
     discovery: bool = DEFAULTS["WHITTLE_DISCOVERY"]
     seed: int = DEFAULTS["WHITTLE_SEED"]
     min_interval: float = DEFAULTS["WHITTLE_MIN_INTERVAL"]
+    host_limits: dict[str, float] | None = DEFAULTS["WHITTLE_HOST_LIMITS"]
     backoff_base: float = DEFAULTS["WHITTLE_BACKOFF_BASE"]
     backoff_max: float = DEFAULTS["WHITTLE_BACKOFF_MAX"]
     retire_after: float = DEFAULTS["WHITTLE_RETIRE_AFTER"]
@@ -534,7 +566,7 @@ class WhittleConfig:
             budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"],
             spread=v["WHITTLE_SPREAD"], discovery=v["WHITTLE_DISCOVERY"],
             seed=v["WHITTLE_SEED"],
-            min_interval=v["WHITTLE_MIN_INTERVAL"],
+            min_interval=v["WHITTLE_MIN_INTERVAL"], host_limits=v["WHITTLE_HOST_LIMITS"],
             backoff_base=v["WHITTLE_BACKOFF_BASE"], backoff_max=v["WHITTLE_BACKOFF_MAX"],
             retire_after=v["WHITTLE_RETIRE_AFTER"],
             retire_404_after=v["WHITTLE_RETIRE_404_AFTER"],

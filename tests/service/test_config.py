@@ -38,6 +38,7 @@ OTHER = {
     "WHITTLE_DISCOVERY": True,
     "WHITTLE_SEED": 3,
     "WHITTLE_MIN_INTERVAL": 5,
+    "WHITTLE_HOST_LIMITS": {"a.example": 2},
     "WHITTLE_BACKOFF_BASE": 30,
     "WHITTLE_BACKOFF_MAX": 3600,
     "WHITTLE_RETIRE_AFTER": 0,
@@ -198,3 +199,19 @@ def test_an_unknown_whittle_name_is_refused_with_the_closest_known_one():
            "to it" in message
     # names outside the prefix are Scrapy's or another plugin's
     WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "BUDGTE": 3, "REDIS_URL": None})
+
+
+def test_host_limits_are_a_dict_or_its_json_text_of_positive_crawls_per_epoch():
+    read = SETTING["WHITTLE_HOST_LIMITS"].read
+    assert read({}) is None and read({"WHITTLE_HOST_LIMITS": ""}) is None
+    assert read({"WHITTLE_HOST_LIMITS": {"A.example": 2, "b.example": "0.5"}}) == {
+        "a.example": 2.0, "b.example": 0.5}
+    assert read({"WHITTLE_HOST_LIMITS": '{"a.example": 3}'}) == {"a.example": 3.0}
+    for bad, message in [({"a.example": 0}, r"WHITTLE_HOST_LIMITS\['a.example'\] \(0\) must"),
+                         ({"a.example": "many"}, r"\('many'\) must be a number of crawls"),
+                         ({"a.example": float("inf")}, r"\(inf\) must be"),
+                         ({"a.example": True}, r"\(True\) must be"),
+                         ([1, 2], r"WHITTLE_HOST_LIMITS \(\[1, 2\]\) must be a dict"),
+                         ('{"a.example": ', r"WHITTLE_HOST_LIMITS .* is not valid JSON")]:
+        with pytest.raises(InvalidSetting, match=message):
+            WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_HOST_LIMITS": bad})
