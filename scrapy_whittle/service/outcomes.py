@@ -33,6 +33,7 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.host_throttle import HostThrottle
 from scrapy_whittle.service.measures import DelayHistogram, as_times
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
@@ -87,8 +88,11 @@ class CrawlOutcomes:
     def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
                  sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
                  keeper: PolicyKeeper, ledger: EpochLedger, log_once: OnceLog,
-                 retirement: Retirement, stories: StoryMemory | None = None) -> None:
+                 retirement: Retirement, throttle: HostThrottle,
+                 stories: StoryMemory | None = None) -> None:
         self.config = config
+        #: each answer is its host's too (allowances, throttling)
+        self.throttle = throttle
         self.retirement = retirement
         #: the stories seen across sources (``WHITTLE_DEDUP = "link"``; None: per feed)
         self.stories = stories
@@ -157,6 +161,7 @@ class CrawlOutcomes:
         if etag or last_modified:
             self._remember_validators(sid, etag, last_modified)
         self._observe(crawl, now, True, *learned)
+        self.throttle.heard(crawl)
         if hints is not None:
             self._apply_hints(sid, hints, now)
         self.retirement.fetched(crawl, new_items, now)
@@ -227,6 +232,7 @@ class CrawlOutcomes:
         self.ledger.totals[crawl.epoch].not_modified += 1
         now = self.clock.now()
         self._observe(crawl, now, True, 0, 0.0, False, [])
+        self.throttle.heard(crawl)
         self._apply_hints(crawl.source, hints, now)
         self.retirement.fetched(crawl, 0, now)
         self.stats.inc("fetched")
@@ -239,6 +245,7 @@ class CrawlOutcomes:
             at_least = min(float(retry_after), self.config.hints_max_delay)
             self.stats.inc("hints/retry_after")
         backoff = self._observe(crawl, now, False, 0, 0.0, False, [], at_least)
+        self.throttle.heard(crawl, kind, now, at_least or None)
         self.stats.inc(f"errors/{kind}")
         self.ledger.totals[crawl.epoch].errors += 1
         self.ledger.errors[crawl.epoch, kind] += 1

@@ -28,6 +28,7 @@ from scrapy_whittle.core.policies import Policy
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.host_throttle import HostThrottle
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
 from scrapy_whittle.service.source_state import SourceState
@@ -50,9 +51,11 @@ class StatePersistence:
     def __init__(self, config: WhittleConfig, *, clock, timeline: Timeline,
                  sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
                  keeper: PolicyKeeper, outcomes: CrawlOutcomes, ledger: EpochLedger,
-                 rebuild_policy: Callable[[int], Policy],
+                 rebuild_policy: Callable[[int], Policy], throttle: HostThrottle,
                  stories: StoryMemory | None = None) -> None:
         self.config = config
+        self.throttle = throttle
+        self.hosts_stored: list[tuple] = []       # the hosts' rows as last written
         self.stories = stories
         self.clock = clock
         self.timeline = timeline
@@ -128,6 +131,9 @@ class StatePersistence:
         cp.epoch_measures, cp.epoch_delays = epochs.measures, epochs.delays
         if self.stories is not None:
             cp.stories, cp.stories_gone, cp.story_sources = self.stories.drain()
+        hosts = self.throttle.rows()
+        if hosts != self.hosts_stored:       # a few rows, rewritten whole when one changed
+            cp.hosts = self.hosts_stored = hosts
         log = self.outcomes.publications
         cp.n_publications, cp.publications = log.drain()
         if log.enabled:
@@ -175,6 +181,8 @@ class StatePersistence:
         self.memory.import_keys(ids, cols["entries"])
         if self.stories is not None:
             self.stories.load(self.store.stories())
+        self.throttle.load_rows(saved.hosts)
+        self.hosts_stored = self.throttle.rows()
         self._restore_policy(saved)
         self.keeper.touched = False
         logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",

@@ -2,7 +2,9 @@
 
 At the first ``next_crawl`` of an epoch the policy picks sources of total cost at most M =
 ``WHITTLE_BUDGET`` among those that may be fetched now (not in flight, not backing off, past
-their minimum interval, host not saturated); they are handed out as the downloader takes them
+their minimum interval, host not saturated), each host within its allowance
+(:mod:`~scrapy_whittle.service.host_throttle`: ``WHITTLE_HOST_LIMITS``, throttling); they
+are handed out as the downloader takes them
 (or spread evenly over the epoch with ``WHITTLE_SPREAD``); what an epoch does not use is
 lost. With ``WHITTLE_DISCOVERY`` the sources never fetched are also fetched once, outside the
 budget (:mod:`~scrapy_whittle.service.discovery`): counted under ``discovery/crawls``, not
@@ -19,6 +21,7 @@ from scrapy_whittle.feeds.httpdates import http_date
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.discovery import DiscoverySweep
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.host_throttle import HostThrottle
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
 from scrapy_whittle.service.retirement import Retirement
@@ -36,8 +39,9 @@ class EpochPlanner:
     def __init__(self, config: WhittleConfig, *, timeline: Timeline, sources: SourceTable,
                  state: SourceState, stats: Stats, keeper: PolicyKeeper,
                  outcomes: CrawlOutcomes, ledger: EpochLedger, max_flight: float,
-                 retirement: Retirement) -> None:
+                 retirement: Retirement, throttle: HostThrottle) -> None:
         self.config = config
+        self.throttle = throttle
         self.retirement = retirement
         self.timeline = timeline
         self.sources = sources
@@ -88,7 +92,9 @@ class EpochPlanner:
                 epoch_end = min(epoch_end, due)
         later = epoch_end
         src = self.sources
-        saturated: set[int] = set()        # hosts found saturated in this call
+        # hosts found saturated in this call, and those a throttle stopped for the epoch
+        stopped = self.throttle.stopped
+        saturated: set[int] = stopped.copy() if stopped else set()
         spread = self.config.spread
         host_of = src.host
         for j, sid in enumerate(self.plan):
@@ -141,7 +147,10 @@ class EpochPlanner:
         eligible = self.sources.eligible(
             now, busy, horizon=self.timeline.origin + (k + 1) * self.config.period)
         budget = self.config.budget - self.spent_before.pop(k, 0.0)
-        chosen = self.keeper.select(k, budget, None if eligible.all() else eligible)
+        keeper = self.keeper
+        chosen = self.throttle.select(lambda b, e: keeper.select(k, b, e), k, budget,
+                                      self.sources.cost[:eligible.shape[0]],
+                                      None if eligible.all() else eligible, now)
         self.stats.inc("epochs")
         self.plan = deque(map(int, chosen))
         self.planned = set(self.plan) if self.sweep is not None else set()

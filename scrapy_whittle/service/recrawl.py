@@ -59,6 +59,7 @@ from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
 from scrapy_whittle.service.gc_pause import gc_paused
+from scrapy_whittle.service.host_throttle import HostThrottle
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.persistence import StatePersistence
@@ -120,9 +121,13 @@ class RecrawlService:
                                    config.policy, self._oracle_extra)
         self.retirement = Retirement(config, sources=self.sources, stats=self.stats,
                                      log_once=self._log_once)
+        #: the hosts' allowances (``WHITTLE_HOST_LIMITS``, throttling): in each epoch's
+        #: selection, told each crawl's answer
+        self.throttle = HostThrottle(config.host_limits, sources=self.sources,
+                                     stats=self.stats)
         parts = dict(clock=clock, timeline=self.timeline, sources=self.sources,
                      state=self.state, stats=self.stats, keeper=self.keeper,
-                     ledger=self.ledger)
+                     ledger=self.ledger, throttle=self.throttle)
         self.outcomes = CrawlOutcomes(config, memory=self.memory, log_once=self._log_once,
                                       retirement=self.retirement, stories=self.stories,
                                       **parts)

@@ -36,6 +36,9 @@ Tables (schema version 4; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   story first and its place in the memory's order; ``story_sources(story, source)``: the
   other sources that listed it (a repeat: no item); both as bounded as the memory
   (:mod:`scrapy_whittle.service.story_memory`);
+* ``hosts(host, allowance, ceiling, throttles)``: the hosts throttled (they answered 429 or
+  503, or a burst of 403s): crawls per epoch allowed now, the most they bore when they last
+  objected, and the cuts so far (:mod:`scrapy_whittle.service.host_allowances`);
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -51,8 +54,8 @@ moving it aside would throw away what a newer version learned. A file of schema 
 with its policy names translated (``SCHEMA_1_POLICY_NAMES``); a file of schema 1, 2 or 3 is
 upgraded when opened for writing (schema 3 added the measures' tables and ``publications``,
 empty until the crawl goes on; schema 4 ``aliases`` and ``alive_at``, which an upgraded
-source starts with NULL: its clock of retirement starts at its next fetch, and ``stories``
-and ``story_sources``, empty until the crawl goes on), in one
+source starts with NULL: its clock of retirement starts at its next fetch, and ``stories``,
+``story_sources`` and ``hosts``, empty until the crawl goes on), in one
 transaction.
 """
 
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -140,6 +144,9 @@ SCHEMA_4 = (
     """CREATE TABLE IF NOT EXISTS story_sources (
            story INTEGER NOT NULL, source INTEGER NOT NULL,
            PRIMARY KEY (story, source)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS hosts (
+           host TEXT PRIMARY KEY, allowance REAL NOT NULL, ceiling REAL,
+           throttles INTEGER NOT NULL) WITHOUT ROWID""",
 )
 
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
@@ -190,6 +197,9 @@ class Checkpoint:
     #: (id, URL) of the sources that moved, and the (URL, id) aliases made since the last one
     moves: list[tuple[int, str]] = field(default_factory=list)
     aliases: list[tuple[str, int]] = field(default_factory=list)
+    #: every throttled host's (host, allowance, ceiling, throttles), when they changed
+    #: (None: as stored)
+    hosts: list[tuple[str, float, float, int]] | None = None
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -211,6 +221,7 @@ class SavedState:
     policy: tuple[str, str, bytes] | None
     epochs: list[tuple]
     aliases: list[tuple[str, int]] = field(default_factory=list)
+    hosts: list[tuple[str, float, float, int]] = field(default_factory=list)
 
     @property
     def n_sources(self) -> int:
@@ -348,11 +359,16 @@ class StateStore:
             epochs = db.execute("SELECT epoch, crawls, cost, new_items, utility, errors, "
                                 "not_modified FROM epochs ORDER BY epoch").fetchall()
             aliases = [] if old else db.execute("SELECT url, id FROM aliases").fetchall()
+            hosts = [] if old else [
+                (host, allowance, math.inf if ceiling is None else ceiling, throttles)
+                for host, allowance, ceiling, throttles in db.execute(
+                    "SELECT host, allowance, ceiling, throttles FROM hosts")]
         if self.schema_version < 2:      # a read-only file of schema 1
             meta["policy"] = SCHEMA_1_POLICY_NAMES.get(meta.get("policy"), meta.get("policy"))
             row = _schema_1_policy_row(row) if row is not None else None
         return SavedState(meta=meta, sources=dict(zip(LOAD_COLUMNS, columns, strict=True)),
-                          blocks=blocks, policy=row, epochs=epochs, aliases=aliases)
+                          blocks=blocks, policy=row, epochs=epochs, aliases=aliases,
+                          hosts=hosts)
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint) -> None:
@@ -374,6 +390,11 @@ class StateStore:
                                    [(url, sid) for sid, url in cp.moves])
                 if cp.aliases:
                     db.executemany("INSERT OR REPLACE INTO aliases VALUES (?, ?)", cp.aliases)
+                if cp.hosts is not None:
+                    db.execute("DELETE FROM hosts")
+                    db.executemany("INSERT INTO hosts VALUES (?, ?, ?, ?)",
+                                   [(h, a, c if math.isfinite(c) else None, t)
+                                    for h, a, c, t in cp.hosts])
                 if cp.blocks:
                     db.executemany("INSERT OR REPLACE INTO source_blocks VALUES (?, ?, ?)",
                                    cp.blocks)

@@ -1,0 +1,137 @@
+"""The re-crawl service's host allowances: each epoch's selection within them, and each
+crawl's answer heard by its host.
+
+:class:`~scrapy_whittle.service.host_allowances.HostAllowances` holds the rule (limits from
+``WHITTLE_HOST_LIMITS``, AIMD throttling); :class:`HostThrottle` wires it in:
+
+* :meth:`HostThrottle.select`: while any host has a finite allowance the policy's choice goes
+  through :func:`~scrapy_whittle.core.selection.select_within_hosts` with each host's cap of
+  the epoch; while none has, it is the policy's own selection, at no extra cost.
+* :meth:`HostThrottle.heard`: a good answer (a feed, a 304) counts towards the host's recovery
+  at the epoch's end; a 429 or 503 (``http_429``, ``http_503``) or a burst of 403s cuts its
+  allowance. A host without an allowance gets one at its first overload, from the crawls it
+  took this epoch, so its fifty feeds do not each find the limit. A host cut this epoch gets
+  nothing more of it (``stopped``), and with Retry-After nothing before then either.
+
+Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from scrapy_whittle.core.selection import select_within_hosts
+from scrapy_whittle.service.host_allowances import HostAllowances
+from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.types import Crawl, Stats
+
+#: the error kinds a host says it is overloaded with
+OVERLOAD = frozenset({"http_429", "http_503"})
+FORBIDDEN = "http_403"
+
+
+class HostThrottle:
+    """See the module docstring. ``allowances``: the hosts' allowances; ``stopped``: ids of
+    the hosts that get no more crawls this epoch; ``held``: host id -> time before which it
+    gets none (its Retry-After)."""
+
+    def __init__(self, limits: dict[str, float] | None, *, sources: SourceTable,
+                 stats: Stats) -> None:
+        self.allowances = HostAllowances(limits)
+        self.sources = sources
+        self.stats = stats
+        self.stopped: set[int] = set()
+        self.held: dict[int, float] = {}
+        # this epoch's answers of the hosts without an entry in the allowances (host id ->
+        # count): what an unlimited host took and bore before its first overload
+        self._taken: dict[int, int] = {}
+        self._ok: dict[int, int] = {}
+
+    def limited(self) -> bool:
+        """Whether any host has a finite allowance (or is held by a Retry-After)."""
+        return bool(self.held) or any(math.isfinite(h.allowance)
+                                      for h in self.allowances.hosts.values())
+
+    # -- the selection ------------------------------------------------------------------
+    def select(self, select: Callable, epoch: int, budget: float, cost: np.ndarray,
+               eligible: np.ndarray | None, now: float) -> np.ndarray:
+        """Epoch ``epoch``'s choice (``select(budget, eligible)``: the policy's, best first),
+        each host within its allowance."""
+        self.allowances.start_epoch(epoch)
+        self.stopped.clear()
+        self._taken.clear()
+        self._ok.clear()
+        self.held = {h: until for h, until in self.held.items() if until > now}
+        if not self.limited():
+            return select(budget, eligible)
+        src = self.sources
+        caps = np.full(len(src.host_names), np.inf)
+        finite = []
+        for name, h in self.allowances.hosts.items():
+            hid = src.hosts.get(name)
+            if hid is not None and math.isfinite(h.allowance):
+                caps[hid] = self.allowances.caps((name,))[0]
+                finite.append((name, hid))
+        for hid in self.held:            # a Retry-After not over yet: nothing this epoch
+            caps[hid] = 0.0
+        n = cost.shape[0]
+        host = src.host[:n]
+        chosen = np.asarray(select_within_hosts(select, host, caps, budget, cost, eligible),
+                            dtype=np.int64)
+        if finite and chosen.shape[0]:
+            counts = np.bincount(host[chosen], minlength=caps.shape[0])
+            for name, hid in finite:
+                if counts[hid]:
+                    self.allowances.planned(name, int(counts[hid]))
+        return chosen
+
+    # -- what hosts answered ------------------------------------------------------------
+    def heard(self, crawl: Crawl, kind: str | None = None, now: float = 0.0,
+              retry_after: float | None = None) -> None:
+        """A crawl's answer at ``now``: good (``kind`` None) or a failure of ``kind``, the
+        server asking for ``retry_after`` seconds (as capped by ``WHITTLE_HINTS_MAX_DELAY``)."""
+        hid = self.sources.host.item(crawl.source)
+        name = self.sources.host_names[hid]
+        allowances = self.allowances
+        if not math.isfinite(allowances.allowance(name)):
+            self._taken[hid] = self._taken.get(hid, 0) + 1
+        if kind is None:
+            if name in allowances.hosts:
+                allowances.answered(name)
+            else:
+                self._ok[hid] = self._ok.get(hid, 0) + 1
+            return
+        if kind in OVERLOAD:
+            cut = allowances.overloaded(name, self._observed(hid, name))
+        elif kind == FORBIDDEN:
+            cut = allowances.forbidden(name, self._observed(hid, name))
+        else:
+            return
+        if cut:
+            self.stopped.add(hid)
+            self.stats.inc("hosts/decreases")
+            self.stats.set("hosts/throttled", len(allowances.throttled()))
+        if kind in OVERLOAD and retry_after is not None and retry_after > 0:
+            until = now + float(retry_after)
+            self.held[hid] = max(self.held.get(hid, 0.0), until)
+            self.stopped.add(hid)
+
+    def _observed(self, hid: int, name: str) -> float | None:
+        """The crawls a host without a finite allowance took this epoch (this answer's
+        among them), its good answers handed to the allowances first: what it bore."""
+        ok = self._ok.pop(hid, 0)
+        if ok:
+            self.allowances.answered(name, ok)
+        taken = self._taken.get(hid)
+        return None if taken is None else float(taken)
+
+    # -- persistence ---------------------------------------------------------------------
+    def rows(self) -> list[tuple[str, float, float, int]]:
+        return self.allowances.rows()
+
+    def load_rows(self, rows) -> None:
+        self.allowances.load_rows(rows)
+        self.stats.set("hosts/throttled", len(self.allowances.throttled()))

@@ -1,0 +1,135 @@
+"""Host allowances in the re-crawl service: a configured limit in each epoch's plan, the
+budget a host cannot take going to other hosts, throttling after a 429 and its recovery,
+and the allowances kept across a restart."""
+
+from __future__ import annotations
+
+from collections import Counter
+from urllib.parse import urlsplit
+
+import pytest
+
+from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.recrawl import RecrawlService
+from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.store import FILE_NAME, StateStore
+
+START = 1_700_000_000.0
+BIG = "big.example"
+#: the big host's feeds come first: a round-robin policy wants them first
+URLS = [f"https://{BIG}/feed/{i}.xml" for i in range(12)] + [
+    f"https://o{i}.example/feed.xml" for i in range(8)]
+
+
+def make_service(clock, store=None, **settings):
+    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 6, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_POLICY": "round_robin", **settings})
+    service = RecrawlService(config, clock=clock, store=store)
+    service.open([SourceSpec(url=u) for u in URLS])
+    return service
+
+
+class FakeWeb:
+    """Each host answers a feed of one new entry; the big host answers 429 to the requests
+    beyond ``rate`` in an epoch (with ``retry_after`` seconds, if given)."""
+
+    def __init__(self, rate=float("inf"), retry_after=None):
+        self.rate, self.retry_after = rate, retry_after
+        self.sent: Counter = Counter()          # (epoch, host) -> requests
+        self.refused: Counter = Counter()       # epoch -> 429s
+
+    def fetch(self, service, crawl, epoch):
+        host = urlsplit(crawl.url).hostname
+        self.sent[epoch, host] += 1
+        if host == BIG and self.sent[epoch, host] > self.rate:
+            self.refused[epoch] += 1
+            service.crawl_failed(crawl, "http_429", "HTTP 429", self.retry_after)
+            return
+        now = service.clock.now()
+        service.feed_fetched(crawl, [FeedEntry(key=f"{crawl.url}@{now}", title=None,
+                                               link=None, published=now - 1,
+                                               engagement=None)])
+
+
+def crawl_epochs(service, clock, web, epochs):
+    """Drive the service as Scrapy would, every download instantaneous; returns the
+    (big host's, all) crawls of each epoch."""
+    out = []
+    for _ in range(epochs):
+        epoch = service.epoch_of(clock.now())
+        while (crawl := service.next_crawl()) is not None:
+            web.fetch(service, crawl, epoch)
+        sent = {h: c for (k, h), c in web.sent.items() if k == epoch}
+        out.append((sent.get(BIG, 0), sum(sent.values())))
+        clock.advance_to(START + (epoch + 1) * 600.0)
+    return out
+
+
+def test_a_configured_limit_is_never_exceeded_and_the_rest_goes_to_other_hosts():
+    clock = SimulatedClock(start=START)
+    service = make_service(clock, WHITTLE_HOST_LIMITS={BIG: 2})
+    epochs = crawl_epochs(service, clock, FakeWeb(), 8)
+    assert all(big <= 2 for big, _ in epochs), epochs
+    # the budget the big host cannot take goes to other hosts in the same epoch
+    assert all(total == 6 for _, total in epochs), epochs
+    assert epochs[0] == (2, 6)
+    assert service.stats.get("hosts/decreases") == 0
+
+
+def test_a_fractional_limit_is_one_crawl_every_few_epochs():
+    clock = SimulatedClock(start=START)
+    service = make_service(clock, WHITTLE_HOST_LIMITS=f'{{"{BIG}": 0.5}}')
+    epochs = crawl_epochs(service, clock, FakeWeb(), 8)
+    taken = 0
+    for k, (big, _) in enumerate(epochs):
+        taken += big
+        assert big <= 1 and taken <= (k + 1) // 2, epochs      # half a crawl an epoch
+    assert taken >= 3
+    assert all(total == 6 for _, total in epochs), epochs
+
+
+def test_after_a_429_the_hosts_crawls_drop_and_recover_over_good_epochs():
+    """The big host, unlisted, allows 2 requests an epoch: its first 429 throttles it (one
+    429, not one per feed), and good epochs give its allowance back up to what it bore."""
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    web = FakeWeb(rate=2)
+    epochs = crawl_epochs(service, clock, web, 12)
+    bigs = [big for big, _ in epochs]
+    assert bigs[0] == 3                      # two answered, the third refused: stopped
+    assert sum(web.refused.values()) == 1    # the host's other feeds did not each find it
+    assert max(bigs[1:4]) <= 1, bigs         # throttled below what it bore
+    assert bigs[-3:] == [2, 2, 2], bigs      # recovered to it over good epochs
+    assert all(total == 6 for _, total in epochs[1:]), epochs
+    assert service.stats.get("hosts/decreases") == 1
+    assert service.stats.get("hosts/throttled") == 1
+    assert service.throttle.allowances.throttled() == {BIG: pytest.approx(2.0)}
+
+
+def test_retry_after_holds_the_whole_host_until_it_passes():
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    web = FakeWeb(rate=2, retry_after=900.0)
+    epochs = crawl_epochs(service, clock, web, 4)
+    # epoch 1 starts 600 s in, before the host's Retry-After ends (900 s after the 429)
+    assert [big for big, _ in epochs[:2]] == [3, 0], epochs
+    assert epochs[2][0] >= 1 and epochs[1][1] == 6
+
+
+def test_allowances_survive_a_restart(tmp_path):
+    clock = SimulatedClock(start=START)
+    service = make_service(clock, store=StateStore(tmp_path / FILE_NAME))
+    crawl_epochs(service, clock, FakeWeb(rate=2), 2)
+    throttled = service.throttle.allowances.throttled()
+    assert BIG in throttled and throttled[BIG] < 2
+    service.close()
+    restored = make_service(clock, store=StateStore(tmp_path / FILE_NAME))
+    assert restored.throttle.allowances.throttled() == throttled
+    assert restored.throttle.allowances.hosts[BIG].ceiling == 2.0
+    assert restored.stats.get("hosts/throttled") == 1
+    # the restored crawl keeps to the allowance: no 429 rediscovers the limit
+    web = FakeWeb(rate=2)
+    epochs = crawl_epochs(restored, clock, web, 3)
+    assert all(big <= 1 for big, _ in epochs) and not web.refused, epochs
