@@ -24,7 +24,9 @@ from collections.abc import Callable
 import numpy as np
 
 from scrapy_whittle.core.selection import select_within_hosts
-from scrapy_whittle.service.host_allowances import HostAllowances
+from scrapy_whittle.service.epochs import Timeline
+from scrapy_whittle.service.host_allowances import FORBIDDEN_BURST, HostAllowances
+from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.types import Crawl, Stats
 
@@ -39,16 +41,14 @@ class HostThrottle:
     gets none (its Retry-After)."""
 
     def __init__(self, limits: dict[str, float] | None, *, sources: SourceTable,
-                 stats: Stats) -> None:
+                 state: SourceState, timeline: Timeline, stats: Stats) -> None:
         self.allowances = HostAllowances(limits)
         self.sources = sources
+        self.state = state
+        self.timeline = timeline
         self.stats = stats
         self.stopped: set[int] = set()
         self.held: dict[int, float] = {}
-        # this epoch's answers of the hosts without an entry in the allowances (host id ->
-        # count): what an unlimited host took and bore before its first overload
-        self._taken: dict[int, int] = {}
-        self._ok: dict[int, int] = {}
 
     def limited(self) -> bool:
         """Whether any host has a finite allowance (or is held by a Retry-After)."""
@@ -62,8 +62,6 @@ class HostThrottle:
         each host within its allowance."""
         self.allowances.start_epoch(epoch)
         self.stopped.clear()
-        self._taken.clear()
-        self._ok.clear()
         self.held = {h: until for h, until in self.held.items() if until > now}
         if not self.limited():
             return select(budget, eligible)
@@ -93,40 +91,54 @@ class HostThrottle:
               retry_after: float | None = None) -> None:
         """A crawl's answer at ``now``: good (``kind`` None) or a failure of ``kind``, the
         server asking for ``retry_after`` seconds (as capped by ``WHITTLE_HINTS_MAX_DELAY``)."""
+        allowances = self.allowances
+        if kind is None:
+            # only hosts with an entry count good answers: an unlimited host's are read
+            # from the sources' book-keeping at its first overload (_observed), so the
+            # plain path costs nothing here
+            if allowances.hosts:
+                name = self.sources.host_names[self.sources.host.item(crawl.source)]
+                if name in allowances.hosts:
+                    allowances.answered(name)
+            return
+        overload = kind in OVERLOAD
+        if not overload and kind != FORBIDDEN:
+            return
         hid = self.sources.host.item(crawl.source)
         name = self.sources.host_names[hid]
-        allowances = self.allowances
-        if not math.isfinite(allowances.allowance(name)):
-            self._taken[hid] = self._taken.get(hid, 0) + 1
-        if kind is None:
-            if name in allowances.hosts:
-                allowances.answered(name)
-            else:
-                self._ok[hid] = self._ok.get(hid, 0) + 1
-            return
-        if kind in OVERLOAD:
-            cut = allowances.overloaded(name, self._observed(hid, name))
-        elif kind == FORBIDDEN:
-            cut = allowances.forbidden(name, self._observed(hid, name))
+        h = allowances.hosts.get(name)
+        if overload:
+            cut = allowances.overloaded(name, self._observed(crawl, hid, name))
         else:
-            return
+            burst = h is not None and h.forbidden + 1 >= FORBIDDEN_BURST
+            cut = allowances.forbidden(name, self._observed(crawl, hid, name) if burst
+                                       else None)
         if cut:
             self.stopped.add(hid)
             self.stats.inc("hosts/decreases")
             self.stats.set("hosts/throttled", len(allowances.throttled()))
-        if kind in OVERLOAD and retry_after is not None and retry_after > 0:
-            until = now + float(retry_after)
-            self.held[hid] = max(self.held.get(hid, 0.0), until)
+        if overload and retry_after is not None and retry_after > 0:
+            self.held[hid] = max(self.held.get(hid, 0.0), now + float(retry_after))
             self.stopped.add(hid)
 
-    def _observed(self, hid: int, name: str) -> float | None:
-        """The crawls a host without a finite allowance took this epoch (this answer's
-        among them), its good answers handed to the allowances first: what it bore."""
-        ok = self._ok.pop(hid, 0)
-        if ok:
-            self.allowances.answered(name, ok)
-        taken = self._taken.get(hid)
-        return None if taken is None else float(taken)
+    def _observed(self, crawl: Crawl, hid: int, name: str) -> float | None:
+        """What a host without a finite allowance took in ``crawl``'s epoch: its crawls
+        answered since the epoch began (this one among them); its good answers are handed
+        to the allowances first, what it bore. None for a host with a finite allowance (its
+        cut starts from that)."""
+        allowances = self.allowances
+        h = allowances.hosts.get(name)
+        if h is not None and (math.isfinite(h.allowance) or h.cut_in == allowances.epoch):
+            return None
+        src, n = self.sources, len(self.sources)
+        since = self.timeline.origin + crawl.epoch * self.timeline.period
+        mine = src.host[:n] == hid
+        taken = int(np.count_nonzero(mine & (src.last_crawl[:n] >= since)))
+        ok = int(np.count_nonzero(mine & (self.state.last_ok[:n] >= since)))
+        ok -= 0 if h is None else h.ok
+        if ok > 0:
+            allowances.answered(name, ok)
+        return float(max(taken, 1))
 
     # -- persistence ---------------------------------------------------------------------
     def rows(self) -> list[tuple[str, float, float, int]]:

@@ -124,6 +124,7 @@ class RecrawlService:
         #: the hosts' allowances (``WHITTLE_HOST_LIMITS``, throttling): in each epoch's
         #: selection, told each crawl's answer
         self.throttle = HostThrottle(config.host_limits, sources=self.sources,
+                                     state=self.state, timeline=self.timeline,
                                      stats=self.stats)
         parts = dict(clock=clock, timeline=self.timeline, sources=self.sources,
                      state=self.state, stats=self.stats, keeper=self.keeper,

@@ -35,8 +35,8 @@ class FakeWeb:
     """Each host answers a feed of one new entry; the big host answers 429 to the requests
     beyond ``rate`` in an epoch (with ``retry_after`` seconds, if given)."""
 
-    def __init__(self, rate=float("inf"), retry_after=None):
-        self.rate, self.retry_after = rate, retry_after
+    def __init__(self, rate=float("inf"), retry_after=None, kind="http_429"):
+        self.rate, self.retry_after, self.kind = rate, retry_after, kind
         self.sent: Counter = Counter()          # (epoch, host) -> requests
         self.refused: Counter = Counter()       # epoch -> 429s
 
@@ -45,7 +45,7 @@ class FakeWeb:
         self.sent[epoch, host] += 1
         if host == BIG and self.sent[epoch, host] > self.rate:
             self.refused[epoch] += 1
-            service.crawl_failed(crawl, "http_429", "HTTP 429", self.retry_after)
+            service.crawl_failed(crawl, self.kind, "refused", self.retry_after)
             return
         now = service.clock.now()
         service.feed_fetched(crawl, [FeedEntry(key=f"{crawl.url}@{now}", title=None,
@@ -106,6 +106,20 @@ def test_after_a_429_the_hosts_crawls_drop_and_recover_over_good_epochs():
     assert service.stats.get("hosts/decreases") == 1
     assert service.stats.get("hosts/throttled") == 1
     assert service.throttle.allowances.throttled() == {BIG: pytest.approx(2.0)}
+
+
+def test_a_burst_of_403s_throttles_the_host_but_one_403_does_not():
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    web = FakeWeb(rate=2, kind="http_403")
+    epochs = crawl_epochs(service, clock, web, 2)
+    assert web.refused[0] == 3 and epochs[0][0] == 5 and epochs[1][0] <= 2, epochs
+    assert service.stats.get("hosts/decreases") == 1
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    web = FakeWeb(rate=5, kind="http_403")
+    crawl_epochs(service, clock, web, 2)
+    assert service.stats.get("hosts/decreases") == 0 and web.refused[0] == 1
 
 
 def test_retry_after_holds_the_whole_host_until_it_passes():
