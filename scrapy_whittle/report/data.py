@@ -28,6 +28,7 @@ from scrapy_whittle.core.dynamics import alpha_u
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import (
     DEFAULTS,
+    SETTING,
     InvalidSetting,
     WhittleConfig,
     download_slot_delays,
@@ -166,6 +167,11 @@ class CrawlReport:
     budget_curve: BudgetCurve | None = None
     #: (old URL, id) of the sources that moved, and of those merged into another
     aliases: list[tuple[str, int]] = field(default_factory=list)
+    #: (host, allowance now, ceiling, cuts) of each throttled host (the ``hosts`` table)
+    hosts: list[tuple[str, float, float | None, int]] = field(default_factory=list)
+    #: the project's ``WHITTLE_HOST_LIMITS`` (host -> crawls per epoch; empty: none or
+    #: unreadable)
+    host_limits: dict[str, float] = field(default_factory=dict)
 
     def moved(self) -> dict[int, list[str]]:
         """id -> the URLs it had before, of every source that moved (not merged ones)."""
@@ -213,6 +219,15 @@ def load_report(jobdir_or_file: str | Path, *, settings: Mapping[str, Any] | Non
         store.close()
 
 
+def _host_limits(settings: Mapping[str, Any]) -> dict[str, float]:
+    """The project's host limits; none where the setting is unreadable (the crawl itself
+    refuses it, with its message)."""
+    try:
+        return SETTING["WHITTLE_HOST_LIMITS"].read(settings) or {}
+    except InvalidSetting:
+        return {}
+
+
 def state_path(jobdir_or_file: str | Path) -> Path:
     """The state file of a JOBDIR (or the file itself)."""
     path = Path(jobdir_or_file)
@@ -242,7 +257,10 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
         errors=dict(sorted(errors.items(), key=lambda kv: -int(kv[1].sum()))),
         measures=_measures(store, epochs),
         aliases=(store.rows("SELECT url, id FROM aliases") if store.has_table("aliases")
-                 else []))
+                 else []),
+        hosts=(store.rows("SELECT host, allowance, ceiling, throttles FROM hosts ORDER BY "
+                          "host") if store.has_table("hosts") else []),
+        host_limits=_host_limits(settings))
     n = report.n
     report.sources["index"] = np.full(n, np.nan)
     report.sources["planned"] = np.zeros(n, dtype=bool)

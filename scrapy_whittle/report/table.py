@@ -208,6 +208,7 @@ def text(report: CrawlReport, sort: str = "index", limit: int | None = None) -> 
                 f"{m[delay + ', median']}, 90th percentile {m[delay + ', 90th percentile']}")
     head += [f"# {line}" for line in budget_text(report)]
     head += [f"# {line}" for line in lifecycle_text(report)]
+    head += [f"# {line}" for line in hosts_text(report)]
     if report.no_plan:
         head.append(f"# no index or plan: {report.no_plan}")
     head += [f"# {note}" for note in report.notes]
@@ -226,6 +227,19 @@ def lifecycle_text(report: CrawlReport) -> list[str]:
     for sid, old in sorted(report.moved().items()):
         out.append(f"source {sid} moved to {report.sources['url'][sid]} (was "
                    f"{', '.join(old)})")
+    return out
+
+
+def hosts_text(report: CrawlReport) -> list[str]:
+    """One line per throttled host: its allowance now against its limit (none: no line)."""
+    out = []
+    for host, allowance, ceiling, cuts in report.hosts:
+        limit = report.host_limits.get(host)
+        bore = (f"; it bore {number(ceiling)} when it last objected"
+                if ceiling is not None and (limit is None or ceiling < limit) else "")
+        out.append(f"host {host} throttled: {number(allowance)} crawls per epoch now, "
+                   f"limit {'none set' if limit is None else number(limit)}{bore} "
+                   f"({cuts} {'cut' if cuts == 1 else 'cuts'} so far)")
     return out
 
 

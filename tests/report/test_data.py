@@ -187,3 +187,23 @@ def test_no_budget_curve_without_learned_parameters(tmp_path):
     report = load_report(tmp_path / "failing")
     assert "no source has been fetched successfully yet" in text(report)
     assert report.budget_curve.budgets.size == 0
+
+
+def test_each_throttled_host_has_a_line_with_its_allowance_against_its_limit(tmp_path):
+    from scrapy_whittle.service.clock import SimulatedClock
+    from tests.service.test_host_throttle import BIG, FakeWeb, crawl_epochs
+    from tests.service.test_host_throttle import START as T0
+    from tests.service.test_host_throttle import make_service as host_service
+
+    clock = SimulatedClock(start=T0)
+    limits = {BIG: 4, "o1.example": 1}
+    service = host_service(clock, store=StateStore(tmp_path / FILE_NAME),
+                           WHITTLE_HOST_LIMITS=limits)
+    crawl_epochs(service, clock, FakeWeb(rate=2), 2)
+    service.close()
+    report = load_report(tmp_path, settings={"WHITTLE_HOST_LIMITS": limits})
+    lines = [line for line in text(report).splitlines() if line.startswith("# host ")]
+    assert lines == [f"# host {BIG} throttled: 2 crawls per epoch now, limit 4; it bore 2 "
+                     "when it last objected (1 cut so far)"]
+    unset = load_report(tmp_path)
+    assert "limit none set" in text(unset)
