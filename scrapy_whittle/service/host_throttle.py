@@ -12,6 +12,12 @@ crawl's answer heard by its host.
   allowance. A host without an allowance gets one at its first overload, from the crawls it
   took this epoch, so its fifty feeds do not each find the limit. A host cut this epoch gets
   nothing more of it (``stopped``), and with Retry-After nothing before then either.
+* The overload must be the host's, not one feed's: a host of several sources is cut only
+  once two of its sources answered 429/503 in the same epoch (403: ``FORBIDDEN_BURST``
+  distinct sources), each of them failing for the first time in a row. A feed that answers
+  503 to everything (a broken one, or one with a limit of its own) backs off alone, as any
+  failing source does, and does not starve the other feeds of its host; a rate limit on the
+  host shows on feeds that were answering well.
 
 Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far).
 """
@@ -49,6 +55,9 @@ class HostThrottle:
         self.stats = stats
         self.stopped: set[int] = set()
         self.held: dict[int, float] = {}
+        #: host id -> the sources that answered 429/503 (or 403) this epoch
+        self.overloads: dict[int, set[int]] = {}
+        self.forbids: dict[int, set[int]] = {}
 
     def limited(self) -> bool:
         """Whether any host has a finite allowance (or is held by a Retry-After)."""
@@ -62,6 +71,8 @@ class HostThrottle:
         each host within its allowance."""
         self.allowances.start_epoch(epoch)
         self.stopped.clear()
+        self.overloads.clear()
+        self.forbids.clear()
         self.held = {h: until for h, until in self.held.items() if until > now}
         if not self.limited():
             return select(budget, eligible)
@@ -107,7 +118,15 @@ class HostThrottle:
         hid = self.sources.host.item(crawl.source)
         name = self.sources.host_names[hid]
         h = allowances.hosts.get(name)
+        if self.sources.failures.item(crawl.source) > 1:
+            return                       # failing again: its own back-off, not its host's
+        seen = (self.overloads if overload else self.forbids).setdefault(hid, set())
+        if crawl.source in seen:
+            return                       # one source's answers say nothing more of its host
+        seen.add(crawl.source)
         if overload:
+            if not self._the_host_s(hid, len(seen), 2):
+                return
             cut = allowances.overloaded(name, self._observed(crawl, hid, name))
         else:
             burst = h is not None and h.forbidden + 1 >= FORBIDDEN_BURST
@@ -118,8 +137,17 @@ class HostThrottle:
             self.stats.inc("hosts/decreases")
             self.stats.set("hosts/throttled", len(allowances.throttled()))
         if overload and retry_after is not None and retry_after > 0:
+            # the host's own Retry-After (one source's holds that source alone: its back-off)
             self.held[hid] = max(self.held.get(hid, 0.0), now + float(retry_after))
             self.stopped.add(hid)
+
+    def _the_host_s(self, hid: int, sources: int, needed: int) -> bool:
+        """Whether ``sources`` distinct sources answering so speak for host ``hid``: as many
+        as ``needed``, or every source the host has (a host of one feed is that feed)."""
+        if sources >= needed:
+            return True
+        n = len(self.sources)
+        return sources >= int(np.count_nonzero(self.sources.host[:n] == hid))
 
     def _observed(self, crawl: Crawl, hid: int, name: str) -> float | None:
         """What a host without a finite allowance took in ``crawl``'s epoch: its crawls
