@@ -305,7 +305,7 @@ class ClusterNode:
         self.held.update(b.id for b in batches)
         self.replays.extend(batches)
         n = sum(len(b.entries) for b in batches)
-        self.stats.inc("cluster/replayed", n)
+        self.stats.inc("deliveries/replayed", n)
         logger.info("cluster node %s: %d entries of %d fetches not delivered by their worker "
                     "within the lease: handed out again", self.consumer, n, len(batches))
         if self.on_tasks is not None:

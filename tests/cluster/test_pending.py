@@ -98,7 +98,7 @@ async def _reclaimed_once(url: str) -> None:
         assert replay is not None and replay.id == third.batch
         assert [e.key for e in replay.entries] == ["g", "f"]
         assert b.take_replay() is None and b.held == {third.batch}
-        assert b.stats.get("cluster/replayed") == 2
+        assert b.stats.get("deliveries/replayed") == 2
         # taken once: renewed to b, not reclaimed by another node
         await c._renew_and_reclaim()
         assert c.take_replay() is None
