@@ -267,8 +267,11 @@ class ClusterNode:
     async def _keep_batches(self) -> None:
         """Every third of the lease: renew the batches held, reclaim stale ones."""
         every = max(0.05, min(self.lease / 3, 30.0))
+        loop = asyncio.get_running_loop()
         while not self.stopping:
-            await asyncio.sleep(every)
+            due = loop.time() + every
+            while not self.stopping and loop.time() < due:    # a stop ends it at once
+                await asyncio.sleep(min(0.2, max(0.0, due - loop.time())))
             if self.stopping or self.retry.down_since is not None:
                 continue
             try:
