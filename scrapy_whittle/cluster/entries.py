@@ -8,9 +8,23 @@ never both take an entry for new, so an entry is emitted once across the cluster
 how many entries the source had remembered before (a window is full only when there were
 some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`) and a flag per distinct entry
 shown ("1": new), at most ``max_entries_per_source`` of them.
+
+At-least-once items (:mod:`scrapy_whittle.service.deliveries` does it for one process with a
+file journal): given the entries themselves too (:func:`entry_args`), the same script stores
+the fetch's new ones as a *pending batch* (``Keys.pending``: id -> a
+:class:`~scrapy_whittle.service.deliveries.Batch`'s JSON line; ``Keys.pending_since``: id ->
+Redis's time when stored or last renewed; the id from the counter ``Keys.pending_next``,
+unique across the cluster) and returns its id (0: no new entry). An entry is thus never
+remembered as seen without being pending in the same step: a worker killed, or a reply lost
+to a dropped connection, leaves its batch in Redis. The worker deletes it once its items
+passed the pipelines, and renews it while they have not (:data:`RENEW`); a batch nobody
+renewed for a lease is taken by a live worker (:data:`RECLAIM`), which hands it to its
+spider again. Times are Redis's (``TIME``): the processes' clocks may differ.
 """
 
 from __future__ import annotations
+
+import json
 
 import xxhash
 
@@ -30,12 +44,13 @@ if old then
 end
 local shown = ARGV[4]
 local n = math.min(math.floor(#shown / 8), maxn)
-local flags, seen, vis = {}, {}, {}
+local flags, seen, vis, at = {}, {}, {}, {}
 for i = 1, n do
   local h = string.sub(shown, (i - 1) * 8 + 1, i * 8)
   if not seen[h] then
     seen[h] = true
     vis[#vis + 1] = h
+    at[#vis] = i
     flags[#flags + 1] = known[h] and '0' or '1'
   end
 end
@@ -48,7 +63,57 @@ end
 for i = #vis, 1, -1 do out[#out + 1] = vis[i] end
 local first = math.max(1, #out - cap + 1)
 redis.call('HSET', KEYS[1], ARGV[1], struct.pack('<I4', cap) .. table.concat(out, '', first, #out))
-return {#oldlist, table.concat(flags)}
+local batch = 0
+if #ARGV > 7 then
+  -- ARGV[5..7]: the source's URL (JSON), id, the time found; then per distinct entry shown
+  -- its JSON record and value: the new ones are the pending batch
+  local es, vs = {}, {}
+  for j = 1, #vis do
+    if flags[j] == '1' and ARGV[7 + 2 * at[j]] then
+      es[#es + 1] = ARGV[6 + 2 * at[j]]
+      vs[#vs + 1] = ARGV[7 + 2 * at[j]]
+    end
+  end
+  if #es > 0 then
+    batch = redis.call('INCR', KEYS[4])
+    redis.call('HSET', KEYS[2], batch, '{"b":' .. batch .. ',"u":' .. ARGV[5] .. ',"s":' ..
+               ARGV[6] .. ',"t":' .. ARGV[7] .. ',"v":[' .. table.concat(vs, ',') ..
+               '],"e":[' .. table.concat(es, ',') .. ']}')
+    local t = redis.call('TIME')
+    redis.call('ZADD', KEYS[3], tonumber(t[1]) + tonumber(t[2]) / 1000000, batch)
+  end
+end
+return {#oldlist, table.concat(flags), batch}
+"""
+
+#: renew the batches a live worker holds: KEYS = [pending_since], ARGV = batch ids
+RENEW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+for _, id in ipairs(ARGV) do
+  redis.call('ZADD', KEYS[1], 'XX', now, id)
+end
+return #ARGV
+"""
+
+#: take up to ARGV[2] batches not renewed for ARGV[1] seconds, renewed to the caller now:
+#: KEYS = [pending, pending_since]; their JSON lines (a batch delivered meanwhile is dropped)
+RECLAIM = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local before = string.format('(%.6f', now - tonumber(ARGV[1]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', before, 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for _, id in ipairs(ids) do
+  local line = redis.call('HGET', KEYS[1], id)
+  if line then
+    redis.call('ZADD', KEYS[2], now, id)
+    out[#out + 1] = line
+  else
+    redis.call('ZREM', KEYS[2], id)
+  end
+end
+return out
 """
 
 
@@ -60,3 +125,17 @@ def packed_hashes(entries: list[FeedEntry]) -> tuple[list[FeedEntry], bytes]:
     h = xxhash.xxh3_64_intdigest
     raw = b"".join(h(k.encode("utf-8", "surrogatepass")).to_bytes(8, "little") for k in first)
     return list(first.values()), raw
+
+
+def entry_args(url: str, source: int, found_at: float, entries: list[FeedEntry],
+               values: list[float]) -> list:
+    """The arguments after the packed hashes that make :data:`DEDUPE` store the new ones of
+    ``entries`` (the distinct ones, as :func:`packed_hashes` gives them; ``values``: theirs)
+    as a pending batch, in :class:`~scrapy_whittle.service.deliveries.Batch`'s line format."""
+    def dump(x) -> str:
+        return json.dumps(x, ensure_ascii=False, separators=(",", ":"))
+
+    args: list = [dump(url), int(source), dump(float(found_at))]
+    for e, v in zip(entries, values, strict=True):
+        args += [dump([e.key, e.title, e.link, e.published, e.engagement]), dump(float(v))]
+    return args

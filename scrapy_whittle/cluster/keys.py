@@ -81,3 +81,15 @@ class Keys:
     @property
     def inbox(self) -> str:          # list: messages to the planner (sources, delays, ...)
         return self._k("inbox")
+
+    @property
+    def pending(self) -> str:        # hash: batch id -> a Batch's JSON line, not delivered
+        return self._k("pending")
+
+    @property
+    def pending_since(self) -> str:  # sorted set: batch id -> when its holder last renewed it
+        return self._k("pending:since")
+
+    @property
+    def pending_next(self) -> str:   # counter: the last batch id given
+        return self._k("pending:next")

@@ -17,6 +17,15 @@ lease ends. So nothing on the downloader's path waits on Redis for ever, and a c
 during an outage (``CLOSESPIDER_*``, SIGTERM: Scrapy's close waits for the downloads in
 progress) ends. At close, the last words to Redis (tasks given back, the planner's last
 checkpoint) are tried once each when Redis is gone.
+
+At-least-once items: the script that tells a fetch's entries new also stores them as a
+pending batch in Redis (:mod:`scrapy_whittle.cluster.entries`), whose id goes with the
+response (``FetchResult.batch``) to ``DeliveryMiddleware``; :meth:`ClusterNode.delivered`
+deletes it once its items passed the pipelines. Until then the node renews the batches it
+holds every third of the lease (``WHITTLE_REDIS_LEASE``'s value); a batch not renewed for a
+lease (its worker killed, or the script's reply lost with the connection) is reclaimed by a
+live node and replayed by its scheduler (:meth:`take_replay`). At a graceful stop the
+batches still held are released at once to the others.
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
 from scrapy_whittle.cluster.connect import public_url
-from scrapy_whittle.cluster.entries import DEDUPE, packed_hashes
+from scrapy_whittle.cluster.entries import DEDUPE, RECLAIM, RENEW, entry_args, packed_hashes
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
@@ -55,12 +64,16 @@ from scrapy_whittle.cluster.tasks import (
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.deliveries import Batch
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import count_fetch, judge_fetch, report_warnings
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.types import NO_LOAD, Crawl, FetchResult, HostLoad
+from scrapy_whittle.service.types import NO_LOAD, Crawl, FetchResult, HostLoad, valued
 
 logger = logging.getLogger(__name__)
+
+#: pending batches a node reclaims at once (more are taken a moment later)
+RECLAIM_BATCHES = 16
 
 
 class ClusterNode:
@@ -86,6 +99,7 @@ class ClusterNode:
         self.slot_delays = dict(slot_delays or {})
         self.capacity = capacity
         self.wait = wait                # WHITTLE_REDIS_WAIT: how long a report waits
+        self.lease = lease              # also how long a pending batch goes unrenewed
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         # a stale pooled connection (the server restarted) is retried at once by the client;
         # a server that stays away goes to the Retrier, which waits with back-off
@@ -111,6 +125,13 @@ class ClusterNode:
                                hosts=ClusterHosts(host_concurrency, download_delay,
                                                   self.slot_delays))
         self._dedupe = self.redis.register_script(DEDUPE)
+        self._renew = self.redis.register_script(RENEW)
+        self._reclaim = self.redis.register_script(RECLAIM)
+        #: store each fetch's new entries as a pending batch until delivered (set when
+        #: something reports deliveries: DeliveryMiddleware)
+        self.journal_deliveries = False
+        self.held: set[int] = set()                       # pending batches not delivered
+        self.replays: deque[Batch] = deque()              # reclaimed, to hand out again
         self._loops: list[asyncio.Task] = []
         self._posting: set[asyncio.Future] = set()
         self._log_once = OnceLog(logger)
@@ -120,7 +141,8 @@ class ClusterNode:
     async def start(self) -> None:
         await self._ensure_groups()
         self._loops = [asyncio.ensure_future(self._read_tasks()),
-                       asyncio.ensure_future(self._plan())]
+                       asyncio.ensure_future(self._plan()),
+                       asyncio.ensure_future(self._keep_batches())]
 
     async def _ensure_groups(self) -> None:
         for stream, group in ((self.keys.tasks, "workers"), (self.keys.results, "planner")):
@@ -141,11 +163,14 @@ class ClusterNode:
                 task.cancel()
         for crawl in unstarted:
             self._requeue(crawl)
+        if self._posting:                # deliveries and messages on their way
+            await asyncio.wait(list(self._posting), timeout=min(self.wait, 5.0))
         # the last words: each call tried once more after a failure (the client's own
         # retries cover a connection gone stale), none waits for a Redis that is gone
         self.retry.patience = 0.0
         try:
             await asyncio.wait_for(self._give_back(), 10)
+            await asyncio.wait_for(self._release_batches(), 10)
             await asyncio.wait_for(self.planner.resign(), 30)
         except (TimeoutError, RedisUnavailable, redis.exceptions.RedisError) as exc:
             logger.warning("cluster node %s closed without a last word to Redis (%s)",
@@ -164,6 +189,15 @@ class ClusterNode:
             pipe.xdel(self.keys.tasks, task_id)
         self.queue.clear()
         await pipe.execute()
+
+    async def _release_batches(self) -> None:
+        """Batches held and not delivered (the crawl closed first): renewed to time 0, so
+        that a live node reclaims them at once."""
+        if self.held:
+            await self.redis.zadd(self.keys.pending_since, dict.fromkeys(self.held, 0),
+                                  xx=True)
+            self.held.clear()
+            self.replays.clear()
 
     async def _plan(self) -> None:
         while not self.stopping:
@@ -221,7 +255,88 @@ class ClusterNode:
         return crawl
 
     def has_crawls(self) -> bool:
-        return not self.finished or bool(self.queue)
+        return not self.finished or bool(self.queue) or bool(self.replays)
+
+    def take_replay(self) -> Batch | None:
+        """A pending batch reclaimed from a worker that did not deliver it, for the scheduler
+        to hand to the spider again (``replay_request``), or None. ``on_tasks`` is called
+        when some arrive."""
+        return self.replays.popleft() if self.replays else None
+
+    # -- pending batches -------------------------------------------------------------------------
+    async def _keep_batches(self) -> None:
+        """Every third of the lease: renew the batches held, reclaim stale ones."""
+        every = max(0.05, min(self.lease / 3, 30.0))
+        loop = asyncio.get_running_loop()
+        while not self.stopping:
+            due = loop.time() + every
+            while not self.stopping and loop.time() < due:    # a stop ends it at once
+                await asyncio.sleep(min(0.2, max(0.0, due - loop.time())))
+            if self.stopping or self.retry.down_since is not None:
+                continue
+            try:
+                await self._renew_and_reclaim()
+            except (RedisUnavailable, redis.exceptions.RedisError) as exc:
+                logger.debug("cluster node %s: pending batches not kept this round (%s)",
+                             self.consumer, exc)
+
+    async def _renew_and_reclaim(self) -> None:
+        k = self.keys
+        held = list(self.held)
+        for i in range(0, len(held), 1000):
+            chunk = held[i:i + 1000]
+            await self.retry(lambda chunk=chunk: self._renew(keys=[k.pending_since],
+                                                             args=chunk),
+                             "renewing pending batches", within=self.wait)
+        if len(self.replays) >= RECLAIM_BATCHES:
+            return
+        lines = await self.retry(lambda: self._reclaim(
+            keys=[k.pending, k.pending_since], args=[self.lease, RECLAIM_BATCHES]),
+            "reclaiming pending batches", within=self.wait)
+        batches = []
+        for line in lines:
+            try:
+                batch = Batch.from_line(line)
+            except (ValueError, TypeError, KeyError):
+                logger.warning("cluster node %s: a damaged pending batch skipped: %r",
+                               self.consumer, line[:200])
+                continue
+            if batch.id not in self.held:
+                batches.append(batch)
+        if not batches:
+            return
+        self.held.update(b.id for b in batches)
+        self.replays.extend(batches)
+        n = sum(len(b.entries) for b in batches)
+        self.stats.inc("deliveries/replayed", n)
+        logger.info("cluster node %s: %d entries of %d fetches not delivered by their worker "
+                    "within the lease: handed out again", self.consumer, n, len(batches))
+        if self.on_tasks is not None:
+            self.on_tasks()
+
+    def delivered(self, batch: int) -> None:
+        """Every item made of ``batch``'s entries passed the pipelines (or was dropped on
+        purpose): its pending batch is deleted (in the background, retried)."""
+        self.held.discard(batch)
+        k = self.keys
+
+        async def forget():
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hdel(k.pending, batch)
+            pipe.zrem(k.pending_since, batch)
+            return await pipe.execute()
+
+        async def send():
+            try:
+                await self.retry(forget, "forgetting a delivered batch", within=self.wait)
+            except (RedisUnavailable, redis.exceptions.RedisError) as exc:
+                # it is reclaimed after the lease and delivered again: a repeat, not a loss
+                logger.info("cluster node %s: delivered batch %d not forgotten (%s)",
+                            self.consumer, batch, exc)
+
+        task = asyncio.ensure_future(send())
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
 
     def queued(self) -> int:
         return len(self.queue)
@@ -243,10 +358,16 @@ class ClusterNode:
         task_id = self.taken.pop(crawl.cid)
         k = self.keys
         distinct, packed = packed_hashes(entries)
+        maxn = self.config.max_entries_per_source
+        journal = []
+        if self.journal_deliveries:      # the new entries: a pending batch, in the script
+            values, _ = valued(distinct[:maxn], crawl.weight, self.config)
+            journal = entry_args(crawl.url, crawl.source, self.clock.now(), distinct[:maxn],
+                                 values)
         try:
-            had, flags = await self.retry(lambda: self._dedupe(
-                keys=[k.entries(crawl.source)],
-                args=[crawl.source % BUCKET, self.config.max_entries_per_source, 4, packed]),
+            had, flags, batch = await self.retry(lambda: self._dedupe(
+                keys=[k.entries(crawl.source), k.pending, k.pending_since, k.pending_next],
+                args=[crawl.source % BUCKET, maxn, 4, packed, *journal]),
                 "telling new entries", within=self.wait)
         except RedisUnavailable as exc:
             self._dropped(crawl, exc)
@@ -263,6 +384,9 @@ class ClusterNode:
             etag=etag or "", last_modified=last_modified or "",
             hints=hints.encode() if hints else ""))
         count_fetch(self.stats, len(new), reward, found.window_full)
+        if int(batch):
+            self.held.add(int(batch))
+            found = found._replace(batch=int(batch))
         return found
 
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,

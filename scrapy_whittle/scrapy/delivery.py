@@ -107,8 +107,7 @@ class DeliveryMiddleware:
     def _settle(self, batch: int, count: list) -> None:
         if count[2] and count[1] >= count[0]:
             del self.open[batch]
-            # the scheduler's re-crawl service (a batch is only made by one: a cluster
-            # node makes none)
+            # the scheduler's sink: the re-crawl service, or a cluster's node
             sink = getattr(getattr(self.crawler.engine, "scheduler", None), "sink", None)
             delivered = getattr(sink, "delivered", None)
             if delivered is not None:

@@ -32,7 +32,9 @@ instead of a local service; both are a :class:`~scrapy_whittle.service.types.Cra
 the requests, redirects and retries, the wake-ups and the middleware's reports work the same.
 A source a spider registers is told to the cluster's planner; its template is kept by URL
 until the planner gives it an id. The source list and the state in JOBDIR are the local
-service's (a cluster keeps its state in Redis).
+service's (a cluster keeps its state in Redis). What another worker found and did not deliver
+(killed) the node reclaims from Redis mid-crawl; the scheduler hands it out as replay
+requests (``node.take_replay()``) before the next source.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_def
 from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
-from scrapy_whittle.scrapy.delivery import flush_feed_exports, replay_request
+from scrapy_whittle.scrapy.delivery import META_REPLAY, flush_feed_exports, replay_request
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
@@ -167,6 +169,7 @@ class WhittleScheduler(BaseScheduler):
         if config.redis_url:
             node = _cluster_node(crawler, config, stats, sources=sources, oracle=oracle,
                                  slot_delays=slot_delays, max_flight=max_flight)
+            node.journal_deliveries = tracked
             obj = cls(Scheduler.from_crawler(crawler), None, node=node, config=config,
                       crawler=crawler)
         else:
@@ -337,7 +340,8 @@ class WhittleScheduler(BaseScheduler):
         return len(self.followups) + self.sink.queued() + len(self.inner)
 
     def enqueue_request(self, request: Request) -> bool:
-        if META_CRAWL in request.meta:     # a due source, a redirect / retry of one
+        if META_CRAWL in request.meta or META_REPLAY in request.meta:
+            # a due source, a redirect / retry of one, a replay of undelivered entries
             if request.meta.get(META_PLAIN) and not is_plain_url(request.url):
                 # redirected to a URL that needs Scrapy's escaping: made again without
                 # ``verbatim_url`` (set by _request for the plain URL it started from)
@@ -372,6 +376,10 @@ class WhittleScheduler(BaseScheduler):
         listing = self._source_list_due()
         if listing is not None:
             return listing
+        if self.node is not None:          # entries a killed worker had not delivered
+            batch = self.node.take_replay()
+            if batch is not None:
+                return replay_request(batch)
         service = self.service
         if service is not None and not len(service.sources):
             # nothing to crawl yet: wait for the list (the clock must not run ahead of it)
