@@ -12,12 +12,14 @@ crawl's answer heard by its host.
   allowance. A host without an allowance gets one at its first overload, from the crawls it
   took this epoch, so its fifty feeds do not each find the limit. A host cut this epoch gets
   nothing more of it (``stopped``), and with Retry-After nothing before then either.
-* The overload must be the host's, not one feed's: a host of several sources is cut only
-  once two of its sources answered 429/503 in the same epoch (403: ``FORBIDDEN_BURST``
-  distinct sources), each of them failing for the first time in a row. A feed that answers
-  503 to everything (a broken one, or one with a limit of its own) backs off alone, as any
-  failing source does, and does not starve the other feeds of its host; a rate limit on the
-  host shows on feeds that were answering well.
+* The overload must be the host's, not one feed's. A rate limit refuses every request past
+  its threshold: a host of several sources is cut only once two of its sources answered
+  429/503 with no good answer from the host in between (403: ``FORBIDDEN_BURST`` distinct
+  sources), each of them a source that answered well before and fails for the first time
+  in a row. A feed that answers 503 to everything (a broken one, or one with a limit of its
+  own) backs off alone, as any failing source does, and does not starve the other feeds of
+  its host; on a crawl's first visits, before any source of a host has answered, refusals
+  are each source's own (a host's limit is learnt from the second epoch it objects in).
 
 Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far).
 """
@@ -55,7 +57,7 @@ class HostThrottle:
         self.stats = stats
         self.stopped: set[int] = set()
         self.held: dict[int, float] = {}
-        #: host id -> the sources that answered 429/503 (or 403) this epoch
+        #: host id -> the sources that answered 429/503 (or 403) since its last good answer
         self.overloads: dict[int, set[int]] = {}
         self.forbids: dict[int, set[int]] = {}
 
@@ -104,6 +106,10 @@ class HostThrottle:
         server asking for ``retry_after`` seconds (as capped by ``WHITTLE_HINTS_MAX_DELAY``)."""
         allowances = self.allowances
         if kind is None:
+            if self.overloads or self.forbids:     # a good answer ends its host's run
+                hid = self.sources.host.item(crawl.source)
+                self.overloads.pop(hid, None)
+                self.forbids.pop(hid, None)
             # only hosts with an entry count good answers: an unlimited host's are read
             # from the sources' book-keeping at its first overload (_observed), so the
             # plain path costs nothing here
@@ -117,21 +123,17 @@ class HostThrottle:
             return
         hid = self.sources.host.item(crawl.source)
         name = self.sources.host_names[hid]
-        h = allowances.hosts.get(name)
-        if self.sources.failures.item(crawl.source) > 1:
-            return                       # failing again: its own back-off, not its host's
+        if self.sources.failures.item(crawl.source) > 1 \
+                or not math.isfinite(self.state.last_ok.item(crawl.source)):
+            # failing again, or never answered well: its own back-off, not its host's
+            return
         seen = (self.overloads if overload else self.forbids).setdefault(hid, set())
         if crawl.source in seen:
             return                       # one source's answers say nothing more of its host
         seen.add(crawl.source)
-        if overload:
-            if not self._the_host_s(hid, len(seen), 2):
-                return
-            cut = allowances.overloaded(name, self._observed(crawl, hid, name))
-        else:
-            burst = h is not None and h.forbidden + 1 >= FORBIDDEN_BURST
-            cut = allowances.forbidden(name, self._observed(crawl, hid, name) if burst
-                                       else None)
+        if not self._the_host_s(hid, len(seen), 2 if overload else FORBIDDEN_BURST):
+            return
+        cut = allowances.overloaded(name, self._observed(crawl, hid, name))
         if cut:
             self.stopped.add(hid)
             self.stats.inc("hosts/decreases")

@@ -191,7 +191,7 @@ def test_no_budget_curve_without_learned_parameters(tmp_path):
 
 def test_each_throttled_host_has_a_line_with_its_allowance_against_its_limit(tmp_path):
     from scrapy_whittle.service.clock import SimulatedClock
-    from tests.service.test_host_throttle import BIG, FakeWeb, crawl_epochs
+    from tests.service.test_host_throttle import BIG, FakeWeb, crawl_epochs, limited
     from tests.service.test_host_throttle import START as T0
     from tests.service.test_host_throttle import make_service as host_service
 
@@ -199,7 +199,7 @@ def test_each_throttled_host_has_a_line_with_its_allowance_against_its_limit(tmp
     limits = {BIG: 4, "o1.example": 1}
     service = host_service(clock, store=StateStore(tmp_path / FILE_NAME),
                            WHITTLE_HOST_LIMITS=limits)
-    crawl_epochs(service, clock, FakeWeb(rate=2), 2)
+    crawl_epochs(service, clock, limited(service, clock, FakeWeb(rate=2)), 4)
     service.close()
     report = load_report(tmp_path, settings={"WHITTLE_HOST_LIMITS": limits})
     lines = [line for line in text(report).splitlines() if line.startswith("# host ")]
