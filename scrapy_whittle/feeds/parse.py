@@ -4,8 +4,10 @@
 notices) or raises :class:`FeedError` when the body is unusable. The parser doing the work is
 chosen by name (:mod:`scrapy_whittle.feeds.parsers`: ``feedparser-rs`` by default, ``feedparser``);
 every parser is given the body in UTF-8 with no DOCTYPE internal subset
-(:mod:`scrapy_whittle.feeds.parsers.prepare`), and what the fast parser refuses is parsed by
-feedparser. Which entries are new is decided by :mod:`scrapy_whittle.service.entry_memory`; parsing
+(:mod:`scrapy_whittle.feeds.parsers.prepare`), and what the fast parser refuses, reads only in
+part, or reads with entries that have no id, link, title or summary (an RSS ``<body>``, Atom
+0.3 link text) is parsed by feedparser too; its result is kept when it has at least as many
+usable entries. Which entries are new is decided by :mod:`scrapy_whittle.service.entry_memory`; parsing
 off the event loop is :mod:`scrapy_whittle.feeds.parse_pool`.
 
 Entry identity (``FeedEntry.key``): the entry's id as written (Atom ``id``, RSS ``guid``; not
@@ -132,12 +134,16 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
         warnings.append("DOCTYPE internal subset removed: entities are never expanded")
     adapter = get_parser(parser)
     raw, why = _run(adapter, data, url, limits)
-    if (why is not None or raw.incomplete) and parser != FALLBACK_PARSER and not looks_html:
-        reason = why or _describe(raw.problem) or "incomplete"
+    fieldless = _fieldless(raw.entries)
+    if (why is not None or raw.incomplete or fieldless) and parser != FALLBACK_PARSER \
+            and not looks_html:
+        reason = why or _describe(raw.problem) or (
+            f"{fieldless} entries without id, link, title or summary" if fieldless
+            else "incomplete")
         if not fallback:
             raise NeedsFallback(reason)
         other, other_why = _run(get_parser(FALLBACK_PARSER), data, url, limits)
-        if other_why is None and len(other.entries) >= len(raw.entries):
+        if other_why is None and _usable(other.entries) >= _usable(raw.entries):
             notices.append("fallback_parser")
             warnings.append(f"{parser} could not read the feed ({reason}); "
                             f"parsed by {FALLBACK_PARSER}")
@@ -158,6 +164,19 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
 
 def _describe(problem: BaseException | None) -> str | None:
     return f"{type(problem).__name__}: {problem}" if problem is not None else None
+
+
+def _has_field(e: Mapping[str, Any]) -> bool:
+    return any(_text(e.get(name)) for name in ("id", "link", "title", "summary"))
+
+
+def _fieldless(entries) -> int:
+    """How many entries have no id, link, title or summary: nothing to know them by."""
+    return sum(not _has_field(e) for e in entries)
+
+
+def _usable(entries) -> int:
+    return len(entries) - _fieldless(entries)
 
 
 def _run(adapter, data: bytes, url: str, limits: ParseLimits) -> tuple[RawFeed, str | None]:
