@@ -1,14 +1,19 @@
-"""Parsing RSS / Atom feeds into what the estimators need, without Scrapy.
+"""Parsing sources of every kind (RSS, Atom, JSON Feed, sitemaps) into what the estimators
+need, without Scrapy.
 
 ``parse_feed`` turns a response body into a :class:`ParsedFeed` (kind, entries, warnings,
-notices) or raises :class:`FeedError` when the body is unusable. The parser doing the work is
-chosen by name (:mod:`scrapy_whittle.feeds.parsers`: ``feedparser-rs`` by default, ``feedparser``);
-every parser is given the body in UTF-8 with no DOCTYPE internal subset
+notices, sources) or raises :class:`FeedError` when the body is unusable. The kind is told
+from the body (:mod:`scrapy_whittle.feeds.kinds`; a gzip body is decompressed first, bounded
+by ``limits.max_bytes``): a JSON Feed is read by :mod:`scrapy_whittle.feeds.jsonfeed`, a
+sitemap or sitemap index by :mod:`scrapy_whittle.feeds.sitemap`, RSS / Atom by the parser
+chosen by name (:mod:`scrapy_whittle.feeds.parsers`: ``feedparser-rs`` by default,
+``feedparser``). XML is given to every reader in UTF-8 with no DOCTYPE internal subset
 (:mod:`scrapy_whittle.feeds.parsers.prepare`), and what the fast parser refuses, reads only in
 part, or reads with entries that have no id, link, title or summary (an RSS ``<body>``, Atom
 0.3 link text) is parsed by feedparser too; its result is kept when it has at least as many
-usable entries. Which entries are new is decided by :mod:`scrapy_whittle.service.entry_memory`; parsing
-off the event loop is :mod:`scrapy_whittle.feeds.parse_pool`.
+usable entries. Which entries are new is decided by
+:mod:`scrapy_whittle.service.entry_memory`; parsing off the event loop is
+:mod:`scrapy_whittle.feeds.parse_pool`.
 
 Entry identity (``FeedEntry.key``): the entry's id as written (Atom ``id``, RSS ``guid``; not
 resolved against the feed's URL, so that it stays when the feed moves), else its link,
@@ -32,6 +37,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from scrapy_whittle.feeds import jsonfeed, sitemap
+from scrapy_whittle.feeds.kinds import JSON, SITEMAP, detect, gunzip, is_gzip
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, FALLBACK_PARSER, get_parser
 from scrapy_whittle.feeds.parsers.prepare import (
     EncodingUnknown,
@@ -52,6 +59,8 @@ from scrapy_whittle.feeds.parsers.types import (
 
 MAX_SKEW = 15 * 60.0                       # seconds a publication date may lie in the future
 MAX_AGE = 20 * 365.25 * 86400.0            # older than this is taken for a broken date
+JSON_READER = "json"                       # ParsedFeed.parser of a JSON Feed
+SITEMAP_READER = "lxml"                    # ParsedFeed.parser of a sitemap
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TAG = re.compile(r"<[^>]*>")
 _SCRIPT = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
@@ -103,6 +112,7 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
     """Parse ``body`` (the raw bytes of a response from ``url``, fetched at unix time ``now``).
 
     Raises FeedError("empty" | "not_a_feed" | "malformed" | "too_large" | "encoding").
+    ``parser`` reads RSS / Atom; JSON Feeds and sitemaps have their own readers.
     A feed with parse problems that still yields entries is returned with warnings.
     ``max_bytes`` overrides ``limits.max_bytes``. With ``fallback=False`` a body the parser
     refuses raises :class:`NeedsFallback` instead of being handed to feedparser.
@@ -116,8 +126,14 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
     body = bytes(body)
     if len(body) > limits.max_bytes:
         raise FeedError("too_large", f"{len(body)} bytes from {url} (limit {limits.max_bytes})")
+    if is_gzip(body):
+        body = gunzip(body, max_bytes=limits.max_bytes, url=url)
     if not body.strip():
         raise FeedError("empty", f"empty body from {url}")
+    if detect(body) == JSON:
+        return _convert(jsonfeed.parse(body, url=url, limits=limits), url=url, now=now,
+                        max_skew=max_skew, max_age=max_age, limits=limits, warnings=[],
+                        notices=[], parser=JSON_READER)
     ctype = (content_type or "").split(";")[0].strip().lower()
     looks_html = looks_like_html(body)
     warnings: list[str] = []
@@ -132,6 +148,15 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
     if stripped:
         notices.append("doctype_removed")
         warnings.append("DOCTYPE internal subset removed: entities are never expanded")
+    if detect(data) == SITEMAP:
+        raw = sitemap.parse(data, url=url, limits=limits)
+        if not raw.version:
+            raise FeedError("malformed", f"{url}: {_describe(raw.problem)}")
+        if raw.problem is not None:
+            warnings.append(f"{type(raw.problem).__name__}: {raw.problem}")
+        return _convert(raw, url=url, now=now, max_skew=max_skew, max_age=max_age,
+                        limits=limits, warnings=warnings, notices=notices,
+                        parser=SITEMAP_READER)
     adapter = get_parser(parser)
     raw, why = _run(adapter, data, url, limits)
     fieldless = _fieldless(raw.entries)
@@ -246,12 +271,17 @@ def _convert(raw: RawFeed, *, url: str, now: float, max_skew: float, max_age: fl
         notices.append("ancient_dates")
         warnings.append(f"{ancient} publication dates older than {max_age / 86400:.0f} days "
                         "ignored")
+    if raw.sources_refused:
+        notices.append("sources_refused")
+        warnings.append(f"{raw.sources_refused} child sitemaps on another host or not http(s) "
+                        "left out")
     if len(keys) < len(entries):
         notices.append("duplicate_ids")
         warnings.append(f"{len(entries) - len(keys)} entries repeat the id of an earlier one "
                         "(counted once)")
     return ParsedFeed(kind=raw.version or "unknown", entries=entries, warnings=warnings,
-                      notices=tuple(dict.fromkeys(notices)), parser=parser, hints=raw.hints)
+                      notices=tuple(dict.fromkeys(notices)), parser=parser, hints=raw.hints,
+                      sources=raw.sources)
 
 
 def _published(e: Mapping[str, Any], now: float, max_skew: float,

@@ -1,0 +1,135 @@
+"""Sitemaps (https://www.sitemaps.org/protocol.html) and news sitemaps
+(``xmlns:news="http://www.google.com/schemas/sitemap-news/0.9"``), read into the entries every
+parser returns (:class:`RawFeed`), so that :func:`scrapy_whittle.feeds.parse.parse_feed`
+applies the same rules to them as to RSS / Atom.
+
+* ``<urlset>``: one entry per ``<url>``: its ``<loc>`` is the entry's link and identity, its
+  ``<news:publication_date>``, else its ``<lastmod>``, the publication time (W3C datetime), its
+  ``<news:title>`` the title. A ``<url>`` without a date is an entry without one, as in a feed.
+* ``<sitemapindex>``: no entries; its children's ``<loc>`` are :attr:`RawFeed.sources`,
+  sources of their own (the crawl adds them: ``docs/parsing.md``). Only children on the
+  index's own host are kept (the protocol's rule; a crawler that followed an index to other
+  hosts could be made to fetch anything from anyone): the others are counted in
+  ``RawFeed.sources_refused``.
+
+Read with lxml's ``iterparse`` (streamed: each ``<url>`` is cleared once read, so memory
+does not grow with the sitemap; the reading stops at ``limits.max_entries``), with entities
+never resolved, no network, no DTD and lxml's own bounds on depth and text size
+(``huge_tree`` off). lxml is what Scrapy's own ``scrapy.utils.sitemap.Sitemap`` uses, but that
+class flattens each ``<url>`` to its direct children's text (``news:publication_date`` and
+``news:title`` are inside ``<news:news>``, lost), keeps the whole tree, and the feeds layer
+does not import Scrapy. The body reaching here is already UTF-8 with no DOCTYPE internal
+subset and within the size limit (:mod:`scrapy_whittle.feeds.parsers.prepare`); a gzip body
+was decompressed, bounded, by :mod:`scrapy_whittle.feeds.kinds`.
+"""
+
+from __future__ import annotations
+
+import io
+from urllib.parse import urljoin, urlsplit
+
+from scrapy_whittle.feeds.kinds import root_element, w3c_date
+from scrapy_whittle.feeds.parsers.types import ParseLimits, RawFeed
+
+URLSET = "sitemap"
+INDEX = "sitemapindex"
+
+
+class SitemapSyntaxError(ValueError):
+    """The sitemap is not well-formed XML (what lxml's recovery read is kept)."""
+
+
+def _local(tag) -> str:
+    if not isinstance(tag, str):           # a comment or processing instruction
+        return ""
+    return tag.rpartition("}")[2]
+
+
+def _text(element) -> str | None:
+    text = element.text
+    if text is None:
+        return None
+    text = text.strip()
+    return text or None
+
+
+def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
+    """The entries of the sitemap ``data`` (or the child sitemaps of a sitemap index)."""
+    from lxml import etree
+
+    index = root_element(data) == b"sitemapindex"
+    wanted = "sitemap" if index else "url"
+    items = etree.iterparse(io.BytesIO(data), events=("end",), resolve_entities=False,
+                            no_network=True, load_dtd=False, huge_tree=False, recover=True,
+                            remove_comments=True, remove_pis=True)
+    entries: list[dict] = []
+    sources: list[str] = []
+    refused = 0
+    capped = False
+    problem: BaseException | None = None
+    host = urlsplit(url).hostname
+    try:
+        for _event, element in items:
+            if _local(element.tag) != wanted:
+                continue
+            if len(entries) + len(sources) + refused >= limits.max_entries:
+                capped = True
+                break
+            loc, title, published, modified = _read(element)
+            _forget(element)
+            if loc is None:             # nothing to know it by: dropped, counted
+                if not index:
+                    entries.append({})
+                continue
+            link = urljoin(url, loc) if not urlsplit(loc).scheme else loc
+            if index:
+                parts = urlsplit(link)
+                if parts.scheme in ("http", "https") and parts.hostname == host:
+                    sources.append(link)
+                else:
+                    refused += 1
+                continue
+            entries.append({"link": link, "title": title,
+                            "published_parsed": w3c_date(published) or w3c_date(modified)})
+    except (etree.LxmlError, ValueError) as exc:   # what recover could not get past
+        problem = exc
+    if problem is None and not capped:
+        errors = items.error_log.filter_from_errors()
+        if errors:                    # what recover got past: the sitemap is broken
+            first = errors[0]
+            problem = SitemapSyntaxError(f"line {first.line}: {first.message} "
+                                         f"({len(errors)} errors)")
+    version = INDEX if index else URLSET
+    if problem is not None and not entries and not sources:
+        version = ""
+    return RawFeed(version=version, entries=entries, problem=problem, capped=capped,
+                   incomplete=problem is not None, sources=tuple(dict.fromkeys(sources)),
+                   sources_refused=refused)
+
+
+def _read(element) -> tuple[str | None, str | None, str | None, str | None]:
+    """(loc, news:title, news:publication_date, lastmod) of a ``<url>`` or ``<sitemap>``."""
+    loc = title = published = modified = None
+    for child in element:
+        name = _local(child.tag)
+        if name == "loc":
+            loc = _text(child)
+        elif name == "lastmod":
+            modified = _text(child)
+        elif name == "news":
+            for field in child:
+                inner = _local(field.tag)
+                if inner == "publication_date":
+                    published = _text(field)
+                elif inner == "title":
+                    title = _text(field)
+    return loc, title, published, modified
+
+
+def _forget(element) -> None:
+    """Free what was read: the element's content and the siblings before it."""
+    element.clear(keep_tail=False)
+    parent = element.getparent()
+    if parent is not None:
+        while element.getprevious() is not None:
+            del parent[0]
