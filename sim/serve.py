@@ -22,6 +22,8 @@ serves until interrupted:
   which serves feed i; 302 for a temporary redirect) or die (410, 404), for good or for the
   server's first given seconds (then they revive): ``sim.faults.FeedFates``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
+* ``--kinds mix``: sources served as RSS, Atom, JSON Feed and news sitemaps, some of the
+  sitemaps (gzip) behind one sitemap index (``sim.kinds``).
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
 ``--unit`` seconds (3600 for news-mix, whose unit is the hour; 1 for the papers' examples).
@@ -52,6 +54,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 from sim.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
 from sim.feedweb import FeedWeb, Item
+from sim.kinds import INDEX_PATH, SourceKinds, parse_kinds
 from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
 
@@ -167,8 +170,10 @@ class SimWebResource(Resource):
                  reactor=None, realistic: bool = False, gzip_level: int = 1,
                  faults: list[str] | None = None, fault_copies: int = 2,
                  bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0,
-                 fates: dict[int, tuple[str, float]] | None = None) -> None:
+                 fates: dict[int, tuple[str, float]] | None = None,
+                 kinds: str | None = None) -> None:
         super().__init__()
+        self.kinds = SourceKinds(web.n, kinds)
         # hostile entries dated ten simulated minutes apart, like a busy healthy feed
         self.crawl_delay = crawl_delay
         self.web, self.clock, self.scenario = web, clock, scenario
@@ -244,6 +249,14 @@ class SimWebResource(Resource):
                 i = -1
             if i in self.fates.fates:
                 return self.feed(request, i)
+        if path == INDEX_PATH and self.kinds.mix:
+            if self._not_modified(request, 'W/"index"', None):
+                request.setResponseCode(304)
+                return b""
+            request.setHeader("etag", 'W/"index"')
+            return self._send(request, self.kinds.index(self.base(request)), "application/xml")
+        if (i := self.kinds.source_of(path)) is not None:
+            return self.feed(request, i)
         if path.startswith("/bad/"):
             return self.bad(request, path[5:].split(".")[0])
         if path.startswith("/hostile/"):
@@ -279,8 +292,11 @@ class SimWebResource(Resource):
             return b"" if not self.latency else self._later(request, self.latency, b"")
         self.web.fetch(i, v)
         base = self.base(request)
-        body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
-        ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+        if self.kinds.kind(i) in ("json", "sitemap"):
+            body, ctype = self.kinds.render(i, items, self.clock.real, base)
+        else:
+            body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
+            ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
         if self.realistic:     # as WordPress and most news sites send it
             ctype += "; charset=UTF-8"
         request.setHeader("content-type", ctype)
@@ -377,8 +393,8 @@ class SimWebResource(Resource):
     def opml(self, base: str) -> bytes:
         lines = ['<?xml version="1.0" encoding="utf-8"?>', '<opml version="2.0"><head>'
                  f"<title>{escape(self.scenario)} simulated web</title></head><body>"]
-        lines += [f'<outline type="rss" text="source {i}" xmlUrl="{base}/feed/{i}.xml"/>'
-                  for i in range(self.web.n)]
+        lines += [f'<outline type="rss" text="{name}" xmlUrl="{url}"/>'
+                  for name, url in self.kinds.listed(base)]
         lines += [f'<outline type="rss" text="hostile" xmlUrl="{url}"/>'
                   for url in self.hostile.urls(base, self.faults, self.fault_copies)]
         lines.append("</body></opml>")
@@ -391,7 +407,7 @@ class SimWebResource(Resource):
             "scenario": self.scenario, "time_unit": "second", "speed": self.clock.speed,
             "unit_seconds": self.clock.unit, "period_seconds": p.period * spu,
             "engagement_scale": self.engagement_scale, "window": self.web.window,
-            "sources": [{"url": f"{base}/feed/{i}.xml", "rate": float(p.rate[i]) / spu,
+            "sources": [{"url": self.kinds.url(base, i), "rate": float(p.rate[i]) / spu,
                          "mean_utility": float(p.mean_utility[i]),
                          "decay": float(p.decay[i]) / spu, **self._profile(i)}
                         for i in range(p.n)],
@@ -435,7 +451,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  start: float = 0.0, history: str | None = None,
                  faults: list[str] | str | None = None,
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
-                 hang_seconds: float = 600.0, fates: str | dict | None = None) -> SimServer:
+                 hang_seconds: float = 600.0, fates: str | dict | None = None,
+                 kinds: str | None = None) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
@@ -446,7 +463,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     empty for the papers'). ``faults``: hostile
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
-    that move or die (``sim.faults.parse_fates``)."""
+    that move or die (``sim.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
+    (``sim.kinds``)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -465,7 +483,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               crawl_delay=crawl_delay, reactor=reactor, realistic=realistic,
                               faults=faults, fault_copies=fault_copies,
                               bomb_bytes=bomb_bytes, hang_seconds=hang_seconds,
-                              fates=parse_fates(fates))
+                              fates=parse_fates(fates), kinds=parse_kinds(kinds))
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -524,10 +542,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="feeds that move or die: comma-separated i:fate[:seconds], fate "
                          "among 301, 308, 302, 410, 404 (sim.faults.FATES; with seconds, "
                          "for the server's first seconds only)")
+    ap.add_argument("--kinds", default="",
+                    help="'mix': sources served as RSS, Atom, JSON Feed and news sitemaps, "
+                         "some behind a sitemap index (sim.kinds; default RSS and Atom)")
     args = ap.parse_args(argv)
     try:
         faults = parse_faults(args.faults)
         parse_fates(args.fates)
+        parse_kinds(args.kinds)
     except ValueError as exc:
         ap.error(str(exc))
     from twisted.internet import reactor
@@ -540,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
                           history=args.history,
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
-                          hang_seconds=args.hang_seconds, fates=args.fates)
+                          hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     if faults:
