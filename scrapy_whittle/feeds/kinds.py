@@ -1,5 +1,6 @@
 """What kind of source a body is, told from the body alone (never from the URL or the
-Content-Type, which publishers get wrong): a gzip body is first decompressed, bounded; then
+Content-Type, which publishers get wrong): a gzip body is told from what it decompresses to
+(its first ``CHUNK`` bytes; it is then decompressed a chunk at a time, bounded); then
 a body whose first character is ``{`` is a JSON document (:mod:`scrapy_whittle.feeds.jsonfeed`
 reads it if it is a JSON Feed), one whose root element is ``urlset`` or ``sitemapindex`` a
 sitemap (:mod:`scrapy_whittle.feeds.sitemap`), anything else RSS / Atom for the feed parsers.
@@ -13,11 +14,14 @@ from __future__ import annotations
 import re
 import time
 import zlib
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from scrapy_whittle.feeds.parsers.types import FeedError
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: bytes decompressed at a time (and looked at to tell a body's kind)
+CHUNK = 64 * 1024
 JSON = "json"
 SITEMAP = "sitemap"
 XML = "xml"
@@ -31,23 +35,30 @@ def is_gzip(body: bytes) -> bool:
 
 
 def gunzip(body: bytes, *, max_bytes: int, url: str) -> bytes:
-    """``body`` decompressed (gzip, several members allowed), never more than ``max_bytes``
-    of output: a larger one (a gzip bomb, or a sitemap past the size limit) is the error
-    ``too_large``, found after ``max_bytes + 1`` bytes of output, not after all of them;
-    corrupt data is ``malformed``."""
-    out: list[bytes] = []
+    """``body`` decompressed, at most ``max_bytes`` of it (see :func:`gunzip_chunks`)."""
+    return b"".join(gunzip_chunks(body, max_bytes=max_bytes, url=url))
+
+
+def gunzip_chunks(body: bytes, *, max_bytes: int, url: str,
+                  chunk: int = CHUNK) -> Iterator[bytes]:
+    """``body`` (gzip, several members allowed) decompressed ``chunk`` bytes at a time, so
+    that a reader may stop early (a sitemap read up to its entry cap) and never holds more
+    than a chunk of output. More than ``max_bytes`` of output (a gzip bomb, or a body past
+    the size limit) is the error ``too_large``, raised once ``max_bytes + 1`` bytes have come
+    out, not after all of them; corrupt or cut data is ``malformed``."""
     size = 0
     data = body
     try:
         while data:
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
             while data:
-                chunk = inflater.decompress(data, max_bytes + 1 - size)
-                size += len(chunk)
-                out.append(chunk)
+                out = inflater.decompress(data, chunk)
+                size += len(out)
                 if size > max_bytes:
                     raise FeedError("too_large", f"{url}: gzip body over {max_bytes} bytes "
                                     "once decompressed")
+                if out:
+                    yield out
                 data = inflater.unconsumed_tail
                 if inflater.eof:
                     break
@@ -58,7 +69,15 @@ def gunzip(body: bytes, *, max_bytes: int, url: str) -> bytes:
                 break
     except zlib.error as exc:
         raise FeedError("malformed", f"{url}: gzip body unreadable ({exc})") from None
-    return b"".join(out)
+
+
+def gunzip_head(body: bytes, size: int = CHUNK) -> bytes:
+    """The first ``size`` bytes ``body`` decompresses to (fewer if it is shorter; b"" if it
+    is not gzip), to tell its kind."""
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, size)
+    except zlib.error:
+        return b""
 
 
 def detect(body: bytes) -> str:

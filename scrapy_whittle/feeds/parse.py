@@ -38,7 +38,15 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy_whittle.feeds import jsonfeed, sitemap
-from scrapy_whittle.feeds.kinds import JSON, SITEMAP, detect, gunzip, is_gzip
+from scrapy_whittle.feeds.kinds import (
+    JSON,
+    SITEMAP,
+    detect,
+    gunzip,
+    gunzip_chunks,
+    gunzip_head,
+    is_gzip,
+)
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, FALLBACK_PARSER, get_parser
 from scrapy_whittle.feeds.parsers.prepare import (
     EncodingUnknown,
@@ -127,6 +135,12 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
     if len(body) > limits.max_bytes:
         raise FeedError("too_large", f"{len(body)} bytes from {url} (limit {limits.max_bytes})")
     if is_gzip(body):
+        if detect(gunzip_head(body)) == SITEMAP:     # read as far as the entry cap, no further
+            notices: list[str] = []
+            chunks = _first_prepared(gunzip_chunks(body, max_bytes=limits.max_bytes, url=url),
+                                     notices)
+            return _sitemap(chunks, url=url, now=now, max_skew=max_skew, max_age=max_age,
+                            limits=limits, warnings=[], notices=notices)
         body = gunzip(body, max_bytes=limits.max_bytes, url=url)
     if not body.strip():
         raise FeedError("empty", f"empty body from {url}")
@@ -149,14 +163,8 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
         notices.append("doctype_removed")
         warnings.append("DOCTYPE internal subset removed: entities are never expanded")
     if detect(data) == SITEMAP:
-        raw = sitemap.parse(data, url=url, limits=limits)
-        if not raw.version:
-            raise FeedError("malformed", f"{url}: {_describe(raw.problem)}")
-        if raw.problem is not None:
-            warnings.append(f"{type(raw.problem).__name__}: {raw.problem}")
-        return _convert(raw, url=url, now=now, max_skew=max_skew, max_age=max_age,
-                        limits=limits, warnings=warnings, notices=notices,
-                        parser=SITEMAP_READER)
+        return _sitemap([data], url=url, now=now, max_skew=max_skew, max_age=max_age,
+                        limits=limits, warnings=warnings, notices=notices)
     adapter = get_parser(parser)
     raw, why = _run(adapter, data, url, limits)
     fieldless = _fieldless(raw.entries)
@@ -185,6 +193,32 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
         raise FeedError("not_a_feed", f"{url} returned an HTML page")
     return _convert(raw, url=url, now=now, max_skew=max_skew, max_age=max_age, limits=limits,
                     warnings=warnings, notices=notices, parser=parser)
+
+
+def _first_prepared(chunks, notices: list[str]):
+    """``chunks`` with the DOCTYPE internal subset removed from the first (where the prolog
+    is: no reader ever sees an entity declaration)."""
+    first = True
+    for chunk in chunks:
+        if first:
+            chunk, stripped = strip_internal_subset(chunk)
+            if stripped:
+                notices.append("doctype_removed")
+            first = False
+        yield chunk
+
+
+def _sitemap(chunks, *, url: str, now: float, max_skew: float, max_age: float,
+             limits: ParseLimits, warnings: list[str], notices: list[str]) -> ParsedFeed:
+    raw = sitemap.parse(chunks, url=url, limits=limits)
+    if not raw.version:
+        raise FeedError("malformed", f"{url}: {_describe(raw.problem)}")
+    if "doctype_removed" in notices and not any("DOCTYPE" in w for w in warnings):
+        warnings.append("DOCTYPE internal subset removed: entities are never expanded")
+    if raw.problem is not None:
+        warnings.append(f"{type(raw.problem).__name__}: {raw.problem}")
+    return _convert(raw, url=url, now=now, max_skew=max_skew, max_age=max_age, limits=limits,
+                    warnings=warnings, notices=notices, parser=SITEMAP_READER)
 
 
 def _describe(problem: BaseException | None) -> str | None:

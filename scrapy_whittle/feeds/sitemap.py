@@ -12,27 +12,34 @@ applies the same rules to them as to RSS / Atom.
   hosts could be made to fetch anything from anyone): the others are counted in
   ``RawFeed.sources_refused``.
 
-Read with lxml's ``iterparse`` (streamed: each ``<url>`` is cleared once read, so memory
-does not grow with the sitemap; the reading stops at ``limits.max_entries``), with entities
+Read with lxml's pull parser, fed chunk by chunk (streamed: each ``<url>`` is cleared once
+read, so memory does not grow with the sitemap; the reading stops at ``limits.max_entries``,
+and a gzip body is decompressed only as far as the reading went), with entities
 never resolved, no network, no DTD and lxml's own bounds on depth and text size
 (``huge_tree`` off). lxml is what Scrapy's own ``scrapy.utils.sitemap.Sitemap`` uses, but that
 class flattens each ``<url>`` to its direct children's text (``news:publication_date`` and
 ``news:title`` are inside ``<news:news>``, lost), keeps the whole tree, and the feeds layer
 does not import Scrapy. The body reaching here is already UTF-8 with no DOCTYPE internal
-subset and within the size limit (:mod:`scrapy_whittle.feeds.parsers.prepare`); a gzip body
-was decompressed, bounded, by :mod:`scrapy_whittle.feeds.kinds`.
+subset (the first chunk's, for a gzip body) and within the size limit
+(:mod:`scrapy_whittle.feeds.parsers.prepare`, :func:`scrapy_whittle.feeds.kinds.gunzip_chunks`).
 """
 
 from __future__ import annotations
 
-import io
+import itertools
+import re
+from collections.abc import Iterable
 from urllib.parse import urljoin, urlsplit
 
 from scrapy_whittle.feeds.kinds import root_element, w3c_date
-from scrapy_whittle.feeds.parsers.types import ParseLimits, RawFeed
+from scrapy_whittle.feeds.parsers.types import FeedError, ParseLimits, RawFeed
 
 URLSET = "sitemap"
 INDEX = "sitemapindex"
+
+
+_ROOT_END = re.compile(rb"(?:</(?:[\w.-]+:)?(?:urlset|sitemapindex)\s*>|/>)\s*"
+                       rb"(?:<!--.*?-->\s*|<\?.*?\?>\s*)*$", re.DOTALL)
 
 
 class SitemapSyntaxError(ValueError):
@@ -53,15 +60,20 @@ def _text(element) -> str | None:
     return text or None
 
 
-def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
-    """The entries of the sitemap ``data`` (or the child sitemaps of a sitemap index)."""
+def parse(chunks: Iterable[bytes], *, url: str, limits: ParseLimits) -> RawFeed:
+    """The entries of the sitemap whose bytes are ``chunks`` (or the child sitemaps of a
+    sitemap index), read until the chunks end or ``limits.max_entries`` are read: the chunks
+    after that are never asked for (a gzip body is not decompressed further). A
+    :class:`FeedError` the chunks raise (a gzip body too large once decompressed) passes."""
     from lxml import etree
 
-    index = root_element(data) == b"sitemapindex"
+    chunks = iter(chunks)
+    first = next(chunks, b"")
+    index = root_element(first) == b"sitemapindex"
     wanted = "sitemap" if index else "url"
-    items = etree.iterparse(io.BytesIO(data), events=("end",), resolve_entities=False,
-                            no_network=True, load_dtd=False, huge_tree=False, recover=True,
-                            remove_comments=True, remove_pis=True)
+    parser = etree.XMLPullParser(events=("end",), resolve_entities=False, no_network=True,
+                                 load_dtd=False, huge_tree=False, recover=True,
+                                 remove_comments=True, remove_pis=True)
     entries: list[dict] = []
     sources: list[str] = []
     refused = 0
@@ -69,36 +81,48 @@ def parse(data: bytes, *, url: str, limits: ParseLimits) -> RawFeed:
     problem: BaseException | None = None
     host = urlsplit(url).hostname
     try:
-        for _event, element in items:
-            if _local(element.tag) != wanted:
-                continue
-            if len(entries) + len(sources) + refused >= limits.max_entries:
-                capped = True
+        last = first
+        for chunk in itertools.chain((first,), chunks):
+            last = chunk or last
+            parser.feed(chunk)
+            for _event, element in parser.read_events():
+                if _local(element.tag) != wanted:
+                    continue
+                if len(entries) + len(sources) + refused >= limits.max_entries:
+                    capped = True
+                    break
+                loc, title, published, modified = _read(element)
+                _forget(element)
+                if loc is None:             # nothing to know it by: dropped, counted
+                    if not index:
+                        entries.append({})
+                    continue
+                link = urljoin(url, loc) if not urlsplit(loc).scheme else loc
+                if index:
+                    parts = urlsplit(link)
+                    if parts.scheme in ("http", "https") and parts.hostname == host:
+                        sources.append(link)
+                    else:
+                        refused += 1
+                    continue
+                entries.append({"link": link, "title": title,
+                                "published_parsed": w3c_date(published) or w3c_date(modified)})
+            if capped:
                 break
-            loc, title, published, modified = _read(element)
-            _forget(element)
-            if loc is None:             # nothing to know it by: dropped, counted
-                if not index:
-                    entries.append({})
-                continue
-            link = urljoin(url, loc) if not urlsplit(loc).scheme else loc
-            if index:
-                parts = urlsplit(link)
-                if parts.scheme in ("http", "https") and parts.hostname == host:
-                    sources.append(link)
-                else:
-                    refused += 1
-                continue
-            entries.append({"link": link, "title": title,
-                            "published_parsed": w3c_date(published) or w3c_date(modified)})
+        if not capped:
+            parser.close()
+    except FeedError:
+        raise
     except (etree.LxmlError, ValueError) as exc:   # what recover could not get past
         problem = exc
     if problem is None and not capped:
-        errors = items.error_log.filter_from_errors()
+        errors = parser.error_log.filter_from_errors()
         if errors:                    # what recover got past: the sitemap is broken
-            first = errors[0]
-            problem = SitemapSyntaxError(f"line {first.line}: {first.message} "
+            first_error = errors[0]
+            problem = SitemapSyntaxError(f"line {first_error.line}: {first_error.message} "
                                          f"({len(errors)} errors)")
+        elif not _ROOT_END.search(last[-256:]):     # recover ends a cut body silently
+            problem = SitemapSyntaxError("the body ends before the root element does")
     version = INDEX if index else URLSET
     if problem is not None and not entries and not sources:
         version = ""
