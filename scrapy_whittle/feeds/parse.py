@@ -88,6 +88,8 @@ def _text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> float | None:
+    if value is None:
+        return None
     try:
         x = float(str(value).strip())
     except (TypeError, ValueError):

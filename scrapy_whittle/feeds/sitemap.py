@@ -46,20 +46,6 @@ class SitemapSyntaxError(ValueError):
     """The sitemap is not well-formed XML (what lxml's recovery read is kept)."""
 
 
-def _local(tag) -> str:
-    if not isinstance(tag, str):           # a comment or processing instruction
-        return ""
-    return tag.rpartition("}")[2]
-
-
-def _text(element) -> str | None:
-    text = element.text
-    if text is None:
-        return None
-    text = text.strip()
-    return text or None
-
-
 def parse(chunks: Iterable[bytes], *, url: str, limits: ParseLimits) -> RawFeed:
     """The entries of the sitemap whose bytes are ``chunks`` (or the child sitemaps of a
     sitemap index), read until the chunks end or ``limits.max_entries`` are read: the chunks
@@ -71,9 +57,11 @@ def parse(chunks: Iterable[bytes], *, url: str, limits: ParseLimits) -> RawFeed:
     first = next(chunks, b"")
     index = root_element(first) == b"sitemapindex"
     wanted = "sitemap" if index else "url"
-    parser = etree.XMLPullParser(events=("end",), resolve_entities=False, no_network=True,
-                                 load_dtd=False, huge_tree=False, recover=True,
-                                 remove_comments=True, remove_pis=True)
+    # only the <url> / <sitemap> elements are reported (lxml filters, in C)
+    parser = etree.XMLPullParser(events=("end",), tag=("{*}" + wanted, wanted),
+                                 resolve_entities=False, no_network=True, load_dtd=False,
+                                 huge_tree=False, recover=True, remove_comments=True,
+                                 remove_pis=True)
     entries: list[dict] = []
     sources: list[str] = []
     refused = 0
@@ -86,8 +74,9 @@ def parse(chunks: Iterable[bytes], *, url: str, limits: ParseLimits) -> RawFeed:
             last = chunk or last
             parser.feed(chunk)
             for _event, element in parser.read_events():
-                if _local(element.tag) != wanted:
-                    continue
+                parent = element.getparent()
+                if parent is None or parent.getparent() is not None:
+                    continue                # the root itself, or a <url> of an extension
                 if len(entries) + len(sources) + refused >= limits.max_entries:
                     capped = True
                     break
@@ -97,7 +86,8 @@ def parse(chunks: Iterable[bytes], *, url: str, limits: ParseLimits) -> RawFeed:
                     if not index:
                         entries.append({})
                     continue
-                link = urljoin(url, loc) if not urlsplit(loc).scheme else loc
+                link = loc if loc.startswith(("https://", "http://")) or \
+                    urlsplit(loc).scheme else urljoin(url, loc)
                 if index:
                     parts = urlsplit(link)
                     if parts.scheme in ("http", "https") and parts.hostname == host:
@@ -132,22 +122,35 @@ def parse(chunks: Iterable[bytes], *, url: str, limits: ParseLimits) -> RawFeed:
 
 
 def _read(element) -> tuple[str | None, str | None, str | None, str | None]:
-    """(loc, news:title, news:publication_date, lastmod) of a ``<url>`` or ``<sitemap>``."""
+    """(loc, news:title, news:publication_date, lastmod) of a ``<url>`` or ``<sitemap>``
+    (children in any namespace, or none). One pass over the children, names compared by
+    their ends: several times faster than ``findtext("{*}loc")`` and the like."""
     loc = title = published = modified = None
     for child in element:
-        name = _local(child.tag)
-        if name == "loc":
-            loc = _text(child)
-        elif name == "lastmod":
-            modified = _text(child)
-        elif name == "news":
+        tag = child.tag
+        if not isinstance(tag, str):              # an entity reference left unresolved
+            continue
+        if tag.endswith("}loc") or tag == "loc":
+            loc = child.text
+        elif tag.endswith("}lastmod") or tag == "lastmod":
+            modified = child.text
+        elif tag.endswith("}news") or tag == "news":
             for field in child:
-                inner = _local(field.tag)
-                if inner == "publication_date":
-                    published = _text(field)
-                elif inner == "title":
-                    title = _text(field)
-    return loc, title, published, modified
+                inner = field.tag
+                if not isinstance(inner, str):
+                    continue
+                if inner.endswith("}publication_date") or inner == "publication_date":
+                    published = field.text
+                elif inner.endswith("}title") or inner == "title":
+                    title = field.text
+    return _strip(loc), _strip(title), _strip(published), _strip(modified)
+
+
+def _strip(text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return text or None
 
 
 def _forget(element) -> None:

@@ -270,3 +270,12 @@ def test_w3c_dates(text, expected):
 
     stamp = w3c_date(text)
     assert (calendar.timegm(stamp) if stamp else None) == expected
+
+
+def test_a_url_element_of_an_extension_is_no_entry(parse):
+    body = (b"<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9' xmlns:x='urn:x'>"
+            b"<url><loc>https://n.example/a</loc><x:ext><x:url>inner</x:url><url>b</url>"
+            b"</x:ext><lastmod>2027-01-15T07:00:00Z</lastmod></url></urlset>")
+    feed = parse(body)
+    assert [(e.key, e.published) for e in feed.entries] == [("https://n.example/a",
+                                                            NOW - 3600)]
