@@ -232,3 +232,19 @@ async def test_every_kind_crosses_the_process_boundary_and_gzip_goes_to_a_worker
         finally:
             await pool.close()
     await on_loop(go())
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_parsed_feed_pickles_unchanged(n):
+    import pickle
+
+    from scrapy_whittle.feeds.hints import FeedHints
+    from scrapy_whittle.feeds.parsers.types import FeedEntry, ParsedFeed
+
+    entries = [FeedEntry(key=f"k{k}", title=None if k else "t", link=f"l{k}",
+                         published=None if k == 1 else 10.0 * k, engagement=k or None)
+               for k in range(n)]
+    feed = ParsedFeed(kind="sitemap", entries=entries, warnings=["w"], notices=("no_dates",),
+                      hints=FeedHints(), parser="lxml", sources=("https://a/s.xml",))
+    again = pickle.loads(pickle.dumps(feed, protocol=pickle.HIGHEST_PROTOCOL))
+    assert again == feed and type(again.entries) is list

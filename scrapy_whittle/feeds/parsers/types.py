@@ -56,6 +56,20 @@ class ParsedFeed:
     #: sources this one names (a sitemap index's children), to be crawled as sources
     sources: tuple[str, ...] = ()
 
+    def __reduce__(self):
+        # From a parse worker to the event loop, the entries travel as columns: unpickled
+        # on the loop in about half the time of one pickled object per entry.
+        columns = tuple(zip(*((e.key, e.title, e.link, e.published, e.engagement)
+                              for e in self.entries), strict=True)) or ((),) * 5
+        return (_parsed_feed, (self.kind, columns, self.warnings, self.notices, self.hints,
+                               self.parser, self.sources))
+
+
+def _parsed_feed(kind, columns, warnings, notices, hints, parser, sources) -> ParsedFeed:
+    return ParsedFeed(kind=kind, entries=[FeedEntry(*row) for row in zip(*columns, strict=True)],
+                      warnings=warnings, notices=notices, hints=hints, parser=parser,
+                      sources=sources)
+
 
 @dataclass(frozen=True)
 class ParseLimits:
