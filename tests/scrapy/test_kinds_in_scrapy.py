@@ -2,18 +2,23 @@
 Atom, JSON Feed and news sitemaps at look-alike URLs, and a sitemap index whose children
 (gzip sitemaps) are in no source list. Every kind yields items, the index's children join
 the crawl as sources, the policy learns every source's rate, and conditional GET saves the
-body of an unchanged source of every kind."""
+body of an unchanged source of every kind. Hostile bodies of the new kinds are counted errors
+and the crawl goes on."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections import defaultdict
 
 import numpy as np
 import pytest_twisted
 from scrapy import signals
+from twisted.web.resource import Resource
+from twisted.web.server import Site
 
 from sim.kinds import INDEX_PATH
-from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
+from tests.scrapy.conftest import START, VirtualWeb, make_crawler, run, whittle
 
 
 def kind_of(web: VirtualWeb, url: str) -> str:
@@ -112,3 +117,55 @@ async def test_conditional_get_works_for_every_kind():
     for url, sent in validated.items():      # every fetch after the first is conditional
         assert not sent[0] and all(sent[1:]), (url, sent)
     assert w["not_modified"] == sum(c.count(304) for c in statuses.values())
+
+
+class HostileKinds(Resource):
+    """A good JSON Feed beside hostile bodies of the new kinds."""
+
+    isLeaf = True
+
+    def __init__(self, clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.bodies = {
+            "bomb.xml.gz": gzip.compress(b"<urlset>" + b" " * (4 * 1024 * 1024) + b"</urlset>"),
+            "cut.xml.gz": gzip.compress(b"<urlset><url><loc>https://a/</loc></url></urlset>")[:-9],
+            "deep.json": b'{"version": "https://jsonfeed.org/version/1.1", "x": '
+                         + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "objects.json": b'{"version": "https://jsonfeed.org/version/1.1", "items": ['
+                            + b",".join([b"{}"] * 200_000) + b"]}",
+            "plain.json": b'{"title": "not a feed"}',
+        }
+
+    def render_GET(self, request) -> bytes:
+        name = request.path.decode().strip("/")
+        if name == "good.json":
+            hour = int((self.clock.now() - START) // 3600)
+            return json.dumps({"version": "https://jsonfeed.org/version/1.1", "items": [
+                {"id": f"h{hour}", "url": f"https://n.example/{hour}"}]}).encode()
+        return self.bodies[name]
+
+
+@pytest_twisted.ensureDeferred
+async def test_hostile_bodies_of_the_new_kinds_are_counted_errors_and_the_crawl_goes_on():
+    from twisted.internet import reactor
+
+    from scrapy_whittle.service.clock import SimulatedClock
+
+    clock = SimulatedClock(start=START, speed=0.0)
+    site = HostileKinds(clock)
+    port = reactor.listenTCP(0, Site(site), interface="127.0.0.1")
+    url = f"http://127.0.0.1:{port.getHost().port}"
+    names = ["good.json", *site.bodies]
+    try:
+        crawler = make_crawler(WHITTLE_SOURCES=[f"{url}/{n}" for n in names],
+                               WHITTLE_POLICY="round_robin", WHITTLE_BUDGET=len(names),
+                               WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=3, WHITTLE_CLOCK=clock,
+                               WHITTLE_MAX_FEED_SIZE=1024 * 1024)
+        w = whittle(await run(crawler))
+    finally:
+        await port.stopListening()
+    assert w["new_items"] >= 1 and w["fetched"] >= 3       # the good feed, every epoch
+    assert w["errors/too_large"] >= 2                       # the bomb, the 200,000 objects
+    assert w["errors/malformed"] >= 2                       # the cut gzip, the deep JSON
+    assert w["errors/not_a_feed"] >= 1
