@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
 
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.feeds.story import ParamFilter
+from scrapy_whittle.feeds.story import ParamFilter, story_keys
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.entry_memory import key_hashes
@@ -164,3 +165,60 @@ def test_replayed_deliveries_are_known_stories(tmp_path):
     assert {e.key for b in restored.replays for e in b.entries} == {e.key for e in FRONT}
     c = crawls(restored)
     assert restored.feed_fetched(c[1], SECTION[:1]).entries == []
+
+
+class _LoopMemory(StoryMemory):
+    """The story memory entry by entry (story_keys of each): the reference of the batch path
+    that :meth:`StoryMemory.split` takes for a feed whose links are in their normal form."""
+
+    def split(self, source, entries):
+        fresh, repeats = [], 0
+        for entry in entries:
+            hashes = key_hashes(story_keys(entry, self.params))
+            known = [h for h in hashes if h in self.stories]
+            if known:
+                repeats += 1
+                self.sightings.add((known[0], source))
+                first = self.stories[known[0]]
+            else:
+                fresh.append(entry)
+                first = source
+            for h in hashes:
+                self.stories.pop(h, None)
+                self.stories[h] = first
+                self.seq += 1
+                self.changed[h] = self.seq
+        self._forget()
+        return fresh, repeats
+
+
+def test_the_batch_path_remembers_as_the_loop_does():
+    """Random feeds of links (normal, http and https twins of one story, ids equal to the
+    link or not URLs, some needing the full normaliser), split by the memory and by the
+    entry-by-entry reference: the same items, repeats, memory order, changes and sightings."""
+    rng = np.random.default_rng(11)
+    fast, loop = StoryMemory(ParamFilter(), lambda: 40), _LoopMemory(ParamFilter(), lambda: 40)
+    fast.min_capacity = loop.min_capacity = 60      # stories are forgotten too
+    for crawl in range(600):
+        source = int(rng.integers(5))
+        entries = []
+        for j in range(int(rng.integers(1, 8))):
+            n = int(rng.integers(150))
+            link = f"{rng.choice(['https', 'http'])}://x{n % 3}.example/s/{n}"
+            if rng.random() < 0.1:
+                link += rng.choice(["/", "?utm_source=rss", "#c"])
+            key = link if rng.random() < 0.8 else f"tag:{crawl}-{j}"
+            entries.append(story(key, link if rng.random() < 0.9 else None))
+        assert fast.split(source, entries) == loop.split(source, entries)
+        assert list(fast.stories.items()) == list(loop.stories.items())
+    assert fast.changed == loop.changed and fast.gone == loop.gone
+    assert fast.sightings == loop.sightings and fast.seq == loop.seq
+
+
+def test_a_memory_without_a_store_keeps_no_changes():
+    service = make(n=2)
+    assert not service.stories.track_changes
+    for crawl in crawls(service).values():
+        service.feed_fetched(crawl, FRONT if crawl.source == 0 else SECTION)
+    assert len(service.stories) == 3 and service.stats.get("dedup/repeats") == 1
+    assert not service.stories.changed and not service.stories.sightings
