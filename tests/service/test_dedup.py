@@ -89,7 +89,7 @@ def test_entries_without_a_story_key_keep_their_feed_identity():
 
 def test_repeats_do_not_make_a_window_look_full():
     """Every entry a feed shows is new to it, but one is a repeat: the window was full all
-    the same (new entries may have been lost); all repeats: still full."""
+    the same (new entries may have been lost)."""
     service = make()
     c = crawls(service)
     service.feed_fetched(c[0], FRONT)
@@ -99,6 +99,34 @@ def test_repeats_do_not_make_a_window_look_full():
     found = service.feed_fetched(c[1], [story("s2", "https://news.example/a"),
                                         story("s3", "https://news.example/y")])
     assert found.window_full and len(found.entries) == 1
+
+
+def test_a_window_full_of_repeats_teaches_that_the_feed_brought_nothing():
+    """A feed crawled rarely shows only entries new to it, all of them repeats: the policy
+    learns nothing new over the whole time since its last crawl (not a full window of no
+    item, which the rate estimate cannot use, leaving the feed at its prior)."""
+    service = make(n=2, WHITTLE_POLICY="whittle")
+    rates = service.keeper.policy.rates
+    c = crawls(service)
+    service.feed_fetched(c[0], FRONT)
+    service.feed_fetched(c[1], [story("r0", "https://news.example/z")])
+    clock = service.outcomes.clock
+    for _ in range(40):                     # until the repeating feed is crawled again
+        clock.advance_to(service.wake_at)
+        c = crawls(service)
+        if 1 in c:
+            break
+    for crawl in c.values():
+        service.feed_fetched(crawl, FRONT if crawl.source == 0 else
+                             [story("r1", "https://news.example/a"),
+                              story("r2", "https://news.example/b")])
+    service.outcomes.flush()
+    found_nothing_since = rates.rate[1] - rates.prior_exposure
+    assert service.stats.get("dedup/repeats") == 2 and not service.stats.get("window_full")
+    # the first crawl (one entry, published as it was fetched) taught nothing; this one:
+    # no new item over the whole time since
+    assert rates.updates[1] == 1 and rates.shape[1] == 1.0
+    assert found_nothing_since == pytest.approx(clock.now() - START)
 
 
 def test_the_settings_are_checked():
