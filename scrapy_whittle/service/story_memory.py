@@ -15,10 +15,10 @@ story key in its normal form (:func:`~scrapy_whittle.feeds.story.story_key_colum
 every story is new, the crawl's hashes are looked up and added at once. The memory is a
 Python dict, hash -> the source that brought the story first, least recently seen first: a
 repeat moves its story to the recent end, and beyond the bound the least recently seen are
-forgotten. The bound follows the entry memory: twice the hashes all sources may remember
-(two keys a story at most), at least ``min_capacity``; so a story is remembered at least as
-long as the feeds that showed it remember their own entries, unless many new stories arrive
-at once. A dict entry costs about 100 bytes (the entry memory 8 a hash): at 10^6 feeds of 20
+forgotten, an eighth of the capacity at once. The bound follows the entry memory: twice the
+hashes all sources may remember (two keys a story at most), at least ``min_capacity``; so a
+story (most have one key) is remembered at least as long as the feeds that showed it
+remember their own entries, unless many new stories arrive at once. A dict entry costs about 100 bytes (the entry memory 8 a hash): at 10^6 feeds of 20
 entries this is the larger part of the crawl's memory.
 
 The checkpoint writes what changed (:meth:`drain`); a restore reads the stories back in
@@ -28,13 +28,15 @@ their order (:meth:`load`). A crawl without a store keeps no changes (``track_ch
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
+from itertools import islice, repeat
 
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.feeds.story import ParamFilter, story_key_column, story_keys
 from scrapy_whittle.service.entry_memory import key_hashes
 
 MIN_CAPACITY = 4096
+#: beyond its capacity the memory forgets this share of it at once, least recently seen first
+FORGET_SHARE = 8
 _SIGN = 1 << 63
 _WRAP = 1 << 64
 
@@ -124,12 +126,15 @@ class StoryMemory:
         return fresh, repeats
 
     def _forget(self) -> None:
-        excess = len(self.stories) - self.capacity
+        capacity = self.capacity
+        excess = len(self.stories) - capacity
         if excess <= 0:
             return
         stories, changed, gone = self.stories, self.changed, self.gone
-        it = iter(stories)
-        old = [next(it) for _ in range(excess)]
+        # an eighth of the capacity at once: a dict keeps the holes of its deleted entries
+        # until it grows, and each walk from its oldest end passes them all, so forgetting
+        # a story or two per crawl would cost a crawl more the longer the crawl ran
+        old = list(islice(stories, max(excess, capacity // FORGET_SHARE)))
         for h in old:
             del stories[h]
         if self.track_changes:

@@ -157,6 +157,20 @@ def test_the_memory_is_bounded_least_recently_seen_first():
     assert StoryMemory(ParamFilter(), lambda: 10_000).capacity == 20_000
 
 
+def test_the_memory_forgets_an_eighth_of_its_capacity_at_once():
+    """Beyond its capacity the memory forgets the least recently seen eighth at once (not a
+    story or two at every crawl, each walking past the holes the last ones left)."""
+    memory = StoryMemory(ParamFilter(), lambda: 0, min_capacity=64)
+    memory.split(0, [story(f"e{i}", f"https://x.example/{i}") for i in range(64)])
+    assert memory.split(1, [story("r0", "https://x.example/0")])[1] == 1   # 0: most recent
+    memory.split(0, [story("e64", "https://x.example/64")])
+    assert len(memory) == 64 - 8 + 1
+    assert memory.split(2, [story(f"r{i}", f"https://x.example/{i}") for i in (1, 8)])[1] == 0
+    assert memory.split(2, [story(f"s{i}", f"https://x.example/{i}")
+                            for i in (0, 9, 64)])[1] == 3
+    assert len(memory.gone) == 8 and len(memory) == 64 - 8 + 1 + 2
+
+
 def test_checkpointed_restored_and_every_source_recorded(tmp_path):
     clock = SimulatedClock(start=START)
     service = make(tmp_path, clock=clock)
