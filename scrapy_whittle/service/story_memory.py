@@ -18,8 +18,9 @@ repeat moves its story to the recent end, and beyond the bound the least recentl
 forgotten, an eighth of the capacity at once. The bound follows the entry memory: twice the
 hashes all sources may remember (two keys a story at most), at least ``min_capacity``; so a
 story (most have one key) is remembered at least as long as the feeds that showed it
-remember their own entries, unless many new stories arrive at once. A dict entry costs about 100 bytes (the entry memory 8 a hash): at 10^6 feeds of 20
-entries this is the larger part of the crawl's memory.
+remember their own entries, unless many new stories arrive at once. A dict entry costs
+about 100 bytes (the entry memory 8 a hash): at 10^6 feeds of 20 entries this is the larger
+part of the crawl's memory.
 
 The checkpoint writes what changed (:meth:`drain`); a restore reads the stories back in
 their order (:meth:`load`). A crawl without a store keeps no changes (``track_changes``).
