@@ -383,7 +383,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHITTLE_MAX_FIELD_LENGTH", _LIMITS.max_field_chars,
             number(minimum=64, integer=True),
             "characters of a title (cut), link (dropped) or id (hashed), >= 64"),
-    Setting("WHITTLE_DEDUP", "entry", _dedup,
+    Setting("WHITTLE_DEDUP", "link", _dedup,
             "what makes an entry new: `\"link\"`, a story not seen in any feed (its "
             "normalised link, or its id where that is a URL: [parsing.md](parsing.md)); a "
             "repeat makes no item and is worth nothing to the policy; stat "

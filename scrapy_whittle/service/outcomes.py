@@ -138,6 +138,12 @@ class CrawlOutcomes:
             new, repeats = self.stories.split(sid, new)
             if repeats:
                 self.stats.inc("dedup/repeats", repeats)
+                if not new:
+                    # all the feed showed anew repeats stories known already: what it lost
+                    # before its window most likely did too, so the policy learns "nothing
+                    # new since the last crawl" (a full window of no new item would teach it
+                    # nothing at all, and a feed that only repeats would keep its prior)
+                    new_in_feed = 0
         found = judge_fetch(new, visible, had_before, self.sources.weight.item(sid),
                             self.config, self.stats, new_in_feed)
         self.record_fetch(crawl, len(new), float(sum(found.values)), found.window_full,

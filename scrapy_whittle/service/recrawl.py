@@ -157,6 +157,8 @@ class RecrawlService:
     def store(self, store: StateStore | None) -> None:
         self.persistence.store = store
         self.state.track_changes = store is not None
+        if self.stories is not None:
+            self.stories.track_changes = store is not None
         self.outcomes.publications.enabled = store is not None and self.config.trace_days > 0
 
     @property

@@ -1,9 +1,18 @@
 """Story identity across feeds: link normalisation and the keys of an entry."""
 
+import numpy as np
 import pytest
 
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.feeds.story import ParamFilter, normalise_link, story_keys
+from scrapy_whittle.feeds.story import (
+    DEFAULT_FILTER,
+    ParamFilter,
+    _normalise_parsed,
+    normal_links,
+    normalise_link,
+    story_key_column,
+    story_keys,
+)
 
 
 def entry(key, link=None):
@@ -67,3 +76,97 @@ def test_story_keys():
     assert story_keys(entry("https://x.org/a")) == ("x.org/a",)
     assert story_keys(entry("tag:x.org,2024:1")) == ()
     assert story_keys(entry("sha1:abc")) == ()
+
+
+# -- the fast path for links in their normal form ---------------------------------------------
+
+def test_normal_links_fast_path():
+    urls = ["https://news.example.org/world/2024/05/a-story.html", "http://x.org/a/b",
+            "https://www.example.com/a//b;v=1/%C3%A9~x"]
+    assert normal_links(urls) == ["news.example.org/world/2024/05/a-story.html", "x.org/a/b",
+                                  "www.example.com/a//b;v=1/%C3%A9~x"]
+    assert normal_links([]) == []
+
+
+@pytest.mark.parametrize("url", [
+    "https://x.org/", "https://x.org", "https://X.org/a", "HTTPS://x.org/a", "https://x.org/a/",
+    "https://x.org./a", "https://x.org:443/a", "https://u@x.org/a", "https://x.org/a?b=1",
+    "https://x.org/a#b", "https://x.org/a:b", " https://x.org/a", "https://x.org/a b",
+    "https://x.org/\u00e9", "https://[::1]/a", "https:///a", "tag:x.org,2024:1",
+    "https://x.org/a\nhttps://y.org/b",
+])
+def test_normal_links_refuses_what_needs_parsing(url):
+    """Each of these needs the full normaliser: the batch refuses it, alone or among normal
+    links, and normalise_link still gives the full normaliser's key."""
+    assert normal_links([url]) is None
+    assert normal_links(["https://ok.example/1", url, "https://ok.example/2"]) is None
+    assert normalise_link(url) == _normalise_parsed(url, DEFAULT_FILTER)
+
+
+_SCHEMES = ["https://", "http://", "HTTP://", "Https://", "ftp://", "", "https:/", "//"]
+_HOSTS = ["x.org", "news.example.com", "WWW.Example.COM", "x.org.", ".x.org", "a_b-c.d9",
+          "127.0.0.1", "[2001:db8::1]", "[::1", "", "ex\u00e4mple.de", "x..org"]
+_PORTS = ["", "", "", ":443", ":80", ":8080", ":", ":x", ":99999"]
+_USERS = ["", "", "", "u@", "u:p@"]
+_SEGMENT_CHARS = [*"abcxyzABC019-._~%!$&'()*+,;=@:", "%2F", "\u00e9", " ", "\t", "\x01"]
+_QUERIES = ["", "", "", "?", "?a=1", "?utm_source=rss&id=7", "?b=2&a=1", "?x", "?a=1&&b"]
+_FRAGMENTS = ["", "", "", "#", "#top"]
+
+
+def _random_url(rng):
+    def pick(options):
+        return options[rng.integers(len(options))]
+
+    path = "".join("/" + "".join(pick(_SEGMENT_CHARS) for _ in range(rng.integers(0, 6)))
+                   for _ in range(rng.integers(0, 4)))
+    if rng.random() < 0.2:
+        path += "/"
+    url = (pick(_SCHEMES) + pick(_USERS) + pick(_HOSTS) + pick(_PORTS) + path
+           + pick(_QUERIES) + pick(_FRAGMENTS))
+    return (" " + url) if rng.random() < 0.05 else url
+
+
+def _plain_url(rng):
+    """A link in its normal form (what the fast path is for)."""
+    segments = ["".join(rng.choice(list("abcdefXYZ0123-_.~%!$&'()*+,;=@"),
+                                   size=rng.integers(1, 12)))
+                for _ in range(rng.integers(1, 5))]
+    return f"{rng.choice(['http', 'https'])}://{rng.choice(_HOSTS[:2] + _HOSTS[5:7])}/" \
+        + "/".join(segments)
+
+
+def test_fast_path_gives_the_full_normalisers_keys():
+    """On many generated URLs (seeded), the fast paths (one link; a feed's links at once)
+    give exactly the keys of the full normaliser, and take most plain links."""
+    rng = np.random.default_rng(27)
+    fast = 0
+    for _ in range(4000):
+        urls = [_plain_url(rng) if rng.random() < 0.5 else _random_url(rng)
+                for _ in range(rng.integers(1, 6))]
+        full = [_normalise_parsed(u, DEFAULT_FILTER) for u in urls]
+        assert [normalise_link(u) for u in urls] == full, urls
+        batch = normal_links(urls)
+        if batch is not None:
+            fast += 1
+            assert batch == full, urls
+    assert fast > 400       # the batch took every plain feed (about a sixth of them)
+
+
+def test_story_key_column_agrees_with_story_keys():
+    rng = np.random.default_rng(5)
+    taken = 0
+    for _ in range(2000):
+        rows = []
+        shape = rng.integers(4)
+        for _ in range(rng.integers(1, 5)):
+            link = _plain_url(rng) if rng.random() < 0.9 else _random_url(rng)
+            key = {0: link, 1: "tag:x.org,2024:" + link[-3:], 2: _plain_url(rng),
+                   3: link}[int(shape)]
+            rows.append(entry(key, None if shape == 3 else link))
+        column = story_key_column(rows)
+        if column is not None:
+            taken += 1
+            assert [(k,) for k in column] == [story_keys(e) for e in rows]
+    assert taken > 500
+    assert story_key_column([entry("https://a.example/1", "https://b.example/1")]) is None
+    assert story_key_column([entry("tag:1"), entry("https://a.example/1")]) is None
