@@ -115,7 +115,7 @@ class AdaptiveWhittlePolicy(Policy):
                   # where the source's history began, as its first look showed (population)
                   "history_epoch": np.nan,
                   "group": Col(0, np.int32, persist=False)}
-    scalar_state = ("missed_total", "last_missed")
+    scalar_state = ("missed_total", "last_missed", "_clock")
 
     def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
@@ -301,6 +301,8 @@ class AdaptiveWhittlePolicy(Policy):
         self.group[:] = self._groups_of(np.arange(self.n))
         self._pushers = None
         self._push_used = None
+        if self.push.n:                          # the reliability at the last time known
+            self._refresh_push(None)
 
     def _parameters_at(self, ids) -> tuple[np.ndarray, ...]:
         """(alpha, u, log alpha, 1 - alpha) of sources ``ids`` (an index array, or
@@ -574,10 +576,13 @@ class AdaptiveWhittlePolicy(Policy):
             tq = push_time if np.isnan(tq) else max(tq, push_time)
         self._clock = (e, tp, tq)
 
-    def _now(self, epoch: int) -> float:
+    def _now(self, epoch: int | None) -> float:
         """The time at the start of ``epoch`` as far as the observations tell (the latest
-        poll's time moved on by whole epochs, or the latest push if later)."""
+        poll's time moved on by whole epochs, or the latest push if later; None: the latest
+        time known)."""
         e, tp, tq = self._clock or (np.nan, np.nan, np.nan)
+        if epoch is None:
+            epoch = e
         now = tp + (epoch - e) * float(self.problem.period) if np.isfinite(e) else np.nan
         return float(np.fmax(now, tq))
 
@@ -590,7 +595,7 @@ class AdaptiveWhittlePolicy(Policy):
             self._pushers = out
         return self._pushers
 
-    def _refresh_push(self, epoch: int) -> None:
+    def _refresh_push(self, epoch: int | None) -> None:
         """The reliability the index counts on for every source that ever pushed, at
         ``epoch`` (a hub falls silent with time alone); the sources whose reliability
         changed get their u computed again."""
