@@ -148,9 +148,9 @@ def evaluate(n: int = 10_000, budget: float | str = "2%", horizon: int = 720,
         row: dict[str, Any] = {
             "utility_per_epoch": float(np.mean(utility)),
             "pusher_polls_per_epoch": float(np.mean(
-                [r["polls"][p].sum() / measured for r, p in zip(results, pushers)])),
+                [r["polls"][p].sum() / measured for r, p in zip(results, pushers, strict=True)])),
             "other_polls_per_epoch": float(np.mean(
-                [r["polls"][~p].sum() / measured for r, p in zip(results, pushers)])),
+                [r["polls"][~p].sum() / measured for r, p in zip(results, pushers, strict=True)])),
             "delay_median_s": float(np.mean([np.median(r["delays"]) * SECONDS
                                              for r in results])),
             "delay_p90_s": float(np.mean([np.quantile(r["delays"], 0.9) * SECONDS
@@ -161,8 +161,8 @@ def evaluate(n: int = 10_000, budget: float | str = "2%", horizon: int = 720,
             base = [float(r["rewards"][warmup:].mean()) for r in ref]
             row["utility_vs_no_push"] = float(np.mean(utility) / np.mean(base))
             row["pusher_polls_vs_no_push"] = float(
-                sum(r["polls"][p].sum() for r, p in zip(results, pushers))
-                / max(1, sum(r["polls"][p].sum() for r, p in zip(ref, pushers))))
+                sum(r["polls"][p].sum() for r, p in zip(results, pushers, strict=True))
+                / max(1, sum(r["polls"][p].sum() for r, p in zip(ref, pushers, strict=True))))
         if name == "hub-down" and ref is not None:
             row["after_down"] = fall_measures(results, ref, pushers, down, warmup, horizon,
                                               period)
@@ -176,11 +176,11 @@ def fall_measures(results, ref, pushers, down: float, warmup: int, horizon: int,
     d = int(np.ceil(down / period))
     util = np.mean([r["rewards"][d:].mean() for r in results])
     base = np.mean([r["rewards"][d:].mean() for r in ref])
-    late = sum(r["late_polls"][p].sum() for r, p in zip(results, pushers))
-    late_ref = sum(r["late_polls"][p].sum() for r, p in zip(ref, pushers))
+    late = sum(r["late_polls"][p].sum() for r, p in zip(results, pushers, strict=True))
+    late_ref = sum(r["late_polls"][p].sum() for r, p in zip(ref, pushers, strict=True))
     measured = horizon - warmup
     within, waits, judged = 0, [], 0
-    for r, b, p in zip(results, ref, pushers):
+    for r, b, p in zip(results, ref, pushers, strict=True):
         usual = np.where(b["polls"] >= 2, measured * period / np.maximum(b["polls"], 1), np.inf)
         ok = p & np.isfinite(usual) & (down + 2 * usual <= horizon * period)
         wait = r["first_after"][ok] - down

@@ -64,7 +64,7 @@ class HubModel:
         """bool[n]: which sources push, ``round(share n)`` of them drawn with ``seed``."""
         rng = np.random.default_rng(np.random.SeedSequence([seed, 28]))
         out = np.zeros(n, dtype=bool)
-        out[rng.choice(n, size=int(round(self.share * n)), replace=False)] = True
+        out[rng.choice(n, size=round(self.share * n), replace=False)] = True
         return out
 
     def delays(self, rng: np.random.Generator, k: int) -> np.ndarray:

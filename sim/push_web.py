@@ -37,8 +37,14 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import Problem, SourceParams
-from sim.ephemeral import SourcesEnv, check_action, check_start, check_warm, stock_depth
-from sim.ephemeral import stationary_state
+from sim.ephemeral import (
+    SourcesEnv,
+    check_action,
+    check_start,
+    check_warm,
+    stationary_state,
+    stock_depth,
+)
 from sim.hub import HubModel
 
 _E = np.zeros(0)
