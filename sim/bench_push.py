@@ -14,7 +14,9 @@ run:
   (``observe_push``);
 * ``push-blind``: the same hub, a policy told nothing of it (what pushes give by themselves);
 * ``hub-down``: as ``push``, but the hub delivers nothing published after ``--down-at``
-  (default: the middle of the measured epochs).
+  (default: the middle of the measured epochs);
+* ``hub-down-blind`` (only when ``--runs`` names it): the same fall under a policy told
+  nothing of the pushes (what the silent-hub rule is for).
 
 Measured over the epochs after the warm-up (``--warmup``, default a third of the horizon):
 utility per epoch (what polls and pushes captured), and its ratio to ``no-push``'s; the
@@ -49,6 +51,8 @@ from sim.scenarios import make_scenario
 
 SECONDS = 3600.0          # news-mix's time unit is the hour
 RUNS = ("no-push", "push", "push-blind", "hub-down")
+#: runs made only when asked for (``--runs``)
+EXTRA_RUNS = ("hub-down-blind",)
 
 
 def run_crawl(params, budget: float, hub: HubModel | None, pushing: np.ndarray, seed: int,
@@ -138,8 +142,10 @@ def evaluate(n: int = 10_000, budget: float | str = "2%", horizon: int = 720,
                 kw["hub"] = hub
             elif name == "push-blind":
                 kw["hub"], kw["learn_push"] = hub, False
-            else:
+            elif name == "hub-down":
                 kw["hub"] = replace(hub, down_at=down)
+            else:
+                kw["hub"], kw["learn_push"] = replace(hub, down_at=down), False
             per_run[name].append(run_crawl(params, m, pushing=pushing, seed=seed,
                                            horizon=horizon, warmup=warmup, down=down, **kw))
     ref = per_run.get("no-push")
@@ -163,7 +169,7 @@ def evaluate(n: int = 10_000, budget: float | str = "2%", horizon: int = 720,
             row["pusher_polls_vs_no_push"] = float(
                 sum(r["polls"][p].sum() for r, p in zip(results, pushers, strict=True))
                 / max(1, sum(r["polls"][p].sum() for r, p in zip(ref, pushers, strict=True))))
-        if name == "hub-down" and ref is not None:
+        if name.startswith("hub-down") and ref is not None:
             row["after_down"] = fall_measures(results, ref, pushers, down, warmup, horizon,
                                               period)
         out["runs"][name] = row
@@ -201,23 +207,28 @@ def format_results(report: dict[str, Any]) -> str:
     lines = [f"news-mix N = {report['n']}, budget {report['budget']:g}/epoch, horizon "
              f"{report['horizon']} (measured after {report['warmup']}), {report['seeds']} "
              f"seed(s); hub: {hub['share']:.0%} of sources push, loss {hub['loss']:g}, "
-             f"delay {hub['delay']} (mean {hub['delay_mean'] * SECONDS:g} s, max "
-             f"{hub['delay_max'] * SECONDS:g} s), duplicates {hub['duplicate']:g}, spurious "
+             f"delay {hub['delay']} ("
+             + (f"mean {hub['delay_mean'] * SECONDS:g} s, " if hub["delay"] == "exponential"
+                else "")
+             + f"max {hub['delay_max'] * SECONDS:g} s), duplicates {hub['duplicate']:g}, spurious "
              f"{hub['spurious']:g}/h; hub-down at t = {hub['down_at']:g}",
-             f"{'run':<12}{'utility/ep':>12}{'vs no-push':>11}{'pusher polls':>14}"
+             f"{'run':<16}{'utility/ep':>12}{'vs no-push':>11}{'pusher polls':>14}"
              f"{'vs no-push':>11}{'other polls':>12}{'delay med s':>12}{'p90 s':>10}"
              f"{'decide ms':>10}"]
     for name, r in report["runs"].items():
-        lines.append(f"{name:<12}{r['utility_per_epoch']:>12.1f}"
+        lines.append(f"{name:<16}{r['utility_per_epoch']:>12.1f}"
                      f"{r.get('utility_vs_no_push', float('nan')):>11.4f}"
                      f"{r['pusher_polls_per_epoch']:>14.2f}"
                      f"{r.get('pusher_polls_vs_no_push', float('nan')):>11.3f}"
                      f"{r['other_polls_per_epoch']:>12.2f}{r['delay_median_s']:>12.1f}"
                      f"{r['delay_p90_s']:>10.0f}{r['decision_ms']:>10.2f}")
-    fall = report["runs"].get("hub-down", {}).get("after_down")
-    if fall:
-        lines += ["", f"after the hub went down: utility {fall['utility_vs_no_push']:.4f} of "
-                      f"no-push's (lost {fall['utility_lost_share']:+.2%}); pushers' polls in "
+    for name, r in report["runs"].items():
+        fall = r.get("after_down")
+        if not fall:
+            continue
+        lines += ["", f"{name}: after the hub went down: utility "
+                      f"{fall['utility_vs_no_push']:.4f} of no-push's (lost "
+                      f"{fall['utility_lost_share']:+.2%}); pushers' polls in "
                       f"the second half {fall['pusher_polls_second_half_vs_no_push']:.3f} of "
                       f"no-push's; first poll within 2 usual intervals: "
                       f"{fall['polled_within_two_intervals']:.1%} of "
@@ -255,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     try:
-        unknown = sorted(set(runs) - set(RUNS))
+        unknown = sorted(set(runs) - set(RUNS) - set(EXTRA_RUNS))
         if unknown:
-            raise ValueError(f"unknown runs {unknown}; known: {', '.join(RUNS)}")
+            raise ValueError(f"unknown runs {unknown}; known: {', '.join(RUNS + EXTRA_RUNS)}")
         hub = HubModel(share=args.share, loss=args.loss, delay=args.delay,
                        delay_mean=args.delay_mean_s / SECONDS,
                        delay_max=args.delay_max_s / SECONDS, duplicate=args.duplicate,
