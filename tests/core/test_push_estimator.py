@@ -89,6 +89,9 @@ def test_a_silent_hub_is_detected_and_a_push_ends_it():
     assert np.all(est.reliability_at(ids, last.max() + 20.0, rate) == 0.0)
     # a slow source (a tenth of the rate) is not silent after the same time
     assert not est.silent_at(ids, last.max() + 20.0, rate / 10).any()
+    # pings that bring nothing do not make it speak again; a useful push does
+    est.update_pushes([0, 1], [last.max() + 19.0] * 2, [0, 0])
+    assert est.silent_at(ids, last.max() + 20.0, rate).all()
     est.update_pushes([0], [last.max() + 20.0], [1])
     assert est.reliability_at(ids, last.max() + 20.0, rate)[0] > 0.8
 

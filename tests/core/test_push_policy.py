@@ -87,3 +87,25 @@ def test_push_state_survives_a_restore_and_repair():
     copy.push.pushed[row] = np.nan
     assert 0 in copy.repair(None).tolist()
     assert copy.estimates()["push_share"][0] == 0.0
+
+
+def test_a_fallen_hub_counts_full_arrivals_only_since_its_last_useful_push():
+    policy = twins(epochs=60)
+    # source 0 is no longer polled; its hub delivers 2 entries an epoch until epoch 100
+    for t in range(60, 100):
+        when = t + np.array([0.3, 0.7])
+        policy.observe_push(Observation(
+            epoch=t, sources=[0, 0], time=when, new_items=[1, 1], reward=[1.0, 1.0],
+            item_offsets=[0, 1, 2], item_published=when - 0.01, item_value=[1.0, 1.0]))
+    policy.select(100, 1.0)
+    assert policy._push_failed is None               # the hub speaks: not fallen
+    policy.select(112, 1.0)                          # silent for 12 epochs: fallen
+    ids, share, since = policy._push_failed
+    assert ids.tolist() == [0] and share[0] > 0.8
+    x, alpha, u = policy.expected_state(112)
+    k, s = 112 - 59, 112 - 99.7
+    g = [(1 - alpha[0] ** j) / (1 - alpha[0]) for j in (k, s)]
+    # the full arrivals since the last crawl would be u G_k; since the last push only, u G_s
+    assert u[0] * g[1] < x[0] < 0.9 * u[0] * g[0]
+
+

@@ -19,9 +19,10 @@ estimate follows a hub whose quality changes, over about ``memory`` entries.
 
 ``reliability`` is the share the policy may rely on: p, except where the hub is
 
-* silent: no push for so long that, at the source's publishing rate Lambda and p, more than
-  ``silent_after`` pushed entries were expected (Poisson: the chance of that silence by bad
-  luck is exp(-silent_after));
+* silent: no push that brought something new (``last_push``) for so long that, at the
+  source's publishing rate Lambda and p, more than ``silent_after`` pushed entries were
+  expected (Poisson: the chance of that silence by bad luck is exp(-silent_after)); a hub that
+  keeps pinging with nothing new is silent too;
 * lying: more than ``lying_share`` of its (discounted) pushes brought nothing new, over at
   least ``min_pushes`` of them;
 
@@ -118,10 +119,14 @@ class PushReliability(VectorEstimator):
         np.add.at(self.pending, used, new[ok])
         np.add.at(self.pushes, used, 1.0)
         np.add.at(self.empty, used, (new[ok] == 0).astype(np.float64))
-        last = self.last_push[uniq]
-        newest = np.full(uniq.shape[0], -np.inf)
-        np.maximum.at(newest, inv, t[ok])
-        self.last_push[uniq] = np.where(np.isnan(last), newest, np.maximum(last, newest))
+        useful = new[ok] > 0                     # an empty push says nothing of the hub's health
+        if useful.any():
+            last = self.last_push[uniq]
+            newest = np.full(uniq.shape[0], -np.inf)
+            np.maximum.at(newest, inv[useful], t[ok][useful])
+            seen = np.isfinite(newest)
+            self.last_push[uniq[seen]] = np.where(np.isnan(last[seen]), newest[seen],
+                                                  np.maximum(last[seen], newest[seen]))
         if offsets is not None and lateness is not None:
             off = np.asarray(offsets, dtype=np.int64)
             late = np.asarray(lateness, dtype=np.float64)
@@ -206,9 +211,11 @@ class PushReliability(VectorEstimator):
         pushes = self.pushes[ids]
         return (pushes >= self.min_pushes) & (self.empty[ids] > self.lying_share * pushes)
 
+    def failed_at(self, ids, now: float, rate) -> np.ndarray:
+        """The hub of each source is silent or lies: its pushes are not to be counted on."""
+        return self.silent_at(ids, now, rate) | self.lying_at(ids)
+
     def reliability_at(self, ids, now: float, rate) -> np.ndarray:
         """The share of new entries the policy may count on push to deliver: p, or 0 where
         the hub is silent or lies."""
-        p = self.share_at(ids)
-        bad = self.silent_at(ids, now, rate) | self.lying_at(ids)
-        return np.where(bad, 0.0, p)
+        return np.where(self.failed_at(ids, now, rate), 0.0, self.share_at(ids))

@@ -162,6 +162,8 @@ class AdaptiveWhittlePolicy(Policy):
         self.push_rows.grow(n)
         self._pushers: np.ndarray | None = None     # source of each push row (derived)
         self._push_used: np.ndarray | None = None   # reliability in u (derived)
+        # sources whose hub failed: (ids, p, epochs at their last useful push) (derived)
+        self._push_failed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._clock: tuple[float, float, float] | None = None  # (epoch, poll time, push time)
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
@@ -301,6 +303,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.group[:] = self._groups_of(np.arange(self.n))
         self._pushers = None
         self._push_used = None
+        self._push_failed = None
         if self.push.n:                          # the reliability at the last time known
             self._refresh_push(None)
 
@@ -330,6 +333,32 @@ class AdaptiveWhittlePolicy(Policy):
         """(x, u) of ``expected_state``, without alpha; ``skip``: bool[N], explored sources
         whose x the caller computes otherwise (diurnal-whittle's, under their rhythm): their
         x is NaN."""
+        x, u = self._expected_polled(epoch, skip)
+        if self._push_failed is not None:
+            self._fallen_state(epoch, x, u)
+        return x, u
+
+    def _fallen_state(self, epoch: int, x: np.ndarray, u: np.ndarray) -> None:
+        """x of the explored sources whose hub failed: polls found the share 1 - p of their
+        arrivals since their last crawl, the whole of them since the hub's last useful push
+        only, x = u ((1 - p) G_k + p G_s), s = min(k, epochs since that push). (u itself, their
+        future arrivals, is the full one.) Counting the whole of them since the last crawl
+        would make one long gap between pushes look like hours of value waiting."""
+        ids, share, since = self._push_failed
+        k = epoch - self.last_epoch[ids]
+        ok = np.isfinite(k) & np.isfinite(x[ids])
+        if not ok.any():
+            return
+        ids, share, k = ids[ok], share[ok], np.maximum(k[ok], 0.0)
+        s = np.clip(np.nan_to_num(since[ok], nan=np.inf), 0.0, k)
+        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g_k = geometric_sum(k, log_alpha, one_minus)
+            g_s = geometric_sum(s, log_alpha, one_minus)
+        x[ids] = u[ids] * ((1.0 - share) * g_k + share * g_s)
+
+    def _expected_polled(self, epoch: int, skip=None) -> tuple[np.ndarray, np.ndarray]:
+        """``_expected`` but for the sources whose hub failed."""
         u = self._kept_u()
         explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
@@ -608,8 +637,15 @@ class AdaptiveWhittlePolicy(Policy):
                 self._push_used[:old.shape[0]] = old
         ids = self._pushing_sources()
         rows = np.arange(ids.shape[0])
-        rel = self.push.reliability_at(rows, self._now(epoch), self.rates.mean_at(ids))
-        rel = np.nan_to_num(rel, nan=0.0)
+        now = self._now(epoch)
+        failed = self.push.failed_at(rows, now, self.rates.mean_at(ids))
+        share = np.nan_to_num(self.push.share_at(rows), nan=0.0)
+        rel = np.where(failed, 0.0, share)
+        self._push_failed = None
+        if failed.any():
+            period = float(self.problem.period)
+            since = (now - self.push.last_push[rows[failed]]) / period
+            self._push_failed = (ids[failed], share[failed], since)
         moved = rel != self._push_used[ids]
         if moved.any():
             self._push_used[ids[moved]] = rel[moved]
