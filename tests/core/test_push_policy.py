@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies import make_policy
@@ -100,7 +101,7 @@ def test_a_fallen_hub_counts_full_arrivals_only_since_its_last_useful_push():
     policy.select(100, 1.0)
     assert policy._push_failed is None               # the hub speaks: not fallen
     policy.select(112, 1.0)                          # silent for 12 epochs: fallen
-    ids, share, since = policy._push_failed
+    ids, share, _ = policy._push_failed
     assert ids.tolist() == [0] and share[0] > 0.8
     x, alpha, u = policy.expected_state(112)
     k, s = 112 - 59, 112 - 99.7
@@ -109,3 +110,23 @@ def test_a_fallen_hub_counts_full_arrivals_only_since_its_last_useful_push():
     assert u[0] * g[1] < x[0] < 0.9 * u[0] * g[0]
 
 
+
+
+def test_a_lying_hub_is_not_believed():
+    policy = twins(epochs=60)
+    # from epoch 60 the hub floods source 0 with pings that bring nothing, between useful
+    # pushes; source 0 is not polled
+    for t in range(60, 80):
+        when = t + np.linspace(0.05, 0.95, 10)
+        new = np.zeros(10, dtype=np.int64)
+        new[4] = 1
+        policy.observe_push(Observation(
+            epoch=t, sources=np.zeros(10), time=when, new_items=new, reward=new * 1.0,
+            item_offsets=np.concatenate([[0], np.cumsum(new)]),
+            item_published=when[new > 0] - 0.01, item_value=[1.0]))
+    policy.select(80, 1.0)
+    ids, _, since = policy._push_failed
+    assert ids.tolist() == [0] and np.isinf(since[0])
+    x, alpha, u = policy.expected_state(80)
+    g = (1 - alpha[0] ** 21) / (1 - alpha[0])
+    assert x[0] == pytest.approx(u[0] * g)       # the full arrivals since its last poll

@@ -341,9 +341,10 @@ class AdaptiveWhittlePolicy(Policy):
     def _fallen_state(self, epoch: int, x: np.ndarray, u: np.ndarray) -> None:
         """x of the explored sources whose hub failed: polls found the share 1 - p of their
         arrivals since their last crawl, the whole of them since the hub's last useful push
-        only, x = u ((1 - p) G_k + p G_s), s = min(k, epochs since that push). (u itself, their
-        future arrivals, is the full one.) Counting the whole of them since the last crawl
-        would make one long gap between pushes look like hours of value waiting."""
+        only, x = u ((1 - p) G_k + p G_s), s = min(k, epochs since that push; a lying hub's:
+        k). (u itself, their future arrivals, is the full one.) Counting the whole of them
+        since the last crawl would make one long gap between pushes of a silent hub look like
+        hours of value waiting."""
         ids, share, since = self._push_failed
         k = epoch - self.last_epoch[ids]
         ok = np.isfinite(k) & np.isfinite(x[ids])
@@ -638,13 +639,17 @@ class AdaptiveWhittlePolicy(Policy):
         ids = self._pushing_sources()
         rows = np.arange(ids.shape[0])
         now = self._now(epoch)
-        failed = self.push.failed_at(rows, now, self.rates.mean_at(ids))
+        lying = self.push.lying_at(rows)
+        failed = lying | self.push.silent_at(rows, now, self.rates.mean_at(ids))
         share = np.nan_to_num(self.push.share_at(rows), nan=0.0)
         rel = np.where(failed, 0.0, share)
         self._push_failed = None
         if failed.any():
+            # a silent hub delivered until its last useful push; a lying one is not believed
+            # at all: its source is polled as if it did not push
             period = float(self.problem.period)
-            since = (now - self.push.last_push[rows[failed]]) / period
+            since = np.where(lying[failed], np.inf,
+                             (now - self.push.last_push[rows[failed]]) / period)
             self._push_failed = (ids[failed], share[failed], since)
         moved = rel != self._push_used[ids]
         if moved.any():
