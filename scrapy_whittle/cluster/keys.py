@@ -43,6 +43,13 @@ class Keys:
         return self._k(f"entries:{sid // BUCKET}")
 
     @property
+    def entry_capacity(self) -> str:  # counter: hashes all sources' entry memories may hold
+        return self._k("entries:capacity")
+
+    def stories(self, i: int) -> str:  # hash: shard -> packed story hashes, PER_KEY shards
+        return self._k(f"stories:{i}")
+
+    @property
     def blocks(self) -> str:         # hash: "<block>:<id>" -> packed sparse rows
         return self._k("blocks")
 
