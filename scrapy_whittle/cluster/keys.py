@@ -30,6 +30,17 @@ class Keys:
         return self._k("urls")
 
     @property
+    def aliases(self) -> str:        # hash: a moved source's old URL -> its id
+        return self._k("aliases")
+
+    def alive(self, sid: int) -> str:  # string: CHUNK doubles, each source's last new entry
+        return self._k(f"alive:{sid // CHUNK}")
+
+    @property
+    def hosts(self) -> str:          # hash: a throttled host -> its allowance (JSON)
+        return self._k("hosts")
+
+    @property
     def categories(self) -> str:     # hash: id -> category (sources that have one)
         return self._k("categories")
 

@@ -140,6 +140,7 @@ class ClusterNode:
         self._posting: set[asyncio.Future] = set()
         self._log_once = OnceLog(logger)
         self._dropped_logged = False
+        self._moves: dict[str, str] = {}                  # crawl id -> URL it moved to
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -372,6 +373,7 @@ class ClusterNode:
             had, flags, batch = await self.retry(lambda: self._dedupe(keys=keys, args=args),
                                                  "telling new entries", within=self.wait)
         except RedisUnavailable as exc:
+            self._moves.pop(crawl.cid, None)
             self._dropped(crawl, exc)
             return FetchResult([], [], False)
         flags = flags.decode() if isinstance(flags, bytes) else flags
@@ -384,7 +386,8 @@ class ClusterNode:
         reward = float(sum(found.values))
         # (the entries are remembered now: they are emitted even if the result is dropped)
         await self._send(task_id, CrawlResult.of(
-            crawl, self.clock.now(), FETCHED, new_items=len(new), reward=reward,
+            crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
+            new_items=len(new), reward=reward,
             window_full=found.window_full, published=[e.published for e in new],
             etag=etag or "", last_modified=last_modified or "",
             hints=hints.encode() if hints else ""))
@@ -414,7 +417,8 @@ class ClusterNode:
                            hints: ServerHints | None = None) -> None:
         task_id = self.taken.pop(crawl.cid)
         await self._send(task_id, CrawlResult.of(
-            crawl, self.clock.now(), NOT_MODIFIED, etag=etag or "",
+            crawl, self.clock.now(), NOT_MODIFIED, moved=self._moves.pop(crawl.cid, ""),
+            etag=etag or "",
             last_modified=last_modified or "", hints=hints.encode() if hints else ""))
         self.stats.inc("fetched")
         self.stats.inc("not_modified")
@@ -423,12 +427,23 @@ class ClusterNode:
                            retry_after: float | None = None) -> float:
         """Sent to the planner, whose service backs the source off (0 here: not known)."""
         task_id = self.taken.pop(crawl.cid)
+        self._moves.pop(crawl.cid, None)
         await self._send(task_id, CrawlResult.of(crawl, self.clock.now(), kind,
                                                  cause=cause[:500],
                                                  retry_after=float(retry_after or 0.0)))
         self.stats.inc(f"errors/{kind}")
         self._log_once(crawl.source, kind, crawl.url, cause)
         return 0.0
+
+    def moved(self, crawl: Crawl, url: str) -> Crawl:
+        """The fetch of ``crawl`` was redirected permanently (301, 308) to ``url``: told to the
+        planner with the fetch's outcome, whose service moves the source there (its old URL
+        kept as an alias) or merges it into the source already at ``url``
+        (:meth:`RecrawlService.moved`). Returns the crawl as at ``url``."""
+        if url == crawl.url:
+            return crawl
+        self._moves[crawl.cid] = url
+        return crawl._replace(url=url)
 
     def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
         report_warnings(self.stats, self._log_once, crawl, warnings)

@@ -297,6 +297,8 @@ class Planner:
             return None
         self._forget(sid)
         crawl = Crawl(sid, service.url(sid), result.epoch, result.sent_at, {})
+        if result.moved:
+            crawl = self._moved(crawl, result.moved)
         etag = result.etag or None
         modified = result.last_modified or None
         hints = ServerHints.decode(result.hints)
@@ -312,6 +314,18 @@ class Planner:
         else:
             service.crawl_failed(crawl, result.kind, result.cause, result.retry_after or None)
         return sid
+
+    def _moved(self, crawl: Crawl, url: str) -> Crawl:
+        """A worker's fetch of ``crawl`` answered at ``url`` after permanent redirects: the
+        service's own decision (:meth:`RecrawlService.moved`: moved, its old URL an alias, or
+        merged into the source at ``url``); the crawl its outcome counts for."""
+        try:
+            return self.service.moved(crawl, url)
+        except (TypeError, ValueError) as exc:      # a worker's garbage: the source stays
+            self.node.stats.inc("cluster/bad_results")
+            logger.warning("planner %s: a move of source %d to %r refused (%s)", self.token,
+                           crawl.source, url, exc)
+            return crawl
 
     async def _inbox(self) -> int:
         r, k = self.node.redis, self.keys

@@ -1,0 +1,248 @@
+"""Moved and dead feeds in a cluster, on a real redis-server: a worker's permanent redirect
+moves the source in the planner's service (its old URL an alias, a merge onto another
+source's URL), a 410 and a long silence retire it, a probe revives it, all as one process
+does, and all kept in Redis so that the next planner goes on with them (a source list that
+still names the old URL makes no twin)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import pytest
+import pytest_twisted
+from twisted.internet.defer import Deferred
+
+from scrapy_whittle.cluster.node import ClusterNode
+from scrapy_whittle.cluster.tasks import task_crawl
+from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.types import DictStats
+from tests.cluster.conftest import RedisServer
+
+START = 1_700_000_000.0
+PERIOD = 600.0
+OLD, OTHER = "https://a.example/old.xml", "https://b.example/feed.xml"
+NEW = "https://a.example/new.xml"
+SETTINGS = {"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": PERIOD, "WHITTLE_POLICY": "round_robin",
+            "WHITTLE_RETIRE_AFTER": 10 * PERIOD, "WHITTLE_RETIRE_PROBE": 20 * PERIOD}
+
+
+def on_asyncio(test):
+    """The coroutine test as an asyncio task on the reactor's loop (the Redis client's calls
+    need one)."""
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        yield Deferred.fromFuture(asyncio.ensure_future(test(*args, **kwargs)))
+    return pytest_twisted.inlineCallbacks(run)
+
+
+@pytest.fixture
+def server(tmp_path):
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    yield server
+    server.stop()
+
+
+class Cluster:
+    """Nodes of one crawl on one clock, stepped by hand: no loop runs."""
+
+    def __init__(self, url: str, settings=SETTINGS) -> None:
+        self.url = url
+        self.config = WhittleConfig.from_settings(settings)
+        self.clock = SimulatedClock(start=START)
+        self.nodes: list[ClusterNode] = []
+
+    async def node(self, urls) -> ClusterNode:
+        node = ClusterNode(self.config, redis_url=self.url, prefix="test",
+                           specs=[SourceSpec(url=u) for u in urls], stats=DictStats(),
+                           clock=self.clock)
+        await node._ensure_groups()
+        self.nodes.append(node)
+        return node
+
+    async def crawls(self, node: ClusterNode) -> dict:
+        """The planner's step, then the crawls it handed out, by source id."""
+        await node.planner.step()
+        got = await node.redis.xreadgroup("workers", node.consumer, {node.keys.tasks: ">"},
+                                          count=100)
+        for task_id, f in (got[0][1] if got else ()):
+            node.queue.append((task_crawl(f), task_id.decode()))
+        out = {}
+        while (crawl := node.next_crawl()) is not None:
+            out[crawl.source] = crawl
+        return out
+
+    def advance(self, epochs: float = 1.0) -> None:
+        self.clock.advance_to(self.clock.now() + epochs * PERIOD)
+
+    async def close(self) -> None:
+        for node in self.nodes:
+            await node.redis.aclose()
+            node.sync_redis.close()
+
+
+def entries(*keys):
+    return [FeedEntry(key=k, title=None, link=None, published=None, engagement=None)
+            for k in keys]
+
+
+async def _hand_over(cluster: Cluster, old: ClusterNode, urls) -> ClusterNode:
+    """``old``'s planner resigns (a checkpoint); a new node with list ``urls`` takes over."""
+    await old.planner.resign()
+    new = await cluster.node(urls)
+    await new.planner.step()
+    assert new.planner.leader
+    return new
+
+
+@on_asyncio
+async def test_a_move_is_kept_and_the_old_url_makes_no_twin(server):
+    cluster = Cluster(server.url)
+    try:
+        a = await cluster.node([OLD, OTHER])
+        crawls = await cluster.crawls(a)
+        assert sorted(crawls) == [0, 1]
+        moved = a.moved(crawls[0], NEW)
+        assert moved.url == NEW
+        await a.feed_fetched(moved, entries("x"))
+        await a.feed_fetched(crawls[1], entries("y"))
+        await a.planner.step()                      # learns the results
+        service = a.planner.service
+        assert service.url(0) == NEW and service.source_id(OLD) == 0
+        assert a.stats.get("planner/sources/moved") == 1
+        # the next planner reads a list that still names the old URL
+        b = await _hand_over(cluster, a, [OLD, OTHER])
+        service = b.planner.service
+        assert len(service.sources) == 2 and service.sources.n_left == 0
+        assert service.url(0) == NEW and service.source_id(OLD) == 0
+        b.add_source(SourceSpec(url=OLD))           # a spider names it again
+        await asyncio.wait(list(b._posting))
+        cluster.advance()
+        crawls = await cluster.crawls(b)
+        assert len(service.sources) == 2
+        assert crawls[0].url == NEW                  # fetched where it is now
+    finally:
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_move_onto_another_source_merges_them_for_the_next_planner_too(server):
+    cluster = Cluster(server.url)
+    try:
+        a = await cluster.node([OLD, OTHER])
+        crawls = await cluster.crawls(a)
+        await a.feed_fetched(a.moved(crawls[0], OTHER), entries("x"))
+        await a.feed_fetched(crawls[1], entries("y"))
+        await a.planner.step()
+        assert a.stats.get("planner/sources/merged") == 1
+        b = await _hand_over(cluster, a, [OLD, OTHER])
+        service = b.planner.service
+        assert service.source_id(OLD) == 1 and service.sources.merged[0]
+        assert service.sources.n_left == 1
+        cluster.advance()
+        assert sorted(await cluster.crawls(b)) == [1]     # the merged source is not crawled
+    finally:
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_410_retires_the_source_and_the_next_planner_probes_it_back(server):
+    cluster = Cluster(server.url)
+    try:
+        a = await cluster.node([OLD, OTHER])
+        crawls = await cluster.crawls(a)
+        await a.crawl_failed(crawls[0], "http_410", "HTTP 410")
+        await a.feed_fetched(crawls[1], entries("y"))
+        await a.planner.step()
+        assert a.planner.service.sources.retired[0]
+        assert a.stats.get("planner/sources/retired") == 1
+        b = await _hand_over(cluster, a, [OLD, OTHER])
+        assert b.planner.service.sources.retired[0]
+        cluster.advance()
+        crawls = await cluster.crawls(b)
+        assert sorted(crawls) == [1]                      # retired: out of the choice
+        await b.feed_fetched(crawls[1], entries("z"))
+        cluster.advance(20)                               # the probe is due
+        crawls = await cluster.crawls(b)
+        assert 0 in crawls and b.stats.get("planner/probes/crawls") >= 1
+        await b.feed_fetched(crawls[0], entries("back"))
+        await b.planner.step()
+        assert not b.planner.service.sources.retired[0]
+        assert b.stats.get("planner/sources/revived") == 1
+    finally:
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_silent_source_retires_counting_from_its_last_entry_across_planners(server):
+    cluster = Cluster(server.url)
+    try:
+        a = await cluster.node([OLD, OTHER])
+        crawls = await cluster.crawls(a)
+        await a.feed_fetched(crawls[0], entries("x"))
+        await a.feed_fetched(crawls[1], entries("y"))
+        await a.planner.step()
+        alive = a.planner.service.sources.alive_at[0]
+        assert alive == pytest.approx(START)
+        b = await _hand_over(cluster, a, [OLD, OTHER])
+        assert b.planner.service.sources.alive_at[0] == pytest.approx(alive)
+        # fetched again and again with nothing new: retired once silent for RETIRE_AFTER
+        # from its last new entry, under the first planner
+        for _ in range(12):
+            cluster.advance()
+            crawls = await cluster.crawls(b)
+            for sid, crawl in crawls.items():
+                await b.feed_fetched(crawl, entries("x" if sid == 0 else "y"))
+            await b.planner.step()
+            if b.planner.service.sources.retired[0]:
+                break
+        assert b.planner.service.sources.retired[0]
+        assert cluster.clock.now() - START == pytest.approx(10 * PERIOD)
+    finally:
+        await cluster.close()
+
+
+@pytest.mark.slow
+def test_two_processes_follow_a_moved_and_a_dead_feed(redis_server, tmp_path):
+    from scrapy_whittle.cluster.keys import Keys
+    from scrapy_whittle.cluster.state import RedisStateStore
+    from tests.cluster.test_cluster import N_FEEDS, PREFIX, no_duplicates, results, start, stop
+    from tests.scrapy.conftest import Server
+    from tests.waiting import wait_for
+
+    web = Server("--scenario", "news-mix", "--n", str(N_FEEDS), "--speed", "36000",
+                 "--latency", "0.02", "--seed", "3", "--fates", "3:301,5:410")
+    names = ["w0", "w1"]
+    procs = []
+    try:
+        procs = [start(redis_server, web, tmp_path, name) for name in names]
+        client = redis_server.client()
+        store = RedisStateStore(client, Keys(PREFIX))
+        moved, gone = f"{web.url}/moved/3.xml", f"{web.url}/feed/5.xml"
+
+        def followed() -> bool:
+            saved = store.load()
+            if saved is None:
+                return False
+            urls, flags = saved.sources["url"], saved.sources["flags"]
+            return (moved in urls and gone in urls
+                    and flags[urls.index(gone)] >> 34 & 1 == 1)
+
+        wait_for(followed, timeout=120, what="the move and the death in Redis")
+        stop(procs)
+        saved = store.load()
+        client.close()
+    finally:
+        web.stop()
+    urls = list(saved.sources["url"])
+    assert len(urls) == N_FEEDS                         # no twin of the moved feed
+    assert dict(saved.aliases)[f"{web.url}/feed/3.xml"] == urls.index(moved)
+    items, stats = results(tmp_path, names)
+    no_duplicates(items)
+    planners = [s for s in stats.values() if "whittle/planner/crawls" in s]
+    assert sum(s.get("whittle/planner/sources/moved", 0) for s in planners) == 1
+    assert sum(s.get("whittle/planner/sources/retired", 0) for s in planners) >= 1
