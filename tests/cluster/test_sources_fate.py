@@ -7,101 +7,19 @@ still names the old URL makes no twin)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 
 import pytest
-import pytest_twisted
-from twisted.internet.defer import Deferred
 
-from scrapy_whittle.cluster.node import ClusterNode
-from scrapy_whittle.cluster.tasks import task_crawl
-from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.clock import SimulatedClock
-from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.types import DictStats
-from tests.cluster.conftest import RedisServer
+from tests.cluster.harness import PERIOD, START, Cluster, entries, hand_over, on_asyncio
 
-START = 1_700_000_000.0
-PERIOD = 600.0
 OLD, OTHER = "https://a.example/old.xml", "https://b.example/feed.xml"
 NEW = "https://a.example/new.xml"
-SETTINGS = {"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": PERIOD, "WHITTLE_POLICY": "round_robin",
-            "WHITTLE_RETIRE_AFTER": 10 * PERIOD, "WHITTLE_RETIRE_PROBE": 20 * PERIOD}
-
-
-def on_asyncio(test):
-    """The coroutine test as an asyncio task on the reactor's loop (the Redis client's calls
-    need one)."""
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        yield Deferred.fromFuture(asyncio.ensure_future(test(*args, **kwargs)))
-    return pytest_twisted.inlineCallbacks(run)
-
-
-@pytest.fixture
-def server(tmp_path):
-    (tmp_path / "redis").mkdir()
-    server = RedisServer(tmp_path / "redis")
-    yield server
-    server.stop()
-
-
-class Cluster:
-    """Nodes of one crawl on one clock, stepped by hand: no loop runs."""
-
-    def __init__(self, url: str, settings=SETTINGS) -> None:
-        self.url = url
-        self.config = WhittleConfig.from_settings(settings)
-        self.clock = SimulatedClock(start=START)
-        self.nodes: list[ClusterNode] = []
-
-    async def node(self, urls) -> ClusterNode:
-        node = ClusterNode(self.config, redis_url=self.url, prefix="test",
-                           specs=[SourceSpec(url=u) for u in urls], stats=DictStats(),
-                           clock=self.clock)
-        await node._ensure_groups()
-        self.nodes.append(node)
-        return node
-
-    async def crawls(self, node: ClusterNode) -> dict:
-        """The planner's step, then the crawls it handed out, by source id."""
-        await node.planner.step()
-        got = await node.redis.xreadgroup("workers", node.consumer, {node.keys.tasks: ">"},
-                                          count=100)
-        for task_id, f in (got[0][1] if got else ()):
-            node.queue.append((task_crawl(f), task_id.decode()))
-        out = {}
-        while (crawl := node.next_crawl()) is not None:
-            out[crawl.source] = crawl
-        return out
-
-    def advance(self, epochs: float = 1.0) -> None:
-        self.clock.advance_to(self.clock.now() + epochs * PERIOD)
-
-    async def close(self) -> None:
-        for node in self.nodes:
-            await node.redis.aclose()
-            node.sync_redis.close()
-
-
-def entries(*keys):
-    return [FeedEntry(key=k, title=None, link=None, published=None, engagement=None)
-            for k in keys]
-
-
-async def _hand_over(cluster: Cluster, old: ClusterNode, urls) -> ClusterNode:
-    """``old``'s planner resigns (a checkpoint); a new node with list ``urls`` takes over."""
-    await old.planner.resign()
-    new = await cluster.node(urls)
-    await new.planner.step()
-    assert new.planner.leader
-    return new
 
 
 @on_asyncio
-async def test_a_move_is_kept_and_the_old_url_makes_no_twin(server):
-    cluster = Cluster(server.url)
+async def test_a_move_is_kept_and_the_old_url_makes_no_twin(redis_server):
+    cluster = Cluster(redis_server.url)
     try:
         a = await cluster.node([OLD, OTHER])
         crawls = await cluster.crawls(a)
@@ -115,7 +33,7 @@ async def test_a_move_is_kept_and_the_old_url_makes_no_twin(server):
         assert service.url(0) == NEW and service.source_id(OLD) == 0
         assert a.stats.get("planner/sources/moved") == 1
         # the next planner reads a list that still names the old URL
-        b = await _hand_over(cluster, a, [OLD, OTHER])
+        b = await hand_over(cluster, a, [OLD, OTHER])
         service = b.planner.service
         assert len(service.sources) == 2 and service.sources.n_left == 0
         assert service.url(0) == NEW and service.source_id(OLD) == 0
@@ -130,8 +48,8 @@ async def test_a_move_is_kept_and_the_old_url_makes_no_twin(server):
 
 
 @on_asyncio
-async def test_a_move_onto_another_source_merges_them_for_the_next_planner_too(server):
-    cluster = Cluster(server.url)
+async def test_a_move_onto_another_source_merges_them_for_the_next_planner_too(redis_server):
+    cluster = Cluster(redis_server.url)
     try:
         a = await cluster.node([OLD, OTHER])
         crawls = await cluster.crawls(a)
@@ -139,7 +57,7 @@ async def test_a_move_onto_another_source_merges_them_for_the_next_planner_too(s
         await a.feed_fetched(crawls[1], entries("y"))
         await a.planner.step()
         assert a.stats.get("planner/sources/merged") == 1
-        b = await _hand_over(cluster, a, [OLD, OTHER])
+        b = await hand_over(cluster, a, [OLD, OTHER])
         service = b.planner.service
         assert service.source_id(OLD) == 1 and service.sources.merged[0]
         assert service.sources.n_left == 1
@@ -150,8 +68,8 @@ async def test_a_move_onto_another_source_merges_them_for_the_next_planner_too(s
 
 
 @on_asyncio
-async def test_a_410_retires_the_source_and_the_next_planner_probes_it_back(server):
-    cluster = Cluster(server.url)
+async def test_a_410_retires_the_source_and_the_next_planner_probes_it_back(redis_server):
+    cluster = Cluster(redis_server.url)
     try:
         a = await cluster.node([OLD, OTHER])
         crawls = await cluster.crawls(a)
@@ -160,7 +78,7 @@ async def test_a_410_retires_the_source_and_the_next_planner_probes_it_back(serv
         await a.planner.step()
         assert a.planner.service.sources.retired[0]
         assert a.stats.get("planner/sources/retired") == 1
-        b = await _hand_over(cluster, a, [OLD, OTHER])
+        b = await hand_over(cluster, a, [OLD, OTHER])
         assert b.planner.service.sources.retired[0]
         cluster.advance()
         crawls = await cluster.crawls(b)
@@ -178,8 +96,8 @@ async def test_a_410_retires_the_source_and_the_next_planner_probes_it_back(serv
 
 
 @on_asyncio
-async def test_a_silent_source_retires_counting_from_its_last_entry_across_planners(server):
-    cluster = Cluster(server.url)
+async def test_a_silent_source_retires_counting_from_its_last_entry_across_planners(redis_server):
+    cluster = Cluster(redis_server.url)
     try:
         a = await cluster.node([OLD, OTHER])
         crawls = await cluster.crawls(a)
@@ -188,7 +106,7 @@ async def test_a_silent_source_retires_counting_from_its_last_entry_across_plann
         await a.planner.step()
         alive = a.planner.service.sources.alive_at[0]
         assert alive == pytest.approx(START)
-        b = await _hand_over(cluster, a, [OLD, OTHER])
+        b = await hand_over(cluster, a, [OLD, OTHER])
         assert b.planner.service.sources.alive_at[0] == pytest.approx(alive)
         # fetched again and again with nothing new: retired once silent for RETIRE_AFTER
         # from its last new entry, under the first planner

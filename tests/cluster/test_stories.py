@@ -6,11 +6,6 @@ stays within its bound, the least recently seen forgotten first."""
 from __future__ import annotations
 
 import asyncio
-import functools
-
-import pytest
-import pytest_twisted
-from twisted.internet.defer import Deferred
 
 from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.cluster.stories import PER_KEY, SHARD_MIN, SHARDS, StoryHashes
@@ -20,7 +15,7 @@ from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
-from tests.cluster.conftest import RedisServer
+from tests.cluster.harness import on_asyncio
 from tests.cluster.test_node_outcomes import SETTINGS, START
 
 LINK = {**SETTINGS, "WHITTLE_DEDUP": "link"}
@@ -48,22 +43,6 @@ FETCHES = [
 ]
 
 
-def on_asyncio(test):
-    """Run the coroutine test as an asyncio task on the reactor's loop (the Redis client's
-    calls need one)."""
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        return Deferred.fromFuture(asyncio.ensure_future(test(*args, **kwargs)))
-    return pytest_twisted.inlineCallbacks(_yielding(run))
-
-
-def _yielding(run):
-    @functools.wraps(run)
-    def gen(*args, **kwargs):
-        yield run(*args, **kwargs)
-    return gen
-
-
 def _node(url: str, clock, settings=LINK) -> ClusterNode:
     return ClusterNode(WhittleConfig.from_settings(settings), redis_url=url, prefix="test",
                        specs=[], stats=DictStats(), clock=clock)
@@ -81,16 +60,8 @@ async def _fetch(node: ClusterNode, n: int, sid: int, entries):
     return await node.feed_fetched(crawl, entries)
 
 
-@pytest.fixture
-def server(tmp_path):
-    (tmp_path / "redis").mkdir()
-    server = RedisServer(tmp_path / "redis")
-    yield server
-    server.stop()
-
-
 @on_asyncio
-async def test_two_nodes_tell_repeats_as_one_service_does(server):
+async def test_two_nodes_tell_repeats_as_one_service_does(redis_server):
     config = WhittleConfig.from_settings(LINK)
     clock = SimulatedClock(start=START)
     service = RecrawlService(config, clock=clock)
@@ -100,7 +71,7 @@ async def test_two_nodes_tell_repeats_as_one_service_does(server):
         crawl = Crawl(sid, URLS[sid], n, clock.now(), {})
         local.append(service.feed_fetched(crawl, entries))
     # the fetches alternate between two nodes sharing one Redis
-    nodes = [_node(server.url, clock), _node(server.url, clock)]
+    nodes = [_node(redis_server.url, clock), _node(redis_server.url, clock)]
     try:
         remote = [await _fetch(nodes[n % 2], n, sid, entries)
                   for n, (sid, entries) in enumerate(FETCHES)]
@@ -123,8 +94,8 @@ async def test_two_nodes_tell_repeats_as_one_service_does(server):
 
 
 @on_asyncio
-async def test_per_feed_identity_leaves_redis_without_stories(server):
-    node = _node(server.url, SimulatedClock(start=START), SETTINGS)
+async def test_per_feed_identity_leaves_redis_without_stories(redis_server):
+    node = _node(redis_server.url, SimulatedClock(start=START), SETTINGS)
     try:
         found = [await _fetch(node, n, sid, entries) for n, (sid, entries) in
                  enumerate(FETCHES)]
@@ -136,9 +107,9 @@ async def test_per_feed_identity_leaves_redis_without_stories(server):
 
 
 @on_asyncio
-async def test_two_nodes_at_once_emit_a_shared_story_once(server):
+async def test_two_nodes_at_once_emit_a_shared_story_once(redis_server):
     clock = SimulatedClock(start=START)
-    nodes = [_node(server.url, clock), _node(server.url, clock)]
+    nodes = [_node(redis_server.url, clock), _node(redis_server.url, clock)]
     try:
         for rnd in range(20):
             # the same five stories in both feeds (of 6 entries read at most), under each
@@ -164,8 +135,8 @@ class _OneShard(StoryHashes):
 
 
 @on_asyncio
-async def test_the_story_memory_keeps_its_bound_and_forgets_the_least_recent(server):
-    node = _node(server.url, SimulatedClock(start=START))
+async def test_the_story_memory_keeps_its_bound_and_forgets_the_least_recent(redis_server):
+    node = _node(redis_server.url, SimulatedClock(start=START))
     node.stories = _OneShard(None)
     try:
         # a feed of two entries: its entry memory holds 6 (2 + the least slack 4), so a
