@@ -59,7 +59,10 @@ class RedisStateStore:
         self._alive = np.full(0, np.nan)
 
     # -- writing ----------------------------------------------------------------------------
-    def write(self, cp: Checkpoint, acks: list[str] | None = None) -> None:
+    def write(self, cp: Checkpoint, acks: list[str] | None = None,
+              done: list[int] | None = None) -> None:
+        """Commit ``cp`` with the acknowledgement of the results ``acks`` it learnt from and
+        the end of the crawls ``done`` (source ids: their in-flight records), atomically."""
         k = self.keys
         pipe = self.client.pipeline(transaction=True)
         layout = None
@@ -121,6 +124,8 @@ class RedisStateStore:
         if acks:
             pipe.xack(k.results, "planner", *acks)
             pipe.xdel(k.results, *acks)
+        if done:
+            pipe.hdel(k.in_flight, *done)
         pipe.execute()
         if written:                 # committed: what the next checkpoint compares with
             top = max(sid for sid, _ in written) + 1

@@ -164,3 +164,25 @@ def test_two_processes_follow_a_moved_and_a_dead_feed(redis_server, tmp_path):
     planners = [s for s in stats.values() if "whittle/planner/crawls" in s]
     assert sum(s.get("whittle/planner/sources/moved", 0) for s in planners) == 1
     assert sum(s.get("whittle/planner/sources/retired", 0) for s in planners) >= 1
+
+
+@on_asyncio
+async def test_a_move_learnt_by_a_planner_killed_before_its_checkpoint_is_not_lost(redis_server):
+    cluster = Cluster(redis_server.url)
+    try:
+        a = await cluster.node([OLD, OTHER])
+        crawls = await cluster.crawls(a)
+        await a.feed_fetched(a.moved(crawls[0], NEW), entries("x"))
+        await a.feed_fetched(crawls[1], entries("y"))
+        await a.planner.step()                      # learnt, not checkpointed
+        assert a.planner.service.url(0) == NEW
+        # the planner is killed: its lock lives out its TTL, another process takes over
+        await a.redis.delete(a.keys.planner)
+        b = await cluster.node([OLD, OTHER])
+        await b.planner.step()
+        assert b.planner.leader
+        service = b.planner.service
+        assert service.url(0) == NEW and service.source_id(OLD) == 0
+        assert len(service.sources) == 2
+    finally:
+        await cluster.close()
