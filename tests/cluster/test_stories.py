@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.cluster.stories import PER_KEY, SHARD_MIN, SHARDS, StoryHashes
 from scrapy_whittle.feeds.parse import FeedEntry
@@ -170,3 +172,34 @@ def test_story_shards_spread_over_their_keys():
     keys = {hashes.hashes(story(f"k{j}", f"https://n.example/{j}"))[0] % SHARDS // PER_KEY
             for j in range(4000)}
     assert len(keys) > 900       # of SHARDS // PER_KEY = 1024
+
+
+@pytest.mark.slow
+def test_two_processes_emit_each_story_once_across_feeds(redis_server, tmp_path):
+    """Each simulated feed listed twice (``?copy`` a second URL of it: the same entries):
+    across two processes, every story is an item once, the other copy's a repeat."""
+    from tests.cluster.test_cluster import N_FEEDS, results, start, stop
+    from tests.scrapy.conftest import Server
+    from tests.waiting import wait_for
+
+    web = Server("--scenario", "news-mix", "--n", str(N_FEEDS), "--speed", "36000",
+                 "--latency", "0.02", "--seed", "3")
+    names = ["w0", "w1"]
+    sources = [f"{web.url}/feed/{i}.xml{q}" for i in range(N_FEEDS) for q in ("", "?copy")]
+    try:
+        procs = [start(redis_server, web, tmp_path, name, WHITTLE_DEDUP="link",
+                       WHITTLE_SOURCES=sources, WHITTLE_BUDGET=20) for name in names]
+
+        def emitted() -> int:
+            return len(results(tmp_path, names)[0])
+
+        wait_for(lambda: emitted() >= 300, timeout=120, what="300 items")
+        stop(procs)
+    finally:
+        web.stop()
+    items, stats = results(tmp_path, names)
+    links = [item["link"] for item in items]
+    assert len(links) == len(set(links)), len(links) - len(set(links))
+    # both copies of feeds were fetched, and the later copy's stories were repeats
+    assert {item["source"].endswith("?copy") for item in items} == {False, True}
+    assert sum(s.get("whittle/dedup/repeats", 0) for s in stats.values()) > 0
