@@ -99,21 +99,28 @@ end
 
 
 class StoryHashes:
-    """A node's view of the story identity: each entry's story hashes, cached by the entry's
-    key and link (a feed shows most of its entries on many fetches)."""
+    """A node's view of the story identity: each entry's story hashes, each as (its 8 bytes,
+    the hash of shards it falls in, its field there), cached by the entry's key and link (a
+    feed shows most of its entries on many fetches)."""
 
     def __init__(self, drop: Sequence[str] | None) -> None:
         self.params = ParamFilter(DROP_PARAMS if drop is None else drop)
-        self.cache: dict[tuple, tuple[int, ...]] = {}
+        self.cache: dict[tuple, tuple[tuple[bytes, int, int], ...]] = {}
 
     def hashes(self, entry: FeedEntry) -> tuple[int, ...]:
+        """The entry's story hashes (XXH3-64 of its story keys)."""
+        return tuple(key_hashes(story_keys(entry, self.params)))
+
+    def records(self, entry: FeedEntry) -> tuple[tuple[bytes, int, int], ...]:
         key = (entry.key, entry.link)
         got = self.cache.get(key)
         if got is None:
             if len(self.cache) >= CACHE:          # the oldest half goes
                 for old in list(self.cache)[:CACHE // 2]:
                     del self.cache[old]
-            got = self.cache[key] = tuple(key_hashes(story_keys(entry, self.params)))
+            got = self.cache[key] = tuple(
+                (h.to_bytes(8, "little"), h % SHARDS // PER_KEY, h % PER_KEY)
+                for h in self.hashes(entry))
         return got
 
 
@@ -124,13 +131,13 @@ def story_args(entries: Sequence[FeedEntry], stories: StoryHashes, shard_key
     ``shard_key(i)``: the Redis key of the ``i``-th hash of shards."""
     keys: dict[int, int] = {}
     out = bytearray()
+    records = stories.records
     for entry in entries:
-        hs = stories.hashes(entry)
-        out.append(len(hs))
-        for h in hs:
-            shard = h % SHARDS
-            place = keys.setdefault(shard // PER_KEY, len(keys) + 1)
-            out += h.to_bytes(8, "little")
+        recs = records(entry)
+        out.append(len(recs))
+        for raw, key, field in recs:
+            place = keys.setdefault(key, len(keys) + 1)
+            out += raw
             out += place.to_bytes(2, "little")
-            out.append(shard % PER_KEY)
+            out.append(field)
     return [shard_key(i) for i in keys], bytes(out)

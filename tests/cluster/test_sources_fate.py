@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from scrapy_whittle.service.sources import SourceSpec
-from tests.cluster.harness import PERIOD, START, Cluster, entries, hand_over, on_asyncio
+from tests.cluster.harness import PERIOD, SETTINGS, START, Cluster, entries, hand_over, on_asyncio
 
 OLD, OTHER = "https://a.example/old.xml", "https://b.example/feed.xml"
 NEW = "https://a.example/new.xml"
@@ -184,5 +184,29 @@ async def test_a_move_learnt_by_a_planner_killed_before_its_checkpoint_is_not_lo
         service = b.planner.service
         assert service.url(0) == NEW and service.source_id(OLD) == 0
         assert len(service.sources) == 2
+    finally:
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_run_of_404s_retires_the_source_though_the_planner_changed(redis_server):
+    cluster = Cluster(redis_server.url, {**SETTINGS, "WHITTLE_RETIRE_404_AFTER": 2 * PERIOD})
+    try:
+        node = await cluster.node([OLD, OTHER])
+        crawls = await cluster.crawls(node)
+        for crawl in crawls.values():
+            await node.feed_fetched(crawl, entries(f"e{crawl.source}"))
+        await node.planner.step()
+        for n in range(3):                 # three 404s in a row, a new planner after two
+            if n == 2:
+                node = await hand_over(cluster, node, [OLD, OTHER])
+            cluster.advance()
+            crawls = await cluster.crawls(node)
+            assert 0 in crawls
+            await node.crawl_failed(crawls[0], "http_404", "HTTP 404")
+            await node.feed_fetched(crawls[1], entries("e1"))
+            await node.planner.step()
+            assert node.planner.service.sources.retired[0] == (n == 2)
+        assert node.stats.get("planner/sources/retired") == 1
     finally:
         await cluster.close()
