@@ -112,6 +112,17 @@ def _reap(proc: subprocess.Popen, timeout: float) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _story_memory(client, prefix: str) -> dict | None:
+    """The story memory's keys (``WHITTLE_DEDUP = "link"``): stories held and bytes each
+    (``MEMORY USAGE`` of its hashes over the 8-byte story hashes they hold); None without."""
+    keys = list(client.scan_iter(f"{prefix}:*:stories:*"))
+    if not keys:
+        return None
+    stories = sum(len(v) // 8 for k in keys for v in client.hgetall(k).values())
+    used = sum(client.memory_usage(k) or 0 for k in keys)
+    return {"stories": stories, "bytes": used, "bytes_per_story": used / max(stories, 1)}
+
+
 def _redis_cpu(client) -> float:
     if client is None:
         return 0.0
@@ -205,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                 keys = list(redis.client.scan_iter("bench-cluster-u0:*"))
                 key_memory = sum(redis.client.memory_usage(k) or 0 for k in keys)
                 commands = sum(v["calls"] for v in redis.client.info("commandstats").values())
+                story_memory = _story_memory(redis.client, "bench-cluster-u0")
         if not pairs:
             key_memory = commands = 0
+            story_memory = None
             memory = None
         single_t = _crawl(args, tmp, "-", 1, 1e6, "single-t")
         cluster_t = _crawl(args, tmp, redis.url, args.workers, 1e6, "cluster-t",
@@ -241,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             "single_budget_used": pairs[0][0]["budget_used"],
             "redis_bytes_per_source": key_memory / args.feeds,
             "redis_used_memory_per_source": memory / args.feeds,
-            "redis_commands_per_crawl": commands / max(pairs[0][1]["crawls"], 1)})
+            "redis_commands_per_crawl": commands / max(pairs[0][1]["crawls"], 1),
+            "redis_story_memory": story_memory})
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

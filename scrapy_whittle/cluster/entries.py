@@ -7,7 +7,15 @@ tells which of a fetch's entries are new and remembers them, atomically: two wor
 never both take an entry for new, so an entry is emitted once across the cluster. It returns
 how many entries the source had remembered before (a window is full only when there were
 some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`) and a flag per distinct entry
-shown ("1": new), at most ``max_entries_per_source`` of them.
+shown ("1": new; "2": new to its feed but a story the crawl has already, with
+``WHITTLE_DEDUP = "link"``: :mod:`scrapy_whittle.cluster.stories`, in the same step), at most
+``max_entries_per_source`` of them. It keeps the sum of the sources' capacities in
+``Keys.entry_capacity`` (the story memory's bound follows it).
+
+KEYS: the source's entry hash, ``pending``, ``pending:since``, ``pending:next``,
+``entries:capacity``, then the story shards (:func:`~scrapy_whittle.cluster.stories.story_args`);
+ARGV: the source's field, ``max_entries_per_source``, the least slack, the packed hashes, the
+stories ("": per feed), then :func:`entry_args`'s.
 
 At-least-once items (:mod:`scrapy_whittle.service.deliveries` does it for one process with a
 file journal): given the entries themselves too (:func:`entry_args`), the same script stores
@@ -28,6 +36,7 @@ import json
 
 import xxhash
 
+from scrapy_whittle.cluster.stories import STORY_LUA
 from scrapy_whittle.feeds.parse import FeedEntry
 
 DEDUPE = """
@@ -55,7 +64,9 @@ for i = 1, n do
   end
 end
 local visible = #vis
+local had = cap
 cap = math.min(math.max(cap, visible + math.max(tonumber(ARGV[3]), math.floor(visible / 8))), maxn)
+if cap ~= had then redis.call('INCRBY', KEYS[5], cap - had) end
 local out = {}
 for _, h in ipairs(oldlist) do
   if not seen[h] then out[#out + 1] = h end
@@ -63,21 +74,22 @@ end
 for i = #vis, 1, -1 do out[#out + 1] = vis[i] end
 local first = math.max(1, #out - cap + 1)
 redis.call('HSET', KEYS[1], ARGV[1], struct.pack('<I4', cap) .. table.concat(out, '', first, #out))
+""" + STORY_LUA + """
 local batch = 0
-if #ARGV > 7 then
-  -- ARGV[5..7]: the source's URL (JSON), id, the time found; then per distinct entry shown
+if #ARGV > 8 then
+  -- ARGV[6..8]: the source's URL (JSON), id, the time found; then per distinct entry shown
   -- its JSON record and value: the new ones are the pending batch
   local es, vs = {}, {}
   for j = 1, #vis do
-    if flags[j] == '1' and ARGV[7 + 2 * at[j]] then
-      es[#es + 1] = ARGV[6 + 2 * at[j]]
-      vs[#vs + 1] = ARGV[7 + 2 * at[j]]
+    if flags[j] == '1' and ARGV[8 + 2 * at[j]] then
+      es[#es + 1] = ARGV[7 + 2 * at[j]]
+      vs[#vs + 1] = ARGV[8 + 2 * at[j]]
     end
   end
   if #es > 0 then
     batch = redis.call('INCR', KEYS[4])
-    redis.call('HSET', KEYS[2], batch, '{"b":' .. batch .. ',"u":' .. ARGV[5] .. ',"s":' ..
-               ARGV[6] .. ',"t":' .. ARGV[7] .. ',"v":[' .. table.concat(vs, ',') ..
+    redis.call('HSET', KEYS[2], batch, '{"b":' .. batch .. ',"u":' .. ARGV[6] .. ',"s":' ..
+               ARGV[7] .. ',"t":' .. ARGV[8] .. ',"v":[' .. table.concat(vs, ',') ..
                '],"e":[' .. table.concat(es, ',') .. ']}')
     local t = redis.call('TIME')
     redis.call('ZADD', KEYS[3], tonumber(t[1]) + tonumber(t[2]) / 1000000, batch)

@@ -30,6 +30,17 @@ class Keys:
         return self._k("urls")
 
     @property
+    def aliases(self) -> str:        # hash: a moved source's old URL -> its id
+        return self._k("aliases")
+
+    def alive(self, sid: int) -> str:  # string: CHUNK doubles, each source's last new entry
+        return self._k(f"alive:{sid // CHUNK}")
+
+    @property
+    def hosts(self) -> str:          # hash: a throttled host -> its allowance (JSON)
+        return self._k("hosts")
+
+    @property
     def categories(self) -> str:     # hash: id -> category (sources that have one)
         return self._k("categories")
 
@@ -41,6 +52,13 @@ class Keys:
 
     def entries(self, sid: int) -> str:  # hash: id -> entry hashes, BUCKET sources a hash
         return self._k(f"entries:{sid // BUCKET}")
+
+    @property
+    def entry_capacity(self) -> str:  # counter: hashes all sources' entry memories may hold
+        return self._k("entries:capacity")
+
+    def stories(self, i: int) -> str:  # hash: shard -> packed story hashes, PER_KEY shards
+        return self._k(f"stories:{i}")
 
     @property
     def blocks(self) -> str:         # hash: "<block>:<id>" -> packed sparse rows

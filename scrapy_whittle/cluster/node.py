@@ -53,6 +53,7 @@ from scrapy_whittle.cluster.entries import DEDUPE, RECLAIM, RENEW, entry_args, p
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
+from scrapy_whittle.cluster.stories import StoryHashes, story_args
 from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
@@ -125,6 +126,9 @@ class ClusterNode:
                                hosts=ClusterHosts(host_concurrency, download_delay,
                                                   self.slot_delays))
         self._dedupe = self.redis.register_script(DEDUPE)
+        #: the stories across feeds (``WHITTLE_DEDUP = "link"``; None: entries per feed)
+        self.stories = StoryHashes(config.dedup_drop_params) if config.dedup == "link" \
+            else None
         self._renew = self.redis.register_script(RENEW)
         self._reclaim = self.redis.register_script(RECLAIM)
         #: store each fetch's new entries as a pending batch until delivered (set when
@@ -136,6 +140,7 @@ class ClusterNode:
         self._posting: set[asyncio.Future] = set()
         self._log_once = OnceLog(logger)
         self._dropped_logged = False
+        self._moves: dict[str, str] = {}                  # crawl id -> URL it moved to
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -356,7 +361,6 @@ class ClusterNode:
                            etag: str | None = None, last_modified: str | None = None,
                            hints: ServerHints | None = None) -> FetchResult:
         task_id = self.taken.pop(crawl.cid)
-        k = self.keys
         distinct, packed = packed_hashes(entries)
         maxn = self.config.max_entries_per_source
         journal = []
@@ -364,22 +368,26 @@ class ClusterNode:
             values, _ = valued(distinct[:maxn], crawl.weight, self.config)
             journal = entry_args(crawl.url, crawl.source, self.clock.now(), distinct[:maxn],
                                  values)
+        keys, args = self.dedupe_call(crawl.source, distinct[:maxn], packed, journal)
         try:
-            had, flags, batch = await self.retry(lambda: self._dedupe(
-                keys=[k.entries(crawl.source), k.pending, k.pending_since, k.pending_next],
-                args=[crawl.source % BUCKET, maxn, 4, packed, *journal]),
-                "telling new entries", within=self.wait)
+            had, flags, batch = await self.retry(lambda: self._dedupe(keys=keys, args=args),
+                                                 "telling new entries", within=self.wait)
         except RedisUnavailable as exc:
+            self._moves.pop(crawl.cid, None)
             self._dropped(crawl, exc)
             return FetchResult([], [], False)
         flags = flags.decode() if isinstance(flags, bytes) else flags
         new = [e for e, flag in zip(distinct, flags, strict=False) if flag == "1"]
+        repeats = flags.count("2")
+        if repeats:                     # stories another feed (or entry) brought first
+            self.stats.inc("dedup/repeats", repeats)
         found = judge_fetch(new, len(flags), int(had) > 0, crawl.weight, self.config,
-                            self.stats)
+                            self.stats, len(new) + repeats)
         reward = float(sum(found.values))
         # (the entries are remembered now: they are emitted even if the result is dropped)
         await self._send(task_id, CrawlResult.of(
-            crawl, self.clock.now(), FETCHED, new_items=len(new), reward=reward,
+            crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
+            new_items=len(new), reward=reward,
             window_full=found.window_full, published=[e.published for e in new],
             etag=etag or "", last_modified=last_modified or "",
             hints=hints.encode() if hints else ""))
@@ -389,12 +397,28 @@ class ClusterNode:
             found = found._replace(batch=int(batch))
         return found
 
+    def dedupe_call(self, source: int, distinct: list[FeedEntry], packed: bytes,
+                    journal: list) -> tuple[list[str], list]:
+        """The keys and arguments of the dedupe script
+        (:data:`~scrapy_whittle.cluster.entries.DEDUPE`) for a fetch of ``source`` that
+        showed ``distinct`` entries (``packed``: their hashes; ``journal``: ``entry_args``'s
+        or nothing)."""
+        k = self.keys
+        shards, spec = [], b""
+        if self.stories is not None:
+            shards, spec = story_args(distinct, self.stories, k.stories)
+        return ([k.entries(source), k.pending, k.pending_since, k.pending_next,
+                 k.entry_capacity, *shards],
+                [source % BUCKET, self.config.max_entries_per_source, 4, packed, spec,
+                 *journal])
+
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                            last_modified: str | None = None,
                            hints: ServerHints | None = None) -> None:
         task_id = self.taken.pop(crawl.cid)
         await self._send(task_id, CrawlResult.of(
-            crawl, self.clock.now(), NOT_MODIFIED, etag=etag or "",
+            crawl, self.clock.now(), NOT_MODIFIED, moved=self._moves.pop(crawl.cid, ""),
+            etag=etag or "",
             last_modified=last_modified or "", hints=hints.encode() if hints else ""))
         self.stats.inc("fetched")
         self.stats.inc("not_modified")
@@ -403,12 +427,23 @@ class ClusterNode:
                            retry_after: float | None = None) -> float:
         """Sent to the planner, whose service backs the source off (0 here: not known)."""
         task_id = self.taken.pop(crawl.cid)
+        self._moves.pop(crawl.cid, None)
         await self._send(task_id, CrawlResult.of(crawl, self.clock.now(), kind,
                                                  cause=cause[:500],
                                                  retry_after=float(retry_after or 0.0)))
         self.stats.inc(f"errors/{kind}")
         self._log_once(crawl.source, kind, crawl.url, cause)
         return 0.0
+
+    def moved(self, crawl: Crawl, url: str) -> Crawl:
+        """The fetch of ``crawl`` was redirected permanently (301, 308) to ``url``: told to the
+        planner with the fetch's outcome, whose service moves the source there (its old URL
+        kept as an alias) or merges it into the source already at ``url``
+        (:meth:`RecrawlService.moved`). Returns the crawl as at ``url``."""
+        if url == crawl.url:
+            return crawl
+        self._moves[crawl.cid] = url
+        return crawl._replace(url=url)
 
     def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
         report_warnings(self.stats, self._log_once, crawl, warnings)

@@ -9,8 +9,9 @@ flight across the cluster, its delay), and the learning from the workers' result
   one transaction with its in-flight record (``Keys.in_flight``: deadline and crawl id) and
   the epoch's spent budget (``Keys.spent``). At most ``backlog`` crawls are in flight.
 * **Results.** Workers add what each fetch showed to ``Keys.results``; the planner learns
-  them and acknowledges them in the transaction of the next checkpoint, so a new planner
-  learns again what the last one had not checkpointed. A result whose crawl id is not the
+  them and acknowledges them, and ends their in-flight records, in the transaction of the
+  next checkpoint, so a new planner learns again what the last one had not checkpointed
+  (a worker's report of a moved or dead feed included). A result whose crawl id is not the
   source's current one (a crawl taken back from a slow worker) is counted and dropped.
 * **Leases.** A task a worker has held longer than ``lease`` seconds without an answer (the
   worker died) is taken back with XAUTOCLAIM and handed out again.
@@ -96,6 +97,7 @@ class Planner:
         self.in_flight: dict[int, str] = {}       # source id -> crawl id
         self.deadline: dict[int, float] = {}
         self._acks: list[str] = []
+        self._learnt: list[int] = []     # sources whose result was learnt since the checkpoint
         self._seq = 0
         self._renewed = 0.0
         self._reclaimed = 0.0
@@ -284,8 +286,9 @@ class Planner:
             self._acks.append(entry_id.decode() if isinstance(entry_id, bytes) else entry_id)
             if sid is not None:
                 done.append(sid)
-        if done:
-            await self.retry(lambda: r.hdel(k.in_flight, *done), "recording results")
+        # their in-flight records go with the checkpoint that acknowledges their results: a
+        # planner killed before it leaves both, and the next one learns them again
+        self._learnt += done
         return len(entries)
 
     def _learn(self, f: dict) -> int | None:
@@ -297,6 +300,8 @@ class Planner:
             return None
         self._forget(sid)
         crawl = Crawl(sid, service.url(sid), result.epoch, result.sent_at, {})
+        if result.moved:
+            crawl = self._moved(crawl, result.moved)
         etag = result.etag or None
         modified = result.last_modified or None
         hints = ServerHints.decode(result.hints)
@@ -312,6 +317,18 @@ class Planner:
         else:
             service.crawl_failed(crawl, result.kind, result.cause, result.retry_after or None)
         return sid
+
+    def _moved(self, crawl: Crawl, url: str) -> Crawl:
+        """A worker's fetch of ``crawl`` answered at ``url`` after permanent redirects: the
+        service's own decision (:meth:`RecrawlService.moved`: moved, its old URL an alias, or
+        merged into the source at ``url``); the crawl its outcome counts for."""
+        try:
+            return self.service.moved(crawl, url)
+        except (TypeError, ValueError) as exc:      # a worker's garbage: the source stays
+            self.node.stats.inc("cluster/bad_results")
+            logger.warning("planner %s: a move of source %d to %r refused (%s)", self.token,
+                           crawl.source, url, exc)
+            return crawl
 
     async def _inbox(self) -> int:
         r, k = self.node.redis, self.keys
@@ -337,11 +354,14 @@ class Planner:
             await self._writing
         cp = self.service.prepare_checkpoint()
         acks, self._acks = self._acks, []
+        learnt, self._learnt = self._learnt, []
+        # (a source handed out again since keeps its new record)
+        done = [sid for sid in dict.fromkeys(learnt) if sid not in self.in_flight]
         store = self.service.store
         epoch = self.service.epoch_of(self.service.clock.now())
 
         def write():
-            store.write(cp, acks=acks)
+            store.write(cp, acks=acks, done=done)
             old = [e for e in self.node.sync_redis.hkeys(self.keys.spent)
                    if int(e) < epoch - 1]
             if old:

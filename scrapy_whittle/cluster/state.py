@@ -9,7 +9,13 @@ million sources at a few hundred bytes each:
   per-source row) inside a string of ``CHUNK`` records, written in place with SETRANGE: a
   checkpoint costs one command per changed source and Redis stores no per-source key;
 * the URLs are a list (index = source id); ETags and categories small hashes;
-* the policy's global state one string; the epochs' aggregates a hash.
+* the policy's global state one string; the epochs' aggregates a hash;
+* what the service keeps of moved, dead and limited sources and hosts, as the SQLite store
+  does: the moved sources' old URLs (``Keys.aliases``: URL -> id; the ``urls`` entry of a
+  moved source is its new URL), each source's last new entry (``Keys.alive``: CHUNK
+  doubles a string, written when it changed; 0: not known, as a crawl of an older version
+  left it), the throttled hosts' allowances (``Keys.hosts``). A source's retirement and its
+  run of 404s are in its record's flags.
 
 A checkpoint is one MULTI/EXEC transaction, with the acknowledgement of the results it
 learned from: a planner that dies between two checkpoints leaves those results pending in
@@ -22,8 +28,11 @@ thread, never on the reactor.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from typing import Any
+
+import numpy as np
 
 from scrapy_whittle.cluster.keys import CHUNK, Keys
 from scrapy_whittle.core.columns import dtype_from_descr
@@ -45,9 +54,15 @@ class RedisStateStore:
         self.keys = keys
         self.path = f"{label} ({keys.prefix})"
         self.moved_aside = None
+        #: each source's last new entry as written (NaN: none), so that a checkpoint writes
+        #: only those that changed
+        self._alive = np.full(0, np.nan)
 
     # -- writing ----------------------------------------------------------------------------
-    def write(self, cp: Checkpoint, acks: list[str] | None = None) -> None:
+    def write(self, cp: Checkpoint, acks: list[str] | None = None,
+              done: list[int] | None = None) -> None:
+        """Commit ``cp`` with the acknowledgement of the results ``acks`` it learnt from and
+        the end of the crawls ``done`` (source ids: their in-flight records), atomically."""
         k = self.keys
         pipe = self.client.pipeline(transaction=True)
         layout = None
@@ -63,15 +78,29 @@ class RedisStateStore:
         for sid, url, _title, category, weight, min_interval in cp.new_sources():
             if sid % CHUNK == 0:       # a new chunk: its whole length at once, no slack
                 pipe.setrange(k.rows(sid), CHUNK * record - 1, b"\0")
+                pipe.setrange(k.alive(sid), CHUNK * 8 - 1, b"\0")
             pipe.rpush(k.urls, url)
             if category:
                 pipe.hset(k.categories, sid, category)
             pipe.setrange(k.rows(sid), (sid % CHUNK) * record + STATE_PART,
                           struct.pack("<ff", weight, min_interval))
+        for sid, url in cp.moves:
+            pipe.lset(k.urls, sid, url)
+        if cp.aliases:
+            pipe.hset(k.aliases, mapping=dict(cp.aliases))
+        if cp.hosts is not None:
+            pipe.delete(k.hosts)
+            if cp.hosts:
+                pipe.hset(k.hosts, mapping={h: json.dumps([a, c if math.isfinite(c) else None,
+                                                           t]) for h, a, c, t in cp.hosts})
+        alive, written = self._alive, []
         for row in cp.source_rows():
             (last_crawl, retry_at, failures, flags, etag, modified, crawls, errors,
-             new_items, utility, _rate, _half, _value, policy_row, _entries, _alive_at,
+             new_items, utility, _rate, _half, _value, policy_row, _entries, alive_at,
              sid) = row
+            if alive_at is not None and not (sid < alive.shape[0] and alive[sid] == alive_at):
+                pipe.setrange(k.alive(sid), (sid % CHUNK) * 8, struct.pack("<d", alive_at))
+                written.append((sid, alive_at))
             state = struct.pack(STATE, -1.0 if last_crawl is None else last_crawl,
                                 retry_at, failures, flags, modified, crawls,
                                 errors, new_items, utility)
@@ -95,12 +124,21 @@ class RedisStateStore:
         if acks:
             pipe.xack(k.results, "planner", *acks)
             pipe.xdel(k.results, *acks)
+        if done:
+            pipe.hdel(k.in_flight, *done)
         pipe.execute()
+        if written:                 # committed: what the next checkpoint compares with
+            top = max(sid for sid, _ in written) + 1
+            if top > alive.shape[0]:
+                alive = self._alive = np.concatenate(
+                    [alive, np.full(max(top - alive.shape[0], CHUNK), np.nan)])
+            for sid, value in written:
+                alive[sid] = value
 
     # -- reading ----------------------------------------------------------------------------
     def stories(self) -> list[tuple[int, int, int]]:
-        """None: a cluster's workers tell new entries per feed (the Redis entry memory), so
-        its planner has no stories across feeds to restore."""
+        """None: a cluster's workers tell new entries and stories in Redis
+        (:mod:`scrapy_whittle.cluster.stories`), so its planner has no stories to restore."""
         return []
 
     def load(self) -> SavedState | None:
@@ -124,6 +162,13 @@ class RedisStateStore:
             else []
         data = b"".join((c or b"").ljust(CHUNK * record, b"\0") for c in chunks)
         categories = {int(i): _s(c) for i, c in self.client.hgetall(k.categories).items()}
+        alive = np.zeros(n)
+        if n:
+            raw = self.client.mget([k.alive(c * CHUNK) for c in range(-(-n // CHUNK))])
+            packed = b"".join((c or b"").ljust(CHUNK * 8, b"\0") for c in raw)
+            alive = np.frombuffer(packed, dtype="<f8", count=n).copy()
+        alive[alive == 0.0] = np.nan               # not known
+        self._alive = alive.copy()
         etags: dict[int, str] = {}
         for b in range(-(-n // 64)):
             etags.update({int(i): _s(e) for i, e in self.client.hgetall(k.etags(b * 64)).items()})
@@ -144,7 +189,8 @@ class RedisStateStore:
                     ("utility", utility),
                     ("policy_row", bytes(data[off + HEADER.size:off + record])
                      if row_size else None),
-                    ("entries", None), ("alive_at", None)):
+                    ("entries", None),
+                    ("alive_at", None if math.isnan(alive[sid]) else float(alive[sid]))):
                 cols[name].append(value)
         blocks = [(int(_s(key).rsplit(":", 1)[1]), _s(key).rsplit(":", 1)[0], value)
                   for key, value in self.client.hgetall(k.blocks).items()]
@@ -156,8 +202,15 @@ class RedisStateStore:
             by_epoch.setdefault(int(epoch), [0.0] * len(EPOCH_FIELDS))[
                 EPOCH_FIELDS.index(name)] = float(value)
         epochs = sorted((e, *v) for e, v in by_epoch.items())
+        aliases = [(_s(u), int(i)) for u, i in self.client.hgetall(k.aliases).items()]
+        hosts = []
+        for host, raw in self.client.hgetall(k.hosts).items():
+            allowance, ceiling, throttles = json.loads(raw)
+            hosts.append((_s(host), float(allowance),
+                          math.inf if ceiling is None else float(ceiling), int(throttles)))
         return SavedState(meta=parsed, sources={key: tuple(v) for key, v in cols.items()},
-                          blocks=blocks, policy=policy, epochs=epochs)
+                          blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
+                          hosts=hosts)
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""

@@ -33,7 +33,8 @@ class CrawlResult:
     """What the fetch of a task showed. ``at``: when the worker saw it (the instant its
     entries were told new); ``published``: the new entries' publication times (None:
     unknown); ``hints``: :meth:`ServerHints.encode`'s text; ``readable``: False when the
-    counts of a fetched feed could not be read (they are zero then)."""
+    counts of a fetched feed could not be read (they are zero then); ``moved``: the URL the
+    feed answered at after permanent redirects (301, 308), if any."""
 
     source: int
     cid: str
@@ -51,6 +52,8 @@ class CrawlResult:
     hints: str = ""
     retry_after: float = 0.0
     readable: bool = True
+    #: where the source answered after permanent redirects ("": where it was asked)
+    moved: str = ""
 
     @classmethod
     def of(cls, crawl: Crawl, at: float, kind: str, **fields) -> CrawlResult:
@@ -65,7 +68,7 @@ def result_fields(result: CrawlResult) -> dict:
             "new": result.new_items, "reward": repr(result.reward),
             "full": int(result.window_full), "published": json.dumps(result.published),
             "etag": result.etag, "modified": result.last_modified, "cause": result.cause,
-            "hints": result.hints, "retry": repr(result.retry_after)}
+            "hints": result.hints, "retry": repr(result.retry_after), "moved": result.moved}
 
 
 def read_result(f: dict) -> CrawlResult:
@@ -77,7 +80,7 @@ def read_result(f: dict) -> CrawlResult:
                          float(text["sent_at"]), float(text["at"]), text["kind"],
                          window_full=text.get("full") == "1", etag=text.get("etag", ""),
                          last_modified=text.get("modified", ""), cause=text.get("cause", ""),
-                         hints=text.get("hints", ""))
+                         hints=text.get("hints", ""), moved=text.get("moved", ""))
     try:
         result.retry_after = float(text.get("retry", "0"))
     except ValueError:

@@ -171,7 +171,7 @@ class FeedObserverMiddleware:
             return response
         if response.status < 300 or response.status == 304:
             target = moved_to(request)
-            moved = getattr(service, "moved", None)      # a cluster node does not move sources
+            moved = getattr(service, "moved", None)
             if target is not None and moved is not None:
                 crawl = moved(crawl, target)
                 request.meta[META_CRAWL] = crawl

@@ -130,10 +130,10 @@ async def _lost_reply(url: str) -> None:
         await node._ensure_groups()
         # the script ran, its reply was lost with the connection: the retry finds it seen
         distinct, packed = packed_hashes(FETCHES[0])
-        k, config = node.keys, node.config
-        await node._dedupe(keys=[k.entries(0), k.pending, k.pending_since, k.pending_next],
-                           args=[0, config.max_entries_per_source, 4, packed,
-                                 *entry_args(URL, 0, node.clock.now(), distinct, [1.0, 2.0])])
+        keys, args = node.dedupe_call(0, distinct, packed,
+                                      entry_args(URL, 0, node.clock.now(), distinct,
+                                                 [1.0, 2.0]))
+        await node._dedupe(keys=keys, args=args)
         again = await _fetch(node, 0, FETCHES[0])
         assert again.entries == [] and again.batch is None
         await asyncio.sleep(LEASE * 1.2)

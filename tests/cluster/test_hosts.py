@@ -1,0 +1,127 @@
+"""Hosts that limit crawlers in a cluster, on a real redis-server: the planner's selection
+keeps each host within ``WHITTLE_HOST_LIMITS`` (what a host cannot take goes to others in
+the same epoch), the workers' 429s throttle the host's allowance, and the allowance is kept
+in Redis so that the next planner starts from it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from urllib.parse import urlsplit
+
+import pytest
+
+from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.recrawl import RecrawlService
+from scrapy_whittle.service.sources import SourceSpec
+from tests.cluster.harness import PERIOD, SETTINGS, START, Cluster, entries, hand_over, on_asyncio
+
+URLS = [f"https://a.example/{i}.xml" for i in range(3)] + \
+       [f"https://b.example/{i}.xml" for i in range(2)]
+
+
+def _hosts(crawls: dict) -> Counter:
+    return Counter(urlsplit(c.url).hostname for c in crawls.values())
+
+
+async def _answer(node, crawls: dict, refuse=()) -> None:
+    """Every crawl answered with a feed, those of ``refuse`` (source ids) with a 429."""
+    for sid, crawl in crawls.items():
+        if sid in refuse:
+            await node.crawl_failed(crawl, "http_429", "HTTP 429")
+        else:
+            await node.feed_fetched(crawl, entries(f"e{sid}-{crawl.epoch}"))
+    await node.planner.step()
+
+
+@on_asyncio
+async def test_the_planner_keeps_each_host_within_its_limit(redis_server):
+    cluster = Cluster(redis_server.url, {**SETTINGS, "WHITTLE_BUDGET": 3,
+                                   "WHITTLE_HOST_LIMITS": {"a.example": 1}})
+    try:
+        node = await cluster.node(URLS)
+        seen = []
+        for _ in range(6):
+            crawls = await cluster.crawls(node)
+            seen.append(_hosts(crawls))
+            await _answer(node, crawls)
+            cluster.advance()
+    finally:
+        await cluster.close()
+    # one crawl of a.example an epoch, the rest of the budget to b.example's two feeds
+    assert seen == [Counter({"a.example": 1, "b.example": 2})] * 6
+
+
+def _one_process_allowance(config) -> float:
+    """a.example's allowance in one process after the same answers: two epochs, the second
+    with sources 0 and 1 refusing."""
+    clock = SimulatedClock(start=START)
+    service = RecrawlService(config, clock=clock)
+    service.open([SourceSpec(url=u) for u in URLS])
+    for refuse in ((), (0, 1)):
+        crawls = {}
+        while (crawl := service.next_crawl()) is not None:
+            crawls[crawl.source] = crawl
+        for sid in sorted(crawls):
+            if sid in refuse:
+                service.crawl_failed(crawls[sid], "http_429", "HTTP 429")
+            else:
+                service.feed_fetched(crawls[sid], entries(f"e{sid}"))
+        clock.advance_to(clock.now() + PERIOD)
+    return service.throttle.allowances.allowance("a.example")
+
+
+@on_asyncio
+async def test_a_hosts_429s_throttle_it_and_the_next_planner_keeps_the_allowance(redis_server):
+    cluster = Cluster(redis_server.url, {**SETTINGS, "WHITTLE_BUDGET": 5})
+    try:
+        a = await cluster.node(URLS)
+        crawls = await cluster.crawls(a)
+        assert _hosts(crawls) == Counter({"a.example": 3, "b.example": 2})
+        await _answer(a, crawls)                    # every source answered well once
+        cluster.advance()
+        crawls = await cluster.crawls(a)
+        await _answer(a, crawls, refuse=(0, 1))     # then two of a.example's refuse
+        assert a.stats.get("planner/hosts/decreases") == 1
+        allowance = a.planner.service.throttle.allowances.allowance("a.example")
+        assert allowance == _one_process_allowance(cluster.config) < 3
+        b = await hand_over(cluster, a, URLS)
+        throttle = b.planner.service.throttle
+        assert throttle.allowances.allowance("a.example") == allowance
+        assert b.stats.get("planner/hosts/throttled") == 1
+        cluster.advance()
+        crawls = await cluster.crawls(b)
+    finally:
+        await cluster.close()
+    assert _hosts(crawls) == Counter({"a.example": 1, "b.example": 2})
+
+
+@pytest.mark.slow
+def test_two_processes_keep_the_hosts_limit_together(redis_server, tmp_path):
+    from tests.cluster.test_cluster import N_FEEDS, PREFIX, no_duplicates, results, start, stop
+    from tests.scrapy.conftest import Server
+    from tests.waiting import wait_for
+
+    web = Server("--scenario", "news-mix", "--n", str(N_FEEDS), "--speed", "36000",
+                 "--latency", "0.02", "--seed", "3")
+    client = redis_server.client()
+
+    def crawls_by_epoch() -> dict[int, float]:
+        raw = client.hgetall(f"{PREFIX}:epochs")
+        return {int(k.decode().split(":")[0]): float(v) for k, v in raw.items()
+                if k.decode().endswith(":crawls")}
+
+    names = ["w0", "w1"]
+    try:
+        # every simulated feed is on one host: 2 crawls an epoch of the budget's 10
+        procs = [start(redis_server, web, tmp_path, name,
+                       WHITTLE_HOST_LIMITS={"127.0.0.1": 2}) for name in names]
+        wait_for(lambda: len(crawls_by_epoch()) >= 6, timeout=120,
+                 what="6 epochs checkpointed")
+        stop(procs)
+        epochs = crawls_by_epoch()
+    finally:
+        client.close()
+        web.stop()
+    assert max(epochs.values()) == 2
+    items, _ = results(tmp_path, names)
+    no_duplicates(items)
