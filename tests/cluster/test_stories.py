@@ -21,6 +21,7 @@ from tests.cluster.harness import on_asyncio
 from tests.cluster.test_node_outcomes import SETTINGS, START
 
 LINK = {**SETTINGS, "WHITTLE_DEDUP": "link"}
+PER_FEED = {**SETTINGS, "WHITTLE_DEDUP": "entry"}
 URLS = ["https://a.example/front.xml", "https://b.example/wire.xml"]
 
 
@@ -97,7 +98,7 @@ async def test_two_nodes_tell_repeats_as_one_service_does(redis_server):
 
 @on_asyncio
 async def test_per_feed_identity_leaves_redis_without_stories(redis_server):
-    node = _node(redis_server.url, SimulatedClock(start=START), SETTINGS)
+    node = _node(redis_server.url, SimulatedClock(start=START), PER_FEED)
     try:
         found = [await _fetch(node, n, sid, entries) for n, (sid, entries) in
                  enumerate(FETCHES)]
