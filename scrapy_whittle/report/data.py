@@ -228,6 +228,18 @@ def _host_limits(settings: Mapping[str, Any]) -> dict[str, float]:
         return {}
 
 
+def _download_delay(settings: Mapping[str, Any]) -> float:
+    """The project's ``DOWNLOAD_DELAY`` (every host's delay, hence its allowance); 0 where
+    it is unreadable (the crawl itself refuses it)."""
+    getfloat = getattr(settings, "getfloat", None)
+    try:
+        value = float(getfloat("DOWNLOAD_DELAY") if getfloat
+                      else settings.get("DOWNLOAD_DELAY", 0) or 0)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) and value > 0 else 0.0
+
+
 def state_path(jobdir_or_file: str | Path) -> Path:
     """The state file of a JOBDIR (or the file itself)."""
     path = Path(jobdir_or_file)
@@ -371,7 +383,8 @@ def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]
         report.no_plan = (f"the policy {core!r} cannot be rebuilt from the state file alone: "
                           f"{exc}")
         return
-    service = RecrawlService(config, store=store, oracle=oracle, slot_delays=slot_delays)
+    service = RecrawlService(config, store=store, oracle=oracle, slot_delays=slot_delays,
+                             download_delay=_download_delay(settings))
     try:
         service.open([])
     except (InvalidSetting, StoreError, ValueError) as exc:

@@ -4,9 +4,14 @@ crawl's answer heard by its host.
 :class:`~scrapy_whittle.service.host_allowances.HostAllowances` holds the rule (limits from
 ``WHITTLE_HOST_LIMITS``, AIMD throttling); :class:`HostThrottle` wires it in:
 
-* :meth:`HostThrottle.select`: while any host has a finite allowance the policy's choice goes
-  through :func:`~scrapy_whittle.core.selection.select_within_hosts` with each host's cap of
-  the epoch; while none has, it is the policy's own selection, at no extra cost.
+* :meth:`HostThrottle.select`: while any host has a finite allowance (a limit, a delay, a
+  throttle) the policy's choice goes through
+  :func:`~scrapy_whittle.core.selection.select_within_hosts` with each host's cap of the
+  epoch, less what the epoch's first fetches and probes of the host will take; while none
+  has, it is the policy's own selection, at no extra cost.
+* :meth:`HostThrottle.admit`: a first fetch (``WHITTLE_DISCOVERY``) or a retired source's
+  probe spends a crawl of its host's allowance, or waits for a later epoch when none is
+  left (or the host is stopped or held).
 * :meth:`HostThrottle.heard`: a good answer (a feed, a 304) counts towards the host's recovery
   at the epoch's end; a 429 or 503 (``http_429``, ``http_503``) or a burst of 403s cuts its
   allowance. A host without an allowance gets one at its first overload, from the crawls it
@@ -49,8 +54,11 @@ class HostThrottle:
     gets none (its Retry-After)."""
 
     def __init__(self, limits: dict[str, float] | None, *, sources: SourceTable,
-                 state: SourceState, timeline: Timeline, stats: Stats) -> None:
-        self.allowances = HostAllowances(limits)
+                 state: SourceState, timeline: Timeline, stats: Stats,
+                 slot_delays: dict[str, float] | None = None, default_delay: float = 0.0
+                 ) -> None:
+        self.allowances = HostAllowances(limits, period=timeline.period,
+                                         slot_delays=slot_delays, default_delay=default_delay)
         self.sources = sources
         self.state = state
         self.timeline = timeline
@@ -63,14 +71,21 @@ class HostThrottle:
 
     def limited(self) -> bool:
         """Whether any host has a finite allowance (or is held by a Retry-After)."""
-        return bool(self.held) or any(math.isfinite(h.allowance)
-                                      for h in self.allowances.hosts.values())
+        return bool(self.held) or self.allowances.limited()
+
+    def set_crawl_delay(self, host: str, delay: float) -> bool:
+        """A robots.txt ``Crawl-delay`` of ``host``: its allowance from now on. Returns
+        whether it changed anything."""
+        return self.allowances.set_crawl_delay(host, delay)
 
     # -- the selection ------------------------------------------------------------------
     def select(self, select: Callable, epoch: int, budget: float, cost: np.ndarray,
-               eligible: np.ndarray | None, now: float) -> np.ndarray:
+               eligible: np.ndarray | None, now: float,
+               reserved: Callable[[], np.ndarray] | None = None) -> np.ndarray:
         """Epoch ``epoch``'s choice (``select(budget, eligible)``: the policy's, best first),
-        each host within its allowance."""
+        each host within its allowance. ``reserved()``: the sources to be fetched this epoch
+        outside the plan (first fetches, probes): as much of their hosts' allowances as
+        they take is kept for them (:meth:`admit`)."""
         self.allowances.start_epoch(epoch)
         self.stopped.clear()
         self.overloads.clear()
@@ -78,26 +93,38 @@ class HostThrottle:
         self.held = {h: until for h, until in self.held.items() if until > now}
         if not self.limited():
             return select(budget, eligible)
-        src = self.sources
-        caps = np.full(len(src.host_names), np.inf)
-        finite = []
-        for name, h in self.allowances.hosts.items():
+        src, allowances = self.sources, self.allowances
+        caps = np.full(len(src.host_names), allowances.default_cap)
+        for name in allowances.hosts:
             hid = src.hosts.get(name)
-            if hid is not None and math.isfinite(h.allowance):
-                caps[hid] = self.allowances.caps((name,))[0]
-                finite.append((name, hid))
+            if hid is not None:
+                caps[hid] = allowances.caps((name,))[0]
         for hid in self.held:            # a Retry-After not over yet: nothing this epoch
             caps[hid] = 0.0
         n = cost.shape[0]
         host = src.host[:n]
-        chosen = np.asarray(select_within_hosts(select, host, caps, budget, cost, eligible),
-                            dtype=np.int64)
-        if finite and chosen.shape[0]:
+        plan_caps = caps
+        if reserved is not None:
+            outside = np.asarray(reserved(), dtype=np.int64)
+            if outside.shape[0]:
+                plan_caps = np.maximum(caps - np.bincount(host[outside],
+                                                          minlength=caps.shape[0]), 0.0)
+        chosen = np.asarray(select_within_hosts(select, host, plan_caps, budget, cost,
+                                                eligible), dtype=np.int64)
+        if chosen.shape[0]:
             counts = np.bincount(host[chosen], minlength=caps.shape[0])
-            for name, hid in finite:
-                if counts[hid]:
-                    self.allowances.planned(name, int(counts[hid]))
+            for hid in np.flatnonzero(np.isfinite(caps) & (counts > 0)).tolist():
+                allowances.planned(src.host_names[hid], int(counts[hid]))
         return chosen
+
+    def admit(self, sid: int) -> bool:
+        """Whether source ``sid`` may be fetched now outside the plan (a first fetch, a
+        probe): its host is not stopped or held, and its allowance of this epoch has a
+        crawl left, which it spends."""
+        hid = self.sources.host.item(sid)
+        if hid in self.stopped or hid in self.held:
+            return False
+        return self.allowances.admit(self.sources.host_names[hid])
 
     # -- what hosts answered ------------------------------------------------------------
     def heard(self, crawl: Crawl, kind: str | None = None, now: float = 0.0,

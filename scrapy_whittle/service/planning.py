@@ -10,7 +10,9 @@ lost. With ``WHITTLE_DISCOVERY`` the sources never fetched are also fetched once
 budget (:mod:`~scrapy_whittle.service.discovery`): counted under ``discovery/crawls``, not
 in ``crawls`` nor in the budget spent. The retired sources' probes
 (:mod:`~scrapy_whittle.service.retirement`) are outside the budget too, under
-``probes/crawls``."""
+``probes/crawls``. Both are within their hosts' allowances: an epoch's plan leaves a limited
+host what its first fetches and probes due in the epoch take, and one its host has no crawl
+left for waits for the next epoch."""
 
 from __future__ import annotations
 
@@ -77,14 +79,16 @@ class EpochPlanner:
         origin = timeline.origin
         epoch_end = origin + (k + 1) * period
         sweep = self.sweep
+        # first fetches and probes spend their hosts' allowances (only while some host has one)
+        admit = self.throttle.admit if self.throttle.limited() else None
         if sweep is not None:
-            sid = sweep.take(now, hosts, self.planned, epoch_end)
+            sid = sweep.take(now, hosts, self.planned, epoch_end, admit)
             if sid is not None:
                 return self._dispatch(sid, now, k, outside="discovery")
             epoch_end = min(epoch_end, sweep.next_due())
         retirement = self.retirement
         if retirement.probes:
-            sid = retirement.take(now, hosts)
+            sid = retirement.take(now, hosts, admit, epoch_end)
             if sid is not None:
                 return self._dispatch(sid, now, k, outside="probes")
             due = retirement.next_due()
@@ -150,10 +154,19 @@ class EpochPlanner:
         keeper = self.keeper
         chosen = self.throttle.select(lambda b, e: keeper.select(k, b, e), k, budget,
                                       self.sources.cost[:eligible.shape[0]],
-                                      None if eligible.all() else eligible, now)
+                                      None if eligible.all() else eligible, now,
+                                      reserved=self._outside_due)
         self.stats.inc("epochs")
         self.plan = deque(map(int, chosen))
         self.planned = set(self.plan) if self.sweep is not None else set()
+
+    def _outside_due(self) -> list[int]:
+        """The sources to be fetched outside the plan in this epoch: first fetches, probes."""
+        end = self.timeline.origin + (self.epoch + 1) * self.config.period
+        out = self.retirement.due_by(end)
+        if self.sweep is not None:
+            out += self.sweep.due_by(end)
+        return out
 
     def _dispatch(self, sid: int, now: float, epoch: int, outside: str | None = None
                   ) -> Crawl:
