@@ -21,6 +21,8 @@ serves until interrupted:
 * ``--fates 3:301,5:410:86400``: healthy feeds that move (301, 308 to ``/moved/<i>.xml``,
   which serves feed i; 302 for a temporary redirect) or die (410, 404), for good or for the
   server's first given seconds (then they revive): ``sim.faults.FeedFates``.
+* ``--rate-limit 50:1[:60]``: the first 50 feeds on a host of their own (``localhost``) that
+  answers 429 above one request a minute (with ``Retry-After: 60``): ``sim.rate_limit``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
@@ -52,6 +54,8 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 from sim.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
 from sim.feedweb import FeedWeb, Item
+from sim.rate_limit import HOST as RATE_LIMITED_HOST
+from sim.rate_limit import RateLimit, parse_rate_limit
 from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
 
@@ -167,8 +171,10 @@ class SimWebResource(Resource):
                  reactor=None, realistic: bool = False, gzip_level: int = 1,
                  faults: list[str] | None = None, fault_copies: int = 2,
                  bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0,
-                 fates: dict[int, tuple[str, float]] | None = None) -> None:
+                 fates: dict[int, tuple[str, float]] | None = None,
+                 rate_limit: RateLimit | None = None) -> None:
         super().__init__()
+        self.rate_limit = rate_limit
         # hostile entries dated ten simulated minutes apart, like a busy healthy feed
         self.crawl_delay = crawl_delay
         self.web, self.clock, self.scenario = web, clock, scenario
@@ -235,6 +241,12 @@ class SimWebResource(Resource):
             except ValueError:
                 i = -1
             if 0 <= i < self.web.n:
+                limit = self.rate_limit
+                if limit is not None and limit.covers(i) \
+                        and not limit.admit(i, self.clock.time_source()):
+                    for name, value in limit.headers().items():
+                        request.setHeader(name, value)
+                    return self._send(request, b"too many requests", "text/plain", 429)
                 fate = self.fates.render(request, i, self.base(request))
                 return self.feed(request, i) if fate is None else fate
         if path.startswith("/moved/") and path.endswith(".xml"):
@@ -377,8 +389,11 @@ class SimWebResource(Resource):
     def opml(self, base: str) -> bytes:
         lines = ['<?xml version="1.0" encoding="utf-8"?>', '<opml version="2.0"><head>'
                  f"<title>{escape(self.scenario)} simulated web</title></head><body>"]
-        lines += [f'<outline type="rss" text="source {i}" xmlUrl="{base}/feed/{i}.xml"/>'
-                  for i in range(self.web.n)]
+        limited = (base.replace("127.0.0.1", RATE_LIMITED_HOST, 1)
+                   if self.rate_limit is not None else base)
+        lines += [f'<outline type="rss" text="source {i}" xmlUrl="'
+                  f'{limited if self.rate_limit and self.rate_limit.covers(i) else base}'
+                  f'/feed/{i}.xml"/>' for i in range(self.web.n)]
         lines += [f'<outline type="rss" text="hostile" xmlUrl="{url}"/>'
                   for url in self.hostile.urls(base, self.faults, self.fault_copies)]
         lines.append("</body></opml>")
@@ -435,7 +450,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  start: float = 0.0, history: str | None = None,
                  faults: list[str] | str | None = None,
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
-                 hang_seconds: float = 600.0, fates: str | dict | None = None) -> SimServer:
+                 hang_seconds: float = 600.0, fates: str | dict | None = None,
+                 rate_limit: str | RateLimit | None = None) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
@@ -446,7 +462,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     empty for the papers'). ``faults``: hostile
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
-    that move or die (``sim.faults.parse_fates``)."""
+    that move or die (``sim.faults.parse_fates``); ``rate_limit``: feeds on a host that
+    answers 429 above a rate (``sim.rate_limit``)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -465,7 +482,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               crawl_delay=crawl_delay, reactor=reactor, realistic=realistic,
                               faults=faults, fault_copies=fault_copies,
                               bomb_bytes=bomb_bytes, hang_seconds=hang_seconds,
-                              fates=parse_fates(fates))
+                              fates=parse_fates(fates),
+                              rate_limit=(parse_rate_limit(rate_limit)
+                                          if isinstance(rate_limit, str | None) else rate_limit))
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -524,10 +543,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="feeds that move or die: comma-separated i:fate[:seconds], fate "
                          "among 301, 308, 302, 410, 404 (sim.faults.FATES; with seconds, "
                          "for the server's first seconds only)")
+    ap.add_argument("--rate-limit", default="",
+                    help="FEEDS:PER_MINUTE[:RETRY_AFTER]: the first FEEDS feeds on a host of "
+                         "their own (localhost) answering 429 above PER_MINUTE requests a "
+                         "minute (sim.rate_limit)")
     args = ap.parse_args(argv)
     try:
         faults = parse_faults(args.faults)
         parse_fates(args.fates)
+        parse_rate_limit(args.rate_limit)
     except ValueError as exc:
         ap.error(str(exc))
     from twisted.internet import reactor
@@ -540,7 +564,8 @@ def main(argv: list[str] | None = None) -> int:
                           history=args.history,
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
-                          hang_seconds=args.hang_seconds, fates=args.fates)
+                          hang_seconds=args.hang_seconds, fates=args.fates,
+                          rate_limit=args.rate_limit)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     if faults:

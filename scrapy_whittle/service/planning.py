@@ -62,6 +62,7 @@ class EpochPlanner:
         self.wake_at = math.inf
         self.run_cost = 0.0                         # cost dispatched in this run
         self.spent_before: dict[int, float] = {}    # epoch -> cost spent by a previous planner
+        throttle.queued = self.queued_of
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         timeline = self.timeline
@@ -75,6 +76,7 @@ class EpochPlanner:
             busy = {self.sources.hosts[h] for h in hosts.all_saturated()
                     if h in self.sources.hosts}
             self._start_epoch(k, now, busy)
+        hosts = self.throttle.load(hosts, now)      # and the hosts in slow start
         period = self.config.period
         origin = timeline.origin
         epoch_end = origin + (k + 1) * period
@@ -99,6 +101,7 @@ class EpochPlanner:
         # hosts found saturated in this call, and those a throttle stopped for the epoch
         stopped = self.throttle.stopped
         saturated: set[int] = stopped.copy() if stopped else set()
+        paced = self.throttle.paced
         spread = self.config.spread
         host_of = src.host
         for j, sid in enumerate(self.plan):
@@ -109,6 +112,9 @@ class EpochPlanner:
                     return None
             host = host_of.item(sid)
             if host in saturated:
+                continue
+            if paced and host in paced and paced[host] > now + 1e-6:
+                later = min(later, paced[host])     # a throttled host's next crawl
                 continue
             not_before = src.not_before(sid, now)
             if not_before > now + 1e-6:
@@ -132,6 +138,11 @@ class EpochPlanner:
     def queued(self) -> int:
         """Crawls waiting to be handed out: the plan's and the sweep's."""
         return len(self.plan) + (len(self.sweep) if self.sweep is not None else 0)
+
+    def queued_of(self, host: int) -> int:
+        """Crawls of host ``host`` the current plan still holds."""
+        host_of = self.sources.host
+        return sum(1 for sid in self.plan if host_of.item(sid) == host)
 
     def resume_spent(self, spent: dict[int, float]) -> None:
         self.spent_before.update(spent)
@@ -174,6 +185,7 @@ class EpochPlanner:
         ``"probes"``: the stat it is counted under)."""
         src, state = self.sources, self.state
         src.dispatched(sid, now + self.max_flight)
+        self.throttle.dispatched(sid, now, now + self.max_flight)
         stats = self.stats
         if outside:                       # outside the budget: its own count
             stats.inc(f"{outside}/crawls")
