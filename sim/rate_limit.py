@@ -73,4 +73,7 @@ def parse_rate_limit(text: str | None) -> RateLimit | None:
     except ValueError:
         raise ValueError(f"--rate-limit {text!r}: expected FEEDS:PER_MINUTE[:RETRY_AFTER], "
                          "e.g. 50:1 or 50:1:60") from None
-    return RateLimit(feeds, per_minute, retry_after)
+    try:
+        return RateLimit(feeds, per_minute, retry_after)
+    except ValueError as exc:
+        raise ValueError(f"--rate-limit {text!r}: {exc}") from None

@@ -18,7 +18,8 @@ crawl's answer heard by its host.
   took this epoch, so its fifty feeds do not each find the limit. A host cut this epoch gets
   nothing more of it (``stopped``), and with Retry-After nothing before then either.
 * Slow start: a host that has not answered well yet has one request in flight at a time,
-  and one more per good answer (back to one at a 429 or 503), up to ``SLOW_START_MAX``
+  twice as many after each good answer (back to one at a 429 or 503), up to
+  ``SLOW_START_MAX``
   (then Scrapy's download slot decides): a host that rate-limits refuses a few requests,
   not a burst of them.
 * A throttled host's crawls are paced: T / allowance apart (``paced``), since a rate limit
@@ -52,8 +53,8 @@ from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.types import Crawl, HostLoad, Stats
 
-#: requests in flight at once to a host that has not answered well yet; each good answer lets
-#: one more go (a slow start), and a host allowed SLOW_START_MAX is no longer watched
+#: requests in flight at once to a host that has not answered well yet; each good answer
+#: doubles them (a slow start), and a host allowed SLOW_START_MAX is no longer watched
 SLOW_START_MAX = 8
 
 #: the error kinds a host says it is overloaded with
@@ -192,7 +193,7 @@ class HostThrottle:
         if kind in OVERLOAD and hid in self.window:
             self.window[hid] = 1
         elif kind is None:
-            window = self.window.get(hid, 1) + 1
+            window = self.window.get(hid, 1) * 2
             if window >= SLOW_START_MAX:
                 self.known.add(hid)
                 self.window.pop(hid, None)

@@ -76,7 +76,8 @@ class EpochPlanner:
             busy = {self.sources.hosts[h] for h in hosts.all_saturated()
                     if h in self.sources.hosts}
             self._start_epoch(k, now, busy)
-        hosts = self.throttle.load(hosts, now)      # and the hosts in slow start
+        throttle = self.throttle
+        loaded = throttle.load(hosts, now)      # and the hosts in slow start
         period = self.config.period
         origin = timeline.origin
         epoch_end = origin + (k + 1) * period
@@ -84,13 +85,13 @@ class EpochPlanner:
         # first fetches and probes spend their hosts' allowances (only while some host has one)
         admit = self.throttle.admit if self.throttle.limited() else None
         if sweep is not None:
-            sid = sweep.take(now, hosts, self.planned, epoch_end, admit)
+            sid = sweep.take(now, loaded, self.planned, epoch_end, admit)
             if sid is not None:
                 return self._dispatch(sid, now, k, outside="discovery")
             epoch_end = min(epoch_end, sweep.next_due())
         retirement = self.retirement
         if retirement.probes:
-            sid = retirement.take(now, hosts, admit, epoch_end)
+            sid = retirement.take(now, loaded, admit, epoch_end)
             if sid is not None:
                 return self._dispatch(sid, now, k, outside="probes")
             due = retirement.next_due()
@@ -101,7 +102,7 @@ class EpochPlanner:
         # hosts found saturated in this call, and those a throttle stopped for the epoch
         stopped = self.throttle.stopped
         saturated: set[int] = stopped.copy() if stopped else set()
-        paced = self.throttle.paced
+        paced, flying = throttle.paced, throttle.flying
         spread = self.config.spread
         host_of = src.host
         for j, sid in enumerate(self.plan):
@@ -120,8 +121,9 @@ class EpochPlanner:
             if not_before > now + 1e-6:
                 later = min(later, not_before)
                 continue
-            if hosts.saturated(src.host_names[host]):
-                saturated.add(host)        # asked again when a download of the slot ends
+            if (flying and host in flying and throttle.gated(host, now)) \
+                    or hosts.saturated(src.host_names[host]):
+                saturated.add(host)        # asked again when a download of the host ends
                 continue
             del self.plan[j]
             self.planned.discard(sid)

@@ -206,9 +206,9 @@ def test_allowances_survive_a_restart(tmp_path):
     assert all(big <= 2 for big, _ in epochs) and not web.refused, epochs
 
 
-def test_a_host_not_heard_yet_gets_one_request_at_a_time_then_more_per_good_answer():
-    """Slow start: a host's first request goes alone; each good answer lets one more fly;
-    a refusal brings it back to one."""
+def test_a_host_not_heard_yet_gets_one_request_at_a_time_then_twice_as_many():
+    """Slow start: a host's first request goes alone; each good answer doubles how many
+    may fly; a refusal brings it back to one."""
     clock = SimulatedClock(start=START)
     service = make_service(clock)
     web = FakeWeb()
@@ -224,8 +224,8 @@ def test_a_host_not_heard_yet_gets_one_request_at_a_time_then_more_per_good_answ
     web.fetch(service, first[0], 0)                    # answered well: two may fly
     second = flying()
     assert len(second) == 2
-    web.fetch(service, second[0], 0)                   # and three
-    assert len(flying()) == 2                          # (one is still in flight)
+    web.fetch(service, second[0], 0)                   # and four
+    assert len(flying()) == 3                          # (one is still in flight)
     FakeWeb(rate=0).fetch(service, second[1], 0)       # a refusal: back to one at a time
     assert service.throttle.window[service.sources.hosts[BIG]] == 1
 
