@@ -172,6 +172,10 @@ class CrawlReport:
     #: the project's ``WHITTLE_HOST_LIMITS`` (host -> crawls per epoch; empty: none or
     #: unreadable)
     host_limits: dict[str, float] = field(default_factory=dict)
+    #: the project's host delays: ``DOWNLOAD_SLOTS`` (host -> seconds) and ``DOWNLOAD_DELAY``
+    #: (every other host's); each is an allowance of floor(T / delay) crawls per epoch
+    slot_delays: dict[str, float] = field(default_factory=dict)
+    download_delay: float = 0.0
 
     def moved(self) -> dict[int, list[str]]:
         """id -> the URLs it had before, of every source that moved (not merged ones)."""
@@ -228,6 +232,14 @@ def _host_limits(settings: Mapping[str, Any]) -> dict[str, float]:
         return {}
 
 
+def _slot_delays(settings: Mapping[str, Any]) -> dict[str, float]:
+    """The project's ``DOWNLOAD_SLOTS`` delays; none where unreadable."""
+    try:
+        return download_slot_delays(settings)
+    except InvalidSetting:
+        return {}
+
+
 def _download_delay(settings: Mapping[str, Any]) -> float:
     """The project's ``DOWNLOAD_DELAY`` (every host's delay, hence its allowance); 0 where
     it is unreadable (the crawl itself refuses it)."""
@@ -272,7 +284,8 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
                  else []),
         hosts=(store.rows("SELECT host, allowance, ceiling, throttles FROM hosts ORDER BY "
                           "host") if store.has_table("hosts") else []),
-        host_limits=_host_limits(settings))
+        host_limits=_host_limits(settings), slot_delays=_slot_delays(settings),
+        download_delay=_download_delay(settings))
     n = report.n
     report.sources["index"] = np.full(n, np.nan)
     report.sources["planned"] = np.zeros(n, dtype=bool)
