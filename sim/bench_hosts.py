@@ -18,8 +18,8 @@ tells the crawler the limit. Reported, per seed and over the seeds:
 * ``allowance used``: the host's crawls in each epoch after the cut over its allowance of
   that epoch (what the throttle lets the plan give it), summed over the epochs: how much of
   the allowance its feeds still get;
-* the host's allowance at the end and the crawls per epoch the host bears (60 x
-  ``--per-minute``), and its crawls per epoch after the cut.
+* the host's allowance at the end, its requests answered per epoch over the crawl, and the
+  crawls per epoch the host bears (``--per-minute`` x the epoch's minutes).
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ class HostRun:
     allowance: float              # at the end (inf: none)
     cuts: int                     # the throttle's cuts of the host
     bearable: float               # crawls per epoch the host answers
+    epochs: int                   # of the crawl
+
+    @property
+    def answered_per_epoch(self) -> float:
+        """The host's requests answered (not 429) per epoch of the crawl."""
+        return (self.requests - self.refused) / self.epochs if self.epochs else 0.0
 
     @property
     def share_after_first(self) -> float:
@@ -163,7 +169,7 @@ def measure(seed: int, limit, service, watch: HostWatch, per_minute: int) -> Hos
                                and int((t - origin) // period) in measured),
         allowance=service.throttle.allowances.allowance(watch.host),
         cuts=getattr(service.throttle.allowances.hosts.get(watch.host), "throttles", 0),
-        bearable=per_minute * period / 60.0)
+        bearable=per_minute * period / 60.0, epochs=len(watch.epochs))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,12 +212,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.budget:g} per epoch of {args.period:g} s, {args.epochs} epochs, Scrapy with "
           "the add-on on the simulated clock")
     print("seed  requests  429s  429 after first  cut in epoch  429 after learnt  "
-          "allowance used  allowance  bears")
+          "allowance used  allowance  answered/epoch  bears")
     for r in runs:
         print(f"{r.seed:>4}  {r.requests:>8}  {r.refused:>4}  "
               f"{r.share_after_first:>15.1%}  {r.cut_epoch!s:>12}  "
               f"{r.share_after_cut:>16.1%}  {r.allowance_used:>14.1%}  "
-              f"{r.allowance:>9.3g}  {r.bearable:>5.3g}")
+              f"{r.allowance:>9.3g}  {r.answered_per_epoch:>14.3g}  {r.bearable:>5.3g}")
     after_first = sum(r.refused_after_first for r in runs) / max(
         1, sum(r.after_first for r in runs))
     after_cut = sum(r.refused_after_cut for r in runs) / max(1, sum(r.after_cut for r in runs))
