@@ -24,6 +24,8 @@ serves until interrupted:
 * ``--rate-limit 50:1[:60]``: the first 50 feeds on a host of their own (``localhost``) that
   answers 429 above one request a minute (with ``Retry-After: 60``): ``sim.rate_limit``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
+* ``--kinds mix``: sources served as RSS, Atom, JSON Feed and news sitemaps, some of the
+  sitemaps (gzip) behind one sitemap index (``sim.kinds``).
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
 ``--unit`` seconds (3600 for news-mix, whose unit is the hour; 1 for the papers' examples).
@@ -54,6 +56,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 from sim.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
 from sim.feedweb import FeedWeb, Item
+from sim.kinds import INDEX_PATH, SourceKinds, parse_kinds
 from sim.rate_limit import HOST as RATE_LIMITED_HOST
 from sim.rate_limit import RateLimit, parse_rate_limit
 from sim.realistic import RealisticItems
@@ -172,8 +175,9 @@ class SimWebResource(Resource):
                  faults: list[str] | None = None, fault_copies: int = 2,
                  bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0,
                  fates: dict[int, tuple[str, float]] | None = None,
-                 rate_limit: RateLimit | None = None) -> None:
+                 kinds: str | None = None, rate_limit: RateLimit | None = None) -> None:
         super().__init__()
+        self.kinds = SourceKinds(web.n, kinds)
         self.rate_limit = rate_limit
         # hostile entries dated ten simulated minutes apart, like a busy healthy feed
         self.crawl_delay = crawl_delay
@@ -256,6 +260,14 @@ class SimWebResource(Resource):
                 i = -1
             if i in self.fates.fates:
                 return self.feed(request, i)
+        if path == INDEX_PATH and self.kinds.mix:
+            if self._not_modified(request, 'W/"index"', None):
+                request.setResponseCode(304)
+                return b""
+            request.setHeader("etag", 'W/"index"')
+            return self._send(request, self.kinds.index(self.base(request)), "application/xml")
+        if (i := self.kinds.source_of(path)) is not None:
+            return self.feed(request, i)
         if path.startswith("/bad/"):
             return self.bad(request, path[5:].split(".")[0])
         if path.startswith("/hostile/"):
@@ -291,8 +303,11 @@ class SimWebResource(Resource):
             return b"" if not self.latency else self._later(request, self.latency, b"")
         self.web.fetch(i, v)
         base = self.base(request)
-        body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
-        ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+        if self.kinds.kind(i) in ("json", "sitemap"):
+            body, ctype = self.kinds.render(i, items, self.clock.real, base)
+        else:
+            body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
+            ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
         if self.realistic:     # as WordPress and most news sites send it
             ctype += "; charset=UTF-8"
         request.setHeader("content-type", ctype)
@@ -389,11 +404,13 @@ class SimWebResource(Resource):
     def opml(self, base: str) -> bytes:
         lines = ['<?xml version="1.0" encoding="utf-8"?>', '<opml version="2.0"><head>'
                  f"<title>{escape(self.scenario)} simulated web</title></head><body>"]
-        limited = (base.replace("127.0.0.1", RATE_LIMITED_HOST, 1)
-                   if self.rate_limit is not None else base)
-        lines += [f'<outline type="rss" text="source {i}" xmlUrl="'
-                  f'{limited if self.rate_limit and self.rate_limit.covers(i) else base}'
-                  f'/feed/{i}.xml"/>' for i in range(self.web.n)]
+        # the rate-limited feeds are listed under their own host (sim.rate_limit)
+        limited = {self.kinds.url(base, i) for i in range(
+            min(self.rate_limit.feeds, self.web.n) if self.rate_limit else 0)}
+        other = base.replace("127.0.0.1", RATE_LIMITED_HOST, 1)
+        lines += [f'<outline type="rss" text="{name}" xmlUrl="'
+                  f'{other + url[len(base):] if url in limited else url}"/>'
+                  for name, url in self.kinds.listed(base)]
         lines += [f'<outline type="rss" text="hostile" xmlUrl="{url}"/>'
                   for url in self.hostile.urls(base, self.faults, self.fault_copies)]
         lines.append("</body></opml>")
@@ -406,7 +423,7 @@ class SimWebResource(Resource):
             "scenario": self.scenario, "time_unit": "second", "speed": self.clock.speed,
             "unit_seconds": self.clock.unit, "period_seconds": p.period * spu,
             "engagement_scale": self.engagement_scale, "window": self.web.window,
-            "sources": [{"url": f"{base}/feed/{i}.xml", "rate": float(p.rate[i]) / spu,
+            "sources": [{"url": self.kinds.url(base, i), "rate": float(p.rate[i]) / spu,
                          "mean_utility": float(p.mean_utility[i]),
                          "decay": float(p.decay[i]) / spu, **self._profile(i)}
                         for i in range(p.n)],
@@ -451,6 +468,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  faults: list[str] | str | None = None,
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
                  hang_seconds: float = 600.0, fates: str | dict | None = None,
+                 kinds: str | None = None,
                  rate_limit: str | RateLimit | None = None) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
@@ -462,8 +480,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     empty for the papers'). ``faults``: hostile
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
-    that move or die (``sim.faults.parse_fates``); ``rate_limit``: feeds on a host that
-    answers 429 above a rate (``sim.rate_limit``)."""
+    that move or die (``sim.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
+    (``sim.kinds``); ``rate_limit``: feeds on a host that answers 429 above a rate
+    (``sim.rate_limit``)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -482,7 +501,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               crawl_delay=crawl_delay, reactor=reactor, realistic=realistic,
                               faults=faults, fault_copies=fault_copies,
                               bomb_bytes=bomb_bytes, hang_seconds=hang_seconds,
-                              fates=parse_fates(fates),
+                              fates=parse_fates(fates), kinds=parse_kinds(kinds),
                               rate_limit=(parse_rate_limit(rate_limit)
                                           if isinstance(rate_limit, str | None) else rate_limit))
     site = Site(resource)
@@ -543,6 +562,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="feeds that move or die: comma-separated i:fate[:seconds], fate "
                          "among 301, 308, 302, 410, 404 (sim.faults.FATES; with seconds, "
                          "for the server's first seconds only)")
+    ap.add_argument("--kinds", default="",
+                    help="'mix': sources served as RSS, Atom, JSON Feed and news sitemaps, "
+                         "some behind a sitemap index (sim.kinds; default RSS and Atom)")
     ap.add_argument("--rate-limit", default="",
                     help="FEEDS:PER_MINUTE[:RETRY_AFTER]: the first FEEDS feeds on a host of "
                          "their own (localhost) answering 429 above PER_MINUTE requests a "
@@ -551,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         faults = parse_faults(args.faults)
         parse_fates(args.fates)
+        parse_kinds(args.kinds)
         parse_rate_limit(args.rate_limit)
     except ValueError as exc:
         ap.error(str(exc))
@@ -564,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
                           history=args.history,
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
-                          hang_seconds=args.hang_seconds, fates=args.fates,
+                          hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds,
                           rate_limit=args.rate_limit)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)

@@ -1,12 +1,19 @@
-"""Parsing RSS / Atom feeds into what the estimators need, without Scrapy.
+"""Parsing sources of every kind (RSS, Atom, JSON Feed, sitemaps) into what the estimators
+need, without Scrapy.
 
 ``parse_feed`` turns a response body into a :class:`ParsedFeed` (kind, entries, warnings,
-notices) or raises :class:`FeedError` when the body is unusable. The parser doing the work is
-chosen by name (:mod:`scrapy_whittle.feeds.parsers`: ``feedparser-rs`` by default, ``feedparser``);
-every parser is given the body in UTF-8 with no DOCTYPE internal subset
-(:mod:`scrapy_whittle.feeds.parsers.prepare`), and what the fast parser refuses is parsed by
-feedparser. Which entries are new is decided by :mod:`scrapy_whittle.service.entry_memory`; parsing
-off the event loop is :mod:`scrapy_whittle.feeds.parse_pool`.
+notices, sources) or raises :class:`FeedError` when the body is unusable. The kind is told
+from the body (:mod:`scrapy_whittle.feeds.kinds`; a gzip body is decompressed first, bounded
+by ``limits.max_bytes``): a JSON Feed is read by :mod:`scrapy_whittle.feeds.jsonfeed`, a
+sitemap or sitemap index by :mod:`scrapy_whittle.feeds.sitemap`, RSS / Atom by the parser
+chosen by name (:mod:`scrapy_whittle.feeds.parsers`: ``feedparser-rs`` by default,
+``feedparser``). XML is given to every reader in UTF-8 with no DOCTYPE internal subset
+(:mod:`scrapy_whittle.feeds.parsers.prepare`), and what the fast parser refuses, reads only in
+part, or reads with entries that have no id, link, title or summary (an RSS ``<body>``, Atom
+0.3 link text) is parsed by feedparser too; its result is kept when it has at least as many
+usable entries. Which entries are new is decided by
+:mod:`scrapy_whittle.service.entry_memory`; parsing off the event loop is
+:mod:`scrapy_whittle.feeds.parse_pool`.
 
 Entry identity (``FeedEntry.key``): the entry's id as written (Atom ``id``, RSS ``guid``; not
 resolved against the feed's URL, so that it stays when the feed moves), else its link,
@@ -30,6 +37,16 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from scrapy_whittle.feeds import jsonfeed, sitemap
+from scrapy_whittle.feeds.kinds import (
+    JSON,
+    SITEMAP,
+    detect,
+    gunzip,
+    gunzip_chunks,
+    gunzip_head,
+    is_gzip,
+)
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, FALLBACK_PARSER, get_parser
 from scrapy_whittle.feeds.parsers.prepare import (
     EncodingUnknown,
@@ -50,6 +67,8 @@ from scrapy_whittle.feeds.parsers.types import (
 
 MAX_SKEW = 15 * 60.0                       # seconds a publication date may lie in the future
 MAX_AGE = 20 * 365.25 * 86400.0            # older than this is taken for a broken date
+JSON_READER = "json"                       # ParsedFeed.parser of a JSON Feed
+SITEMAP_READER = "lxml"                    # ParsedFeed.parser of a sitemap
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TAG = re.compile(r"<[^>]*>")
 _SCRIPT = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
@@ -69,6 +88,8 @@ def _text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> float | None:
+    if value is None:
+        return None
     try:
         x = float(str(value).strip())
     except (TypeError, ValueError):
@@ -101,6 +122,7 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
     """Parse ``body`` (the raw bytes of a response from ``url``, fetched at unix time ``now``).
 
     Raises FeedError("empty" | "not_a_feed" | "malformed" | "too_large" | "encoding").
+    ``parser`` reads RSS / Atom; JSON Feeds and sitemaps have their own readers.
     A feed with parse problems that still yields entries is returned with warnings.
     ``max_bytes`` overrides ``limits.max_bytes``. With ``fallback=False`` a body the parser
     refuses raises :class:`NeedsFallback` instead of being handed to feedparser.
@@ -114,8 +136,20 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
     body = bytes(body)
     if len(body) > limits.max_bytes:
         raise FeedError("too_large", f"{len(body)} bytes from {url} (limit {limits.max_bytes})")
+    if is_gzip(body):
+        if detect(gunzip_head(body)) == SITEMAP:     # read as far as the entry cap, no further
+            notices: list[str] = []
+            chunks = _first_prepared(gunzip_chunks(body, max_bytes=limits.max_bytes, url=url),
+                                     notices)
+            return _sitemap(chunks, url=url, now=now, max_skew=max_skew, max_age=max_age,
+                            limits=limits, warnings=[], notices=notices)
+        body = gunzip(body, max_bytes=limits.max_bytes, url=url)
     if not body.strip():
         raise FeedError("empty", f"empty body from {url}")
+    if detect(body) == JSON:
+        return _convert(jsonfeed.parse(body, url=url, limits=limits), url=url, now=now,
+                        max_skew=max_skew, max_age=max_age, limits=limits, warnings=[],
+                        notices=[], parser=JSON_READER)
     ctype = (content_type or "").split(";")[0].strip().lower()
     looks_html = looks_like_html(body)
     warnings: list[str] = []
@@ -130,14 +164,21 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
     if stripped:
         notices.append("doctype_removed")
         warnings.append("DOCTYPE internal subset removed: entities are never expanded")
+    if detect(data) == SITEMAP:
+        return _sitemap([data], url=url, now=now, max_skew=max_skew, max_age=max_age,
+                        limits=limits, warnings=warnings, notices=notices)
     adapter = get_parser(parser)
     raw, why = _run(adapter, data, url, limits)
-    if (why is not None or raw.incomplete) and parser != FALLBACK_PARSER and not looks_html:
-        reason = why or _describe(raw.problem) or "incomplete"
+    fieldless = _fieldless(raw.entries)
+    if (why is not None or raw.incomplete or fieldless) and parser != FALLBACK_PARSER \
+            and not looks_html:
+        reason = why or _describe(raw.problem) or (
+            f"{fieldless} entries without id, link, title or summary" if fieldless
+            else "incomplete")
         if not fallback:
             raise NeedsFallback(reason)
         other, other_why = _run(get_parser(FALLBACK_PARSER), data, url, limits)
-        if other_why is None and len(other.entries) >= len(raw.entries):
+        if other_why is None and _usable(other.entries) >= _usable(raw.entries):
             notices.append("fallback_parser")
             warnings.append(f"{parser} could not read the feed ({reason}); "
                             f"parsed by {FALLBACK_PARSER}")
@@ -156,8 +197,47 @@ def parse_feed(body: bytes, *, url: str, now: float, content_type: str | None = 
                     warnings=warnings, notices=notices, parser=parser)
 
 
+def _first_prepared(chunks, notices: list[str]):
+    """``chunks`` with the DOCTYPE internal subset removed from the first (where the prolog
+    is: no reader ever sees an entity declaration)."""
+    first = True
+    for chunk in chunks:
+        if first:
+            chunk, stripped = strip_internal_subset(chunk)
+            if stripped:
+                notices.append("doctype_removed")
+            first = False
+        yield chunk
+
+
+def _sitemap(chunks, *, url: str, now: float, max_skew: float, max_age: float,
+             limits: ParseLimits, warnings: list[str], notices: list[str]) -> ParsedFeed:
+    raw = sitemap.parse(chunks, url=url, limits=limits)
+    if not raw.version:
+        raise FeedError("malformed", f"{url}: {_describe(raw.problem)}")
+    if "doctype_removed" in notices and not any("DOCTYPE" in w for w in warnings):
+        warnings.append("DOCTYPE internal subset removed: entities are never expanded")
+    if raw.problem is not None:
+        warnings.append(f"{type(raw.problem).__name__}: {raw.problem}")
+    return _convert(raw, url=url, now=now, max_skew=max_skew, max_age=max_age, limits=limits,
+                    warnings=warnings, notices=notices, parser=SITEMAP_READER)
+
+
 def _describe(problem: BaseException | None) -> str | None:
     return f"{type(problem).__name__}: {problem}" if problem is not None else None
+
+
+def _has_field(e: Mapping[str, Any]) -> bool:
+    return any(_text(e.get(name)) for name in ("id", "link", "title", "summary"))
+
+
+def _fieldless(entries) -> int:
+    """How many entries have no id, link, title or summary: nothing to know them by."""
+    return sum(not _has_field(e) for e in entries)
+
+
+def _usable(entries) -> int:
+    return len(entries) - _fieldless(entries)
 
 
 def _run(adapter, data: bytes, url: str, limits: ParseLimits) -> tuple[RawFeed, str | None]:
@@ -227,12 +307,17 @@ def _convert(raw: RawFeed, *, url: str, now: float, max_skew: float, max_age: fl
         notices.append("ancient_dates")
         warnings.append(f"{ancient} publication dates older than {max_age / 86400:.0f} days "
                         "ignored")
+    if raw.sources_refused:
+        notices.append("sources_refused")
+        warnings.append(f"{raw.sources_refused} child sitemaps on another host or not http(s) "
+                        "left out")
     if len(keys) < len(entries):
         notices.append("duplicate_ids")
         warnings.append(f"{len(entries) - len(keys)} entries repeat the id of an earlier one "
                         "(counted once)")
     return ParsedFeed(kind=raw.version or "unknown", entries=entries, warnings=warnings,
-                      notices=tuple(dict.fromkeys(notices)), parser=parser, hints=raw.hints)
+                      notices=tuple(dict.fromkeys(notices)), parser=parser, hints=raw.hints,
+                      sources=raw.sources)
 
 
 def _published(e: Mapping[str, Any], now: float, max_skew: float,

@@ -1,18 +1,19 @@
 """Parse feeds without holding the event loop: small bodies inline, the rest in processes.
 
-Neither parser releases the GIL while it parses (feedparser is pure Python; feedparser-rs
-keeps the GIL: two threads parse no faster than one, and the loop waits for the whole
-parse), so a thread pool would not keep the loop responsive: work that may take longer than
-a few milliseconds goes to a bounded pool of worker *processes*
-(:mod:`scrapy_whittle.feeds.parse_worker`). A body of at most ``inline_max_bytes`` is parsed
-on the loop by the fast parser (cheaper than a round trip to a worker: the parser module's
-``INLINE_MAX_BYTES`` says up to what size); a larger one, or one the fast parser reads only
-in part (feedparser then parses it), is parsed in a worker. At most ``workers`` parses run
-at once; the others wait in their worker's line (no more than Scrapy has responses in
-flight, ``CONCURRENT_REQUESTS``), written to it at once so that a worker never idles while
-the event loop is busy. A parse that takes longer than ``timeout`` seconds, or a worker that
-dies (killed, out of memory), fails only its body (``FeedError("parse_failed")``); the
-worker is replaced. No Scrapy import: usable from any asyncio program::
+Neither parser releases the GIL while it parses (feedparser is pure Python; feedparser-rs keeps the
+GIL: two threads parse no faster than one, and the loop waits for the whole parse), so a thread
+pool would not keep the loop responsive: work that may take longer than a few milliseconds goes
+to a bounded pool of worker *processes* (:mod:`scrapy_whittle.feeds.parse_worker`). A body of
+at most ``inline_max_bytes`` is parsed on the loop by the fast parser (cheaper than a round
+trip to a worker: the parser module's ``INLINE_MAX_BYTES`` says up to what size); a larger one,
+or one the fast parser reads only in part (feedparser then parses it), is parsed in a worker,
+and so is a gzip body of any size (a sitemap ``.xml.gz``: what it decompresses to is unknown
+until it is). At most ``workers`` parses run at once; the others wait in their worker's line
+(no more than Scrapy has responses in flight, ``CONCURRENT_REQUESTS``), written to it at once
+so that a worker never idles while the event loop is busy. A parse that takes longer than
+``timeout`` seconds, or a worker that dies (killed, out of memory), fails only its body
+(``FeedError("parse_failed")``); the worker is replaced.
+No Scrapy import: usable from any asyncio program::
 
     pool = ParsePool(parser="feedparser-rs", workers=2, limits=ParseLimits())
     feed = await pool.parse(body, url=url, now=time.time(), content_type=ctype)
@@ -31,6 +32,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from scrapy_whittle.feeds.kinds import is_gzip
 from scrapy_whittle.feeds.parse import NeedsFallback, parse_feed
 from scrapy_whittle.feeds.parse_worker import HEADER
 from scrapy_whittle.feeds.parsers import DEFAULT_PARSER, get_parser
@@ -223,8 +225,8 @@ class ParsePool:
         kwargs = {"body": bytes(body), "url": url, "now": now, "content_type": content_type,
                   "parser": self.parser, "limits": self.limits}
         offload = self.workers > 0 and not self._closed
-        if not offload or len(body) <= self.inline_max_bytes or \
-                len(body) > self.limits.max_bytes:
+        small = len(body) <= self.inline_max_bytes and not is_gzip(body)
+        if not offload or small or len(body) > self.limits.max_bytes:
             try:
                 self.inline += 1
                 return await self._inline(kwargs, fallback=not offload)

@@ -24,8 +24,10 @@ ERROR_KINDS: dict[str, str] = {
     "too_many_redirects": "more redirects than REDIRECT_MAX_TIMES",
     "too_large": "a body beyond WHITTLE_MAX_FEED_SIZE: announced, received, or inflated",
     "empty": "an empty body",
-    "not_a_feed": "an HTML page, or XML that is neither RSS nor Atom",
-    "malformed": "XML no parser can read entries from",
+    "not_a_feed": "an HTML page, XML that is neither RSS, Atom nor a sitemap, JSON that is no "
+                  "JSON Feed",
+    "malformed": "XML or JSON no reader can get entries from (nested too deep, a cut gzip "
+                 "body included)",
     "encoding": "a body in no character encoding that decodes it",
     "parse_failed": "the parser's worker timed out (WHITTLE_PARSE_TIMEOUT) or died",
     "robots": "robots.txt forbids the URL (ROBOTSTXT_OBEY)",

@@ -38,7 +38,11 @@ about the next visit (``Cache-Control: max-age``, ``Expires``, the feed's ``<ttl
 ``<skipHours>``, ``<skipDays>``, ``sy:updateFrequency``) goes to the service with it
 (:mod:`scrapy_whittle.feeds.hints`). The new entries are in ``response.meta["whittle_entries"]``
 (a list of ``FeedEntry``) with their values in ``response.meta["whittle_values"]``; an unusable
-response has ``response.meta["whittle_error"]`` set to its kind.
+response has ``response.meta["whittle_error"]`` set to its kind. A sitemap index names other
+sources (its child sitemaps, on its own host, at most ``WHITTLE_MAX_FEED_ENTRIES``): their URLs
+are in ``response.meta["whittle_sources"]`` (counted in ``whittle/sources/named``), and
+``FeedSpider`` registers them as sources the way a spider registers any
+(``meta={"whittle_source": True}``), so they join the discovery sweep.
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ if TYPE_CHECKING:
     from scrapy_whittle.service.recrawl import RecrawlService
 
 logger = logging.getLogger(__name__)
+
+#: the sources a response named (a sitemap index's children), for the spider to register
+META_SOURCES = "whittle_sources"
 
 
 def service_of(crawler: Crawler | None) -> RecrawlService | None:
@@ -208,6 +215,9 @@ class FeedObserverMiddleware:
             hints=response_hints(response.headers, now, parsed.hints)))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=now)
+        if parsed.sources:                    # a sitemap index: its children are sources
+            request.meta[META_SOURCES] = list(parsed.sources)
+            service.stats.inc("sources/named", len(parsed.sources))
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
         return response

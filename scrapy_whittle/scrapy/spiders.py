@@ -4,7 +4,8 @@ Sources come from ``WHITTLE_SOURCES`` (or a ``whittle_sources`` class attribute:
 URLs or a file name); the scheduler decides when each is fetched, and
 ``FeedObserverMiddleware`` has already found the new entries, so ``parse`` only formats them.
 Subclass it and override ``parse_entry`` to enrich items, or ``start`` to register sources
-with ``scrapy.Request(url, meta={"whittle_source": True})``.
+with ``scrapy.Request(url, meta={"whittle_source": True})``. The child sitemaps a sitemap index
+names (``response.meta["whittle_sources"]``) are registered that way by ``parse``.
 
 Item fields: ``source`` (feed URL), ``source_id``, ``entry_id``, ``title``, ``link``,
 ``published`` (unix seconds, None when the feed gives no usable date), ``discovered_at``
@@ -30,12 +31,14 @@ class FeedSpider(scrapy.Spider):
         return
         yield  # pragma: no cover  (makes this an async generator)
 
-    def parse(self, response, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    def parse(self, response, **kwargs: Any) -> Iterator[dict[str, Any] | scrapy.Request]:
         meta = response.meta
         entries = meta.get("whittle_entries") or []
         values = meta.get("whittle_values") or [None] * len(entries)
         for entry, value in zip(entries, values, strict=True):
             yield self.parse_entry(response, entry, value)
+        for url in meta.get("whittle_sources") or ():     # a sitemap index's children
+            yield scrapy.Request(url, meta={"whittle_source": True})
 
     def parse_entry(self, response, entry, value: float | None) -> dict[str, Any]:
         meta = response.meta

@@ -32,9 +32,10 @@ crawl's answer heard by its host.
   sources), each of them a source that answered well before and fails for the first time
   in a row. A feed that answers 503 to everything (a broken one, or one with a limit of its
   own) backs off alone, as any failing source does, and does not starve the other feeds of
-  its host. Before any source of a host has answered well, refusals are each source's own;
-  once one has, a refusal on another source's first visit counts too (a rate limit answers
-  a crawl's first requests and refuses the next).
+  its host. A refusal on a source's first visit is that source's own, but for a 429 from a
+  host in its slow start that has answered well: a rate limit answers a crawl's first
+  requests and refuses the next, while a host past its slow start has shown it bears the
+  crawl, and a feed of it refusing from its first visit is that feed.
 
 Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far).
 """
@@ -57,6 +58,12 @@ from scrapy_whittle.service.types import Crawl, HostLoad, Stats
 #: doubles them (a slow start), and a host allowed SLOW_START_MAX is no longer watched
 SLOW_START_MAX = 8
 
+#: the failures that are no answer of the host (nothing to learn of it for the slow start)
+NO_ANSWER = frozenset({"connection", "dns", "timeout", "tls", "cancelled", "ignored",
+                       "robots", "unsupported_url", "other"})
+
+#: the refusal that names a rate limit
+TOO_MANY = "http_429"
 #: the error kinds a host says it is overloaded with
 OVERLOAD = frozenset({"http_429", "http_503"})
 FORBIDDEN = "http_403"
@@ -185,14 +192,16 @@ class HostThrottle:
         return hosts if not self.flying else SlowStartLoad(self, hosts, now)
 
     def _landed(self, hid: int, sid: int, kind: str | None) -> None:
-        """A request of host ``hid`` (not known yet) was answered: well (``kind`` None),
-        or refused (an overload: the host is back to one request at a time)."""
+        """A request of host ``hid`` (not known yet) ended: the host answered (``kind``
+        None, or an HTTP answer other than a refusal: a 404 or a broken feed is the feed's),
+        refused (an overload: back to one request at a time), or did not answer."""
         flying = self.flying.get(hid)
         if flying is not None:
             flying.pop(sid, None)
-        if kind in OVERLOAD and hid in self.window:
-            self.window[hid] = 1
-        elif kind is None:
+        if kind in OVERLOAD:
+            if hid in self.window:
+                self.window[hid] = 1
+        elif kind is None or (kind != FORBIDDEN and kind not in NO_ANSWER):
             window = self.window.get(hid, 1) * 2
             if window >= SLOW_START_MAX:
                 self.known.add(hid)
@@ -234,8 +243,9 @@ class HostThrottle:
         name = self.sources.host_names[hid]
         if self.sources.failures.item(crawl.source) > 1 or not (
                 math.isfinite(self.state.last_ok.item(crawl.source))
-                or hid in self.known or hid in self.window):
-            # failing again, or a host that never answered well: its own back-off
+                or (kind == TOO_MANY and hid in self.window)):
+            # failing again, or failing at its first visit (but for a 429 from a host in
+            # its slow start that has answered well: the ramp found its rate): its own
             return
         seen = (self.overloads if overload else self.forbids).setdefault(hid, set())
         if crawl.source in seen:

@@ -207,3 +207,44 @@ def test_the_library_defaults_are_the_settings_defaults():
     assert ParseLimits().max_entries == DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
     assert EntryMemory().max_per_source == DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
     assert PARSE_TIMEOUT == DEFAULTS["WHITTLE_PARSE_TIMEOUT"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_kind_crosses_the_process_boundary_and_gzip_goes_to_a_worker():
+    import gzip
+    import json
+
+    async def go():
+        pool = ParsePool(workers=1, inline_max_bytes=100_000)
+        try:
+            index = (b"<sitemapindex><sitemap><loc>http://example.com/s1.xml</loc></sitemap>"
+                     b"</sitemapindex>")
+            small_gzip = gzip.compress(b"<urlset><url><loc>http://example.com/a</loc></url>"
+                                       b"</urlset>")
+            jsonfeed = json.dumps({"version": "https://jsonfeed.org/version/1",
+                                   "items": [{"id": "j1"}]}).encode()
+            got = [await pool.parse(b, url=URL, now=NOW)
+                   for b in (index, jsonfeed, small_gzip)]
+            assert (pool.inline, pool.offloaded) == (2, 1)     # the gzip one, however small
+            assert got[0].sources == ("http://example.com/s1.xml",)
+            assert got[1].kind == "json10" and got[2].kind == "sitemap"
+            assert got[2] == parse_feed(small_gzip, url=URL, now=NOW)
+        finally:
+            await pool.close()
+    await on_loop(go())
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_parsed_feed_pickles_unchanged(n):
+    import pickle
+
+    from scrapy_whittle.feeds.hints import FeedHints
+    from scrapy_whittle.feeds.parsers.types import FeedEntry, ParsedFeed
+
+    entries = [FeedEntry(key=f"k{k}", title=None if k else "t", link=f"l{k}",
+                         published=None if k == 1 else 10.0 * k, engagement=k or None)
+               for k in range(n)]
+    feed = ParsedFeed(kind="sitemap", entries=entries, warnings=["w"], notices=("no_dates",),
+                      hints=FeedHints(), parser="lxml", sources=("https://a/s.xml",))
+    again = pickle.loads(pickle.dumps(feed, protocol=pickle.HIGHEST_PROTOCOL))
+    assert again == feed and type(again.entries) is list
