@@ -18,10 +18,10 @@ crawl's answer heard by its host.
   took this epoch, so its fifty feeds do not each find the limit. A host cut this epoch gets
   nothing more of it (``stopped``), and with Retry-After nothing before then either.
 * Slow start: a host that has not answered well yet has one request in flight at a time,
-  twice as many after each good answer (back to one at a 429 or 503), up to
-  ``SLOW_START_MAX``
-  (then Scrapy's download slot decides): a host that rate-limits refuses a few requests,
-  not a burst of them.
+  twice as many after each answer (a feed, a 304, any HTTP answer but a refusal; back to
+  one at a 429 or 503), up to ``SLOW_START_MAX`` (then Scrapy's download slot decides): a
+  host that rate-limits refuses a few requests, not a burst of them. A resumed crawl's
+  hosts that answered before are past it.
 * A throttled host's crawls are paced: T / allowance apart (``paced``), since a rate limit
   counts requests in time (a minute, an hour), and an epoch's allowance sent in a burst
   would find it again; one 429 or 503 from a source that answered well before is enough to
