@@ -172,12 +172,18 @@ class HostThrottle:
         """Source ``sid`` was handed out at ``now``, in flight until ``until`` at most: a
         host in slow start counts it; a throttled host's next crawl goes T / allowance
         later (a rate limit counts requests in time, not per epoch)."""
+        if not self.paced and self.all_known():
+            return
         hid = self.sources.host.item(sid)
         if hid not in self.known:
             self.flying.setdefault(hid, {})[sid] = until
         if hid in self.paced:
             allowance = self.allowances.allowance(self.sources.host_names[hid])
             self.paced[hid] = now + self.timeline.period / max(allowance, 1e-9)
+
+    def all_known(self) -> bool:
+        """Whether every host is past its slow start."""
+        return len(self.known) >= len(self.sources.host_names)
 
     def gated(self, hid: int, now: float) -> bool:
         """Whether host ``hid``, in slow start, has as many requests in flight as it may."""
@@ -222,6 +228,9 @@ class HostThrottle:
         """A crawl's answer at ``now``: good (``kind`` None) or a failure of ``kind``, the
         server asking for ``retry_after`` seconds (as capped by ``WHITTLE_HINTS_MAX_DELAY``)."""
         allowances = self.allowances
+        if kind is None and not (self.overloads or self.forbids or allowances.hosts) \
+                and self.all_known():
+            return                      # the plain path: nothing to tell any host
         hid = self.sources.host.item(crawl.source)
         if hid not in self.known:
             self._landed(hid, crawl.source, kind)

@@ -77,19 +77,21 @@ class EpochPlanner:
                     if h in self.sources.hosts}
             self._start_epoch(k, now, busy)
         throttle = self.throttle
-        loaded = throttle.load(hosts, now)      # and the hosts in slow start
         period = self.config.period
         origin = timeline.origin
         epoch_end = origin + (k + 1) * period
         sweep = self.sweep
-        # first fetches and probes spend their hosts' allowances (only while some host has one)
-        admit = self.throttle.admit if self.throttle.limited() else None
+        retirement = self.retirement
+        loaded, admit = hosts, None
+        if sweep is not None or retirement.probes:
+            loaded = throttle.load(hosts, now)      # and the hosts in slow start
+            # first fetches and probes spend their hosts' allowances (while some host has one)
+            admit = throttle.admit if throttle.limited() else None
         if sweep is not None:
             sid = sweep.take(now, loaded, self.planned, epoch_end, admit)
             if sid is not None:
                 return self._dispatch(sid, now, k, outside="discovery")
             epoch_end = min(epoch_end, sweep.next_due())
-        retirement = self.retirement
         if retirement.probes:
             sid = retirement.take(now, loaded, admit, epoch_end)
             if sid is not None:
