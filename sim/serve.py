@@ -21,6 +21,8 @@ serves until interrupted:
 * ``--fates 3:301,5:410:86400``: healthy feeds that move (301, 308 to ``/moved/<i>.xml``,
   which serves feed i; 302 for a temporary redirect) or die (410, 404), for good or for the
   server's first given seconds (then they revive): ``sim.faults.FeedFates``.
+* ``--rate-limit 50:1[:60]``: the first 50 feeds on a host of their own (``localhost``) that
+  answers 429 above one request a minute (with ``Retry-After: 60``): ``sim.rate_limit``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 * ``--kinds mix``: sources served as RSS, Atom, JSON Feed and news sitemaps, some of the
   sitemaps (gzip) behind one sitemap index (``sim.kinds``).
@@ -55,6 +57,8 @@ from twisted.web.server import NOT_DONE_YET, Site
 from sim.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
 from sim.feedweb import FeedWeb, Item
 from sim.kinds import INDEX_PATH, SourceKinds, parse_kinds
+from sim.rate_limit import HOST as RATE_LIMITED_HOST
+from sim.rate_limit import RateLimit, parse_rate_limit
 from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
 
@@ -171,9 +175,10 @@ class SimWebResource(Resource):
                  faults: list[str] | None = None, fault_copies: int = 2,
                  bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0,
                  fates: dict[int, tuple[str, float]] | None = None,
-                 kinds: str | None = None) -> None:
+                 kinds: str | None = None, rate_limit: RateLimit | None = None) -> None:
         super().__init__()
         self.kinds = SourceKinds(web.n, kinds)
+        self.rate_limit = rate_limit
         # hostile entries dated ten simulated minutes apart, like a busy healthy feed
         self.crawl_delay = crawl_delay
         self.web, self.clock, self.scenario = web, clock, scenario
@@ -240,6 +245,12 @@ class SimWebResource(Resource):
             except ValueError:
                 i = -1
             if 0 <= i < self.web.n:
+                limit = self.rate_limit
+                if limit is not None and limit.covers(i) \
+                        and not limit.admit(i, self.clock.time_source()):
+                    for name, value in limit.headers().items():
+                        request.setHeader(name, value)
+                    return self._send(request, b"too many requests", "text/plain", 429)
                 fate = self.fates.render(request, i, self.base(request))
                 return self.feed(request, i) if fate is None else fate
         if path.startswith("/moved/") and path.endswith(".xml"):
@@ -393,7 +404,12 @@ class SimWebResource(Resource):
     def opml(self, base: str) -> bytes:
         lines = ['<?xml version="1.0" encoding="utf-8"?>', '<opml version="2.0"><head>'
                  f"<title>{escape(self.scenario)} simulated web</title></head><body>"]
-        lines += [f'<outline type="rss" text="{name}" xmlUrl="{url}"/>'
+        # the rate-limited feeds are listed under their own host (sim.rate_limit)
+        limited = {self.kinds.url(base, i) for i in range(
+            min(self.rate_limit.feeds, self.web.n) if self.rate_limit else 0)}
+        other = base.replace("127.0.0.1", RATE_LIMITED_HOST, 1)
+        lines += [f'<outline type="rss" text="{name}" xmlUrl="'
+                  f'{other + url[len(base):] if url in limited else url}"/>'
                   for name, url in self.kinds.listed(base)]
         lines += [f'<outline type="rss" text="hostile" xmlUrl="{url}"/>'
                   for url in self.hostile.urls(base, self.faults, self.fault_copies)]
@@ -452,7 +468,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  faults: list[str] | str | None = None,
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
                  hang_seconds: float = 600.0, fates: str | dict | None = None,
-                 kinds: str | None = None) -> SimServer:
+                 kinds: str | None = None,
+                 rate_limit: str | RateLimit | None = None) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
@@ -464,7 +481,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
     that move or die (``sim.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
-    (``sim.kinds``)."""
+    (``sim.kinds``); ``rate_limit``: feeds on a host that answers 429 above a rate
+    (``sim.rate_limit``)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -483,7 +501,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               crawl_delay=crawl_delay, reactor=reactor, realistic=realistic,
                               faults=faults, fault_copies=fault_copies,
                               bomb_bytes=bomb_bytes, hang_seconds=hang_seconds,
-                              fates=parse_fates(fates), kinds=parse_kinds(kinds))
+                              fates=parse_fates(fates), kinds=parse_kinds(kinds),
+                              rate_limit=(parse_rate_limit(rate_limit)
+                                          if isinstance(rate_limit, str | None) else rate_limit))
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -545,11 +565,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default="",
                     help="'mix': sources served as RSS, Atom, JSON Feed and news sitemaps, "
                          "some behind a sitemap index (sim.kinds; default RSS and Atom)")
+    ap.add_argument("--rate-limit", default="",
+                    help="FEEDS:PER_MINUTE[:RETRY_AFTER]: the first FEEDS feeds on a host of "
+                         "their own (localhost) answering 429 above PER_MINUTE requests a "
+                         "minute (sim.rate_limit)")
     args = ap.parse_args(argv)
     try:
         faults = parse_faults(args.faults)
         parse_fates(args.fates)
         parse_kinds(args.kinds)
+        parse_rate_limit(args.rate_limit)
     except ValueError as exc:
         ap.error(str(exc))
     from twisted.internet import reactor
@@ -562,7 +587,8 @@ def main(argv: list[str] | None = None) -> int:
                           history=args.history,
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
-                          hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds)
+                          hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds,
+                          rate_limit=args.rate_limit)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     if faults:

@@ -172,6 +172,10 @@ class CrawlReport:
     #: the project's ``WHITTLE_HOST_LIMITS`` (host -> crawls per epoch; empty: none or
     #: unreadable)
     host_limits: dict[str, float] = field(default_factory=dict)
+    #: the project's host delays: ``DOWNLOAD_SLOTS`` (host -> seconds) and ``DOWNLOAD_DELAY``
+    #: (every other host's); each is an allowance of floor(T / delay) crawls per epoch
+    slot_delays: dict[str, float] = field(default_factory=dict)
+    download_delay: float = 0.0
 
     def moved(self) -> dict[int, list[str]]:
         """id -> the URLs it had before, of every source that moved (not merged ones)."""
@@ -228,6 +232,26 @@ def _host_limits(settings: Mapping[str, Any]) -> dict[str, float]:
         return {}
 
 
+def _slot_delays(settings: Mapping[str, Any]) -> dict[str, float]:
+    """The project's ``DOWNLOAD_SLOTS`` delays; none where unreadable."""
+    try:
+        return download_slot_delays(settings)
+    except InvalidSetting:
+        return {}
+
+
+def _download_delay(settings: Mapping[str, Any]) -> float:
+    """The project's ``DOWNLOAD_DELAY`` (every host's delay, hence its allowance); 0 where
+    it is unreadable (the crawl itself refuses it)."""
+    getfloat = getattr(settings, "getfloat", None)
+    try:
+        value = float(getfloat("DOWNLOAD_DELAY") if getfloat
+                      else settings.get("DOWNLOAD_DELAY", 0) or 0)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) and value > 0 else 0.0
+
+
 def state_path(jobdir_or_file: str | Path) -> Path:
     """The state file of a JOBDIR (or the file itself)."""
     path = Path(jobdir_or_file)
@@ -260,7 +284,8 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
                  else []),
         hosts=(store.rows("SELECT host, allowance, ceiling, throttles FROM hosts ORDER BY "
                           "host") if store.has_table("hosts") else []),
-        host_limits=_host_limits(settings))
+        host_limits=_host_limits(settings), slot_delays=_slot_delays(settings),
+        download_delay=_download_delay(settings))
     n = report.n
     report.sources["index"] = np.full(n, np.nan)
     report.sources["planned"] = np.zeros(n, dtype=bool)
@@ -371,7 +396,8 @@ def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]
         report.no_plan = (f"the policy {core!r} cannot be rebuilt from the state file alone: "
                           f"{exc}")
         return
-    service = RecrawlService(config, store=store, oracle=oracle, slot_delays=slot_delays)
+    service = RecrawlService(config, store=store, oracle=oracle, slot_delays=slot_delays,
+                             download_delay=_download_delay(settings))
     try:
         service.open([])
     except (InvalidSetting, StoreError, ValueError) as exc:

@@ -111,6 +111,23 @@ def render(report: CrawlReport, made: dict[str, str], *, limit: int = 500,
     if lifecycle:       # the retired and moved sources, before the figures
         parts += ["<h2>Retired and moved sources</h2>", "<ul>",
                   *(f"<li>{e(line)}</li>" for line in lifecycle), "</ul>"]
+    hosts = table.host_rows(report)
+    if hosts:           # the hosts that limit the crawl: their allowances in the plan
+        parts += ["<h2>Hosts that limit the crawl</h2>",
+                  f"<p>Crawls per epoch ({report.period:g} s) each host allows in the plan: "
+                  "the least of its limit (<code>WHITTLE_HOST_LIMITS</code>) and what its "
+                  "delay leaves (<code>DOWNLOAD_SLOTS</code>, <code>DOWNLOAD_DELAY</code>: "
+                  "floor(T / delay)), lower while it is throttled (it answered 429 or 503: "
+                  "cut, then given back while it answers well). robots.txt Crawl-delay is "
+                  "read during the crawl and not kept in the state: not shown.</p>",
+                  "<table><thead><tr>", *(f"<th>{e(c)}</th>" for c in table.HOST_COLUMNS),
+                  "</tr></thead><tbody>"]
+        for row in hosts:
+            cells = table.host_cells(row)
+            parts.append(f'<tr><td class="url">{e(cells[0])}</td>'
+                         + "".join(f'<td class="n">{e(c)}</td>' for c in cells[1:])
+                         + "</tr>")
+        parts.append("</tbody></table>")
     for name in ("allocation", "timeline", "errors", "index", "budget"):
         if name == "budget":
             parts += [f"<h2>{TITLES[name]}</h2>",

@@ -1,8 +1,9 @@
 """The per-source table of a crawl report, as text (``scrapy whittle sources``) and as rows of
 formatted cells for the HTML page: URL, learned items per hour, interest half-life, value of an
 entry, current index, crawls, errors, last crawl and when the next crawl is planned; the
-users' measures of the crawl (:func:`measures`); and what other budgets would capture
-(:func:`budget_sentence`, :func:`budget_rows`)."""
+users' measures of the crawl (:func:`measures`); what other budgets would capture
+(:func:`budget_sentence`, :func:`budget_rows`); the hosts that limit the crawl
+(:func:`host_rows`, :func:`hosts_text`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 import numpy as np
 
 from scrapy_whittle.report.data import CrawlReport
+from scrapy_whittle.service.host_allowances import delay_limit
+from scrapy_whittle.service.sources import url_hosts
 
 COLUMNS = ("url", "items/h", "half-life", "value", "index", "crawls", "errors", "last crawl",
            "next planned")
@@ -230,16 +233,71 @@ def lifecycle_text(report: CrawlReport) -> list[str]:
     return out
 
 
+#: the columns of :func:`host_rows`
+HOST_COLUMNS = ("host", "feeds", "limit", "delay", "allowance now", "bore", "cuts")
+#: the row of the hosts ``DOWNLOAD_DELAY`` limits without a setting of their own
+OTHER_HOSTS = "every other host"
+
+
+def host_rows(report: CrawlReport) -> list[tuple[str, int, float, float, float, float, int]]:
+    """(host, its feeds, limit set (``WHITTLE_HOST_LIMITS``; inf: none), delay (s; 0: none),
+    allowance now (crawls per epoch; inf: none), what it bore when it last objected (NaN:
+    never throttled), throttle cuts) of each host with a limit, a delay or a throttle,
+    throttled ones first; with ``DOWNLOAD_DELAY``, a last row for :data:`OTHER_HOSTS`."""
+    throttled = {h: (a, c, n) for h, a, c, n in report.hosts}
+    delays = {h: d for h, d in report.slot_delays.items() if d > 0}
+    names = sorted(set(report.host_limits) | set(delays) | set(throttled),
+                   key=lambda h: (h not in throttled, h))
+    per_host: dict[str, int] = {}
+    if names or report.download_delay > 0:
+        for host in url_hosts(list(report.sources["url"])):
+            per_host[host or ""] = per_host.get(host or "", 0) + 1
+    rows = []
+    for host in names:
+        limit = float(report.host_limits.get(host, math.inf))
+        delay = report.slot_delays.get(host, report.download_delay)
+        allowance = min(limit, delay_limit(delay, report.period))
+        bore, cuts = math.nan, 0
+        if host in throttled:
+            allowance, ceiling, cuts = throttled[host]
+            bore = math.nan if ceiling is None else float(ceiling)
+        rows.append((host, per_host.pop(host, 0), limit, delay, float(allowance), bore,
+                     int(cuts)))
+    if report.download_delay > 0:
+        others = sum(n for h, n in per_host.items() if h not in report.slot_delays)
+        rows.append((OTHER_HOSTS, others, math.inf, report.download_delay,
+                     delay_limit(report.download_delay, report.period), math.nan, 0))
+    return rows
+
+
+def host_cells(row) -> list[str]:
+    """:func:`host_rows`' row as the cells of :data:`HOST_COLUMNS`."""
+    host, feeds, limit, delay, allowance, bore, cuts = row
+    return [host, f"{feeds:,}", "–" if math.isinf(limit) else number(limit),
+            f"{delay:g} s" if delay > 0 else "–",
+            "none" if math.isinf(allowance) else number(allowance),
+            "–" if math.isnan(bore) else number(bore), str(cuts)]
+
+
 def hosts_text(report: CrawlReport) -> list[str]:
-    """One line per throttled host: its allowance now against its limit (none: no line)."""
+    """One line per host that limits the crawl (:func:`host_rows`): a throttled one's
+    allowance now against its limit, a limited one's allowance and what sets it (none: no
+    line)."""
     out = []
-    for host, allowance, ceiling, cuts in report.hosts:
-        limit = report.host_limits.get(host)
-        bore = (f"; it bore {number(ceiling)} when it last objected"
-                if ceiling is not None and (limit is None or ceiling < limit) else "")
-        out.append(f"host {host} throttled: {number(allowance)} crawls per epoch now, "
-                   f"limit {'none set' if limit is None else number(limit)}{bore} "
-                   f"({cuts} {'cut' if cuts == 1 else 'cuts'} so far)")
+    for host, feeds, limit, delay, allowance, bore, cuts in host_rows(report):
+        set_by = ", ".join(s for s in (
+            "" if math.isinf(limit) else f"limit {number(limit)}",
+            f"delay {delay:g} s" if delay > 0 else "") if s)
+        if cuts:
+            kept = (f"; it bore {number(bore)} when it last objected"
+                    if math.isfinite(bore) and bore < min(limit, delay_limit(
+                        delay, report.period)) else "")
+            out.append(f"host {host} throttled: {number(allowance)} crawls per epoch now, "
+                       f"{set_by or 'limit none set'}{kept} ({cuts} "
+                       f"{'cut' if cuts == 1 else 'cuts'} so far)")
+        else:
+            out.append(f"host {host} limited: {number(allowance)} crawls per epoch "
+                       f"({set_by}; {feeds:,} feeds)")
     return out
 
 

@@ -95,14 +95,15 @@ async def _settle(result):
 
 
 class RetryAfterMiddleware:
-    """At order 560 (the add-on installs it): a source's 429 or 503 that carries
-    ``Retry-After`` is not retried at once by Scrapy's RetryMiddleware (550), which would
-    ignore the header and earn another refusal; it reaches ``FeedObserverMiddleware``, and
-    the source backs off at least as long as the server asked. Other requests are untouched."""
+    """At order 560 (the add-on installs it): a source's 429, and its 503 that carries
+    ``Retry-After``, is not retried at once by Scrapy's RetryMiddleware (550), which would
+    ignore the header and earn another refusal; it reaches ``FeedObserverMiddleware``, the
+    source backs off (at least as long as the server asked) and its host's allowance hears
+    it. Other requests are untouched."""
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if response.status in (429, 503) and META_CRAWL in request.meta \
-                and response.headers.get("Retry-After"):
+        if META_CRAWL in request.meta and (response.status == 429 or (
+                response.status == 503 and response.headers.get("Retry-After"))):
             request.meta["dont_retry"] = True
         return response
 

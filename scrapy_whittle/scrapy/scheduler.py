@@ -17,10 +17,11 @@ scheduler only moves requests:
   now; the policy decides when) and becomes the template of that source's requests
   (callback, headers, cb_kwargs).
 
-Politeness: the hosts whose download slot is saturated are passed to the service, which
-passes over their sources for others fetchable now. Costs: C_i = max(1, d_i M / T), d_i the
-source's minimum interval or its slot's download delay (``DOWNLOAD_SLOTS``) or robots.txt
-Crawl-delay, whichever is larger.
+Politeness: a host's delay (``DOWNLOAD_DELAY``, its ``DOWNLOAD_SLOTS`` delay, robots.txt
+Crawl-delay: the longest) is its allowance in the plan, floor(T / d) crawls per epoch
+(:mod:`~scrapy_whittle.service.host_allowances`); the hosts whose download slot is saturated
+are passed to the service, which passes over their sources for others fetchable now. Costs:
+C_i = max(1, d_i M / T), d_i the source's minimum interval.
 
 State: with ``JOBDIR`` the service keeps its state in ``JOBDIR/whittle.sqlite``, checkpointed
 every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (written in a thread, off the reactor) and at
@@ -174,7 +175,8 @@ class WhittleScheduler(BaseScheduler):
                       crawler=crawler)
         else:
             service = RecrawlService(config, oracle=oracle, slot_delays=slot_delays,
-                                     max_flight=max_flight, stats=stats)
+                                     max_flight=max_flight, stats=stats,
+                                     download_delay=settings.getfloat("DOWNLOAD_DELAY"))
             service.journal_deliveries = tracked
             obj = cls(Scheduler.from_crawler(crawler), service, sources=sources,
                       crawler=crawler, jobdir=job_dir(settings))

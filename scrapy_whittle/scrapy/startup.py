@@ -203,8 +203,9 @@ def warn_unreachable_budget(settings: Any, config: WhittleConfig,
                             sources: list[SourceSpec]) -> str | None:
     """Log (and return) a warning when the download delays let fewer crawls be made per
     period than the budget pays for; None when the budget is reachable."""
-    # A host's own delay (DOWNLOAD_SLOTS) is priced in its sources' crawl cost, C = max(1,
-    # d M / T): the crawls it allows use up the budget they are given. DOWNLOAD_DELAY is not.
+    # A host's delay (DOWNLOAD_DELAY, or its own in DOWNLOAD_SLOTS) is its allowance in the
+    # plan, floor(T / d) crawls an epoch: what it cannot take goes to other hosts, while
+    # some host can take it.
     getfloat = getattr(settings, "getfloat", None)
     delay = float(getfloat("DOWNLOAD_DELAY") if getfloat else settings.get("DOWNLOAD_DELAY", 0))
     # hosts with their own delay; the others wait DOWNLOAD_DELAY
@@ -218,15 +219,12 @@ def warn_unreachable_budget(settings: Any, config: WhittleConfig,
     period, budget = config.period, config.budget
 
     def reachable(default_delay: float) -> tuple[float, float]:
-        """(cost the hosts can take per period, cost the sources could use)."""
-        can, could = 0.0, 0.0
+        """(crawls the hosts can take per period, crawls the sources could use)."""
+        can = 0.0
         for host, n in per_host.items():
             d = slot_delays.get(host, default_delay)
-            # a DOWNLOAD_SLOTS delay is priced in the crawl cost C = max(1, d M / T)
-            cost = max(1.0, d * budget / period) if host in slot_delays else 1.0
-            can += (n if d <= 0 else min(n, period / d)) * cost
-            could += n * cost
-        return can, could
+            can += n if d <= 0 else min(n, period / d)
+        return can, float(len(sources))
 
     can, could = reachable(delay)
     needed = min(budget, could)

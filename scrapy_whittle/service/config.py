@@ -335,7 +335,9 @@ SETTINGS: tuple[Setting, ...] = (
             "per source)"),
     Setting("WHITTLE_HOST_LIMITS", None, _host_limits,
             "crawls per epoch each listed host allows, all its sources together: a dict "
-            "`{host: crawls}` (a fraction: one crawl every few epochs) or its JSON text. The "
+            "`{host: crawls}` (a fraction: one crawl every few epochs) or its JSON text. A "
+            "host's delay (`Crawl-delay`, `DOWNLOAD_SLOTS`, `DOWNLOAD_DELAY`) of d s allows "
+            "floor(T / d); the lesser holds. The "
             "budget a host cannot take goes to other hosts; a host that answers 429 or 503 "
             "(or a burst of 403s) is throttled below its limit, listed or not "
             "(see \"Hosts that limit crawlers\")"),

@@ -6,6 +6,9 @@ sweep the others) and whenever the list or a spider adds some. The n sources tha
 t are due at t + i T / n (i = 0 .. n - 1, T = ``WHITTLE_PERIOD``): the sweep is spread over the
 period after they joined rather than sent at once, in an order that interleaves their hosts,
 so that a list of many feeds of one site does not queue them back to back on its download slot.
+A first fetch spends a crawl of its host's allowance (:mod:`~scrapy_whittle.service.host_throttle`:
+a limit, a delay, a throttle): the plan of an epoch leaves the host what the sweep's sources
+due in the epoch take, and a source whose host has none left waits for the next epoch.
 A source whose host cannot take a request waits in its host's queue, asked about once a call
 per host however many of its sources wait. A source the budget's plan fetches first, or that
 left the list, is dropped; one in the current plan waits until the plan's epoch is over."""
@@ -15,6 +18,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -61,10 +65,18 @@ class DiscoverySweep:
         about when one of its downloads ends)."""
         return self.due[0][0] if self.due else math.inf
 
-    def take(self, now: float, hosts: HostLoad, planned: set[int], plan_ends: float
-             ) -> int | None:
+    def due_by(self, when: float) -> list[int]:
+        """The sources to be swept before ``when`` (those waiting for their host too)."""
+        out = [sid for due, sid in self.due if due < when]
+        for queue in self.waiting.values():
+            out.extend(queue)
+        return out
+
+    def take(self, now: float, hosts: HostLoad, planned: set[int], plan_ends: float,
+             admit: Callable[[int], bool] | None = None) -> int | None:
         """A source due now that may be fetched now, or None. ``planned``: the sources the
-        current plan will fetch (by ``plan_ends``)."""
+        current plan will fetch (by ``plan_ends``); ``admit(sid)``: whether its host's
+        allowance lets it go this epoch (else it waits until ``plan_ends``)."""
         names = self.sources.host_names
         for host, queue in list(self.waiting.items()):
             if hosts.saturated(names[host]):
@@ -72,10 +84,15 @@ class DiscoverySweep:
             while queue:
                 sid = queue.popleft()
                 if self._ready(sid, now, planned, plan_ends):
+                    if admit is not None and not admit(sid):
+                        queue.appendleft(sid)
+                        self._defer(host, plan_ends)
+                        break
                     if not queue:
                         del self.waiting[host]
                     return sid
-            del self.waiting[host]
+            else:
+                del self.waiting[host]
         host_of = self.sources.host
         while self.due and self.due[0][0] <= now + 1e-9:
             _, sid = heapq.heappop(self.due)
@@ -87,8 +104,17 @@ class DiscoverySweep:
                 # behind the host's sources that wait already, in the order they were due
                 self.waiting.setdefault(host, deque()).append(sid)
                 continue
+            if admit is not None and not admit(sid):
+                heapq.heappush(self.due, (plan_ends, sid))   # its host's allowance is spent
+                continue
             return sid
         return None
+
+    def _defer(self, host: int, when: float) -> None:
+        """Host ``host``'s waiting sources go back to the heap, due at ``when`` (its
+        allowance of this epoch is spent)."""
+        for sid in self.waiting.pop(host, ()):
+            heapq.heappush(self.due, (when, sid))
 
     def _ready(self, sid: int, now: float, planned: set[int], plan_ends: float) -> bool:
         """Whether ``sid`` may be swept now; if it may later, it goes back to the heap."""

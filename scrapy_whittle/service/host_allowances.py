@@ -1,6 +1,10 @@
 """Per-host allowances: how many crawls of a host's sources an epoch may plan.
 
-A host's limit (``WHITTLE_HOST_LIMITS``: crawls per epoch) is a constraint of the selection
+A host's limit is the least of its ``WHITTLE_HOST_LIMITS`` (crawls per epoch) and what its
+delay allows: a host that must be left d seconds between two requests (robots.txt
+``Crawl-delay``, a ``DOWNLOAD_SLOTS`` delay, or ``DOWNLOAD_DELAY``, which holds for every
+host) takes floor(T / d) crawls per epoch of T seconds (T / d, a fraction, when d > T). It is
+a constraint of the selection
 (:func:`~scrapy_whittle.core.selection.select_within_hosts`): the policy takes each host's
 best sources within its allowance, and what a host cannot take goes to other hosts in the
 same epoch. A host that says it is overloaded (a 429 or 503, with or without Retry-After, or
@@ -37,7 +41,9 @@ class HostAllowance:
     """One host's allowance (crawls per epoch; inf = no limit), its credit, and this epoch's
     answers."""
 
-    limit: float = math.inf          # configured (inf: none)
+    limit: float = math.inf          # the least of configured and delay_limit (inf: none)
+    configured: float = math.inf     # WHITTLE_HOST_LIMITS (inf: none)
+    delay: float = 0.0               # seconds between two requests (0: none)
     allowance: float = math.inf      # current
     ceiling: float = math.inf        # learned: what the host bore when it last objected
     calm: int = 0                    # good epochs in a row at the ceiling
@@ -49,22 +55,88 @@ class HostAllowance:
     throttles: int = 0               # cuts so far
 
 
+def delay_limit(delay: float, period: float) -> float:
+    """Crawls per epoch of ``period`` seconds a host allows whose requests must be ``delay``
+    seconds apart: floor(period / delay), or that fraction below one (inf without a delay)."""
+    if not delay > 0:
+        return math.inf
+    per_epoch = period / delay
+    return float(math.floor(per_epoch + 1e-9)) if per_epoch >= 1 else per_epoch
+
+
 class HostAllowances:
-    """The allowances of the hosts that have one (configured or throttled), by host name."""
+    """The allowances of the hosts that have one (configured, delayed or throttled), by host
+    name. ``period``: the epoch's length (s), what a delay is counted against;
+    ``default_delay``: the delay of every host (``DOWNLOAD_DELAY``): a host without an entry
+    has the allowance it gives (``default``), and gets an entry once it is planned."""
 
     def __init__(self, limits: dict[str, float] | None = None, *, decrease: float = DECREASE,
-                 increase: float = INCREASE, floor: float = FLOOR) -> None:
+                 increase: float = INCREASE, floor: float = FLOOR, period: float = 1.0,
+                 slot_delays: dict[str, float] | None = None, default_delay: float = 0.0
+                 ) -> None:
         if not 0 < decrease < 1:
             raise ValueError(f"decrease ({decrease!r}) must lie in (0, 1)")
         self.decrease, self.increase, self.floor = float(decrease), float(increase), float(floor)
+        self.period = float(period)
+        self.default_delay = float(default_delay) if default_delay > 0 else 0.0
+        #: the allowance of a host without an entry (inf: none)
+        self.default = delay_limit(self.default_delay, self.period)
+        #: a host's own delay in place of the default (DOWNLOAD_SLOTS), robots.txt's
+        self.slot_delays = {h: float(d) for h, d in (slot_delays or {}).items()}
+        self.crawl_delays: dict[str, float] = {}
         self.hosts: dict[str, HostAllowance] = {}
         self.epoch = -1
         for host, limit in (limits or {}).items():
-            self.hosts[host] = HostAllowance(limit=float(limit), allowance=float(limit))
+            self._entry(host).configured = float(limit)
+        for host in [*(limits or {}), *self.slot_delays]:
+            self._set_limit(self._entry(host))
+
+    def delay_of(self, host: str) -> float:
+        """The seconds ``host``'s requests are apart: its slot's delay (else the default),
+        or its robots.txt ``Crawl-delay`` if longer."""
+        return max(self.slot_delays.get(host, self.default_delay),
+                   self.crawl_delays.get(host, 0.0))
+
+    def _entry(self, host: str) -> HostAllowance:
+        """``host``'s entry, made (with its delay's allowance, its credit a whole epoch's)
+        if it has none."""
+        h = self.hosts.get(host)
+        if h is None:
+            delay = self.delay_of(host)
+            d = delay_limit(delay, self.period)
+            h = self.hosts[host] = HostAllowance(
+                limit=d, allowance=d, delay=delay,
+                credit=max(1.0, d) if math.isfinite(d) else 0.0)
+        return h
+
+    def _set_limit(self, h: HostAllowance) -> None:
+        """``h``'s limit from its configured one and its delay; a host not throttled is
+        allowed its limit, a throttled one no more than it."""
+        h.limit = min(h.configured, delay_limit(h.delay, self.period))
+        h.allowance = min(h.allowance, h.limit) if h.throttles else h.limit
+        h.ceiling = min(h.ceiling, h.limit)
+
+    def set_crawl_delay(self, host: str, delay: float) -> bool:
+        """``host``'s robots.txt asks for ``delay`` seconds between two requests: its
+        allowance is at most what that leaves an epoch (or what its download slot's delay
+        leaves, if longer). Returns whether its limit changed."""
+        if not (math.isfinite(delay) and delay > 0) or self.crawl_delays.get(host) == delay:
+            return False
+        h = self._entry(host)
+        before = h.limit
+        self.crawl_delays[host] = float(delay)
+        h.delay = self.delay_of(host)
+        self._set_limit(h)
+        return h.limit != before
+
+    def limited(self) -> bool:
+        """Whether any host has a finite allowance."""
+        return math.isfinite(self.default) or any(math.isfinite(h.allowance)
+                                                  for h in self.hosts.values())
 
     def allowance(self, host: str) -> float:
         h = self.hosts.get(host)
-        return math.inf if h is None else h.allowance
+        return self.default if h is None else h.allowance
 
     def start_epoch(self, epoch: int) -> None:
         """Epoch ``epoch`` begins: the last one's good answers raise allowances, and each
@@ -96,33 +168,51 @@ class HostAllowances:
         out = []
         for name in names:
             h = self.hosts.get(name)
-            out.append(math.inf if h is None or not math.isfinite(h.allowance)
-                       else math.floor(h.credit + 1e-9))
+            if h is None:
+                out.append(self.default_cap)
+            else:
+                out.append(math.inf if not math.isfinite(h.allowance)
+                           else math.floor(h.credit + 1e-9))
         return out
+
+    @property
+    def default_cap(self) -> float:
+        """The cap of a host without an entry: a whole epoch's credit of the default."""
+        d = self.default
+        return d if not math.isfinite(d) else float(math.floor(max(1.0, d) + 1e-9))
 
     def planned(self, host: str, crawls: int = 1) -> None:
         """``crawls`` of ``host`` were planned (spent from its credit)."""
         h = self.hosts.get(host)
+        if h is None and math.isfinite(self.default):
+            h = self._entry(host)
         if h is not None:
             h.planned += crawls
             if math.isfinite(h.allowance):
                 h.credit -= crawls
 
+    def admit(self, host: str) -> bool:
+        """One crawl of ``host`` outside the plan (a first fetch, a probe) may go now if its
+        credit of this epoch holds one (it is spent: :meth:`planned`)."""
+        h = self.hosts.get(host)
+        if h is None and not math.isfinite(self.default):
+            return True
+        cap = self.caps((host,))[0]
+        if cap < 1:
+            return False
+        self.planned(host)
+        return True
+
     def answered(self, host: str, count: int = 1) -> None:
         """``count`` good answers (a feed, a 304) from ``host``."""
-        h = self.hosts.get(host)
-        if h is None:
-            h = self.hosts[host] = HostAllowance()
-        h.ok += count
+        self._entry(host).ok += count
 
     def overloaded(self, host: str, observed: float | None = None) -> bool:
         """``host`` answered 429 or 503: its allowance is cut, at most once an epoch, from
         what it has (or, unlimited so far, from ``observed``: its crawls per epoch lately,
         else this epoch's plan of it, at least one), and what it bore this epoch (its good
         answers) becomes its ceiling. Returns whether this answer cut it."""
-        h = self.hosts.get(host)
-        if h is None:
-            h = self.hosts[host] = HostAllowance()
+        h = self._entry(host)
         if h.cut_in == self.epoch:
             return False
         base = h.allowance
@@ -141,9 +231,7 @@ class HostAllowances:
 
     def forbidden(self, host: str, observed: float | None = None) -> bool:
         """A 403 from ``host``: a burst of them in one epoch reads as a rate limit."""
-        h = self.hosts.get(host)
-        if h is None:
-            h = self.hosts[host] = HostAllowance()
+        h = self._entry(host)
         h.forbidden += 1
         return h.forbidden >= FORBIDDEN_BURST and self.overloaded(host, observed)
 
@@ -160,7 +248,7 @@ class HostAllowances:
     def load_rows(self, rows) -> None:
         """Restore :meth:`rows`; the configured limits (this run's) stay."""
         for name, allowance, ceiling, throttles in rows:
-            h = self.hosts.setdefault(name, HostAllowance())
+            h = self._entry(name)
             h.ceiling = min(float(ceiling), h.limit)
             h.allowance = min(float(allowance), h.ceiling)
             h.throttles = int(throttles)

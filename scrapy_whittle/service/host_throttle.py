@@ -4,22 +4,38 @@ crawl's answer heard by its host.
 :class:`~scrapy_whittle.service.host_allowances.HostAllowances` holds the rule (limits from
 ``WHITTLE_HOST_LIMITS``, AIMD throttling); :class:`HostThrottle` wires it in:
 
-* :meth:`HostThrottle.select`: while any host has a finite allowance the policy's choice goes
-  through :func:`~scrapy_whittle.core.selection.select_within_hosts` with each host's cap of
-  the epoch; while none has, it is the policy's own selection, at no extra cost.
+* :meth:`HostThrottle.select`: while any host has a finite allowance (a limit, a delay, a
+  throttle) the policy's choice goes through
+  :func:`~scrapy_whittle.core.selection.select_within_hosts` with each host's cap of the
+  epoch, less what the epoch's first fetches and probes of the host will take; while none
+  has, it is the policy's own selection, at no extra cost.
+* :meth:`HostThrottle.admit`: a first fetch (``WHITTLE_DISCOVERY``) or a retired source's
+  probe spends a crawl of its host's allowance, or waits for a later epoch when none is
+  left (or the host is stopped or held).
 * :meth:`HostThrottle.heard`: a good answer (a feed, a 304) counts towards the host's recovery
   at the epoch's end; a 429 or 503 (``http_429``, ``http_503``) or a burst of 403s cuts its
   allowance. A host without an allowance gets one at its first overload, from the crawls it
   took this epoch, so its fifty feeds do not each find the limit. A host cut this epoch gets
   nothing more of it (``stopped``), and with Retry-After nothing before then either.
+* Slow start: a host that has not answered well yet has one request in flight at a time,
+  twice as many after each answer (a feed, a 304, any HTTP answer but a refusal; back to
+  one at a 429 or 503), up to ``SLOW_START_MAX`` (then Scrapy's download slot decides): a
+  host that rate-limits refuses a few requests, not a burst of them. A resumed crawl's
+  hosts that answered before are past it.
+* A throttled host's crawls are paced: T / allowance apart (``paced``), since a rate limit
+  counts requests in time (a minute, an hour), and an epoch's allowance sent in a burst
+  would find it again; one 429 or 503 from a source that answered well before is enough to
+  cut a paced host again (its crawls were spread: the rate is too high).
 * The overload must be the host's, not one feed's. A rate limit refuses every request past
   its threshold: a host of several sources is cut only once two of its sources answered
   429/503 with no good answer from the host in between (403: ``FORBIDDEN_BURST`` distinct
   sources), each of them a source that answered well before and fails for the first time
   in a row. A feed that answers 503 to everything (a broken one, or one with a limit of its
   own) backs off alone, as any failing source does, and does not starve the other feeds of
-  its host; on a crawl's first visits, before any source of a host has answered, refusals
-  are each source's own (a host's limit is learnt from the second epoch it objects in).
+  its host. A refusal on a source's first visit is that source's own, but for a 429 from a
+  host in its slow start that has answered well: a rate limit answers a crawl's first
+  requests and refuses the next, while a host past its slow start has shown it bears the
+  crawl, and a feed of it refusing from its first visit is that feed.
 
 Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far).
 """
@@ -36,8 +52,18 @@ from scrapy_whittle.service.epochs import Timeline
 from scrapy_whittle.service.host_allowances import FORBIDDEN_BURST, HostAllowances
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
-from scrapy_whittle.service.types import Crawl, Stats
+from scrapy_whittle.service.types import Crawl, HostLoad, Stats
 
+#: requests in flight at once to a host that has not answered well yet; each good answer
+#: doubles them (a slow start), and a host allowed SLOW_START_MAX is no longer watched
+SLOW_START_MAX = 8
+
+#: the failures that are no answer of the host (nothing to learn of it for the slow start)
+NO_ANSWER = frozenset({"connection", "dns", "timeout", "tls", "cancelled", "ignored",
+                       "robots", "unsupported_url", "other"})
+
+#: the refusal that names a rate limit
+TOO_MANY = "http_429"
 #: the error kinds a host says it is overloaded with
 OVERLOAD = frozenset({"http_429", "http_503"})
 FORBIDDEN = "http_403"
@@ -49,28 +75,56 @@ class HostThrottle:
     gets none (its Retry-After)."""
 
     def __init__(self, limits: dict[str, float] | None, *, sources: SourceTable,
-                 state: SourceState, timeline: Timeline, stats: Stats) -> None:
-        self.allowances = HostAllowances(limits)
+                 state: SourceState, timeline: Timeline, stats: Stats,
+                 slot_delays: dict[str, float] | None = None, default_delay: float = 0.0
+                 ) -> None:
+        self.allowances = HostAllowances(limits, period=timeline.period,
+                                         slot_delays=slot_delays, default_delay=default_delay)
         self.sources = sources
         self.state = state
         self.timeline = timeline
         self.stats = stats
         self.stopped: set[int] = set()
         self.held: dict[int, float] = {}
+        #: host id -> when its next crawl may go, for the hosts throttled (their limit is a
+        #: rate: their crawls go T / allowance apart rather than in a burst)
+        self.paced: dict[int, float] = {}
+        #: slow start: the hosts past it (``known``: as many in flight as Scrapy lets go),
+        #: the others' requests allowed in flight (``window``, from their first good answer
+        #: on; 1 before) and those in flight (host id -> {source id: in flight until})
+        self.known: set[int] = set()
+        self.window: dict[int, int] = {}
+        self.flying: dict[int, dict[int, float]] = {}
+        self._known_read = False
+        #: host id -> the crawls of it the epoch's plan still holds (set by the planner):
+        #: what the crawler wanted of a host, beside what it sent, when it is first cut
+        self.queued: Callable[[int], int] = lambda hid: 0
         #: host id -> the sources that answered 429/503 (or 403) since its last good answer
         self.overloads: dict[int, set[int]] = {}
         self.forbids: dict[int, set[int]] = {}
 
     def limited(self) -> bool:
         """Whether any host has a finite allowance (or is held by a Retry-After)."""
-        return bool(self.held) or any(math.isfinite(h.allowance)
-                                      for h in self.allowances.hosts.values())
+        return bool(self.held) or self.allowances.limited()
+
+    def set_crawl_delay(self, host: str, delay: float) -> bool:
+        """A robots.txt ``Crawl-delay`` of ``host``: its allowance from now on. Returns
+        whether it changed anything."""
+        return self.allowances.set_crawl_delay(host, delay)
 
     # -- the selection ------------------------------------------------------------------
     def select(self, select: Callable, epoch: int, budget: float, cost: np.ndarray,
-               eligible: np.ndarray | None, now: float) -> np.ndarray:
+               eligible: np.ndarray | None, now: float,
+               reserved: Callable[[], np.ndarray] | None = None) -> np.ndarray:
         """Epoch ``epoch``'s choice (``select(budget, eligible)``: the policy's, best first),
-        each host within its allowance."""
+        each host within its allowance. ``reserved()``: the sources to be fetched this epoch
+        outside the plan (first fetches, probes): as much of their hosts' allowances as
+        they take is kept for them (:meth:`admit`)."""
+        if not self._known_read:       # a resumed crawl: the hosts that answered before
+            n = len(self.sources)
+            self.known.update(np.unique(self.sources.host[:n][
+                np.isfinite(self.state.last_ok[:n])]).tolist())
+            self._known_read = True
         self.allowances.start_epoch(epoch)
         self.stopped.clear()
         self.overloads.clear()
@@ -78,26 +132,95 @@ class HostThrottle:
         self.held = {h: until for h, until in self.held.items() if until > now}
         if not self.limited():
             return select(budget, eligible)
-        src = self.sources
-        caps = np.full(len(src.host_names), np.inf)
-        finite = []
-        for name, h in self.allowances.hosts.items():
+        src, allowances = self.sources, self.allowances
+        caps = np.full(len(src.host_names), allowances.default_cap)
+        for name in allowances.hosts:
             hid = src.hosts.get(name)
-            if hid is not None and math.isfinite(h.allowance):
-                caps[hid] = self.allowances.caps((name,))[0]
-                finite.append((name, hid))
+            if hid is not None:
+                caps[hid] = allowances.caps((name,))[0]
         for hid in self.held:            # a Retry-After not over yet: nothing this epoch
             caps[hid] = 0.0
         n = cost.shape[0]
         host = src.host[:n]
-        chosen = np.asarray(select_within_hosts(select, host, caps, budget, cost, eligible),
-                            dtype=np.int64)
-        if finite and chosen.shape[0]:
+        plan_caps = caps
+        if reserved is not None:
+            outside = np.asarray(reserved(), dtype=np.int64)
+            if outside.shape[0]:
+                plan_caps = np.maximum(caps - np.bincount(host[outside],
+                                                          minlength=caps.shape[0]), 0.0)
+        chosen = np.asarray(select_within_hosts(select, host, plan_caps, budget, cost,
+                                                eligible), dtype=np.int64)
+        if chosen.shape[0]:
             counts = np.bincount(host[chosen], minlength=caps.shape[0])
-            for name, hid in finite:
-                if counts[hid]:
-                    self.allowances.planned(name, int(counts[hid]))
+            for hid in np.flatnonzero(np.isfinite(caps) & (counts > 0)).tolist():
+                allowances.planned(src.host_names[hid], int(counts[hid]))
         return chosen
+
+    def admit(self, sid: int) -> bool:
+        """Whether source ``sid`` may be fetched now outside the plan (a first fetch, a
+        probe): its host is not stopped or held, and its allowance of this epoch has a
+        crawl left, which it spends."""
+        hid = self.sources.host.item(sid)
+        if hid in self.stopped or hid in self.held:
+            return False
+        if self.paced and self.paced.get(hid, -math.inf) > self.timeline.clock.now() + 1e-6:
+            return False
+        return self.allowances.admit(self.sources.host_names[hid])
+
+    # -- pacing and slow start -----------------------------------------------------------
+    def dispatched(self, sid: int, now: float, until: float) -> None:
+        """Source ``sid`` was handed out at ``now``, in flight until ``until`` at most: a
+        host in slow start counts it; a throttled host's next crawl goes T / allowance
+        later (a rate limit counts requests in time, not per epoch)."""
+        if not self.paced and self.all_known():
+            return
+        hid = self.sources.host.item(sid)
+        if hid not in self.known:
+            self.flying.setdefault(hid, {})[sid] = until
+        if hid in self.paced:
+            allowance = self.allowances.allowance(self.sources.host_names[hid])
+            self.paced[hid] = now + self.timeline.period / max(allowance, 1e-9)
+
+    def all_known(self) -> bool:
+        """Whether every host is past its slow start."""
+        return len(self.known) >= len(self.sources.host_names)
+
+    def gated(self, hid: int, now: float) -> bool:
+        """Whether host ``hid``, in slow start, has as many requests in flight as it may."""
+        flying = self.flying.get(hid)
+        if not flying or hid in self.known:
+            return False
+        return sum(until > now for until in flying.values()) >= self.window.get(hid, 1)
+
+    def load(self, hosts: HostLoad, now: float) -> HostLoad:
+        """``hosts`` (the downloader's load), with the hosts in slow start that may send
+        nothing more now saturated too."""
+        return hosts if not self.flying else SlowStartLoad(self, hosts, now)
+
+    def _landed(self, hid: int, sid: int, kind: str | None) -> None:
+        """A request of host ``hid`` (not known yet) ended: the host answered (``kind``
+        None, or an HTTP answer other than a refusal: a 404 or a broken feed is the feed's),
+        refused (an overload: back to one request at a time), or did not answer."""
+        flying = self.flying.get(hid)
+        if flying is not None:
+            flying.pop(sid, None)
+        if kind in OVERLOAD:
+            if hid in self.window:
+                self.window[hid] = 1
+        elif kind is None or (kind != FORBIDDEN and kind not in NO_ANSWER):
+            window = self.window.get(hid, 1) * 2
+            if window >= SLOW_START_MAX:
+                self.known.add(hid)
+                self.window.pop(hid, None)
+                self.flying.pop(hid, None)
+            else:
+                self.window[hid] = window
+        if flying is not None and not flying and hid in self.flying:
+            del self.flying[hid]
+
+    def _pace(self, hid: int) -> None:
+        """Host ``hid`` is throttled: its crawls are paced from now on."""
+        self.paced.setdefault(hid, -math.inf)
 
     # -- what hosts answered ------------------------------------------------------------
     def heard(self, crawl: Crawl, kind: str | None = None, now: float = 0.0,
@@ -105,37 +228,46 @@ class HostThrottle:
         """A crawl's answer at ``now``: good (``kind`` None) or a failure of ``kind``, the
         server asking for ``retry_after`` seconds (as capped by ``WHITTLE_HINTS_MAX_DELAY``)."""
         allowances = self.allowances
+        if kind is None and not (self.overloads or self.forbids or allowances.hosts) \
+                and self.all_known():
+            return                      # the plain path: nothing to tell any host
+        hid = self.sources.host.item(crawl.source)
+        if hid not in self.known:
+            self._landed(hid, crawl.source, kind)
         if kind is None:
             if self.overloads or self.forbids:     # a good answer ends its host's run
-                hid = self.sources.host.item(crawl.source)
                 self.overloads.pop(hid, None)
                 self.forbids.pop(hid, None)
             # only hosts with an entry count good answers: an unlimited host's are read
             # from the sources' book-keeping at its first overload (_observed), so the
             # plain path costs nothing here
             if allowances.hosts:
-                name = self.sources.host_names[self.sources.host.item(crawl.source)]
+                name = self.sources.host_names[hid]
                 if name in allowances.hosts:
                     allowances.answered(name)
             return
         overload = kind in OVERLOAD
         if not overload and kind != FORBIDDEN:
             return
-        hid = self.sources.host.item(crawl.source)
         name = self.sources.host_names[hid]
-        if self.sources.failures.item(crawl.source) > 1 \
-                or not math.isfinite(self.state.last_ok.item(crawl.source)):
-            # failing again, or never answered well: its own back-off, not its host's
+        if self.sources.failures.item(crawl.source) > 1 or not (
+                math.isfinite(self.state.last_ok.item(crawl.source))
+                or (kind == TOO_MANY and hid in self.window)):
+            # failing again, or failing at its first visit (but for a 429 from a host in
+            # its slow start that has answered well: the ramp found its rate): its own
             return
         seen = (self.overloads if overload else self.forbids).setdefault(hid, set())
         if crawl.source in seen:
             return                       # one source's answers say nothing more of its host
         seen.add(crawl.source)
-        if not self._the_host_s(hid, len(seen), 2 if overload else FORBIDDEN_BURST):
+        # a paced host's requests are spread: one refusal says its rate is too high
+        needed = (1 if hid in self.paced else 2) if overload else FORBIDDEN_BURST
+        if not self._the_host_s(hid, len(seen), needed):
             return
-        cut = allowances.overloaded(name, self._observed(crawl, hid, name))
+        cut = allowances.overloaded(name, self._observed(crawl, hid, name, overload))
         if cut:
             self.stopped.add(hid)
+            self._pace(hid)
             self.stats.inc("hosts/decreases")
             self.stats.set("hosts/throttled", len(allowances.throttled()))
         if overload and retry_after is not None and retry_after > 0:
@@ -151,11 +283,13 @@ class HostThrottle:
         n = len(self.sources)
         return sources >= int(np.count_nonzero(self.sources.host[:n] == hid))
 
-    def _observed(self, crawl: Crawl, hid: int, name: str) -> float | None:
+    def _observed(self, crawl: Crawl, hid: int, name: str, overload: bool) -> float | None:
         """What a host without a finite allowance took in ``crawl``'s epoch: its crawls
-        answered since the epoch began (this one among them); its good answers are handed
-        to the allowances first, what it bore. None for a host with a finite allowance (its
-        cut starts from that)."""
+        answered since the epoch began (this one among them) and, for an ``overload`` (a
+        429, a 503), those the plan still holds for it (held back by the slow start: if
+        that is more than it bears, its paced crawls find out at once); its good answers
+        are handed to the allowances first, what it bore. None for a host with a finite
+        allowance (its cut starts from that)."""
         allowances = self.allowances
         h = allowances.hosts.get(name)
         if h is not None and (math.isfinite(h.allowance) or h.cut_in == allowances.epoch):
@@ -168,7 +302,7 @@ class HostThrottle:
         ok -= 0 if h is None else h.ok
         if ok > 0:
             allowances.answered(name, ok)
-        return float(max(taken, 1))
+        return float(max(taken + (self.queued(hid) if overload else 0), 1))
 
     # -- persistence ---------------------------------------------------------------------
     def rows(self) -> list[tuple[str, float, float, int]]:
@@ -176,4 +310,26 @@ class HostThrottle:
 
     def load_rows(self, rows) -> None:
         self.allowances.load_rows(rows)
+        for name in self.allowances.throttled():
+            hid = self.sources.hosts.get(name)
+            if hid is not None:
+                self._pace(hid)
         self.stats.set("hosts/throttled", len(self.allowances.throttled()))
+
+
+class SlowStartLoad:
+    """A :class:`HostLoad`: the downloader's, and the hosts in slow start that may send
+    nothing more now (asked about as the downloader's saturated hosts are: again when a
+    download ends). Not in ``all_saturated``: a host in slow start keeps its place in the
+    epoch's plan."""
+
+    def __init__(self, throttle: HostThrottle, hosts: HostLoad, now: float) -> None:
+        self.throttle, self.hosts, self.now = throttle, hosts, now
+
+    def saturated(self, host: str) -> bool:
+        hid = self.throttle.sources.hosts.get(host)
+        return (hid is not None and self.throttle.gated(hid, self.now)) \
+            or self.hosts.saturated(host)
+
+    def all_saturated(self):
+        return self.hosts.all_saturated()

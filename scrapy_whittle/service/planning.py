@@ -10,7 +10,9 @@ lost. With ``WHITTLE_DISCOVERY`` the sources never fetched are also fetched once
 budget (:mod:`~scrapy_whittle.service.discovery`): counted under ``discovery/crawls``, not
 in ``crawls`` nor in the budget spent. The retired sources' probes
 (:mod:`~scrapy_whittle.service.retirement`) are outside the budget too, under
-``probes/crawls``."""
+``probes/crawls``. Both are within their hosts' allowances: an epoch's plan leaves a limited
+host what its first fetches and probes due in the epoch take, and one its host has no crawl
+left for waits for the next epoch."""
 
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ class EpochPlanner:
         self.wake_at = math.inf
         self.run_cost = 0.0                         # cost dispatched in this run
         self.spent_before: dict[int, float] = {}    # epoch -> cost spent by a previous planner
+        throttle.queued = self.queued_of
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         timeline = self.timeline
@@ -73,18 +76,24 @@ class EpochPlanner:
             busy = {self.sources.hosts[h] for h in hosts.all_saturated()
                     if h in self.sources.hosts}
             self._start_epoch(k, now, busy)
+        throttle = self.throttle
         period = self.config.period
         origin = timeline.origin
         epoch_end = origin + (k + 1) * period
         sweep = self.sweep
+        retirement = self.retirement
+        loaded, admit = hosts, None
+        if sweep is not None or retirement.probes:
+            loaded = throttle.load(hosts, now)      # and the hosts in slow start
+            # first fetches and probes spend their hosts' allowances (while some host has one)
+            admit = throttle.admit if throttle.limited() else None
         if sweep is not None:
-            sid = sweep.take(now, hosts, self.planned, epoch_end)
+            sid = sweep.take(now, loaded, self.planned, epoch_end, admit)
             if sid is not None:
                 return self._dispatch(sid, now, k, outside="discovery")
             epoch_end = min(epoch_end, sweep.next_due())
-        retirement = self.retirement
         if retirement.probes:
-            sid = retirement.take(now, hosts)
+            sid = retirement.take(now, loaded, admit, epoch_end)
             if sid is not None:
                 return self._dispatch(sid, now, k, outside="probes")
             due = retirement.next_due()
@@ -95,6 +104,7 @@ class EpochPlanner:
         # hosts found saturated in this call, and those a throttle stopped for the epoch
         stopped = self.throttle.stopped
         saturated: set[int] = stopped.copy() if stopped else set()
+        paced, flying = throttle.paced, throttle.flying
         spread = self.config.spread
         host_of = src.host
         for j, sid in enumerate(self.plan):
@@ -106,12 +116,16 @@ class EpochPlanner:
             host = host_of.item(sid)
             if host in saturated:
                 continue
+            if paced and host in paced and paced[host] > now + 1e-6:
+                later = min(later, paced[host])     # a throttled host's next crawl
+                continue
             not_before = src.not_before(sid, now)
             if not_before > now + 1e-6:
                 later = min(later, not_before)
                 continue
-            if hosts.saturated(src.host_names[host]):
-                saturated.add(host)        # asked again when a download of the slot ends
+            if (flying and host in flying and throttle.gated(host, now)) \
+                    or hosts.saturated(src.host_names[host]):
+                saturated.add(host)        # asked again when a download of the host ends
                 continue
             del self.plan[j]
             self.planned.discard(sid)
@@ -128,6 +142,11 @@ class EpochPlanner:
     def queued(self) -> int:
         """Crawls waiting to be handed out: the plan's and the sweep's."""
         return len(self.plan) + (len(self.sweep) if self.sweep is not None else 0)
+
+    def queued_of(self, host: int) -> int:
+        """Crawls of host ``host`` the current plan still holds."""
+        host_of = self.sources.host
+        return sum(1 for sid in self.plan if host_of.item(sid) == host)
 
     def resume_spent(self, spent: dict[int, float]) -> None:
         self.spent_before.update(spent)
@@ -150,10 +169,19 @@ class EpochPlanner:
         keeper = self.keeper
         chosen = self.throttle.select(lambda b, e: keeper.select(k, b, e), k, budget,
                                       self.sources.cost[:eligible.shape[0]],
-                                      None if eligible.all() else eligible, now)
+                                      None if eligible.all() else eligible, now,
+                                      reserved=self._outside_due)
         self.stats.inc("epochs")
         self.plan = deque(map(int, chosen))
         self.planned = set(self.plan) if self.sweep is not None else set()
+
+    def _outside_due(self) -> list[int]:
+        """The sources to be fetched outside the plan in this epoch: first fetches, probes."""
+        end = self.timeline.origin + (self.epoch + 1) * self.config.period
+        out = self.retirement.due_by(end)
+        if self.sweep is not None:
+            out += self.sweep.due_by(end)
+        return out
 
     def _dispatch(self, sid: int, now: float, epoch: int, outside: str | None = None
                   ) -> Crawl:
@@ -161,6 +189,7 @@ class EpochPlanner:
         ``"probes"``: the stat it is counted under)."""
         src, state = self.sources, self.state
         src.dispatched(sid, now + self.max_flight)
+        self.throttle.dispatched(sid, now, now + self.max_flight)
         stats = self.stats
         if outside:                       # outside the budget: its own count
             stats.inc(f"{outside}/crawls")

@@ -104,13 +104,13 @@ class RecrawlService:
     def __init__(self, config: WhittleConfig, *, clock=None, store: StateStore | None = None,
                  oracle: dict[str, tuple[float, float, float]] | None = None,
                  slot_delays: dict[str, float] | None = None, max_flight: float = 600.0,
-                 stats: Stats | None = None) -> None:
+                 stats: Stats | None = None, download_delay: float = 0.0) -> None:
         self.config = config
         clock = clock or config.clock or SystemClock()
         self.oracle = oracle
         self.max_flight = float(max_flight)
         self.stats: Stats = stats if stats is not None else DictStats()
-        self.sources = SourceTable(config, slot_delays)
+        self.sources = SourceTable(config)
         self.memory = EntryMemory(max_per_source=config.max_entries_per_source)
         self.stories = story_memory(config, self.memory)
         self.state = SourceState()
@@ -121,11 +121,13 @@ class RecrawlService:
                                    config.policy, self._oracle_extra)
         self.retirement = Retirement(config, sources=self.sources, stats=self.stats,
                                      log_once=self._log_once)
-        #: the hosts' allowances (``WHITTLE_HOST_LIMITS``, throttling): in each epoch's
-        #: selection, told each crawl's answer
+        #: the hosts' allowances (``WHITTLE_HOST_LIMITS``, the hosts' delays: ``slot_delays``
+        #: of ``DOWNLOAD_SLOTS``, ``download_delay`` of every host, robots.txt's
+        #: ``Crawl-delay``; throttling): in each epoch's selection, told each crawl's answer
         self.throttle = HostThrottle(config.host_limits, sources=self.sources,
                                      state=self.state, timeline=self.timeline,
-                                     stats=self.stats)
+                                     stats=self.stats, slot_delays=slot_delays,
+                                     default_delay=download_delay)
         parts = dict(clock=clock, timeline=self.timeline, sources=self.sources,
                      state=self.state, stats=self.stats, keeper=self.keeper,
                      ledger=self.ledger, throttle=self.throttle)
@@ -467,16 +469,11 @@ class RecrawlService:
         return self.sources.id_of(url)
 
     def set_crawl_delay(self, host: str, delay: float) -> bool:
-        """A robots.txt ``Crawl-delay`` for ``host``: it enters the cost C_i of every source on
-        the host (now and when registered later). Returns whether it changed anything."""
-        changed = self.sources.set_crawl_delay(host, delay)
-        if changed is None:
-            return False
-        policy = self.keeper.policy
-        known = changed[changed < policy.n] if policy is not None else changed[:0]
-        if known.size:
-            policy.set_cost(known, self.sources.cost[known])
-        return True
+        """A robots.txt ``Crawl-delay`` of ``delay`` seconds for ``host``: the host's
+        allowance is at most floor(T / delay) crawls per epoch from the next epoch's plan on
+        (:mod:`~scrapy_whittle.service.host_allowances`). Returns whether it changed
+        anything."""
+        return self.throttle.set_crawl_delay(host, delay)
 
     # -- time and handing out crawls ----------------------------------------------------
     def epoch_of(self, when: float) -> int:

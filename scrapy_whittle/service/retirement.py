@@ -10,9 +10,11 @@ A source retires
 The time without a new entry counts from the source's last new entry, or from its first
 fetch if it never had one. A retired source is left out of the policy's choice (it costs no
 budget) and probed once every ``WHITTLE_RETIRE_PROBE`` seconds, outside the budget (stat
-``probes/crawls``), as a feed reader keeps polling a dead feed rarely; a probe that finds new
-entries brings it back (stat ``sources/revived``), anything else waits for the next probe.
-Each retirement is counted (``sources/retired``) and logged once per source with its cause.
+``probes/crawls``) but within its host's allowance (a probe its host has no crawl left for
+this epoch waits for the next), as a feed reader keeps polling a dead feed rarely; a probe
+that finds new entries brings it back (stat ``sources/revived``), anything else waits for the
+next probe. Each retirement is counted (``sources/retired``) and logged once per source with
+its cause.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+from collections.abc import Callable
 
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.once_log import OnceLog
@@ -123,10 +126,16 @@ class Retirement:
     def next_due(self) -> float:
         return self.probes[0][0] if self.probes else math.inf
 
-    def take(self, now: float, hosts: HostLoad) -> int | None:
+    def due_by(self, when: float) -> list[int]:
+        """The sources whose probe is due before ``when``."""
+        return [sid for due, sid in self.probes if due < when]
+
+    def take(self, now: float, hosts: HostLoad, admit: Callable[[int], bool] | None = None,
+             epoch_end: float = math.inf) -> int | None:
         """A retired source whose probe is due now and whose host can take a request, or
         None. A probe whose host is saturated waits at the head of the heap (probes are
-        rare: the others wait behind it until the host's download ends)."""
+        rare: the others wait behind it until the host's download ends); one whose host's
+        allowance is spent (``admit(sid)`` false) waits until ``epoch_end``."""
         src, probes = self.sources, self.probes
         while probes and probes[0][0] <= now + 1e-9:
             due, sid = probes[0]
@@ -137,5 +146,9 @@ class Retirement:
             if hosts.saturated(src.host_names[src.host.item(sid)]):
                 return None
             heapq.heappop(probes)
+            if admit is not None and not admit(sid):
+                src.retry_at[sid] = max(src.retry_at.item(sid), epoch_end)
+                heapq.heappush(probes, (epoch_end, sid))
+                continue
             return sid
         return None

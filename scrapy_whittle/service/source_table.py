@@ -1,9 +1,10 @@
 """What the re-crawl service knows of each source, in arrays indexed by source id.
 
-The registry (URL <-> id), the crawl costs C_i and what they are made of (minimum intervals,
-download-slot delays, robots.txt ``Crawl-delay``), the prior half-life of interest from
-``WHITTLE_HALF_LIFE``, the crawl book-keeping (in flight, last crawl, back-off). It answers
-*which sources may go now* and *what one costs*; the service decides *when* to ask the policy.
+The registry (URL <-> id), the crawl costs C_i (from the sources' minimum intervals; a
+host's delays are its allowance, :mod:`~scrapy_whittle.service.host_allowances`), the prior
+half-life of interest from ``WHITTLE_HALF_LIFE``, the crawl book-keeping (in flight, last
+crawl, back-off). It answers *which sources may go now* and *what one costs*; the service
+decides *when* to ask the policy.
 """
 
 from __future__ import annotations
@@ -39,12 +40,9 @@ class SourceTable(PerSourceArrays):
         "cost": Col(1.0, persist=False),           # C_i
     }
 
-    def __init__(self, config: WhittleConfig, slot_delays: dict[str, float] | None = None
-                 ) -> None:
+    def __init__(self, config: WhittleConfig) -> None:
         self.config = config
         self.registry = SourceRegistry()
-        self.slot_delays = dict(slot_delays or {})
-        self.crawl_delays: dict[str, float] = {}
         self.hosts: dict[str, int] = {}
         self.host_names: list[str] = []
         self.groups: dict[tuple[str, str], int] = {}   # ("category" | "host", name) -> id
@@ -128,32 +126,11 @@ class SourceTable(PerSourceArrays):
     # -- costs ----------------------------------------------------------------------------
     def costs(self, ids: np.ndarray) -> np.ndarray:
         """C_i = max(1, d M / T) of sources ``ids``: a crawl that must be d seconds apart from
-        the next one to its source or host uses d seconds of a budget of M crawls per T
-        seconds; d is the largest of the source's minimum interval and its host's slot delay
-        and robots.txt Crawl-delay."""
-        delays = {**self.slot_delays}
-        for host, delay in self.crawl_delays.items():
-            delays[host] = max(delays.get(host, 0.0), delay)
-        by_host = np.zeros(len(self.host_names))
-        for host, delay in delays.items():
-            hid = self.hosts.get(host)
-            if hid is not None:
-                by_host[hid] = delay
-        d = np.maximum(self.min_interval[ids].astype(np.float64), by_host[self.host[ids]])
+        the next one to its source uses d seconds of a budget of M crawls per T seconds; d is
+        the source's minimum interval. (A host's delays are not a cost: they are its
+        allowance, shared by its sources.)"""
+        d = self.min_interval[ids].astype(np.float64)
         return np.maximum(1.0, d * self.config.budget / self.config.period)
-
-    def set_crawl_delay(self, host: str, delay: float) -> np.ndarray | None:
-        """Record a robots.txt ``Crawl-delay``; the ids whose cost it changed, or None when
-        it is not new (or not a usable delay)."""
-        if not (math.isfinite(delay) and delay > 0) or self.crawl_delays.get(host) == delay:
-            return None
-        self.crawl_delays[host] = delay
-        hid = self.hosts.get(host)
-        if hid is None:
-            return np.zeros(0, dtype=np.int64)
-        sids = np.flatnonzero(self.host == hid)
-        self.cost[sids] = self.costs(sids)
-        return sids
 
     # -- the interest-decay prior -----------------------------------------------------------
     def configured_half_life(self, url: str, category: str) -> float:

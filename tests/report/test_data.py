@@ -189,7 +189,9 @@ def test_no_budget_curve_without_learned_parameters(tmp_path):
     assert report.budget_curve.budgets.size == 0
 
 
-def test_each_throttled_host_has_a_line_with_its_allowance_against_its_limit(tmp_path):
+def test_each_host_that_limits_the_crawl_has_a_line_and_a_row(tmp_path):
+    from scrapy_whittle.report.page import render
+    from scrapy_whittle.report.table import OTHER_HOSTS, host_rows
     from scrapy_whittle.service.clock import SimulatedClock
     from tests.service.test_host_throttle import BIG, FakeWeb, crawl_epochs, limited
     from tests.service.test_host_throttle import START as T0
@@ -204,6 +206,23 @@ def test_each_throttled_host_has_a_line_with_its_allowance_against_its_limit(tmp
     report = load_report(tmp_path, settings={"WHITTLE_HOST_LIMITS": limits})
     lines = [line for line in text(report).splitlines() if line.startswith("# host ")]
     assert lines == [f"# host {BIG} throttled: 2 crawls per epoch now, limit 4; it bore 2 "
-                     "when it last objected (1 cut so far)"]
+                     "when it last objected (1 cut so far)",
+                     "# host o1.example limited: 1 crawls per epoch (limit 1; 1 feeds)"]
     unset = load_report(tmp_path)
     assert "limit none set" in text(unset)
+    # the project's delays are allowances too: a slot's own, and DOWNLOAD_DELAY for the rest
+    report = load_report(tmp_path, settings={
+        "WHITTLE_HOST_LIMITS": limits, "DOWNLOAD_DELAY": 250,
+        "DOWNLOAD_SLOTS": {"o2.example": {"delay": 120}}})
+    rows = {row[0]: row for row in host_rows(report)}
+    assert list(rows) == [BIG, "o1.example", "o2.example", OTHER_HOSTS]
+    assert rows[BIG][1:5] == (12, 4.0, 250, 2.0)               # throttled to 2: shown as is
+    assert rows["o1.example"][4] == 1.0                        # limit 1 < floor(600 / 250)
+    assert rows["o2.example"][3:5] == (120.0, 5.0)             # floor(600 / 120)
+    assert rows[OTHER_HOSTS][1:5] == (6, math.inf, 250.0, 2.0)    # o0, o3 ... o7
+    page = render(report, {})
+    assert "<h2>Hosts that limit the crawl</h2>" in page
+    assert f'<td class="url">{BIG}</td><td class="n">12</td><td class="n">4</td>' in page
+    plain = load_report(tmp_path)
+    plain.hosts = []
+    assert host_rows(plain) == [] and "Hosts that limit" not in render(plain, {})

@@ -1,4 +1,5 @@
-"""robots.txt Crawl-delay becomes the papers' cost C_i and paces the host's download slot; a
+"""robots.txt Crawl-delay becomes the host's allowance in the plan (floor(T / d) crawls per
+epoch) and paces the host's download slot; a
 robots.txt that cannot be fetched is one WARNING line."""
 
 from __future__ import annotations
@@ -22,21 +23,24 @@ def slow_host():
 
 
 @pytest_twisted.ensureDeferred
-async def test_crawl_delay_raises_costs_and_limits_crawls(slow_host):
-    # budget 8 per second: a 0.25 s Crawl-delay makes each crawl cost max(1, 0.25 * 8) = 2
+async def test_crawl_delay_is_the_host_s_allowance(slow_host):
+    # epochs of 1 s: a 0.25 s Crawl-delay lets floor(1 / 0.25) = 4 crawls of the host into
+    # each, whatever the budget (8); each crawl still costs 1
     crawler = make_crawler(WHITTLE_SOURCES=feeds(slow_host, 6), WHITTLE_POLICY="round_robin",
                            WHITTLE_BUDGET=8, WHITTLE_PERIOD=1.0, CLOSESPIDER_TIMEOUT=3.5,
                            ROBOTSTXT_OBEY=True)
     box = keep_scheduler(crawler)
     w = whittle(await run(crawler))
     service = box["scheduler"].service
-    assert service.sources.crawl_delays == {"127.0.0.1": 0.25}
-    assert list(service.policy.problem.cost) == [2.0] * 6
-    # epoch 0 was planned before robots.txt arrived: its 6 crawls cost 1 each; every later
-    # crawl costs 2, so each of the 3 later epochs (3.5 s) affords at most 4 crawls
+    allowances = service.throttle.allowances
+    assert allowances.crawl_delays == {"127.0.0.1": 0.25}
+    assert allowances.hosts["127.0.0.1"].limit == 4.0
+    assert list(service.policy.problem.cost) == [1.0] * 6
+    # epoch 0 was planned before robots.txt arrived: its 6 crawls; each of the 3 later
+    # epochs (3.5 s) plans at most 4
     later = w["crawls"] - 6
     assert 1 <= later <= 4 * 3
-    assert w["crawls/cost"] == pytest.approx(6 + 2.0 * later)
+    assert w["crawls/cost"] == pytest.approx(w["crawls"])
 
 
 def refused_port() -> int:

@@ -142,12 +142,17 @@ def test_an_unreachable_budget_is_warned_about_once(caplog):
     # the README's settings (60 per hour) are reachable with the template's delay
     assert start_logs(caplog, WHITTLE_SOURCES=feeds, WHITTLE_BUDGET=60,
                       WHITTLE_PERIOD=3600, DOWNLOAD_DELAY=1) == []
-    # a host's own delay (DOWNLOAD_SLOTS) is priced in the crawl cost (C = max(1, d M / T)):
-    # its fewer, dearer crawls use up the budget
+    # a host's own delay (DOWNLOAD_SLOTS) is its allowance, as DOWNLOAD_DELAY is the
+    # others': 2 crawls per 10 s on 127.0.0.1, 10 on 127.0.0.2
     other = [f"http://127.0.0.2:9/feed/{i}.xml" for i in range(300)]
+    (warning,) = start_logs(caplog, WHITTLE_SOURCES=feeds + other, WHITTLE_BUDGET=60,
+                            WHITTLE_PERIOD=10, DOWNLOAD_SLOTS={"127.0.0.1": {"delay": 5}},
+                            DOWNLOAD_DELAY=1)
+    assert "can take about 12 crawls per period" in warning
+    assert "set DOWNLOAD_DELAY to 0.17 s or less" in warning     # 10 s / 58 = 0.172 s
     assert start_logs(caplog, WHITTLE_SOURCES=feeds + other, WHITTLE_BUDGET=60,
                       WHITTLE_PERIOD=10, DOWNLOAD_SLOTS={"127.0.0.1": {"delay": 5}},
-                      DOWNLOAD_DELAY=1) == []
+                      DOWNLOAD_DELAY=0.1) == []
     # two hosts at DOWNLOAD_DELAY = 1 s take 20 crawls per 10 s
     (warning,) = start_logs(caplog, WHITTLE_SOURCES=feeds + other, WHITTLE_BUDGET=60,
                             WHITTLE_PERIOD=10, DOWNLOAD_DELAY=1)

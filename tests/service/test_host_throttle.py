@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from itertools import pairwise
 from urllib.parse import urlsplit
 
 import pytest
@@ -57,13 +58,19 @@ class FakeWeb:
 
 
 def crawl_epochs(service, clock, web, epochs):
-    """Drive the service as Scrapy would, every download instantaneous; returns the
-    (big host's, all) crawls of each epoch."""
+    """Drive the service as Scrapy would, every download instantaneous, waking when the
+    service says (``wake_at``) within each epoch; returns the (big host's, all) crawls of
+    each epoch."""
     out = []
     for _ in range(epochs):
         epoch = service.epoch_of(clock.now())
-        while (crawl := service.next_crawl()) is not None:
-            web.fetch(service, crawl, epoch)
+        end = START + (epoch + 1) * 600.0
+        while True:
+            while (crawl := service.next_crawl()) is not None:
+                web.fetch(service, crawl, epoch)
+            if not service.wake_at < end:
+                break
+            clock.advance_to(service.wake_at)
         sent = {h: c for (k, h), c in web.sent.items() if k == epoch}
         out.append((sent.get(BIG, 0), sum(sent.values())))
         clock.advance_to(START + (epoch + 1) * 600.0)
@@ -163,9 +170,23 @@ def test_one_feed_refusing_everything_does_not_throttle_its_host():
     assert service.throttle.allowances.throttled() == {}
     assert all(total == 6 for _, total in epochs), epochs
     fresh = make_service(SimulatedClock(start=START))
-    web = FakeWeb(rate=1)                    # never answered well: each feed's own refusal
+    web = FakeWeb(rate=0)                    # never answered well: each feed's own refusal
     crawl_epochs(fresh, fresh.clock, web, 2)
     assert sum(web.refused.values()) >= 4 and fresh.stats.get("hosts/decreases") == 0
+
+
+def test_a_host_that_answers_once_then_refuses_is_throttled_from_the_first_visits():
+    """A fresh crawl: the big host answers its first request and refuses the next (a rate
+    limit): two feeds' refusals on their first visits throttle it, since the host has
+    answered well; its other feeds do not each find the limit. Its first cut halves what
+    the crawl wanted of it; paced, one more refusal cuts it to what it bears."""
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    web = FakeWeb(rate=1)
+    epochs = crawl_epochs(service, clock, web, 8)
+    assert web.refused[0] == 2 and sum(web.refused.values()) <= 3, web.refused
+    assert service.stats.get("hosts/decreases") == len(web.refused)
+    assert all(big <= 1 for big, _ in epochs[3:]), epochs
 
 
 def test_allowances_survive_a_restart(tmp_path):
@@ -183,3 +204,51 @@ def test_allowances_survive_a_restart(tmp_path):
     web = FakeWeb(rate=2)
     epochs = crawl_epochs(restored, clock, web, 3)
     assert all(big <= 2 for big, _ in epochs) and not web.refused, epochs
+
+
+def test_a_host_not_heard_yet_gets_one_request_at_a_time_then_twice_as_many():
+    """Slow start: a host's first request goes alone; each good answer doubles how many
+    may fly; a refusal brings it back to one."""
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    web = FakeWeb()
+
+    def flying():
+        out = []
+        while (crawl := service.next_crawl()) is not None:
+            out.append(crawl)
+        return out
+
+    first = flying()               # round robin plans six of the big host's feeds
+    assert len(first) == 1 and BIG in first[0].url
+    web.fetch(service, first[0], 0)                    # answered well: two may fly
+    second = flying()
+    assert len(second) == 2
+    web.fetch(service, second[0], 0)                   # and four
+    assert len(flying()) == 3                          # (one is still in flight)
+    FakeWeb(rate=0).fetch(service, second[1], 0)       # a refusal: back to one at a time
+    assert service.throttle.window[service.sources.hosts[BIG]] == 1
+
+
+def test_a_throttled_host_s_crawls_are_paced_over_the_epoch():
+    """Once cut, a host's crawls go T / allowance apart: its rate limit (here per epoch, as
+    a per-minute one would be) is not met by a burst."""
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    web = limited(service, clock, FakeWeb(rate=2))
+    times = []
+    fetch = web.fetch
+
+    def timed(service, crawl, epoch):
+        if BIG in crawl.url:
+            times.append(service.clock.now())
+        fetch(service, crawl, epoch)
+
+    web.fetch = timed
+    crawl_epochs(service, clock, web, 6)
+    allowance = service.throttle.allowances.allowance(BIG)
+    cut = service.throttle.allowances.hosts[BIG].cut_in
+    paced = [t for t in times if t >= START + (cut + 1) * 600.0]
+    assert len(paced) >= 4
+    gaps = [b - a for a, b in pairwise(paced)]
+    assert min(gaps) >= 600.0 / allowance - 1e-6, (gaps, allowance)
