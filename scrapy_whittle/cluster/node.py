@@ -98,6 +98,7 @@ class ClusterNode:
         self.clock = clock
         self.oracle = oracle
         self.slot_delays = dict(slot_delays or {})
+        self.download_delay = download_delay
         self.capacity = capacity
         self.wait = wait                # WHITTLE_REDIS_WAIT: how long a report waits
         self.lease = lease              # also how long a pending batch goes unrenewed

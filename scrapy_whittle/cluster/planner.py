@@ -150,6 +150,7 @@ class Planner:
         store = RedisStateStore(node.sync_redis, k, label=node.redis_label)
         service = RecrawlService(node.config, clock=node.clock, store=store,
                                  oracle=node.oracle, slot_delays=node.slot_delays,
+                                 download_delay=node.download_delay,
                                  max_flight=self.lease * 3,
                                  stats=PrefixedStats(node.stats, "planner/"))
         await asyncio.to_thread(service.open, node.specs)
@@ -199,7 +200,7 @@ class Planner:
             deadline = crawl.sent_at + self.lease * 3
             self.in_flight[crawl.source] = cid
             self.deadline[crawl.source] = deadline
-            self.hosts.dispatched(self._host(service, crawl.source), time.time())
+            self.hosts.dispatched(self._host(service, crawl.source), self.hosts.now())
             tasks.append((crawl._replace(cid=cid, weight=float(
                 service.sources.weight[crawl.source])), cid, deadline))
         if not tasks:

@@ -41,10 +41,10 @@ class Cluster:
         self.clock = SimulatedClock(start=START)
         self.nodes: list[ClusterNode] = []
 
-    async def node(self, urls) -> ClusterNode:
+    async def node(self, urls, **options) -> ClusterNode:
         node = ClusterNode(self.config, redis_url=self.url, prefix="test",
                            specs=[SourceSpec(url=u) for u in urls], stats=DictStats(),
-                           clock=self.clock)
+                           clock=self.clock, **options)
         await node._ensure_groups()
         self.nodes.append(node)
         return node

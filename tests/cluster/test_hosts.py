@@ -51,6 +51,31 @@ async def test_the_planner_keeps_each_host_within_its_limit(redis_server):
     assert seen == [Counter({"a.example": 1, "b.example": 2})] * 6
 
 
+
+@on_asyncio
+async def test_the_planner_turns_download_delay_into_an_allowance_per_host(redis_server):
+    # DOWNLOAD_DELAY of half an epoch: every host bears two crawls an epoch (the planner's
+    # service paces them), so with a budget of 5 a.example's third feed waits its turn
+    cluster = Cluster(redis_server.url, {**SETTINGS, "WHITTLE_BUDGET": 5})
+    try:
+        node = await cluster.node(URLS, download_delay=PERIOD / 2)
+        node.planner.hosts.now = cluster.clock.now   # the dispatch delay on the test's clock
+        seen = []
+        for _ in range(4):
+            epoch = Counter()
+            for _ in range(10):                  # the planner steps through the epoch
+                crawls = await cluster.crawls(node)
+                epoch += _hosts(crawls)
+                await _answer(node, crawls)
+                cluster.advance(0.1)
+            seen.append(epoch)
+    finally:
+        await cluster.close()
+    # the planner's plan knows the allowance (not only the dispatch-time delay)
+    assert node.planner.service.throttle.allowances.allowance("a.example") == 2
+    assert all(e["a.example"] <= 2 and e["b.example"] <= 2 for e in seen), seen
+    assert seen[1:] == [Counter({"a.example": 2, "b.example": 2})] * 3, seen
+
 def _one_process_allowance(config) -> float:
     """a.example's allowance in one process after the same answers: two epochs, the second
     with sources 0 and 1 refusing."""
