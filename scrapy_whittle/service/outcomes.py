@@ -1,5 +1,6 @@
 """What crawls showed: a feed fetched, a 304, a failure, a parser's warnings, a pipeline's
-feedback. The policy learns them in batches (one ``Observation`` per epoch of dispatch, at
+feedback; and what a hub pushed (WebSub deliveries, learned as ``Policy.observe_push``).
+The policy learns them in batches (one ``Observation`` per epoch of dispatch, at
 :meth:`CrawlOutcomes.flush`): before each selection, before feedback or a checkpoint, and
 whenever the oldest buffered crawl is ``FLUSH_AFTER`` seconds old; what it learns is kept
 within :mod:`scrapy_whittle.core.sanitize`'s ranges first (values, publication times, bursts
@@ -43,6 +44,10 @@ from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, Stats, valued
+
+#: a push the policy has not learnt yet: (source, time since the origin, new entries, their
+#: value, their publication times)
+PushRow = tuple[int, float, int, float, list]
 
 
 def judge_fetch(new: list[FeedEntry], visible: int, had_before: bool, weight: float,
@@ -106,6 +111,7 @@ class CrawlOutcomes:
         self.ledger = ledger
         self.log_once = log_once
         self.buffer: list[tuple] = []
+        self.pushes: list[PushRow] = []
         self.buffer_since = math.inf
         self.declared: dict[int, float] = {}      # source -> rate its feed declares (/s)
         # for a policy without rate estimates: the service's own, for ``missed_items``
@@ -312,8 +318,62 @@ class CrawlOutcomes:
                 self.state.modified[sid] = when
 
     # -- learning ------------------------------------------------------------------------
+    # -- what a hub pushed ------------------------------------------------------------------
+    def pushed(self, sid: int, entries: list[FeedEntry], now: float) -> FetchResult:
+        """A hub delivered ``entries`` of source ``sid`` at ``now``: the new ones, told by the
+        entry memory (and the story memory) as a fetch's are and valued the same way, are
+        returned. No crawl was made: no budget is spent, and the source's crawl book-keeping
+        (last fetch, back-off, host) is left alone. The policy learns the push at the next
+        flush (``Policy.observe_push``; a push that brought nothing new teaches it too)."""
+        new = self.memory.new_entries(sid, entries)
+        if new and self.stories is not None:
+            new, repeats = self.stories.split(sid, new)
+            if repeats:
+                self.stats.inc("dedup/repeats", repeats)
+        values, clipped = valued(new, self.sources.weight.item(sid), self.config)
+        if clipped:
+            self.stats.inc("clipped/value", clipped)
+        times, changed = sanitize.learnable_times([e.published for e in new], now, None)
+        if True in changed:
+            self.stats.inc("clipped/published", sum(changed))
+        reward = float(sum(values))
+        if not self.buffer and not self.pushes:
+            self.buffer_since = now
+        self.pushes.append((sid, now - self.timeline.origin, len(new), reward, times))
+        self.state.touch(sid)
+        stats = self.stats
+        stats.inc("push/deliveries")
+        stats.inc("push/new_items", len(new))
+        stats.inc("push/utility", reward)
+        if not new:
+            stats.inc("push/empty")
+        totals = self.ledger.totals[self.timeline.epoch_of(now)]
+        totals.new_items += len(new)
+        totals.utility += reward
+        if new:
+            self.state.new_items[sid] += len(new)
+            self.state.utility[sid] += reward
+            if self.publications.enabled:
+                self.publications.add(sid, new, values)
+        if now - self.buffer_since >= FLUSH_AFTER:
+            self.flush()
+        return FetchResult(new, values, False)
+
+    def _observe_pushes(self, policy, pushes: list[PushRow]) -> None:
+        """The buffered pushes, one ``observe_push`` batch."""
+        sources, times, new_items, reward, published = zip(*pushes, strict=True)
+        offsets = np.zeros(len(sources) + 1, dtype=np.int64)
+        np.cumsum(new_items, out=offsets[1:])
+        item_published = np.fromiter(chain.from_iterable(published), dtype=np.float64,
+                                     count=int(offsets[-1]))
+        item_published -= self.timeline.origin
+        epoch = self.timeline.epoch_of(self.timeline.origin + max(times))
+        policy.observe_push(Observation(epoch=epoch, sources=sources, time=times,
+                                        new_items=new_items, reward=reward,
+                                        item_offsets=offsets, item_published=item_published))
+
     def flush_if_due(self, now: float) -> None:
-        if self.buffer and now - self.buffer_since >= FLUSH_AFTER:
+        if (self.buffer or self.pushes) and now - self.buffer_since >= FLUSH_AFTER:
             self.flush()
 
     def flush(self) -> None:
@@ -321,9 +381,10 @@ class CrawlOutcomes:
         if self.captures:
             self._measure_delays()
         keeper = self.keeper
-        if not self.buffer or keeper.policy is None:
+        if not (self.buffer or self.pushes) or keeper.policy is None:
             return
         buffered, self.buffer, self.buffer_since = self.buffer, [], math.inf
+        pushes, self.pushes = self.pushes, []
         keeper.grow()
         policy = keeper.policy
         if self.declared:
@@ -347,6 +408,9 @@ class CrawlOutcomes:
                               reward=reward, ok=ok, window_full=window_full,
                               item_offsets=offsets, item_published=item_published)
             self._observe_missed(policy, obs)
+        if pushes:
+            keeper.unchecked.update(row[0] for row in pushes)
+            self._observe_pushes(policy, pushes)
         keeper.decision_time(time.perf_counter() - t, calls=0)
         keeper.touched = True
         self.publish_measures()

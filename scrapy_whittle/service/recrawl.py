@@ -523,6 +523,29 @@ class RecrawlService:
             found = found._replace(batch=batch)
         return found
 
+    def pushed(self, source: str | int, entries: list[FeedEntry], *,
+               now: float | None = None) -> FetchResult:
+        """A hub pushed ``entries`` (feed order: the delivered feed document's, as a fetch's,
+        so that the entry memory follows the feed's window) of ``source`` (its URL or id) at
+        ``now`` (default: the clock's): the new ones, valued, are returned (and journaled for
+        delivery, as a fetch's are), through the same entry memory and learning as a fetch's,
+        at no budget (:meth:`CrawlOutcomes.pushed`). An unknown source is counted
+        (``errors/push_unknown_source``) and nothing is kept."""
+        sid = self.sources.id_of(source) if isinstance(source, str) else source
+        if not (isinstance(sid, int | np.integer) and 0 <= sid < len(self.sources)):
+            self.stats.inc("errors/push_unknown_source")
+            self._log_once(-1, "push_unknown_source", str(source),
+                           "a push for a source this crawl does not know: dropped",
+                           logging.WARNING)
+            return FetchResult([], [], False)
+        sid = int(sid)
+        now = self.clock.now() if now is None else float(now)
+        found = self.outcomes.pushed(sid, entries, now)
+        if found.entries and self.deliveries.enabled:
+            batch = self.deliveries.add(self.url(sid), sid, found.entries, found.values, now)
+            found = found._replace(batch=batch)
+        return found
+
     def delivered(self, batch: int) -> None:
         """Every item made of ``batch``'s entries (``FetchResult.batch``) passed the item
         pipelines or was dropped on purpose: the journal may forget it."""

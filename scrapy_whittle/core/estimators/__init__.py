@@ -11,6 +11,8 @@ derivations are in ``docs/estimators.md``.
 * :class:`ValueEstimator`: mean base utility xi_bar (or a page's importance): shrinkage mean.
 * :class:`ChangeRateEstimator`: change rate lambda of a page from changed bits
   (Cho & Garcia-Molina, ACM TOIT 2003).
+* :class:`PushReliability`: the share of a source's new entries its pushes (WebSub) deliver,
+  their lateness, and a silent or lying hub.
 * :class:`ProfileEstimator`: a source's daily publishing rhythm (a few Fourier harmonics,
   shrunk towards its group's), from publication times.
 """
@@ -18,8 +20,9 @@ derivations are in ``docs/estimators.md``.
 from scrapy_whittle.core.estimators.change_rate import ChangeRateEstimator, cho_garcia_molina
 from scrapy_whittle.core.estimators.decay import DecayEstimator, prior_from_categories
 from scrapy_whittle.core.estimators.profile import ProfileEstimator
+from scrapy_whittle.core.estimators.push import PushReliability
 from scrapy_whittle.core.estimators.rate import RateEstimator
 from scrapy_whittle.core.estimators.value import ValueEstimator
 
-__all__ = ["ChangeRateEstimator", "DecayEstimator", "ProfileEstimator", "RateEstimator",
-           "ValueEstimator", "cho_garcia_molina", "prior_from_categories"]
+__all__ = ["ChangeRateEstimator", "DecayEstimator", "ProfileEstimator", "PushReliability",
+           "RateEstimator", "ValueEstimator", "cho_garcia_molina", "prior_from_categories"]

@@ -100,7 +100,7 @@ class RateEstimator(VectorEstimator):
         return ok
 
     def observe_crawls(self, sources, times, offsets, published, window_full=None,
-                       start=None) -> tuple[np.ndarray, np.ndarray]:
+                       start=None, extra=None) -> tuple[np.ndarray, np.ndarray]:
         """Update from crawls: crawl j of ``sources[j]`` at ``times[j]`` found the new entries
         ``published[offsets[j]:offsets[j+1]]`` (their publication times; NaN = unknown).
 
@@ -108,6 +108,8 @@ class RateEstimator(VectorEstimator):
         ``start``: time before which no source published (None = unknown); a first crawl that
         lists an entry older than it is read as if none were given (that source did publish
         before: a warm web's feed).
+        ``extra[j]``: entries of the span crawl j covers that were seen otherwise first (pushed
+        since the source's previous crawl), counted with its own (None: none).
         Returns (accepted, missed): which crawls were used, and the estimated number of
         entries lost to a full window per crawl (0 where the window was not full).
         A crawl is rejected when its time is not finite or not after the source's previous
@@ -150,12 +152,16 @@ class RateEstimator(VectorEstimator):
         cens = accepted & (full | ~np.isfinite(prev)) & has_oldest
         boundary = np.where(np.isfinite(prev), np.maximum(oldest, prev), oldest)
         c_upd = np.where(plain, count, np.where(full, count, count - 1.0))
+        if extra is not None:
+            more = as_column("extra", extra, k)
+            more = np.where(plausible(more) & (more > 0), more, 0.0)
+            c_upd = c_upd + more
         e_upd = np.where(plain, t - prev, t - boundary)
         # a full window whose entries carry no usable time: the plain count is a lower bound
         fallback = known & full & ~has_oldest
         use = (plain | cens | fallback) & (e_upd > 0) & (c_upd >= 0)
         e_upd = np.where(fallback, t - prev, e_upd)
-        c_upd = np.where(fallback, count, c_upd)
+        c_upd = np.where(fallback, count if extra is None else count + more, c_upd)
         self.update(ids[use], c_upd[use], e_upd[use])
         missed = np.zeros(k)
         lost = use & full & np.isfinite(prev) & has_oldest

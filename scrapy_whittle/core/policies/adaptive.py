@@ -29,6 +29,14 @@ the undecayed prior value u_i k accumulated over the k epochs since it was added
 cost), which grows without bound, so every source is explored some day, the promising ones
 (large prior weight, a rich group) first. Before anything is learned only the latter counts.
 
+Pushes (WebSub, ``observe_push``; ``docs/push.md``): an entry a hub delivers is captured at
+no crawl cost, so what a poll of the source is worth is what the pushes miss. The share p_i of
+new entries its pushes deliver is learned (``PushReliability``, from the entries first seen by
+push and those first seen by a poll), and the index is evaluated at the arrivals the polls
+still find, u_i (1 - p_i): a reliable pusher is polled little. A hub gone silent or lying
+gives p_i = 0 (checked at every selection, for the sources that ever pushed): full polling
+again. Without any push the policy does exactly what it does without this paragraph.
+
 Time: ``obs.time`` and publication times are in the problem's unit (seconds in Scrapy, where
 ``problem.period`` is the epoch length in seconds; epochs of length 1 in the papers' examples);
 epochs are ``obs.epoch``. Crawls that failed (``ok`` False) teach nothing and leave the source's
@@ -47,6 +55,7 @@ from scrapy_whittle.core.dynamics import alpha_u_logs, decay_logs, geometric_sum
 from scrapy_whittle.core.estimators import (
     ChangeRateEstimator,
     DecayEstimator,
+    PushReliability,
     RateEstimator,
     ValueEstimator,
 )
@@ -95,6 +104,8 @@ class AdaptiveWhittlePolicy(Policy):
     groups: pooling group of each source for the prior of the sources never crawled (array
         of non-negative ints, or callable(ids) -> ints: OPML categories, hosts); default one
         group. Sources added later than an array covers are in group 0.
+    push: keyword arguments of the ``PushReliability`` of the sources that push (its
+        ``min_censor_age`` defaults to a hundredth of an epoch).
     """
 
     name = "whittle"
@@ -104,11 +115,12 @@ class AdaptiveWhittlePolicy(Policy):
                   # where the source's history began, as its first look showed (population)
                   "history_epoch": np.nan,
                   "group": Col(0, np.int32, persist=False)}
-    scalar_state = ("missed_total", "last_missed")
+    scalar_state = ("missed_total", "last_missed", "_clock")
 
     def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
-                 model: str = "auto", groups=None) -> None:
+                 model: str = "auto", groups=None, push: dict[str, Any] | None = None
+                 ) -> None:
         super().__init__(problem, rng)
         if model not in MODELS:
             raise ValueError(f"model ({model!r}) must be one of {', '.join(MODELS)}")
@@ -144,6 +156,15 @@ class AdaptiveWhittlePolicy(Policy):
         self.group[:] = self._groups_of(np.arange(n))
         self._population_cache: tuple[int, int, np.ndarray] | None = None
         self._population_stamp = 0
+        # pushes: rows only for the sources that ever pushed (row push_rows.row[i])
+        self.push = PushReliability(0, **{"min_censor_age": 0.01 * period, **(push or {})})
+        self.push_rows = SparseRows(self._allocate_push)
+        self.push_rows.grow(n)
+        self._pushers: np.ndarray | None = None     # source of each push row (derived)
+        self._push_used: np.ndarray | None = None   # reliability in u (derived)
+        # sources whose hub failed: (ids, p, epochs at their last useful push) (derived)
+        self._push_failed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._clock: tuple[float, float, float] | None = None  # (epoch, poll time, push time)
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
         start = self.changes.n
@@ -152,12 +173,19 @@ class AdaptiveWhittlePolicy(Policy):
         self.importance.grow(ids.shape[0], prior_mean=self.values.m0[ids])
         return np.arange(start, start + ids.shape[0])
 
+    def _allocate_push(self, ids: np.ndarray) -> np.ndarray:
+        start = self.push.n
+        self.push.grow(ids.shape[0])
+        self._pushers = None
+        return np.arange(start, start + ids.shape[0])
+
     def _row_children(self):
         return {"rates": self.rates, "values": self.values, "decay": self.decay}
 
     def _sparse_children(self):
         return {"changes": (self.page_rows, self.changes),
-                "importance": (self.page_rows, self.importance)}
+                "importance": (self.page_rows, self.importance),
+                "push": (self.push_rows, self.push)}
 
     def rate_estimator(self) -> RateEstimator:
         return self.rates
@@ -273,6 +301,11 @@ class AdaptiveWhittlePolicy(Policy):
         self._u.forget()
         self._population_stamp += 1
         self.group[:] = self._groups_of(np.arange(self.n))
+        self._pushers = None
+        self._push_used = None
+        self._push_failed = None
+        if self.push.n:                          # the reliability at the last time known
+            self._refresh_push(None)
 
     def _parameters_at(self, ids) -> tuple[np.ndarray, ...]:
         """(alpha, u, log alpha, 1 - alpha) of sources ``ids`` (an index array, or
@@ -282,6 +315,8 @@ class AdaptiveWhittlePolicy(Policy):
         if counts.any():
             span_scale = self.decay.span_scale()[ids]
             scale = np.where(counts & np.isfinite(span_scale), span_scale, scale)
+        if self._push_used is not None:          # what the pushes miss is what polls find
+            scale = scale * (1.0 - self._push_used[ids])
         alpha, u, log_alpha, one_minus = alpha_u_logs(scale, self.decay.mean_at(ids),
                                                       float(self.problem.period))
         page = self._pages(ids)
@@ -298,6 +333,32 @@ class AdaptiveWhittlePolicy(Policy):
         """(x, u) of ``expected_state``, without alpha; ``skip``: bool[N], explored sources
         whose x the caller computes otherwise (diurnal-whittle's, under their rhythm): their
         x is NaN."""
+        x, u = self._expected_polled(epoch, skip)
+        if self._push_failed is not None:
+            self._fallen_state(epoch, x, u)
+        return x, u
+
+    def _fallen_state(self, epoch: int, x: np.ndarray, u: np.ndarray) -> None:
+        """x of the explored sources whose hub failed: polls found the share 1 - p of their
+        arrivals since their last crawl, the whole of them since the hub's last useful push
+        only, x = u ((1 - p) G_k + p G_s), s = min(k, epochs since that push). (u itself, their
+        future arrivals, is the full one.) Counting the whole of them since the last crawl
+        would make one long gap between pushes look like hours of value waiting."""
+        ids, share, since = self._push_failed
+        k = epoch - self.last_epoch[ids]
+        ok = np.isfinite(k) & np.isfinite(x[ids])
+        if not ok.any():
+            return
+        ids, share, k = ids[ok], share[ok], np.maximum(k[ok], 0.0)
+        s = np.clip(np.nan_to_num(since[ok], nan=np.inf), 0.0, k)
+        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g_k = geometric_sum(k, log_alpha, one_minus)
+            g_s = geometric_sum(s, log_alpha, one_minus)
+        x[ids] = u[ids] * ((1.0 - share) * g_k + share * g_s)
+
+    def _expected_polled(self, epoch: int, skip=None) -> tuple[np.ndarray, np.ndarray]:
+        """``_expected`` but for the sources whose hub failed."""
         u = self._kept_u()
         explored = self.explored()
         waited = np.maximum(epoch - np.where(np.isnan(self.added_epoch), epoch,
@@ -348,6 +409,7 @@ class AdaptiveWhittlePolicy(Policy):
         return out
 
     def priority(self, epoch: int) -> np.ndarray:
+        self._refresh_push(epoch)
         x, u = self._expected(epoch)
         cost = self.problem.cost
         prio = x / cost                       # unexplored sources: x / C
@@ -368,6 +430,7 @@ class AdaptiveWhittlePolicy(Policy):
         (``PrunedTop``, which also says when the full computation must run). The choice is
         the same either way (tested)."""
         self.added_epoch[np.isnan(self.added_epoch)] = epoch
+        self._refresh_push(epoch)
         cost = self.problem.cost
         k = int(np.floor(budget + 1e-9))
         if not 0 < k < self.n or not np.all(cost == 1.0):
@@ -396,6 +459,8 @@ class AdaptiveWhittlePolicy(Policy):
         self.added_epoch[np.isnan(self.added_epoch)] = obs.epoch
         self.last_missed = 0.0
         keep = obs.ok & (obs.sources >= 0) & (obs.sources < self.n)
+        if keep.any():
+            self._tick(obs.epoch, float(np.max(obs.time[keep])), None)
         # one crawl per source per pass (Scrapy may report a source twice in one batch)
         for batch in one_per_source(obs.sources, obs.time, keep):
             self._observe_batch(obs, batch)
@@ -408,8 +473,9 @@ class AdaptiveWhittlePolicy(Policy):
         src, t, reward = obs.sources[sel], obs.time[sel], obs.reward[sel]
         if src.size == 0:
             return
+        extra = self._poll_evidence(obs, sel, src, t) if self.push.n else None
         if obs.item_offsets is not None and self.model != "pages":
-            self._observe_items(obs, sel, src, t, reward)
+            self._observe_items(obs, sel, src, t, reward, extra)
             self.kind[src] = EPHEMERAL
         else:
             self._observe_changes(obs, sel, src, t, reward)
@@ -426,7 +492,7 @@ class AdaptiveWhittlePolicy(Policy):
                 counts = ((self.kind[src] == COUNTS) | (self.model == "ephemeral")
                           | (new > 1) | ((new == 0) & (reward > 0)) | varies)
                 self.kind[src] = np.where(counts, COUNTS, PAGE)
-                self._observe_counts(obs, sel, src, t, reward)
+                self._observe_counts(obs, sel, src, t, reward, extra)
         first = np.isnan(self.history_epoch[src]) & self._explored_at(src)
         if first.any():
             self._note_history(obs, sel, first)
@@ -451,11 +517,12 @@ class AdaptiveWhittlePolicy(Policy):
                               self.added_epoch[src])
         self.history_epoch[src[first]] = start[first]
 
-    def _observe_items(self, obs, sel, src, t, reward) -> None:
+    def _observe_items(self, obs, sel, src, t, reward, extra=None) -> None:
         off, idx = segment_rows(obs.item_offsets, sel)
         pub = obs.item_published[idx]
         val = obs.item_value[idx]
-        _, missed = self.rates.observe_crawls(src, t, off, pub, obs.window_full[sel])
+        _, missed = self.rates.observe_crawls(src, t, off, pub, obs.window_full[sel],
+                                              extra=extra)
         self.last_missed = float(np.sum(missed))
         self.missed_total += self.last_missed
         counts = np.diff(off)
@@ -496,10 +563,112 @@ class AdaptiveWhittlePolicy(Policy):
         self.changes.update(rows, self._since(obs, src, t), changed)
         self.importance.update(rows[changed], reward[changed])
 
-    def _observe_counts(self, obs, sel, src, t, reward) -> None:
+    def _observe_counts(self, obs, sel, src, t, reward, extra=None) -> None:
         span = self._since(obs, src, t) * float(self.problem.period)
-        self.rates.update(src, obs.new_items[sel], span)
+        new = obs.new_items[sel] if extra is None else obs.new_items[sel] + extra
+        self.rates.update(src, new, span)
         self.decay.update_span(src, reward, span)
+
+    # -- pushes -----------------------------------------------------------------------------
+    def observe_push(self, obs: Observation) -> bool:
+        """Deliveries of a hub (WebSub): row j of ``obs`` is one push to ``obs.sources[j]`` at
+        ``obs.time[j]`` that brought ``obs.new_items[j]`` entries not seen before (0: a
+        duplicate or spurious push), worth ``obs.reward[j]`` at delivery; its item arrays, when
+        given, hold those new entries (publication time, base value). A push costs no crawl:
+        the policy learns the source's push reliability, and the new entries' base values,
+        but the source's last crawl is unchanged. Returns True (pushes are used)."""
+        keep = obs.ok & (obs.sources >= 0) & (obs.sources < self.n) & np.isfinite(obs.time)
+        if not keep.any():
+            return True
+        src = obs.sources[keep]
+        rows = self.push_rows.rows(src, create=True)
+        off = late = None
+        if obs.item_offsets is not None:
+            off, idx = segment_rows(obs.item_offsets, keep)
+            pub = obs.item_published[idx]
+            late = np.repeat(obs.time[keep], np.diff(off)) - pub
+            val = obs.item_value[idx]
+            known = np.isfinite(val)
+            if known.any():
+                self.values.update(np.repeat(src, np.diff(off))[known], val[known])
+        self.push.update_pushes(rows, obs.time[keep], obs.new_items[keep], off, late)
+        self._tick(None, None, float(np.max(obs.time[keep])))
+        self._estimates_changed(distinct(src))
+        return True
+
+    def _tick(self, epoch, poll_time, push_time) -> None:
+        """Keep the latest epoch and times seen: the clock of ``_now``."""
+        e, tp, tq = self._clock or (np.nan, np.nan, np.nan)
+        if epoch is not None and not epoch < e:
+            e, tp = float(epoch), poll_time
+        if push_time is not None:
+            tq = push_time if np.isnan(tq) else max(tq, push_time)
+        self._clock = (e, tp, tq)
+
+    def _now(self, epoch: int | None) -> float:
+        """The time at the start of ``epoch`` as far as the observations tell (the latest
+        poll's time moved on by whole epochs, or the latest push if later; None: the latest
+        time known)."""
+        e, tp, tq = self._clock or (np.nan, np.nan, np.nan)
+        if epoch is None:
+            epoch = e
+        now = tp + (epoch - e) * float(self.problem.period) if np.isfinite(e) else np.nan
+        return float(np.fmax(now, tq))
+
+    def _pushing_sources(self) -> np.ndarray:
+        """The source of each push row."""
+        if self._pushers is None or self._pushers.shape[0] != self.push.n:
+            has = np.flatnonzero(self.push_rows.has())
+            out = np.empty(self.push.n, dtype=np.int64)
+            out[self.push_rows.rows(has)] = has
+            self._pushers = out
+        return self._pushers
+
+    def _refresh_push(self, epoch: int | None) -> None:
+        """The reliability the index counts on for every source that ever pushed, at
+        ``epoch`` (a hub falls silent with time alone); the sources whose reliability
+        changed get their u computed again."""
+        if not self.push.n:
+            return
+        if self._push_used is None or self._push_used.shape[0] != self.n:
+            old = self._push_used
+            self._push_used = np.zeros(self.n)
+            if old is not None:
+                self._push_used[:old.shape[0]] = old
+        ids = self._pushing_sources()
+        rows = np.arange(ids.shape[0])
+        now = self._now(epoch)
+        failed = self.push.failed_at(rows, now, self.rates.mean_at(ids))
+        share = np.nan_to_num(self.push.share_at(rows), nan=0.0)
+        rel = np.where(failed, 0.0, share)
+        self._push_failed = None
+        if failed.any():
+            period = float(self.problem.period)
+            since = (now - self.push.last_push[rows[failed]]) / period
+            self._push_failed = (ids[failed], share[failed], since)
+        moved = rel != self._push_used[ids]
+        if moved.any():
+            self._push_used[ids[moved]] = rel[moved]
+            self._estimates_changed(ids[moved])
+
+    def _poll_evidence(self, obs, sel, src, t) -> np.ndarray | None:
+        """Polls of sources that push are evidence of what their hub missed; returns the
+        entries pushed since each polled source's previous poll (None: no source polled
+        pushes), which the rate update counts with the poll's own."""
+        pushing = self.push_rows.has(src)
+        if not pushing.any():
+            return None
+        rows = self.push_rows.rows(src[pushing])
+        if obs.item_offsets is not None:
+            off, idx = segment_rows(obs.item_offsets, np.flatnonzero(sel)[pushing])
+            self.push.update_polls(rows, t[pushing], off, obs.item_published[idx])
+        else:                                   # counts only: every new entry is a miss
+            counts = obs.new_items[sel][pushing]
+            off = np.concatenate([[0], np.cumsum(counts)])
+            self.push.update_polls(rows, t[pushing], off, np.full(int(off[-1]), np.nan))
+        extra = np.zeros(src.shape[0])
+        extra[pushing] = self.push.take_pending(rows)
+        return extra
 
     # -- health -----------------------------------------------------------------------------
     def repair(self, ids=None) -> np.ndarray:
@@ -517,6 +686,9 @@ class AdaptiveWhittlePolicy(Policy):
         if pages.any():
             rows = self.page_rows.rows(ids[pages])
             bad[pages] |= self.changes.invalid(rows) | self.importance.invalid(rows)
+        pushing = self.push_rows.has(ids)
+        if pushing.any():
+            bad[pushing] |= self.push.invalid(self.push_rows.rows(ids[pushing]))
         if full and ids.size:
             with np.errstate(all="ignore"):
                 alpha, u = self.parameters()
@@ -535,6 +707,9 @@ class AdaptiveWhittlePolicy(Policy):
             rows = self.page_rows.rows(ids[pages])
             self.changes.reset(rows)
             self.importance.reset(rows)
+        pushing = self.push_rows.has(ids)
+        if pushing.any():
+            self.push.reset(self.push_rows.rows(ids[pushing]))
         self.kind[ids] = UNKNOWN
         self._estimates_changed(ids)
         self.last_epoch[ids] = np.nan
@@ -568,7 +743,16 @@ class AdaptiveWhittlePolicy(Policy):
             "importance": importance, "importance_std": importance_std,
             "alpha": alpha, "u": u, "kind": self.kind.copy(),
             "missed": self.rates.missed.astype(np.float64),
+            "push_share": self._push_shares(),
         }
+
+    def _push_shares(self) -> np.ndarray:
+        """The share of each source's new entries its pushes deliver (0: no push)."""
+        out = np.zeros(self.n)
+        if self.push.n:
+            ids = self._pushing_sources()
+            out[ids] = self.push.share_at(np.arange(ids.shape[0]))
+        return out
 
     def summary(self, ids) -> dict[str, np.ndarray]:
         ids = np.asarray(ids, dtype=np.int64)
@@ -600,6 +784,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.decay.grow(n_new)
         self.values.grow(n_new, prior_mean=weights)
         self.page_rows.grow(n_new)
+        self.push_rows.grow(n_new)
         if self.model == "pages":
             self.page_rows.rows(np.arange(self.n - n_new, self.n), create=True)
 

@@ -12,6 +12,7 @@ after epoch:
 
 Everything else the re-crawl service calls is named here too, with a default where a policy
 may have nothing to say: ``priority`` (the ranking of a ranking policy, None otherwise),
+``observe_push`` (a hub's deliveries, for the policies that learn from pushes),
 ``grow`` (sources added while a crawl runs), ``set_cost`` (a crawl cost changed, e.g. by a
 robots.txt Crawl-delay), ``report_value`` (feedback on what an entry was worth),
 ``rate_estimator`` (the publishing-rate estimates, if the policy keeps them, so the service
@@ -29,14 +30,14 @@ stops the crawl. The values a policy learns from are already kept within plausib
 Persistence has two layers. The per-source state lives in arrays declared in ``per_source``
 (and in the estimators named by ``_row_children``): the state store writes them row by row,
 only for the sources that changed (:mod:`scrapy_whittle.core.columns`). So a policy changes a
-source's persisted row only in ``observe``, ``grow``, ``set_cost``, ``report_value`` and
-``set_prior_half_life`` for the sources they name, and in ``select`` only for sources added
-since its previous selection; state that moves for every source every epoch is either derived
-(not persisted, rebuilt in ``_after_import``) or global. Everything else (the random
-generator, scalars in ``scalar_state``, a network's weights) is the policy's *global* state
-(``global_state`` / ``load_global_state``). ``state_dict`` / ``load_state_dict`` bundle both,
-for an in-memory copy. The problem's costs and (oracle) parameters are not learned state:
-whoever restores a policy builds it with the current ones.
+source's persisted row only in ``observe``, ``observe_push``, ``grow``, ``set_cost``,
+``report_value`` and ``set_prior_half_life`` for the sources they name, and in ``select``
+only for sources added since its previous selection; state that moves for every source every
+epoch is either derived (not persisted, rebuilt in ``_after_import``) or global. Everything
+else (the random generator, scalars in ``scalar_state``, a network's weights) is the policy's
+*global* state (``global_state`` / ``load_global_state``). ``state_dict`` /
+``load_state_dict`` bundle both, for an in-memory copy. The problem's costs and (oracle)
+parameters are not learned state: whoever restores a policy builds it with the current ones.
 
 Time is counted in epochs of length ``problem.period``; the re-crawl service maps real time
 onto epochs.
@@ -111,6 +112,12 @@ class Policy(PerSourceArrays, ABC):
     @abstractmethod
     def observe(self, obs: Observation) -> None:
         """Learn from what crawls showed."""
+
+    def observe_push(self, obs: Observation) -> bool:
+        """Learn from a hub's deliveries (WebSub; rows of ``obs`` are pushes, see
+        ``AdaptiveWhittlePolicy.observe_push``). Returns whether the policy used them (by
+        default it does not: it polls as if nothing were pushed)."""
+        return False
 
     def report_value(self, source: int, value_at_capture: float, age: float,
                      base_value: float | None = None) -> bool:

@@ -1,0 +1,221 @@
+"""How far each source's pushes (WebSub) can be trusted: the share of its new entries a hub
+delivers, how late, and whether the hub went silent or lies.
+
+A push is a noisy change signal (``docs/push.md``): deliveries are late, lost, duplicated or
+spurious, and a hub may stop altogether. The evidence, per source:
+
+* an entry first seen by push (``update_pushes``), with its lateness (delivery time minus
+  publication time);
+* an entry first seen by a poll (``update_polls``) that no push announced. An entry younger
+  than the pushes' usual lateness (``censor_age``) when the poll saw it may still have been on
+  its way: it is evidence of nothing and is left out;
+* a push that brought no new entry (all its entries known: a duplicate, or a spurious ping).
+
+The share of new entries delivered by push is a Beta-Binomial mean,
+p = pushed / (prior_missed + pushed + polled), with ``prior_missed`` pseudo-entries seen by
+poll and none by push: a source with no push history is a source that does not push (p = 0).
+Every count is discounted by exp(-k / ``memory``) as k new entries are counted, so the
+estimate follows a hub whose quality changes, over about ``memory`` entries.
+
+``reliability`` is the share the policy may rely on: p, except where the hub is
+
+* silent: no push that brought something new (``last_push``) for so long that, at the
+  source's publishing rate Lambda and p, more than ``silent_after`` pushed entries were
+  expected (Poisson: the chance of that silence by bad luck is exp(-silent_after)); a hub that
+  keeps pinging with nothing new is silent too;
+* lying: more than ``lying_share`` of its (discounted) pushes brought nothing new, over at
+  least ``min_pushes`` of them;
+
+where it is 0 (the source goes back to full polling) until the hub's pushes are useful again.
+
+``pending``: the entries pushed since the source's last poll, which that poll's publishing-rate
+update adds to the entries it found itself (both are the source's arrivals over the span the
+poll covers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scrapy_whittle.core.estimators._base import (
+    VectorEstimator,
+    as_column,
+    as_sources,
+    plausible,
+)
+
+
+class PushReliability(VectorEstimator):
+    """Per-source push reliability (see the module docstring).
+
+    prior_missed: pseudo-entries first seen by poll behind the prior p = 0 (> 0).
+    memory: entries over which old evidence fades (exp(-k / memory) as k are counted).
+    silent_after: expected pushed entries since the last push beyond which the hub is silent.
+    lying_share: share of pushes bringing nothing new beyond which the hub lies.
+    min_pushes: (discounted) pushes needed before ``lying_share`` is judged.
+    min_censor_age: entries seen by a poll younger than this are never evidence (time unit of
+        the times given); the censor age is at least this, else the pushes' mean lateness
+        plus three standard deviations.
+    """
+
+    per_source = {"pushed": 0.0, "polled": 0.0, "pushes": 0.0, "empty": 0.0,
+                  "late_w": 0.0, "late_sum": 0.0, "late_sq": 0.0,
+                  "last_push": np.nan, "pending": 0.0}
+
+    def __init__(self, n: int = 0, *, prior_missed: float = 1.0, memory: float = 200.0,
+                 silent_after: float = 5.0, lying_share: float = 0.5,
+                 min_pushes: float = 4.0, min_censor_age: float = 0.0) -> None:
+        for name, value in (("prior_missed", prior_missed), ("memory", memory),
+                            ("silent_after", silent_after)):
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} ({value!r}) must be finite and > 0")
+        for name, value in (("min_pushes", min_pushes), ("min_censor_age", min_censor_age)):
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} ({value!r}) must be finite and >= 0")
+        if not 0 < lying_share < 1:
+            raise ValueError(f"lying_share ({lying_share!r}) must lie in (0, 1)")
+        self.prior_missed = float(prior_missed)
+        self.memory = float(memory)
+        self.silent_after = float(silent_after)
+        self.lying_share = float(lying_share)
+        self.min_pushes = float(min_pushes)
+        self.min_censor_age = float(min_censor_age)
+        super().__init__(n)
+
+    def _invalid_extra(self, ids):
+        counts = (self.pushed[ids], self.polled[ids], self.pushes[ids], self.empty[ids],
+                  self.late_w[ids], self.pending[ids])
+        bad = np.zeros(ids.shape[0], dtype=bool)
+        for c in counts:
+            bad |= ~(np.isfinite(c) & (c >= 0))
+        return bad | np.isinf(self.last_push[ids])
+
+    def _fade(self, ids: np.ndarray, entries: np.ndarray) -> None:
+        """Discount the evidence of ``ids`` (distinct) before ``entries`` more are counted."""
+        f = np.exp(-entries / self.memory)
+        for col in (self.pushed, self.polled, self.pushes, self.empty, self.late_w,
+                    self.late_sum, self.late_sq):
+            col[ids] *= f
+
+    # -- updates ----------------------------------------------------------------------------
+    def update_pushes(self, sources, times, new_entries, offsets=None, lateness=None
+                      ) -> np.ndarray:
+        """Deliveries: push j of ``sources[j]`` at ``times[j]`` brought ``new_entries[j]``
+        entries not seen before (0: a duplicate or spurious push); ``lateness[offsets[j]:
+        offsets[j+1]]`` their delivery time minus publication time (NaN: unknown; None: no
+        lateness known at all). Repeated sources are accumulated. Returns the accepted mask
+        (time finite, count finite >= 0)."""
+        ids = as_sources(sources, self.n)
+        k = ids.shape[0]
+        t = as_column("times", times, k)
+        new = as_column("new_entries", new_entries, k)
+        ok = plausible(t) & plausible(new) & (new >= 0)
+        if not ok.any():
+            return ok
+        used = ids[ok]
+        uniq, inv = np.unique(used, return_inverse=True)
+        self._fade(uniq, np.bincount(inv, weights=new[ok], minlength=uniq.shape[0]))
+        np.add.at(self.pushed, used, new[ok])
+        np.add.at(self.pending, used, new[ok])
+        np.add.at(self.pushes, used, 1.0)
+        np.add.at(self.empty, used, (new[ok] == 0).astype(np.float64))
+        useful = new[ok] > 0                     # an empty push says nothing of the hub's health
+        if useful.any():
+            last = self.last_push[uniq]
+            newest = np.full(uniq.shape[0], -np.inf)
+            np.maximum.at(newest, inv[useful], t[ok][useful])
+            seen = np.isfinite(newest)
+            self.last_push[uniq[seen]] = np.where(np.isnan(last[seen]), newest[seen],
+                                                  np.maximum(last[seen], newest[seen]))
+        if offsets is not None and lateness is not None:
+            off = np.asarray(offsets, dtype=np.int64)
+            late = np.asarray(lateness, dtype=np.float64)
+            if off.shape != (k + 1,) or late.shape != (off[-1],):
+                raise ValueError("offsets must have len(sources) + 1 entries and lateness "
+                                 "offsets[-1]")
+            owner = np.repeat(np.arange(k), np.diff(off))
+            good = ok[owner] & plausible(late) & (late >= 0)
+            src = ids[owner[good]]
+            np.add.at(self.late_w, src, 1.0)
+            np.add.at(self.late_sum, src, late[good])
+            np.add.at(self.late_sq, src, late[good] ** 2)
+        return ok
+
+    def update_polls(self, sources, times, offsets, published) -> np.ndarray:
+        """Polls: poll j of ``sources[j]`` (distinct) at ``times[j]`` found
+        ``published[offsets[j]:offsets[j+1]]`` (publication times of the entries it saw
+        first). Those older than the source's ``censor_age`` are entries the hub did not
+        deliver; so are those of unknown age (NaN), whose chance of being on their way is not
+        worth a guess. Returns the accepted mask (time finite)."""
+        ids = as_sources(sources, self.n)
+        k = ids.shape[0]
+        t = as_column("times", times, k)
+        off = np.asarray(offsets, dtype=np.int64)
+        pub = np.asarray(published, dtype=np.float64)
+        if off.shape != (k + 1,) or pub.shape != (off[-1],):
+            raise ValueError("offsets must have len(sources) + 1 entries and published "
+                             "offsets[-1]")
+        ok = plausible(t)
+        if np.unique(ids[ok]).shape[0] != int(ok.sum()):
+            raise ValueError("update_polls takes each source at most once per call")
+        owner = np.repeat(np.arange(k), np.diff(off))
+        age = t[owner] - pub
+        counted = ok[owner] & (np.isnan(age) | (plausible(age)
+                                                & (age > self.censor_age(ids)[owner])))
+        missed = np.bincount(owner[counted], minlength=k).astype(np.float64)
+        self._fade(ids[ok], missed[ok])
+        self.polled[ids[ok]] += missed[ok]
+        return ok
+
+    def take_pending(self, sources) -> np.ndarray:
+        """The entries pushed since each source's last poll (for the rate update of the poll
+        now made), set back to 0."""
+        ids = as_sources(sources, self.n)
+        out = self.pending[ids].copy()
+        self.pending[ids] = 0.0
+        return out
+
+    # -- estimates --------------------------------------------------------------------------
+    def share_at(self, ids) -> np.ndarray:
+        """p: the (discounted, prior-shrunk) share of new entries first seen by push."""
+        pushed = self.pushed[ids]
+        return pushed / (self.prior_missed + pushed + self.polled[ids])
+
+    def mean(self) -> np.ndarray:
+        return self.share_at(slice(None))
+
+    get = mean
+
+    def lateness_at(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, standard deviation) of the pushed entries' lateness (NaN: none known)."""
+        w = self.late_w[ids]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(w > 0, self.late_sum[ids] / w, np.nan)
+            var = np.where(w > 0, self.late_sq[ids] / w - mean ** 2, np.nan)
+        return mean, np.sqrt(np.maximum(var, 0.0))
+
+    def censor_age(self, ids) -> np.ndarray:
+        """Age below which an entry a poll saw first may still be on its way by push."""
+        mean, std = self.lateness_at(ids)
+        return np.maximum(np.nan_to_num(mean + 3.0 * std, nan=0.0), self.min_censor_age)
+
+    def silent_at(self, ids, now: float, rate) -> np.ndarray:
+        """The hub of each source has been silent for longer than ``rate`` (its publishing
+        rate, entries per unit of time) and its share p make plausible."""
+        since = now - self.last_push[ids]
+        expected = np.asarray(rate, dtype=np.float64) * self.share_at(ids) * since
+        return np.isfinite(since) & (expected > self.silent_after)
+
+    def lying_at(self, ids) -> np.ndarray:
+        """Most of each source's pushes brought nothing new."""
+        pushes = self.pushes[ids]
+        return (pushes >= self.min_pushes) & (self.empty[ids] > self.lying_share * pushes)
+
+    def failed_at(self, ids, now: float, rate) -> np.ndarray:
+        """The hub of each source is silent or lies: its pushes are not to be counted on."""
+        return self.silent_at(ids, now, rate) | self.lying_at(ids)
+
+    def reliability_at(self, ids, now: float, rate) -> np.ndarray:
+        """The share of new entries the policy may count on push to deliver: p, or 0 where
+        the hub is silent or lies."""
+        return np.where(self.failed_at(ids, now, rate), 0.0, self.share_at(ids))

@@ -1,0 +1,144 @@
+"""PushReliability: the share of new entries a hub pushes, their lateness, a silent or lying
+hub."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scrapy_whittle.core.estimators import PushReliability
+
+
+def feed(est: PushReliability, loss: np.ndarray, entries: int, rng, *, late_mean=0.01,
+         start: float = 0.0, batch: int = 10) -> float:
+    """Generated evidence: every source publishes ``entries`` entries, one per unit of time;
+    each is pushed (lateness exponential) with probability 1 - loss, else first seen by a
+    poll made every ``batch`` units. Returns the time reached."""
+    n = loss.shape[0]
+    t = start
+    for _ in range(entries // batch):
+        pub = t + np.arange(batch, dtype=np.float64)
+        pushed = rng.uniform(size=(n, batch)) >= loss[:, None]
+        for j in range(batch):
+            src = np.flatnonzero(pushed[:, j])
+            late = rng.exponential(late_mean, src.shape[0])
+            est.update_pushes(src, pub[j] + late, np.ones(src.shape[0]),
+                              np.arange(src.shape[0] + 1), late)
+        t += batch
+        counts = (~pushed).sum(axis=1)
+        off = np.concatenate([[0], np.cumsum(counts)])
+        published = np.concatenate([pub[~pushed[i]] for i in range(n)])
+        est.update_polls(np.arange(n), np.full(n, t), off, published)
+    return t
+
+
+def test_no_push_history_is_a_source_that_does_not_push():
+    est = PushReliability(3)
+    assert np.all(est.mean() == 0.0)
+    assert np.all(est.reliability_at(np.arange(3), 100.0, np.ones(3)) == 0.0)
+    # polls alone never make a source a pusher
+    est.update_polls([0], [5.0], [0, 3], [1.0, 2.0, 3.0])
+    assert est.share_at([0])[0] == 0.0
+
+
+def test_share_converges_to_the_delivered_share():
+    rng = np.random.default_rng(7)
+    loss = np.linspace(0.0, 0.6, 25)
+    est = PushReliability(25, memory=1e6)
+    feed(est, loss, 600, rng)
+    assert np.max(np.abs(est.mean() - (1 - loss))) < 0.08
+    # the estimate follows the loss rate, not the prior: monotone on average
+    assert np.corrcoef(est.mean(), loss)[0, 1] < -0.95
+
+
+def test_share_follows_a_hub_that_degrades():
+    rng = np.random.default_rng(3)
+    est = PushReliability(10, memory=100.0)
+    t = feed(est, np.full(10, 0.05), 400, rng)
+    good = est.mean().copy()
+    feed(est, np.full(10, 0.7), 400, rng, start=t)
+    assert np.all(good > 0.85)
+    assert np.all(np.abs(est.mean() - 0.3) < 0.15)
+
+
+def test_lateness_is_learned_and_recent_entries_are_censored():
+    rng = np.random.default_rng(1)
+    est = PushReliability(4, memory=1e6)
+    feed(est, np.full(4, 0.2), 400, rng, late_mean=0.05)
+    mean, std = est.lateness_at(np.arange(4))
+    assert np.all(np.abs(mean - 0.05) < 0.01)
+    assert np.all(np.abs(std - 0.05) < 0.015)
+    before = est.polled.copy()
+    # an entry a poll saw 0.01 after its publication may still be on its way: not a miss
+    est.update_polls([0], [1000.0], [0, 1], [1000.0 - 0.01])
+    assert est.polled[0] == before[0]
+    est.update_polls([1], [1000.0], [0, 1], [1000.0 - 5.0])
+    assert est.polled[1] > before[1]
+
+
+def test_a_silent_hub_is_detected_and_a_push_ends_it():
+    rng = np.random.default_rng(2)
+    est = PushReliability(2)
+    t = feed(est, np.full(2, 0.1), 200, rng)           # one entry per unit of time
+    ids, rate = np.arange(2), np.ones(2)
+    last = est.last_push.copy()
+    assert not est.silent_at(ids, t, rate).any()
+    assert np.all(est.reliability_at(ids, t, rate) > 0.8)
+    # 20 units without a push where ~18 pushed entries were due
+    assert est.silent_at(ids, last.max() + 20.0, rate).all()
+    assert np.all(est.reliability_at(ids, last.max() + 20.0, rate) == 0.0)
+    # a slow source (a tenth of the rate) is not silent after the same time
+    assert not est.silent_at(ids, last.max() + 20.0, rate / 10).any()
+    # pings that bring nothing do not make it speak again; a useful push does
+    est.update_pushes([0, 1], [last.max() + 19.0] * 2, [0, 0])
+    assert est.silent_at(ids, last.max() + 20.0, rate).all()
+    est.update_pushes([0], [last.max() + 20.0], [1])
+    assert est.reliability_at(ids, last.max() + 20.0, rate)[0] > 0.8
+
+
+def test_a_lying_hub_is_detected_but_duplicates_are_not_lies():
+    rng = np.random.default_rng(4)
+    est = PushReliability(2)
+    t = feed(est, np.full(2, 0.1), 100, rng)
+    ids, rate = np.arange(2), np.ones(2)
+    # source 0: one duplicate for ten useful pushes; source 1: ten empty pushes per entry
+    for k in range(30):
+        est.update_pushes([0], [t + k + 0.5], [0])
+        est.update_pushes(np.repeat(1, 10), t + k + np.arange(10) / 10, np.zeros(10))
+    now = t + 30.0
+    lying = est.lying_at(ids)
+    assert not lying[0] and lying[1]
+    assert est.reliability_at(ids, now, rate)[1] == 0.0
+    assert est.share_at(ids)[1] > 0.5          # the share itself is not what lies
+
+
+def test_garbage_is_skipped_and_bad_state_reset():
+    est = PushReliability(2)
+    ok = est.update_pushes([0, 0, 1], [np.nan, 1.0, 2.0], [1, -1, 2])
+    assert ok.tolist() == [False, False, True]
+    assert est.pushed[0] == 0.0 and est.pushed[1] == 2.0
+    est.pushed[1] = np.inf
+    assert est.invalid([0, 1]).tolist() == [False, True]
+    est.reset([1])
+    assert est.pushed[1] == 0.0 and np.isnan(est.last_push[1])
+    with pytest.raises(ValueError):
+        est.update_polls([0, 0], [1.0, 2.0], [0, 0, 0], [])
+    with pytest.raises(ValueError):
+        PushReliability(1, lying_share=1.5)
+
+
+def test_pending_counts_the_pushes_since_the_last_poll():
+    est = PushReliability(2)
+    est.update_pushes([0, 0, 1], [1.0, 2.0, 3.0], [2, 1, 0])
+    assert est.take_pending([0, 1]).tolist() == [3.0, 0.0]
+    assert est.take_pending([0]).tolist() == [0.0]
+
+
+def test_state_round_trips():
+    rng = np.random.default_rng(5)
+    est = PushReliability(3)
+    feed(est, np.array([0.1, 0.3, 0.5]), 50, rng)
+    copy = PushReliability(0)
+    copy.load_state_dict(est.state_dict())
+    assert np.array_equal(copy.mean(), est.mean())
+    assert np.array_equal(copy.last_push, est.last_push)
