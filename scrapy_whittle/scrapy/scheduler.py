@@ -54,6 +54,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.scrapy.delivery import META_REPLAY, flush_feed_exports, replay_request
+from scrapy_whittle.scrapy.websub import META_OUTSIDE
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
@@ -340,8 +341,10 @@ class WhittleScheduler(BaseScheduler):
         return len(self.followups) + self.sink.queued() + len(self.inner)
 
     def enqueue_request(self, request: Request) -> bool:
-        if META_CRAWL in request.meta or META_REPLAY in request.meta:
-            # a due source, a redirect / retry of one, a replay of undelivered entries
+        if META_CRAWL in request.meta or META_REPLAY in request.meta \
+                or META_OUTSIDE in request.meta:
+            # a due source, a redirect / retry of one, a replay of undelivered entries, a
+            # request of the crawl's own (WebSub: to a hub, a delivery to hand out)
             if request.meta.get(META_PLAIN) and not is_plain_url(request.url):
                 # redirected to a URL that needs Scrapy's escaping: made again without
                 # ``verbatim_url`` (set by _request for the plain URL it started from)

@@ -63,6 +63,7 @@ from scrapy_whittle.service.host_throttle import HostThrottle
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.persistence import StatePersistence
+from scrapy_whittle.service.websub import Subscriptions
 from scrapy_whittle.service.planning import EpochPlanner
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
 from scrapy_whittle.service.policy_options import build_policy
@@ -147,6 +148,10 @@ class RecrawlService:
         self.deliveries = DeliveryJournal(None)
         #: the batches a killed run left undelivered, to hand out again (set by ``open``)
         self.replays: list[Batch] = []
+        #: the WebSub subscriptions (``WHITTLE_WEBSUB_CALLBACK``; None: off), part of the
+        #: crawl's state
+        self.websub = (Subscriptions(config.websub_callback, config.websub_lease)
+                       if config.websub_callback else None)
 
     # -- the parts' state, as the service's callers read it -----------------------------
     @property
@@ -234,6 +239,8 @@ class RecrawlService:
             self.persistence.repair_bookkeeping(now)
             self.retirement.restore(now)
             self.keeper.repair(None, cause="as restored")
+            if self.websub is not None:
+                self.websub.load(saved.websub)
         if listed and ids:
             self._sync_list(ids)
         if self.store is not None and self.journal_deliveries:
@@ -406,6 +413,9 @@ class RecrawlService:
                         "what was learned of them is kept)", back.size, leaving.size)
             self.stats.inc("sources/left", int(leaving.size))
             self.stats.inc("sources/rejoined", int(back.size))
+            if self.websub is not None:
+                for sid in leaving.tolist():
+                    self.websub.source_left(sid, self.clock.now())
         return back, leaving
 
     def _register(self, specs: list[SourceSpec]) -> list[int]:
@@ -612,6 +622,8 @@ class RecrawlService:
         run in another thread)."""
         cp = self.persistence.prepare_checkpoint()
         cp.journal_segment = self.deliveries.rotate()
+        if self.websub is not None and self.websub.changed:
+            cp.websub, self.websub.changed = self.websub.rows(), False
         return cp
 
     def checkpoint_written(self, cp: Checkpoint) -> None:

@@ -1,0 +1,119 @@
+"""WebSub in a Scrapy crawl against ``sim.serve``'s hub (``sim.websub_hub``), on a simulated
+clock shared by the crawl and the server: subscription through the hub, deliveries through the
+parse pool and the entry memory to the spider, the policy learning to poll the pushing sources
+less, duplicated deliveries emitted once, bad signatures counted and dropped, leases renewed,
+and the subscriptions restored after a restart."""
+
+from __future__ import annotations
+
+import socket
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest_twisted
+from scrapy import signals
+
+from tests.scrapy.conftest import START, VirtualWeb, make_crawler, run, whittle
+
+WEBSUB = "scrapy_whittle.scrapy.websub.WebSubSubscriber"
+N = 20
+HOUR = 3600.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def websub_settings(port: int) -> dict:
+    return {"EXTENSIONS": {WEBSUB: 500},
+            "WHITTLE_WEBSUB_CALLBACK": f"http://127.0.0.1:{port}/websub",
+            "WHITTLE_WEBSUB_LISTEN": f"127.0.0.1:{port}"}
+
+
+class Crawl:
+    """One crawl of ``web``: its stats, the items by entry, the polls of each source by hour
+    of the simulated clock, the items each source's pushes and polls brought."""
+
+    def __init__(self) -> None:
+        self.items: Counter = Counter()
+        self.polls: dict[str, list[float]] = defaultdict(list)
+        self.by_push: Counter = Counter()
+        self.by_poll: Counter = Counter()
+        self.stats: dict = {}
+
+    async def run(self, web: VirtualWeb, *, epochs: int, port: int | None = None,
+                  **settings) -> dict:
+        extra = websub_settings(port) if port is not None else {}
+        crawler = make_crawler(WHITTLE_SOURCES=web.feeds(N), WHITTLE_CLOCK=web.clock,
+                               WHITTLE_POLICY="whittle", WHITTLE_BUDGET=4,
+                               WHITTLE_PERIOD=HOUR, WHITTLE_MAX_EPOCHS=epochs,
+                               **extra, **settings)
+
+        def scraped(item, response, spider):
+            self.items[item["entry_id"]] += 1
+            pushed = "whittle-push" in response.flags
+            (self.by_push if pushed else self.by_poll)[path(item["source"])] += 1
+
+        def received(response, request, spider):
+            if "whittle_crawl" in request.meta:
+                self.polls[path(response.url)].append(web.clock.now())
+
+        crawler.signals.connect(scraped, signal=signals.item_scraped, weak=False)
+        crawler.signals.connect(received, signal=signals.response_received, weak=False)
+        self.stats = whittle(await run(crawler))
+        return self.stats
+
+
+def path(url: str) -> str:
+    """A feed's path: the same source on two servers (two ports)."""
+    return "/" + url.split("/", 3)[3]
+
+
+def pushing_paths(web: VirtualWeb) -> set[str]:
+    pushing = web.server.resource.hub.pushing
+    return {path(url) for i, url in enumerate(web.feeds(N)) if pushing[i]}
+
+
+@pytest_twisted.ensureDeferred
+async def test_pushed_entries_arrive_by_push_and_pushing_sources_are_polled_less():
+    """A hub that loses 10% of the deliveries and delays the rest by up to 5 minutes: the
+    pushing sources' entries come mostly by push, and once the policy has learned how far
+    their pushes go, they are polled less than without the hub, the others more."""
+    hub = "loss=0.1,delay=uniform,delay_max=300"
+    epochs, learned = 48, 16
+    with_hub, without = Crawl(), Crawl()
+    web = VirtualWeb(n=N, seed=5, hub=hub, hub_tick=0.005)
+    try:
+        w = await with_hub.run(web, epochs=epochs, port=free_port())
+        totals = web.server.resource.hub.totals()
+    finally:
+        await web.stop()
+    plain = VirtualWeb(n=N, seed=5)
+    try:
+        await without.run(plain, epochs=epochs)
+    finally:
+        await plain.stop()
+    pushers = pushing_paths(web)
+    assert len(pushers) == N // 2 and totals["subscribed"] == len(pushers)
+    assert not [k for k in w if k.startswith("errors/")], w
+    # every pushing source subscribed; its entries came by push more than by poll, and no
+    # other source's entry came by push
+    assert w["websub/verified"] == len(pushers)
+    assert set(with_hub.by_push) <= pushers
+    assert sum(with_hub.by_push[u] for u in pushers) > sum(with_hub.by_poll[u] for u in pushers)
+    assert max(with_hub.items.values()) == 1
+    assert w["push/new_items"] == sum(with_hub.by_push.values())
+
+    def polls_after(crawl: Crawl, urls) -> int:
+        since = START + learned * HOUR
+        return sum(sum(t >= since for t in crawl.polls[u]) for u in urls)
+
+    others = {path(u) for u in web.feeds(N)} - pushers
+    print({"pushing with hub": polls_after(with_hub, pushers),
+           "pushing without": polls_after(without, pushers),
+           "others with hub": polls_after(with_hub, others),
+           "others without": polls_after(without, others)})
+    assert polls_after(with_hub, pushers) < polls_after(without, pushers)
+    assert polls_after(with_hub, others) > polls_after(without, others)
