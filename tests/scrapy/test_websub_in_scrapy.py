@@ -7,6 +7,7 @@ and the subscriptions restored after a restart."""
 from __future__ import annotations
 
 import socket
+import sqlite3
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -66,6 +67,15 @@ class Crawl:
         return self.stats
 
 
+def stored_keys(jobdir: str) -> set[tuple[str, str, str]]:
+    """(callback key, secret, state) of the subscriptions in the crawl's state file."""
+    db = sqlite3.connect(f"{jobdir}/whittle.sqlite")
+    try:
+        return set(db.execute("SELECT key, secret, state FROM websub").fetchall())
+    finally:
+        db.close()
+
+
 def path(url: str) -> str:
     """A feed's path: the same source on two servers (two ports)."""
     return "/" + url.split("/", 3)[3]
@@ -117,3 +127,59 @@ async def test_pushed_entries_arrive_by_push_and_pushing_sources_are_polled_less
            "others without": polls_after(without, others)})
     assert polls_after(with_hub, pushers) < polls_after(without, pushers)
     assert polls_after(with_hub, others) > polls_after(without, others)
+
+
+@pytest_twisted.ensureDeferred
+async def test_duplicated_spurious_and_badly_signed_deliveries():
+    """A hub that sends a third of its deliveries twice, pings with nothing new and signs a
+    fifth of them with a wrong key: no entry is emitted twice, every bad signature is counted
+    under ``whittle/errors/push_signature`` and its delivery dropped, every good one taken."""
+    crawl = Crawl()
+    web = VirtualWeb(n=N, seed=7, hub="loss=0,duplicate=0.3,spurious=0.0005,bad_signature=0.2",
+                     hub_tick=0.005)
+    try:
+        w = await crawl.run(web, epochs=24, port=free_port())
+        hub = web.server.resource.hub.totals()
+    finally:
+        await web.stop()
+    assert hub["duplicates"] > 0 and hub["spurious"] > 0 and hub["bad_signatures"] > 0, hub
+    assert max(crawl.items.values()) == 1                    # nothing emitted twice
+    assert w["errors/push_signature"] == hub["bad_signatures"]
+    assert w["websub/deliveries"] == w["push/deliveries"] == \
+        hub["delivered"] - hub["bad_signatures"]
+    # a duplicate or a spurious ping brings nothing new (a duplicate may also come after a
+    # poll found the entry, and the first delivery may have been the badly signed one)
+    assert w["push/empty"] >= hub["spurious"] - hub["bad_signatures"]
+    assert w["push/new_items"] == sum(crawl.by_push.values()) > 0
+    assert not [k for k in w if k.startswith("errors/") and k != "errors/push_signature"], w
+
+
+@pytest_twisted.ensureDeferred
+async def test_subscriptions_are_renewed_across_leases_and_restored_after_a_restart(tmp_path):
+    """Leases of two hours on a crawl of 12 hours, stopped after 6 and started again with the
+    same JOBDIR: every subscription is renewed before its lease ends (the hub lets none
+    expire), and the second run goes on with the subscriptions of the first (no new secret,
+    deliveries taken at once)."""
+    port = free_port()
+    web = VirtualWeb(n=N, seed=9, hub=f"loss=0,lease_max={2 * HOUR:g}", hub_tick=0.005)
+    jobdir = str(tmp_path / "job")
+    first, second = Crawl(), Crawl()
+    try:
+        w1 = await first.run(web, epochs=6, port=port, JOBDIR=jobdir)
+        hub1 = dict(web.server.resource.hub.totals())
+        keys1 = stored_keys(jobdir)
+        w2 = await second.run(web, epochs=6, port=port, JOBDIR=jobdir)
+        hub2 = web.server.resource.hub.totals()
+        keys2 = stored_keys(jobdir)
+    finally:
+        await web.stop()
+    pushers = len(pushing_paths(web))
+    assert len(keys1) == pushers and keys2 == keys1          # the same callbacks and secrets
+    assert hub1["subscribed"] >= 2 * pushers            # subscribed, then renewed
+    assert w1["websub/verified"] == hub1["subscribed"]
+    assert hub2["expired"] == 0 and hub2["active_subscriptions"] == pushers
+    # the second run subscribed nothing anew: it renewed the restored subscriptions
+    assert w2.get("websub/subscribe_requests", 0) == w2["websub/verified"] \
+        == hub2["subscribed"] - hub1["subscribed"] > 0
+    assert w2["push/new_items"] > 0 and w2.get("errors/push_unknown_callback", 0) == 0
+    assert max((first.items + second.items).values()) == 1
