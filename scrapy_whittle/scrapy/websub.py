@@ -97,7 +97,7 @@ class WebSubSubscriber:
     def from_crawler(cls, crawler: Crawler) -> WebSubSubscriber:
         config = crawl_start(crawler).config
         if config.websub_callback is None:
-            raise NotConfigured("WebSub is off (WHITTLE_WEBSUB_CALLBACK unset)")
+            raise NotConfigured      # without a message: Scrapy would warn of it
         ext = cls(crawler, config.websub_listen, config.max_feed_size)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
