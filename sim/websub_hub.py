@@ -48,9 +48,9 @@ from io import BytesIO
 from urllib.parse import parse_qs, urlencode
 
 import numpy as np
-from twisted.internet.task import LoopingCall
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
+from twisted.internet.task import LoopingCall
 from twisted.web.client import Agent, FileBodyProducer
 from twisted.web.http_headers import Headers
 

@@ -11,11 +11,11 @@ It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at
 ``QuietRobotsTxtMiddleware`` in place of Scrapy's ``RobotsTxtMiddleware``, unless the project
 lists a robots.txt middleware itself: :mod:`scrapy_whittle.scrapy.robots`),
 ``DeliveryMiddleware`` at 10 in ``SPIDER_MIDDLEWARES`` (items handed out again after a kill:
-:mod:`scrapy_whittle.scrapy.delivery`), ``WebSubSubscriber`` in ``EXTENSIONS`` (idle unless
-``WHITTLE_WEBSUB_CALLBACK`` is set: :mod:`scrapy_whittle.scrapy.websub`), gives every ``WHITTLE_*`` setting its default (from
-the table in :mod:`scrapy_whittle.service.config`, so that ``scrapy settings --get`` shows
-what the crawl uses) and lowers ``CONCURRENT_ITEMS`` to 16 (below), all with Scrapy's
-``"addon"`` priority, so a value the project sets itself wins (a
+:mod:`scrapy_whittle.scrapy.delivery`), ``WebSubSubscriber`` in ``EXTENSIONS`` (off unless
+``WHITTLE_WEBSUB_CALLBACK`` is set: :mod:`scrapy_whittle.scrapy.websub`), gives every
+``WHITTLE_*`` setting its default (from the table in :mod:`scrapy_whittle.service.config`,
+so that ``scrapy settings --get`` shows what the crawl uses) and lowers ``CONCURRENT_ITEMS``
+to 16 (below), all with Scrapy's ``"addon"`` priority, so a value the project sets itself wins (a
 subclass of the scheduler, another order for the middleware, its own settings). It checks
 that the crawl runs on the asyncio reactor, and runs the start-up check of the ``WHITTLE_*``
 settings and the source list (:mod:`scrapy_whittle.scrapy.startup`) while Scrapy applies the

@@ -59,8 +59,8 @@ from scrapy_whittle.feeds.hints import response_hints, retry_after
 from scrapy_whittle.scrapy.delivery import META_BATCH, META_REPLAY, replay_response
 from scrapy_whittle.scrapy.errors import RedirectLoop, describe, exception_kind
 from scrapy_whittle.scrapy.scheduler import META_CRAWL
-from scrapy_whittle.scrapy.websub import META_PUSH, push_response
 from scrapy_whittle.scrapy.startup import crawl_start
+from scrapy_whittle.scrapy.websub import META_PUSH, push_response
 from scrapy_whittle.service.config import WhittleConfig
 
 if TYPE_CHECKING:

@@ -54,10 +54,10 @@ from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.scrapy.delivery import META_REPLAY, flush_feed_exports, replay_request
-from scrapy_whittle.scrapy.websub import META_OUTSIDE
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
+from scrapy_whittle.scrapy.websub import META_OUTSIDE
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import freeze_startup_heap

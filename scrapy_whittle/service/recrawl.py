@@ -63,7 +63,6 @@ from scrapy_whittle.service.host_throttle import HostThrottle
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.persistence import StatePersistence
-from scrapy_whittle.service.websub import Subscriptions
 from scrapy_whittle.service.planning import EpochPlanner
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
 from scrapy_whittle.service.policy_options import build_policy
@@ -86,6 +85,7 @@ from scrapy_whittle.service.types import (  # noqa: F401  (the service's public 
     Stats,
     valued,
 )
+from scrapy_whittle.service.websub import Subscriptions
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ import socket
 import sqlite3
 from collections import Counter, defaultdict
 
-import numpy as np
 import pytest_twisted
 from scrapy import signals
 

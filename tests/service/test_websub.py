@@ -73,7 +73,7 @@ def test_the_hub_is_found_in_the_link_header_first_then_in_the_body():
     assert discover(url, b"<feed><link rel='hub' href='mailto:x@y'/></feed>") is None
 
 
-# -- leases and the subscriptions' life --------------------------------------------------------------
+# -- leases and the subscriptions' life -----------------------------------------------------
 def test_lease_arithmetic():
     assert renew_at(1000.0, 3600.0) == 1000.0 + 3240.0
     assert retry_wait(1) == RETRY and retry_wait(2) == 2 * RETRY
