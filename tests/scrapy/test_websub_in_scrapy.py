@@ -182,3 +182,26 @@ async def test_subscriptions_are_renewed_across_leases_and_restored_after_a_rest
         == hub2["subscribed"] - hub1["subscribed"] > 0
     assert w2["push/new_items"] > 0 and w2.get("errors/push_unknown_callback", 0) == 0
     assert max((first.items + second.items).values()) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_hub_gone_down_sends_its_sources_back_to_polling():
+    """The hub delivers for 20 hours, then nothing: in the hours after the policy has seen
+    it fall silent the pushing sources are polled more than while it pushed."""
+    crawl = Crawl()
+    down = 20
+    web = VirtualWeb(n=N, seed=5, hub=f"loss=0.1,delay=uniform,delay_max=300,"
+                     f"down_at={down * HOUR:g}", hub_tick=0.005)
+    try:
+        w = await crawl.run(web, epochs=48, port=free_port())
+    finally:
+        await web.stop()
+    pushers = pushing_paths(web)
+
+    def polls(first: int, last: int) -> int:
+        lo, hi = START + first * HOUR, START + last * HOUR
+        return sum(sum(lo <= t < hi for t in crawl.polls[u]) for u in pushers)
+
+    print({"pushing, hours 8-20": polls(8, down), "hours 36-48": polls(36, 48)})
+    assert w["push/new_items"] > 0
+    assert polls(36, 48) > polls(8, down)
