@@ -135,6 +135,8 @@ def check_signature(secret: str, body: bytes, header: str | None) -> bool:
 # -- discovery ---------------------------------------------------------------------------------
 _LINK_VALUE = re.compile(r'<([^>]*)>\s*((?:;\s*[^;,]*)*)')
 _TAG = re.compile(rb"<(?:[A-Za-z0-9_-]+:)?link\b[^>]*>", re.IGNORECASE)
+_JSON_HUBS = re.compile(rb'"hubs"\s*:\s*(\[[^\]]*\])')
+_JSON_FEED_URL = re.compile(rb'"feed_url"\s*:\s*("(?:[^"\\]|\\.)*")')
 _ATTR = re.compile(rb"""\b(rel|href)\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 
 
@@ -153,24 +155,30 @@ def link_header(values: Iterable[str]) -> dict[str, str]:
 
 
 def body_links(body: bytes) -> dict[str, str]:
-    """rel -> URL of the hub and self links at the top of a feed's body: ``<link>`` /
-    ``<atom:link>`` elements with ``rel`` and ``href``, or JSON Feed's ``hubs`` and
-    ``feed_url``."""
+    """rel -> URL of the hub and self links in the first :data:`DISCOVERY_BYTES` of a feed's
+    body: ``<link>`` / ``<atom:link>`` elements with ``rel`` and ``href``, or JSON Feed's
+    ``hubs`` and ``feed_url``."""
     head = body[:DISCOVERY_BYTES]
     found: dict[str, str] = {}
     if head.lstrip()[:1] == b"{":
-        try:
-            doc = json.loads(body)
-        except (ValueError, RecursionError):
-            return found
-        if not isinstance(doc, dict):
-            return found
-        for hub in doc.get("hubs") or ():
-            if isinstance(hub, dict) and str(hub.get("type", "")).lower() == "websub" \
-                    and isinstance(hub.get("url"), str):
-                found.setdefault("hub", hub["url"])
-        if isinstance(doc.get("feed_url"), str):
-            found["self"] = doc["feed_url"]
+        # JSON Feed: its "hubs" and "feed_url" members, read at the top of the body only (a
+        # large feed is not decoded a second time on the reactor)
+        hubs = _JSON_HUBS.search(head)
+        if hubs is not None:
+            try:
+                listed = json.loads(hubs.group(1))
+            except (ValueError, RecursionError):
+                listed = []
+            for hub in listed if isinstance(listed, list) else ():
+                if isinstance(hub, dict) and str(hub.get("type", "")).lower() == "websub" \
+                        and isinstance(hub.get("url"), str):
+                    found.setdefault("hub", hub["url"])
+        feed_url = _JSON_FEED_URL.search(head)
+        if feed_url is not None:
+            try:
+                found["self"] = json.loads(feed_url.group(1))
+            except ValueError:
+                pass
         return found
     for tag in _TAG.finditer(head):
         attrs = {m.group(1).lower(): (m.group(2) or m.group(3) or b"")

@@ -226,3 +226,12 @@ def test_an_idle_jump_of_the_simulated_clock_stops_at_an_actor_s_time():
     due[0] = math.inf                                    # it acted
     assert clock.wait(200.0, idle=True) == 0.0 and clock.now() == 200.0
     assert clock.wait(300.0, idle=False) is None and clock.now() == 200.0
+
+
+def test_discovery_reads_only_the_top_of_the_body():
+    from scrapy_whittle.service.websub import DISCOVERY_BYTES
+
+    link = b'<atom:link rel="hub" href="https://hub.example/"/>'
+    assert discover("https://n.example/f", b"<rss><channel>" + link)
+    late = b"<rss><channel>" + b" " * DISCOVERY_BYTES + link
+    assert discover("https://n.example/f", late) is None
