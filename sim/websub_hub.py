@@ -323,6 +323,9 @@ class WebSubHub:
         down = self.model.down
         v_now = self.clock.now()
         for i in self._subscribed():
+            if self.web.latest_seq(i, v_now) >= self.seen[i] or self.next_spurious[i] <= v_now:
+                t = min(t, self.clock.time_source())     # published, not read yet: now
+                continue
             nxt = min(self.web.next_publication(i, v_now), self.next_spurious[i])
             if nxt < down:
                 # a hair after: read back through the virtual clock, the instant must not
