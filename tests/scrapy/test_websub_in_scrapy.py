@@ -10,6 +10,7 @@ import socket
 import sqlite3
 from collections import Counter, defaultdict
 
+import numpy as np
 import pytest_twisted
 from scrapy import signals
 
@@ -41,6 +42,7 @@ class Crawl:
         self.polls: dict[str, list[float]] = defaultdict(list)
         self.by_push: Counter = Counter()
         self.by_poll: Counter = Counter()
+        self.delays: dict[str, list[float]] = defaultdict(list)    # per source path
         self.stats: dict = {}
 
     async def run(self, web: VirtualWeb, *, epochs: int, port: int | None = None,
@@ -55,6 +57,8 @@ class Crawl:
             self.items[item["entry_id"]] += 1
             pushed = "whittle-push" in response.flags
             (self.by_push if pushed else self.by_poll)[path(item["source"])] += 1
+            if item["delay"] is not None:
+                self.delays[path(item["source"])].append(item["delay"])
 
         def received(response, request, spider):
             if "whittle_crawl" in request.meta:
@@ -89,7 +93,8 @@ def pushing_paths(web: VirtualWeb) -> set[str]:
 async def test_pushed_entries_arrive_by_push_and_pushing_sources_are_polled_less():
     """A hub that loses 10% of the deliveries and delays the rest by up to 5 minutes: the
     pushing sources' entries come mostly by push, and once the policy has learned how far
-    their pushes go, they are polled less than without the hub, the others more."""
+    their pushes go, they are polled less than without the hub, the others more; their
+    entries are found sooner, and the crawl captures more utility than without the hub."""
     hub = "loss=0.1,delay=uniform,delay_max=300"
     epochs, learned = 48, 16
     with_hub, without = Crawl(), Crawl()
@@ -101,7 +106,7 @@ async def test_pushed_entries_arrive_by_push_and_pushing_sources_are_polled_less
         await web.stop()
     plain = VirtualWeb(n=N, seed=5)
     try:
-        await without.run(plain, epochs=epochs)
+        w0 = await without.run(plain, epochs=epochs)
     finally:
         await plain.stop()
     pushers = pushing_paths(web)
@@ -119,13 +124,22 @@ async def test_pushed_entries_arrive_by_push_and_pushing_sources_are_polled_less
         since = START + learned * HOUR
         return sum(sum(t >= since for t in crawl.polls[u]) for u in urls)
 
+    def median_delay(crawl: Crawl) -> float:
+        return float(np.median([d for u in pushers for d in crawl.delays[u]]))
+
     others = {path(u) for u in web.feeds(N)} - pushers
+    utility = w["utility"] + w["push/utility"]
     print({"pushing with hub": polls_after(with_hub, pushers),
            "pushing without": polls_after(without, pushers),
            "others with hub": polls_after(with_hub, others),
-           "others without": polls_after(without, others)})
+           "others without": polls_after(without, others),
+           "pushing sources' median delay (s) with hub": median_delay(with_hub),
+           "pushing sources' median delay (s) without": median_delay(without),
+           "utility with hub": utility, "utility without": w0["utility"]})
     assert polls_after(with_hub, pushers) < polls_after(without, pushers)
     assert polls_after(with_hub, others) > polls_after(without, others)
+    assert median_delay(with_hub) < median_delay(without)
+    assert utility >= w0["utility"]
 
 
 @pytest_twisted.ensureDeferred
