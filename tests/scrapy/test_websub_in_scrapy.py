@@ -219,3 +219,40 @@ async def test_a_hub_gone_down_sends_its_sources_back_to_polling():
     print({"pushing, hours 8-20": polls(8, down), "hours 36-48": polls(36, 48)})
     assert w["push/new_items"] > 0
     assert polls(36, 48) > polls(8, down)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_source_that_leaves_the_list_is_unsubscribed(tmp_path):
+    """The source list (a file read every hour) loses a pushing source at hour 6: its
+    subscription is undone through the hub (verified unsubscription), the others stay, and
+    the budget pays for polls alone."""
+    web = VirtualWeb(n=N, seed=9, hub="loss=0", hub_tick=0.005)
+    listing = tmp_path / "feeds.txt"
+    feeds = web.feeds(N)
+    listing.write_text("\n".join(feeds) + "\n")
+    pushers = sorted(pushing_paths(web))
+    gone = next(u for u in feeds if path(u) == pushers[0])
+    changed, polls = [], []
+
+    def received(response, request, spider):
+        if "whittle_crawl" in request.meta:
+            polls.append(response.url)
+        if not changed and web.clock.now() >= START + 6 * HOUR:
+            listing.write_text("\n".join(u for u in feeds if u != gone) + "\n")
+            changed.append(web.clock.now())
+
+    try:
+        crawler = make_crawler(WHITTLE_SOURCES=str(listing), WHITTLE_SOURCES_REFRESH=HOUR,
+                               WHITTLE_CLOCK=web.clock, WHITTLE_POLICY="whittle",
+                               WHITTLE_BUDGET=4, WHITTLE_PERIOD=HOUR, WHITTLE_MAX_EPOCHS=12,
+                               **websub_settings(free_port()))
+        crawler.signals.connect(received, signal=signals.response_received, weak=False)
+        w = whittle(await run(crawler))
+        hub = web.server.resource.hub.totals()
+    finally:
+        await web.stop()
+    assert changed and w["sources/left"] == 1
+    assert w["websub/unsubscribe_requests"] == w["websub/unsubscribed"] == 1
+    assert hub["unsubscribed"] == 1
+    assert hub["active_subscriptions"] == len(pushers) - 1
+    assert w["crawls"] == len(polls)          # hub requests and deliveries cost nothing
