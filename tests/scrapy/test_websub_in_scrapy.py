@@ -256,3 +256,31 @@ async def test_a_source_that_leaves_the_list_is_unsubscribed(tmp_path):
     assert hub["unsubscribed"] == 1
     assert hub["active_subscriptions"] == len(pushers) - 1
     assert w["crawls"] == len(polls)          # hub requests and deliveries cost nothing
+
+
+@pytest_twisted.ensureDeferred
+async def test_sources_of_every_kind_push():
+    """``--kinds mix``: RSS, Atom, JSON Feed and news sitemaps (some gzip, behind an index)
+    name the hub (a sitemap in its Link header only): every kind is subscribed to and its
+    entries pushed."""
+    web = VirtualWeb(n=32, seed=3, kinds="mix", hub="share=1,loss=0", hub_tick=0.005)
+    kinds = web.server.resource.kinds
+    listed = [url for _name, url in kinds.listed(web.url)]
+    pushed: Counter = Counter()
+    try:
+        crawler = make_crawler(WHITTLE_SOURCES=listed, WHITTLE_CLOCK=web.clock,
+                               WHITTLE_POLICY="whittle", WHITTLE_BUDGET=8,
+                               WHITTLE_PERIOD=HOUR, WHITTLE_MAX_EPOCHS=12,
+                               **websub_settings(free_port()))
+
+        def scraped(item, response, spider):
+            if "whittle-push" in response.flags:
+                i = int(item["source"].rsplit("/", 1)[1].split(".")[0])
+                pushed["indexed" if kinds.indexed(i) else kinds.kind(i)] += 1
+
+        crawler.signals.connect(scraped, signal=signals.item_scraped, weak=False)
+        w = whittle(await run(crawler))
+    finally:
+        await web.stop()
+    assert set(pushed) == {"rss", "atom", "json", "sitemap", "indexed"}, pushed
+    assert not [k for k in w if k.startswith("errors/")], w
