@@ -36,6 +36,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.web.resource import Resource
 from twisted.web.server import Site
@@ -111,11 +112,19 @@ class WebSubSubscriber:
         if service is None or service.websub is None:
             logger.warning("WebSub: no local re-crawl service in this crawl: not started")
             return
-        self.service = service
         host, port = self.listen
         site = Site(CallbackResource(self))
         site.noisy = False
-        self.port = reactor.listenTCP(port, site, interface=host)
+        try:
+            self.port = reactor.listenTCP(port, site, interface=host)
+        except CannotListenError as exc:
+            # the crawl goes on polling: WebSub is an addition to it
+            service.stats.inc("errors/websub_listen")
+            logger.error("WHITTLE_WEBSUB_LISTEN (%r) cannot be listened on (%s): WebSub is off "
+                         "for this crawl, the feeds are polled", f"{host}:{port}",
+                         exc.socketError)
+            return
+        self.service = service
         clock = service.clock
         simulated = isinstance(clock, SimulatedClock)
         if simulated:

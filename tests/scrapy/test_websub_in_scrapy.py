@@ -284,3 +284,23 @@ async def test_sources_of_every_kind_push():
         await web.stop()
     assert set(pushed) == {"rss", "atom", "json", "sitemap", "indexed"}, pushed
     assert not [k for k in w if k.startswith("errors/")], w
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_callback_address_in_use_is_an_error_and_the_crawl_polls_on(caplog):
+    web = VirtualWeb(n=4, seed=1, hub="share=1", hub_tick=0.005)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        crawler = make_crawler(WHITTLE_SOURCES=web.feeds(4), WHITTLE_CLOCK=web.clock,
+                               WHITTLE_BUDGET=2, WHITTLE_PERIOD=HOUR, WHITTLE_MAX_EPOCHS=3,
+                               **websub_settings(taken.getsockname()[1]))
+        w = whittle(await run(crawler))
+    finally:
+        taken.close()
+        await web.stop()
+    assert w["errors/websub_listen"] == 1 and w["crawls"] == 6
+    assert "websub/subscribe_requests" not in w
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "WHITTLE_WEBSUB_LISTEN" in errors[0]
