@@ -162,6 +162,11 @@ SCHEMA_5 = (
            retry_at REAL, failures INTEGER NOT NULL) WITHOUT ROWID""",
 )
 
+#: the columns of ``websub``, in the order of a subscription's row
+#: (:class:`scrapy_whittle.service.websub.Subscription`'s fields)
+WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "requested_at",
+                  "lease_seconds", "expires_at", "retry_at", "failures")
+
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
 STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "modified",
                  "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
@@ -382,7 +387,7 @@ class StateStore:
                 for host, allowance, ceiling, throttles in db.execute(
                     "SELECT host, allowance, ceiling, throttles FROM hosts")]
             websub = [] if self.schema_version < 5 else db.execute(
-                "SELECT * FROM websub").fetchall()
+                f"SELECT {', '.join(WEBSUB_COLUMNS)} FROM websub").fetchall()
         if self.schema_version < 2:      # a read-only file of schema 1
             meta["policy"] = SCHEMA_1_POLICY_NAMES.get(meta.get("policy"), meta.get("policy"))
             row = _schema_1_policy_row(row) if row is not None else None
@@ -417,8 +422,9 @@ class StateStore:
                                     for h, a, c, t in cp.hosts])
                 if cp.websub is not None:
                     db.execute("DELETE FROM websub")
-                    db.executemany(f"INSERT INTO websub VALUES ({', '.join('?' * 12)})",
-                                   cp.websub)
+                    db.executemany(
+                        f"INSERT INTO websub ({', '.join(WEBSUB_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(WEBSUB_COLUMNS))})", cp.websub)
                 if cp.blocks:
                     db.executemany("INSERT OR REPLACE INTO source_blocks VALUES (?, ?, ?)",
                                    cp.blocks)

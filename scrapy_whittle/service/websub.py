@@ -385,6 +385,3 @@ class Subscriptions:
             out[sub.state] = out.get(sub.state, 0) + 1
         return out
 
-
-#: the store's table (its columns are :class:`Subscription`'s fields, in order)
-COLUMNS = tuple(f.name for f in fields(Subscription))

@@ -235,3 +235,12 @@ def test_discovery_reads_only_the_top_of_the_body():
     assert discover("https://n.example/f", b"<rss><channel>" + link)
     late = b"<rss><channel>" + b" " * DISCOVERY_BYTES + link
     assert discover("https://n.example/f", late) is None
+
+
+def test_a_subscription_s_row_is_in_the_order_of_the_store_s_columns():
+    from dataclasses import fields
+
+    from scrapy_whittle.service.store import WEBSUB_COLUMNS
+    from scrapy_whittle.service.websub import Subscription
+
+    assert tuple(f.name for f in fields(Subscription)) == WEBSUB_COLUMNS
