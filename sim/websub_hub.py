@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 
 HUB_PATH = "/hub"
 EPSILON = 1e-5             # real seconds: see ``WebSubHub.horizon``
+#: real seconds a verification or a delivery may take (the clock is held meanwhile)
+TIMEOUT = 10.0
 ATOM = "http://www.w3.org/2005/Atom"
 #: the options of ``--hub`` (times in seconds of the scenario), and their defaults
 OPTIONS = {"share": 0.5, "loss": 0.0, "delay": "exponential", "delay_mean": 30.0,
@@ -303,6 +305,7 @@ class WebSubHub:
             self.in_flight -= 1
 
         d = self.agent.request(b"GET", url)
+        d.addTimeout(TIMEOUT, self.reactor)
         d.addCallback(answered).addCallbacks(verified, failed).addBoth(done)
         return d
 
@@ -413,4 +416,5 @@ class WebSubHub:
 
         d = self.agent.request(b"POST", callback.encode(), Headers(headers),
                                FileBodyProducer(BytesIO(body)))
+        d.addTimeout(TIMEOUT, self.reactor)
         d.addCallback(answered).addErrback(failed).addBoth(done)

@@ -70,11 +70,12 @@ class Crawl:
         return self.stats
 
 
-def stored_keys(jobdir: str) -> set[tuple[str, str, str]]:
-    """(callback key, secret, state) of the subscriptions in the crawl's state file."""
+def stored_keys(jobdir: str) -> set[tuple[str, str]]:
+    """(callback key, secret) of the subscriptions in the crawl's state file (their state
+    may be "pending": a renewal asked for when the crawl stopped)."""
     db = sqlite3.connect(f"{jobdir}/whittle.sqlite")
     try:
-        return set(db.execute("SELECT key, secret, state FROM websub").fetchall())
+        return set(db.execute("SELECT key, secret FROM websub").fetchall())
     finally:
         db.close()
 
