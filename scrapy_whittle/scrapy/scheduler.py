@@ -15,7 +15,9 @@ scheduler only moves requests:
   (they carry ``meta["whittle_crawl"]``) are served first and cost no budget. A request with
   ``meta["whittle_source"] = True`` registers its URL as a new source (it is not downloaded
   now; the policy decides when) and becomes the template of that source's requests
-  (callback, headers, cb_kwargs).
+  (callback, headers, cb_kwargs). A request of the crawl's own with
+  ``meta["whittle_outside"]`` (WebSub: a subscription request to a hub, a delivery to hand
+  to the spider: :mod:`scrapy_whittle.scrapy.websub`) is served first too, at no budget.
 
 Politeness: the hosts whose download slot is saturated are passed to the service, which
 passes over their sources for others fetchable now. Costs: C_i = max(1, d_i M / T), d_i the
