@@ -33,6 +33,7 @@ those pushed out of their window unseen.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -143,6 +144,12 @@ class FeedWeb:
         """The window of source i at time t, newest first."""
         self.advance(i, t)
         return list(reversed(self._items[i]))
+
+    def next_publication(self, i: int, t: float) -> float:
+        """When source i publishes its next item after time t (inf: never)."""
+        self.advance(i, t)
+        nxt = self._next[i]
+        return math.inf if np.isnan(nxt) else float(nxt)
 
     def latest_seq(self, i: int, t: float) -> int:
         self.advance(i, t)

@@ -26,6 +26,9 @@ serves until interrupted:
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 * ``--kinds mix``: sources served as RSS, Atom, JSON Feed and news sitemaps, some of the
   sitemaps (gzip) behind one sitemap index (``sim.kinds``).
+* ``--hub on`` (or ``--hub loss=0.1,delay_max=300,...``): a WebSub hub at ``/hub`` that some
+  sources name and that POSTs their new entries to subscribers, with faults
+  (``sim.websub_hub``); its counts are in ``/stats.json`` under ``hub``.
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
 ``--unit`` seconds (3600 for news-mix, whose unit is the hour; 1 for the papers' examples).
@@ -61,6 +64,7 @@ from sim.rate_limit import HOST as RATE_LIMITED_HOST
 from sim.rate_limit import RateLimit, parse_rate_limit
 from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
+from sim.websub_hub import HUB_PATH, WebSubHub, parse_hub
 
 if TYPE_CHECKING:
     from twisted.web.server import Request
@@ -201,6 +205,7 @@ class SimWebResource(Resource):
         self.not_modified = 0
         self.serving: dict[int, int] = {}       # feed -> responses being sent (latency)
         self.max_concurrent = 0                 # most requests of one feed served at once
+        self.hub: WebSubHub | None = None       # set by start_server with ``hub``
 
     # -- helpers ------------------------------------------------------------------------
     def base(self, request: Request) -> str:
@@ -238,6 +243,8 @@ class SimWebResource(Resource):
             stats = {**self.web.totals(), "virtual_time": self.clock.now(),
                      "requests": self.requests, "not_modified": self.not_modified,
                      "max_concurrent_per_feed": self.max_concurrent}
+            if self.hub is not None:
+                stats["hub"] = self.hub.totals()
             return self._send(request, json.dumps(stats).encode(), "application/json")
         if path.startswith("/feed/") and path.endswith(".xml"):
             try:
@@ -303,11 +310,9 @@ class SimWebResource(Resource):
             return b"" if not self.latency else self._later(request, self.latency, b"")
         self.web.fetch(i, v)
         base = self.base(request)
-        if self.kinds.kind(i) in ("json", "sitemap"):
-            body, ctype = self.kinds.render(i, items, self.clock.real, base)
-        else:
-            body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
-            ctype = "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+        body, ctype = self.document(i, items, v, base)
+        if self.hub is not None:
+            body = self.hub.announce(request, i, body, self.kinds.kind(i), base)
         if self.realistic:     # as WordPress and most news sites send it
             ctype += "; charset=UTF-8"
         request.setHeader("content-type", ctype)
@@ -315,6 +320,18 @@ class SimWebResource(Resource):
         if self.latency:
             return self._later(request, self.latency, body)
         return body
+
+    def document(self, i: int, items: list[Item], v: float, base: str) -> tuple[bytes, str]:
+        """(body, Content-Type) of source i's feed listing ``items`` at virtual time v."""
+        if self.kinds.kind(i) in ("json", "sitemap"):
+            return self.kinds.render(i, items, self.clock.real, base)
+        body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
+        return body, "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+
+    def render_POST(self, request: Request):
+        if self.hub is not None and request.path == HUB_PATH.encode():
+            return self.hub.render_POST(request)
+        return self._send(request, b"not found", "text/plain", 404)
 
     def _maybe_gzip(self, request: Request, body: bytes) -> bytes:
         """gzip (level ``gzip_level``, nginx's default 1) for realistic feeds when accepted."""
@@ -452,6 +469,8 @@ class SimServer:
         self.url = f"http://127.0.0.1:{self.port}"
 
     def stop(self):
+        if self.resource.hub is not None:
+            self.resource.hub.stop()
         return self._port.stopListening()
 
 
@@ -469,7 +488,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
                  hang_seconds: float = 600.0, fates: str | dict | None = None,
                  kinds: str | None = None,
-                 rate_limit: str | RateLimit | None = None) -> SimServer:
+                 rate_limit: str | RateLimit | None = None,
+                 hub: str | dict | None = None, hub_tick: float = 0.05) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
@@ -482,7 +502,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
     that move or die (``sim.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
     (``sim.kinds``); ``rate_limit``: feeds on a host that answers 429 above a rate
-    (``sim.rate_limit``)."""
+    (``sim.rate_limit``); ``hub``: a WebSub hub (``sim.websub_hub.parse_hub``), checking
+    every ``hub_tick`` real seconds what is due (and, on a simulated ``clock``, holding it)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -493,6 +514,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     web = FeedWeb(sc.params, seed=seed, window=window, profile=sc.profile,
                   start=sc.start if history is None else history)
     unit = default_unit(scenario) if unit is None else unit
+    shared = clock                     # the crawl's clock, when it runs in this process
     source = time.time if clock is None else clock.now
     clock = VirtualClock(speed, unit, real0=source() - start * unit / speed,
                          time_source=source)
@@ -504,6 +526,13 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               fates=parse_fates(fates), kinds=parse_kinds(kinds),
                               rate_limit=(parse_rate_limit(rate_limit)
                                           if isinstance(rate_limit, str | None) else rate_limit))
+    hub_args = parse_hub(hub, unit)
+    if hub_args is not None:
+        from scrapy_whittle.service.clock import SimulatedClock
+
+        horizon = shared if isinstance(shared, SimulatedClock) else None
+        resource.hub = WebSubHub(resource, seed=seed, reactor=reactor, tick=hub_tick,
+                                 sim_clock=horizon, **hub_args)
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
@@ -569,8 +598,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="FEEDS:PER_MINUTE[:RETRY_AFTER]: the first FEEDS feeds on a host of "
                          "their own (localhost) answering 429 above PER_MINUTE requests a "
                          "minute (sim.rate_limit)")
+    ap.add_argument("--hub", default="",
+                    help="a WebSub hub at /hub: 'on', or options key=value,... among "
+                         "share, loss, delay (exponential|uniform), delay_mean, delay_max, "
+                         "duplicate, spurious (per second and source), bad_signature, down_at, "
+                         "lease_max (times in seconds; sim.websub_hub)")
     args = ap.parse_args(argv)
     try:
+        parse_hub(args.hub, 1.0)
         faults = parse_faults(args.faults)
         parse_fates(args.fates)
         parse_kinds(args.kinds)
@@ -588,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
                           hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds,
-                          rate_limit=args.rate_limit)
+                          rate_limit=args.rate_limit,
+                          hub=args.hub)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     if faults:

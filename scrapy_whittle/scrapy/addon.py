@@ -11,10 +11,11 @@ It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at
 ``QuietRobotsTxtMiddleware`` in place of Scrapy's ``RobotsTxtMiddleware``, unless the project
 lists a robots.txt middleware itself: :mod:`scrapy_whittle.scrapy.robots`),
 ``DeliveryMiddleware`` at 10 in ``SPIDER_MIDDLEWARES`` (items handed out again after a kill:
-:mod:`scrapy_whittle.scrapy.delivery`), gives every ``WHITTLE_*`` setting its default (from
-the table in :mod:`scrapy_whittle.service.config`, so that ``scrapy settings --get`` shows
-what the crawl uses) and lowers ``CONCURRENT_ITEMS`` to 16 (below), all with Scrapy's
-``"addon"`` priority, so a value the project sets itself wins (a
+:mod:`scrapy_whittle.scrapy.delivery`), ``WebSubSubscriber`` in ``EXTENSIONS`` (off unless
+``WHITTLE_WEBSUB_CALLBACK`` is set: :mod:`scrapy_whittle.scrapy.websub`), gives every
+``WHITTLE_*`` setting its default (from the table in :mod:`scrapy_whittle.service.config`,
+so that ``scrapy settings --get`` shows what the crawl uses) and lowers ``CONCURRENT_ITEMS``
+to 16 (below), all with Scrapy's ``"addon"`` priority, so a value the project sets itself wins (a
 subclass of the scheduler, another order for the middleware, its own settings). It checks
 that the crawl runs on the asyncio reactor, and runs the start-up check of the ``WHITTLE_*``
 settings and the source list (:mod:`scrapy_whittle.scrapy.startup`) while Scrapy applies the
@@ -48,6 +49,7 @@ SCHEDULER = "scrapy_whittle.scrapy.scheduler.WhittleScheduler"
 MIDDLEWARE_ORDER = 540
 RETRY_AFTER_ORDER = 560          # before RetryMiddleware (550) sees a response
 CONCURRENT_ITEMS = 16            # see the module docstring
+WEBSUB_ORDER = 500               # an extension: its order matters to no other
 ROBOTS_ORDER = 100               # Scrapy's RobotsTxtMiddleware's, should its base lack it
 
 
@@ -66,6 +68,7 @@ class Addon:
         from scrapy_whittle.scrapy.delivery import DeliveryMiddleware
         from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, RetryAfterMiddleware
         from scrapy_whittle.scrapy.scheduler import WhittleScheduler
+        from scrapy_whittle.scrapy.websub import WebSubSubscriber
 
         with refuse_to_start():
             check_reactor(settings)
@@ -84,6 +87,8 @@ class Addon:
                 "DOWNLOADER_MIDDLEWARES", RetryAfterMiddleware, RETRY_AFTER_ORDER)
             settings.setdefault_in_component_priority_dict(
                 "SPIDER_MIDDLEWARES", DeliveryMiddleware, DELIVERY_ORDER)
+            settings.setdefault_in_component_priority_dict(
+                "EXTENSIONS", WebSubSubscriber, WEBSUB_ORDER)
             if settings.getbool("ROBOTSTXT_OBEY"):
                 install_quiet_robots(settings)
         crawl_start(self.crawler)

@@ -60,6 +60,7 @@ from scrapy_whittle.scrapy.delivery import META_BATCH, META_REPLAY, replay_respo
 from scrapy_whittle.scrapy.errors import RedirectLoop, describe, exception_kind
 from scrapy_whittle.scrapy.scheduler import META_CRAWL
 from scrapy_whittle.scrapy.startup import crawl_start
+from scrapy_whittle.scrapy.websub import META_PUSH, push_response
 from scrapy_whittle.service.config import WhittleConfig
 
 if TYPE_CHECKING:
@@ -156,6 +157,8 @@ class FeedObserverMiddleware:
         delivered is answered here, without a download (:mod:`scrapy_whittle.scrapy.delivery`)."""
         if META_REPLAY in request.meta:
             return replay_response(request)
+        if META_PUSH in request.meta:
+            return push_response(request)
         visited = request.meta.get("redirect_urls")
         if visited and META_CRAWL in request.meta and request.url in visited:
             chain = " -> ".join([*visited, request.url][-4:])
@@ -165,6 +168,9 @@ class FeedObserverMiddleware:
         service = service_of(self.crawler)
         crawl = request.meta.get(META_CRAWL)
         if service is None:
+            return response
+        if META_PUSH in request.meta:
+            await self._pushed(service, request, response)
             return response
         if crawl is None:
             if response.status == 200 and urlsplit(response.url).path == "/robots.txt":
@@ -220,7 +226,42 @@ class FeedObserverMiddleware:
             service.stats.inc("sources/named", len(parsed.sources))
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
+        if self.config.websub_callback is not None:
+            self._discover_hub(service, crawl, response)
         return response
+
+    @staticmethod
+    def _discover_hub(service: RecrawlService, crawl, response: Response) -> None:
+        """The WebSub hub a fetched feed names, told to the subscriptions."""
+        from scrapy_whittle.service.websub import discover
+
+        links = [v.decode("latin-1") for v in response.headers.getlist("Link")]
+        found = discover(response.url, response.body, links)
+        if found is not None:
+            service.websub.discovered(crawl.source, *found, service.clock.now())
+
+    async def _pushed(self, service: RecrawlService, request: Request,
+                      response: Response) -> None:
+        """A WebSub delivery: parsed by the pool like a fetched feed, handed to
+        ``RecrawlService.pushed``; its new entries go to the spider like a fetch's."""
+        from scrapy_whittle.feeds.parse import FeedError
+
+        push = request.meta[META_PUSH]
+        try:
+            parsed = await self.pool.parse(response.body, url=response.url,
+                                           now=push.received_at,
+                                           content_type=push.content_type)
+        except FeedError as exc:
+            service.stats.inc(f"errors/push_{exc.kind}")
+            logger.info("WebSub delivery for %s unusable: %s", response.url, exc)
+            request.meta.update(whittle_error=f"push_{exc.kind}", whittle_entries=[],
+                                whittle_values=[])
+            return
+        found = service.pushed(push.source, parsed.entries, now=push.received_at)
+        request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
+                            whittle_time=push.received_at)
+        if found.batch is not None:
+            request.meta[META_BATCH] = found.batch
 
     async def process_exception(self, request: Request, exception: BaseException) -> None:
         service = service_of(self.crawler)

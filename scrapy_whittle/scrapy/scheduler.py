@@ -15,7 +15,9 @@ scheduler only moves requests:
   (they carry ``meta["whittle_crawl"]``) are served first and cost no budget. A request with
   ``meta["whittle_source"] = True`` registers its URL as a new source (it is not downloaded
   now; the policy decides when) and becomes the template of that source's requests
-  (callback, headers, cb_kwargs).
+  (callback, headers, cb_kwargs). A request of the crawl's own with
+  ``meta["whittle_outside"]`` (WebSub: a subscription request to a hub, a delivery to hand
+  to the spider: :mod:`scrapy_whittle.scrapy.websub`) is served first too, at no budget.
 
 Politeness: a host's delay (``DOWNLOAD_DELAY``, its ``DOWNLOAD_SLOTS`` delay, robots.txt
 Crawl-delay: the longest) is its allowance in the plan, floor(T / d) crawls per epoch
@@ -58,6 +60,7 @@ from scrapy_whittle.scrapy.delivery import META_REPLAY, flush_feed_exports, repl
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
+from scrapy_whittle.scrapy.websub import META_OUTSIDE
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import freeze_startup_heap
@@ -342,8 +345,10 @@ class WhittleScheduler(BaseScheduler):
         return len(self.followups) + self.sink.queued() + len(self.inner)
 
     def enqueue_request(self, request: Request) -> bool:
-        if META_CRAWL in request.meta or META_REPLAY in request.meta:
-            # a due source, a redirect / retry of one, a replay of undelivered entries
+        if META_CRAWL in request.meta or META_REPLAY in request.meta \
+                or META_OUTSIDE in request.meta:
+            # a due source, a redirect / retry of one, a replay of undelivered entries, a
+            # request of the crawl's own (WebSub: to a hub, a delivery to hand out)
             if request.meta.get(META_PLAIN) and not is_plain_url(request.url):
                 # redirected to a URL that needs Scrapy's escaping: made again without
                 # ``verbatim_url`` (set by _request for the plain URL it started from)

@@ -8,12 +8,23 @@ the wait should instead end with the next download). :class:`SystemClock` is the
 idle (nothing being downloaded) a wait does not sleep: the clock jumps to the due time. A crawl
 of 100 simulated hours on a local simulated web then takes as long as its downloads, and with
 ``speed=0`` its trajectory no longer depends on how fast the machine is.
+
+Other actors on the same simulated time (a simulated WebSub hub that delivers at its own
+times, the crawl's WebSub subscriber renewing its leases) register their next time with
+:meth:`SimulatedClock.add_horizon`: an idle jump stops there, and while an actor is due and
+has not acted, the clock holds and the wait is :data:`HOLD_POLL` real seconds, so the actor
+acts at its time and not after a jump past it.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from typing import Protocol
+
+#: real seconds a wait lasts while the clock is held by an actor due now (see above)
+HOLD_POLL = 0.002
 
 
 class Clock(Protocol):
@@ -52,6 +63,20 @@ class SimulatedClock:
         self._real0 = time.monotonic()
         self._base = time.time() if start is None else float(start)
         self.jumps = 0
+        self._horizons: list[Callable[[], float]] = []
+
+    def add_horizon(self, next_time: Callable[[], float]) -> None:
+        """Another actor on this clock: ``next_time()`` is when it acts next (inf: never);
+        an idle jump does not go past it (see the module docstring)."""
+        self._horizons.append(next_time)
+
+    def remove_horizon(self, next_time: Callable[[], float]) -> None:
+        if next_time in self._horizons:
+            self._horizons.remove(next_time)
+
+    def horizon(self) -> float:
+        """The earliest time an actor acts next (inf: none)."""
+        return min((h() for h in self._horizons), default=math.inf)
 
     def now(self) -> float:
         if not self.speed:
@@ -67,6 +92,12 @@ class SimulatedClock:
 
     def wait(self, until: float, idle: bool) -> float | None:
         if idle:
+            stop = self.horizon()
+            if stop < until:
+                if stop <= self.now():
+                    return HOLD_POLL         # an actor is due: let it act first
+                self.advance_to(stop)
+                return 0.0
             self.advance_to(until)
             return 0.0
         if self.speed > 0:

@@ -288,6 +288,36 @@ def _host_limits(name: str, raw: Any) -> dict[str, float] | None:
     return limits or None
 
 
+def _callback_url(name: str, raw: Any) -> str | None:
+    """The public http(s) URL of the WebSub callback (None or empty: off)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    from urllib.parse import urlsplit
+
+    text = raw.strip() if isinstance(raw, str) else raw
+    parts = urlsplit(text) if isinstance(text, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
+            or parts.query or parts.fragment:
+        raise _fail(name, raw, "must be the public http(s) URL the hubs POST to, without a "
+                    "query or fragment (e.g. 'https://crawler.example.com/websub')")
+    return text.rstrip("/")
+
+
+def _listen(name: str, raw: Any) -> tuple[str, int] | None:
+    """``host:port`` the WebSub callback server listens on (None or empty: off)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    why = "must be host:port, the local address the WebSub callback listens on " \
+          "(e.g. '0.0.0.0:8080'; port 0 to 65535)"
+    if not isinstance(raw, str):
+        raise _fail(name, raw, why)
+    host, sep, port = raw.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise _fail(name, raw, why)
+    return host, int(port)
+
+
 # -- the table ---------------------------------------------------------------------------------
 # The feed limits' defaults are the feed parsers' own, so a feed parsed outside a crawl obeys
 # the same limits as one parsed in it.
@@ -428,6 +458,15 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds a process waits for an unreachable Redis: at start-up, before the crawl "
             "stops with an error; mid-crawl, before a fetch waiting to report is dropped (the "
             "crawl is handed out again after its lease)"),
+    Setting("WHITTLE_WEBSUB_CALLBACK", None, _callback_url,
+            "public http(s) URL of this crawl's WebSub callback (hubs POST there; each "
+            "subscription gets a path below it); with `WHITTLE_WEBSUB_LISTEN`, sources whose "
+            "feed names a hub are subscribed to it (docs/push.md). Unset: no WebSub"),
+    Setting("WHITTLE_WEBSUB_LISTEN", None, _listen,
+            "`host:port` the WebSub callback server listens on, in the crawl's process "
+            "(behind `WHITTLE_WEBSUB_CALLBACK`). Unset: no WebSub"),
+    Setting("WHITTLE_WEBSUB_LEASE", 864000.0, number(minimum=60),
+            "lease asked of the hubs, seconds (the hub decides; renewed with a tenth left)"),
     Setting("WHITTLE_HALF_LIFE", None, _half_life,
             "prior half-life of readers' interest, seconds: a number for every source, or a "
             "dict `{url or category: seconds, \"*\": fallback}`; a source's category is its "
@@ -546,6 +585,9 @@ class WhittleConfig:
     redis_lock_ttl: float = DEFAULTS["WHITTLE_REDIS_LOCK_TTL"]
     redis_backlog: int = DEFAULTS["WHITTLE_REDIS_BACKLOG"]
     redis_wait: float = DEFAULTS["WHITTLE_REDIS_WAIT"]
+    websub_callback: str | None = DEFAULTS["WHITTLE_WEBSUB_CALLBACK"]
+    websub_listen: tuple[str, int] | None = DEFAULTS["WHITTLE_WEBSUB_LISTEN"]
+    websub_lease: float = DEFAULTS["WHITTLE_WEBSUB_LEASE"]
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
 
     @property
@@ -587,6 +629,8 @@ class WhittleConfig:
             redis_url=v["WHITTLE_REDIS_URL"], redis_prefix=v["WHITTLE_REDIS_PREFIX"],
             redis_lease=v["WHITTLE_REDIS_LEASE"], redis_lock_ttl=v["WHITTLE_REDIS_LOCK_TTL"],
             redis_backlog=v["WHITTLE_REDIS_BACKLOG"], redis_wait=v["WHITTLE_REDIS_WAIT"],
+            websub_callback=v["WHITTLE_WEBSUB_CALLBACK"],
+            websub_listen=v["WHITTLE_WEBSUB_LISTEN"], websub_lease=v["WHITTLE_WEBSUB_LEASE"],
             parsing=ParsingConfig(
                 parser=v["WHITTLE_FEED_PARSER"], workers=v["WHITTLE_PARSE_WORKERS"],
                 inline_max_bytes=v["WHITTLE_PARSE_INLINE_MAX_BYTES"],
@@ -635,6 +679,16 @@ def _check_together(v: dict[str, Any]) -> None:
     if v["WHITTLE_BACKOFF_MAX"] < v["WHITTLE_BACKOFF_BASE"]:
         raise _fail("WHITTLE_BACKOFF_MAX", v["WHITTLE_BACKOFF_MAX"],
                     f"must be >= WHITTLE_BACKOFF_BASE ({v['WHITTLE_BACKOFF_BASE']!r})")
+    callback, listen = v["WHITTLE_WEBSUB_CALLBACK"], v["WHITTLE_WEBSUB_LISTEN"]
+    if (callback is None) != (listen is None):
+        given, missing = (("WHITTLE_WEBSUB_CALLBACK", callback) if listen is None
+                          else ("WHITTLE_WEBSUB_LISTEN", listen)), (
+            "WHITTLE_WEBSUB_LISTEN" if listen is None else "WHITTLE_WEBSUB_CALLBACK")
+        raise _fail(given[0], given[1], f"needs {missing} as well: WebSub is on only with "
+                    "the public callback URL and the local address it is served on")
+    if callback is not None and v["WHITTLE_REDIS_URL"]:
+        raise _fail("WHITTLE_WEBSUB_CALLBACK", callback,
+                    "is not supported in a cluster crawl (WHITTLE_REDIS_URL) yet")
     per_source, per_feed = v["WHITTLE_MAX_ENTRIES_PER_SOURCE"], v["WHITTLE_MAX_FEED_ENTRIES"]
     if per_feed is not None and per_feed > per_source:
         raise _fail("WHITTLE_MAX_FEED_ENTRIES", per_feed,

@@ -85,6 +85,7 @@ from scrapy_whittle.service.types import (  # noqa: F401  (the service's public 
     Stats,
     valued,
 )
+from scrapy_whittle.service.websub import Subscriptions
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,10 @@ class RecrawlService:
         self.deliveries = DeliveryJournal(None)
         #: the batches a killed run left undelivered, to hand out again (set by ``open``)
         self.replays: list[Batch] = []
+        #: the WebSub subscriptions (``WHITTLE_WEBSUB_CALLBACK``; None: off), part of the
+        #: crawl's state
+        self.websub = (Subscriptions(config.websub_callback, config.websub_lease)
+                       if config.websub_callback else None)
 
     # -- the parts' state, as the service's callers read it -----------------------------
     @property
@@ -238,6 +243,8 @@ class RecrawlService:
             self.persistence.repair_bookkeeping(now)
             self.retirement.restore(now)
             self.keeper.repair(None, cause="as restored")
+            if self.websub is not None:
+                self.websub.load(saved.websub)
         if listed and ids:
             self._sync_list(ids)
         if self.store is not None and self.journal_deliveries:
@@ -410,6 +417,9 @@ class RecrawlService:
                         "what was learned of them is kept)", back.size, leaving.size)
             self.stats.inc("sources/left", int(leaving.size))
             self.stats.inc("sources/rejoined", int(back.size))
+            if self.websub is not None:
+                for sid in leaving.tolist():
+                    self.websub.source_left(sid, self.clock.now())
         return back, leaving
 
     def _register(self, specs: list[SourceSpec]) -> list[int]:
@@ -611,6 +621,8 @@ class RecrawlService:
         run in another thread)."""
         cp = self.persistence.prepare_checkpoint()
         cp.journal_segment = self.deliveries.rotate()
+        if self.websub is not None and self.websub.changed:
+            cp.websub, self.websub.changed = self.websub.rows(), False
         return cp
 
     def checkpoint_written(self, cp: Checkpoint) -> None:

@@ -1,6 +1,6 @@
 """The crawl's state in SQLite (``JOBDIR/whittle.sqlite``), written incrementally.
 
-Tables (schema version 4; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
+Tables (schema version 5; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
   ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
@@ -39,6 +39,10 @@ Tables (schema version 4; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 * ``hosts(host, allowance, ceiling, throttles)``: the hosts throttled (they answered 429 or
   503, or a burst of 403s): crawls per epoch allowed now, the most they bore when they last
   objected, and the cuts so far (:mod:`scrapy_whittle.service.host_allowances`);
+* ``websub``: the WebSub subscriptions, one row per callback (the columns of
+  :class:`scrapy_whittle.service.websub.Subscription`: source, topic, hub, callback key,
+  secret, state, mode, times of the request and of the lease's end, lease, retry time,
+  failures), rewritten whole when one changed;
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -55,8 +59,8 @@ with its policy names translated (``SCHEMA_1_POLICY_NAMES``); a file of schema 1
 upgraded when opened for writing (schema 3 added the measures' tables and ``publications``,
 empty until the crawl goes on; schema 4 ``aliases`` and ``alive_at``, which an upgraded
 source starts with NULL: its clock of retirement starts at its next fetch, and ``stories``,
-``story_sources`` and ``hosts``, empty until the crawl goes on), in one
-transaction.
+``story_sources`` and ``hosts``, empty until the crawl goes on; schema 5 ``websub``, empty),
+in one transaction.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "whittle.sqlite"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Schema 1 named the policies differently: its "whittle" is the oracle index policy
 #: ("oracle"), its "adaptive-whittle" the learned one ("whittle").
@@ -149,6 +153,20 @@ SCHEMA_4 = (
            throttles INTEGER NOT NULL) WITHOUT ROWID""",
 )
 
+#: what schema 5 added: the WebSub subscriptions (:mod:`scrapy_whittle.service.websub`)
+SCHEMA_5 = (
+    """CREATE TABLE IF NOT EXISTS websub (
+           source INTEGER NOT NULL, topic TEXT NOT NULL, hub TEXT NOT NULL,
+           key TEXT PRIMARY KEY, secret TEXT NOT NULL, state TEXT NOT NULL,
+           mode TEXT NOT NULL, requested_at REAL, lease_seconds REAL, expires_at REAL,
+           retry_at REAL, failures INTEGER NOT NULL) WITHOUT ROWID""",
+)
+
+#: the columns of ``websub``, in the order of a subscription's row
+#: (:class:`scrapy_whittle.service.websub.Subscription`'s fields)
+WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "requested_at",
+                  "lease_seconds", "expires_at", "retry_at", "failures")
+
 #: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
 STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "modified",
                  "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
@@ -200,6 +218,8 @@ class Checkpoint:
     #: every throttled host's (host, allowance, ceiling, throttles), when they changed
     #: (None: as stored)
     hosts: list[tuple[str, float, float, int]] | None = None
+    #: every WebSub subscription's row, when one changed (None: as stored)
+    websub: list[tuple] | None = None
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -222,6 +242,7 @@ class SavedState:
     epochs: list[tuple]
     aliases: list[tuple[str, int]] = field(default_factory=list)
     hosts: list[tuple[str, float, float, int]] = field(default_factory=list)
+    websub: list[tuple] = field(default_factory=list)
 
     @property
     def n_sources(self) -> int:
@@ -256,7 +277,7 @@ class StateStore:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.executescript(SCHEMA)
             # SCHEMA has every column: of the upgrades, the tables it lacks
-            for statement in SCHEMA_3 + SCHEMA_4:
+            for statement in SCHEMA_3 + SCHEMA_4 + SCHEMA_5:
                 if "ADD COLUMN" not in statement:
                     db.execute(statement)
             db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
@@ -318,6 +339,8 @@ class StateStore:
             for statement in SCHEMA_4:
                 if not ("alive_at" in columns and "ADD COLUMN alive_at" in statement):
                     db.execute(statement)
+            for statement in SCHEMA_5:
+                db.execute(statement)
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                        (SCHEMA_VERSION,))
             db.execute("COMMIT")
@@ -363,12 +386,14 @@ class StateStore:
                 (host, allowance, math.inf if ceiling is None else ceiling, throttles)
                 for host, allowance, ceiling, throttles in db.execute(
                     "SELECT host, allowance, ceiling, throttles FROM hosts")]
+            websub = [] if self.schema_version < 5 else db.execute(
+                f"SELECT {', '.join(WEBSUB_COLUMNS)} FROM websub").fetchall()
         if self.schema_version < 2:      # a read-only file of schema 1
             meta["policy"] = SCHEMA_1_POLICY_NAMES.get(meta.get("policy"), meta.get("policy"))
             row = _schema_1_policy_row(row) if row is not None else None
         return SavedState(meta=meta, sources=dict(zip(LOAD_COLUMNS, columns, strict=True)),
                           blocks=blocks, policy=row, epochs=epochs, aliases=aliases,
-                          hosts=hosts)
+                          hosts=hosts, websub=websub)
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint) -> None:
@@ -395,6 +420,11 @@ class StateStore:
                     db.executemany("INSERT INTO hosts VALUES (?, ?, ?, ?)",
                                    [(h, a, c if math.isfinite(c) else None, t)
                                     for h, a, c, t in cp.hosts])
+                if cp.websub is not None:
+                    db.execute("DELETE FROM websub")
+                    db.executemany(
+                        f"INSERT INTO websub ({', '.join(WEBSUB_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(WEBSUB_COLUMNS))})", cp.websub)
                 if cp.blocks:
                     db.executemany("INSERT OR REPLACE INTO source_blocks VALUES (?, ?, ?)",
                                    cp.blocks)

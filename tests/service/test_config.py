@@ -72,6 +72,9 @@ OTHER = {
     "WHITTLE_REDIS_BACKLOG": 10,
     "WHITTLE_REDIS_WAIT": 2,
     "WHITTLE_HALF_LIFE": 600,
+    "WHITTLE_WEBSUB_CALLBACK": "https://crawler.example/websub",
+    "WHITTLE_WEBSUB_LISTEN": "127.0.0.1:8080",
+    "WHITTLE_WEBSUB_LEASE": 3600,
 }
 
 
@@ -131,6 +134,15 @@ def test_the_dataclass_defaults_are_the_tables():
     with pytest.raises(InvalidSetting, match=r"WHITTLE_BUDGET \(None\) must be set"):
         WhittleConfig.from_settings({})
 
+#: settings given only together (their companion, at another value than its default)
+TOGETHER = {"WHITTLE_WEBSUB_CALLBACK": {"WHITTLE_WEBSUB_LISTEN": "0.0.0.0:9"},
+            "WHITTLE_WEBSUB_LISTEN": {"WHITTLE_WEBSUB_CALLBACK": "https://other.example/cb"}}
+
+
+def other_value(name: str) -> str:
+    return {"WHITTLE_WEBSUB_CALLBACK": "https://b.example/cb",
+            "WHITTLE_WEBSUB_LISTEN": "127.0.0.1:7"}[name]
+
 
 def test_every_setting_is_read_into_the_config():
     """No orphan setting: a value other than the default changes the config."""
@@ -138,7 +150,12 @@ def test_every_setting_is_read_into_the_config():
     base = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1})
     for name, value in OTHER.items():
         settings = {"WHITTLE_BUDGET": 1, name: value}
-        assert WhittleConfig.from_settings(settings) != base, name
+        assert WhittleConfig.from_settings({**settings, **TOGETHER.get(name, {})}) != base, name
+    # a setting of a pair is read itself: another value of it, the companion kept, changes it
+    for name, other in TOGETHER.items():
+        one, two = ({"WHITTLE_BUDGET": 1, name: value, **other}
+                    for value in (OTHER[name], other_value(name)))
+        assert WhittleConfig.from_settings(one) != WhittleConfig.from_settings(two), name
 
 
 def test_redis_url_falls_back_to_the_shared_setting():

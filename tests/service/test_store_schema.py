@@ -1,6 +1,7 @@
 """Older state files: schema 1 (other policy names) is read, and upgraded, with today's names;
 schema 2 (no measures, no publications) and schema 3 (no aliases, no ``alive_at``, no
-stories) are upgraded in place, what they held kept."""
+stories) and schema 4 (no WebSub subscriptions) are upgraded in place, what they held
+kept."""
 
 from __future__ import annotations
 
@@ -16,9 +17,19 @@ SCHEMA_3_VIEW = """CREATE VIEW feeds AS SELECT id, url, (flags >> 33) & 1 AS lef
 SCHEMA_4_TABLES = ("stories", "story_sources")
 
 
+def _schema_4_file(path) -> None:
+    """A state file as schema 4 wrote it (no ``websub`` table)."""
+    StateStore(path).close()
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("DROP TABLE websub")
+        db.execute("UPDATE meta SET value = 4 WHERE key = 'schema_version'")
+    db.close()
+
+
 def _old_file(path, version: int) -> None:
     """A state file as schema ``version`` (< 4) wrote it."""
-    StateStore(path).close()
+    _schema_4_file(path)
     db = sqlite3.connect(path)
     with db:
         db.execute("DROP TABLE aliases")
@@ -82,7 +93,7 @@ def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
     report.close()
     assert not set(SCHEMA_3_TABLES) & _tables(path)
     store = StateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 4
+    assert store.schema_version == SCHEMA_VERSION == 5
     store.write(Checkpoint(taken_at=200.0, epochs=[(0, 1, 1.0, 2, 1.0, 0, 0)],
                            epoch_measures=[(0, 1.5, 40.0)], epoch_delays=[(0, 16, 2)],
                            publications=lambda: [(0, 150.0, None), (0, 20.0, 0.5)],
@@ -115,7 +126,7 @@ def test_schema_3_is_upgraded_in_place_with_aliases_and_alive_at(tmp_path):
     report.close()
     assert "aliases" not in _tables(path)
     store = StateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 4
+    assert store.schema_version == SCHEMA_VERSION == 5
     store.write(Checkpoint(taken_at=200.0, moves=[(0, "http://b/feed")],
                            aliases=[("http://a/feed", 0)]))
     saved = store.load()
@@ -140,7 +151,7 @@ def test_schema_3_is_upgraded_in_place_and_keeps_stories_from_then_on(tmp_path):
     assert report.schema_version == 3 and report.stories() == []
     report.close()
     store = StateStore(path)
-    assert store.schema_version == 4 and store.stories() == []
+    assert store.schema_version == SCHEMA_VERSION and store.stories() == []
     store.write(Checkpoint(taken_at=200.0, stories=[(-5, 1, 1), (7, 2, 2)],
                            story_sources=[(-5, 2)]))
     store.write(Checkpoint(taken_at=201.0, stories_gone=[(7,)], story_sources=[(-5, 3)]))
@@ -151,3 +162,35 @@ def test_schema_3_is_upgraded_in_place_and_keeps_stories_from_then_on(tmp_path):
         (-5, 2), (-5, 3)]
     assert db.execute("SELECT value FROM meta WHERE key = 'origin'").fetchone() == (100.0,)
     db.close()
+
+
+def test_schema_4_is_upgraded_in_place_and_keeps_websub_subscriptions_from_then_on(tmp_path):
+    from scrapy_whittle.service.websub import Subscriptions
+
+    path = tmp_path / "whittle.sqlite"
+    _schema_4_file(path)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('origin', 100.0)")
+        db.execute("INSERT INTO sources (id, url) VALUES (0, 'http://a/feed')")
+    db.close()
+    assert "websub" not in _tables(path)
+    report = ReadOnlyStore(path)                          # read-only: as it is, none
+    assert report.schema_version == 4 and report.load().websub == []
+    report.close()
+    store = StateStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 5
+    assert store.load().sources["url"] == ("http://a/feed",) and store.load().websub == []
+    subs = Subscriptions("http://me.example/cb", 3600.0)
+    subs.discovered(0, "http://hub.example/", "http://a/feed", 150.0)
+    (request,) = subs.due(150.0)
+    assert subs.verify(request.key, "subscribe", "http://a/feed", "7200", 160.0)
+    store.write(Checkpoint(taken_at=200.0, websub=subs.rows()))
+    store.close()
+    store = StateStore(path)
+    again = Subscriptions("http://me.example/cb", 3600.0)
+    again.load(store.load().websub)
+    store.close()
+    assert again.rows() == subs.rows()
+    sub = again.by_source[0]
+    assert (sub.state, sub.expires_at, sub.lease_seconds) == ("active", 7360.0, 7200.0)

@@ -1,0 +1,270 @@
+"""``WebSubSubscriber``: the crawl's WebSub callback, served on the reactor the crawl runs.
+
+On with ``WHITTLE_WEBSUB_CALLBACK`` (the public URL hubs POST to) and
+``WHITTLE_WEBSUB_LISTEN`` (the local ``host:port`` it is served on); the add-on installs it
+in ``EXTENSIONS`` (it is not configured without the settings). The protocol's state
+(subscriptions, secrets, leases, signatures) is the re-crawl service's
+(:mod:`scrapy_whittle.service.websub`, ``service.websub``), checkpointed with the crawl's
+state; this module moves HTTP:
+
+* **discovery**: ``FeedObserverMiddleware`` reads each fetched feed's hub (its ``Link``
+  header, else its body) and tells ``service.websub``;
+* **requests to hubs** (subscribe, renew, unsubscribe) go through Scrapy as POSTs that the
+  scheduler serves first and that cost no budget (``meta["whittle_outside"]``), checked
+  every ``tick`` seconds (on a ``SimulatedClock``, the next one is a horizon of the clock, so
+  a jump does not pass a renewal);
+* **the callback** (a Twisted web server): a GET is a hub's verification of intent, answered
+  with its challenge only for a mode and topic this crawl asked for (else 404); a POST is a
+  delivery: its ``X-Hub-Signature`` is checked against the subscription's secret, a bad or
+  missing one is counted (``whittle/errors/push_signature``) and dropped (answered 202, as the
+  spec allows, so the hub does not insist), a good one becomes a request the scheduler serves
+  first, answered by ``FeedObserverMiddleware`` without a download: the body is parsed by
+  the same parse pool as a fetched feed, handed to ``RecrawlService.pushed`` (entry memory,
+  values, delivery journal, the policy's ``observe_push``; no budget), and the spider gets a
+  response with the new entries in ``meta["whittle_entries"]``, as for a fetch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+from scrapy import Request, signals
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.error import CannotListenError
+from twisted.internet.task import LoopingCall
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from scrapy_whittle.scrapy.startup import crawl_start
+from scrapy_whittle.service.clock import SimulatedClock
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.websub import HubRequest
+
+logger = logging.getLogger(__name__)
+
+#: a request of the crawl's own (to a hub, a delivery to hand out): served first, no budget
+META_OUTSIDE = "whittle_outside"
+#: a delivery's :class:`Push` (answered by ``FeedObserverMiddleware`` without a download)
+META_PUSH = "whittle_push"
+META_HUB_REQUEST = "whittle_websub"
+#: real seconds between checks for requests due (a simulated clock's: see the docstring)
+TICK = 1.0
+SIMULATED_TICK = 0.005
+
+
+@dataclass(frozen=True)
+class Push:
+    """A delivery accepted: source id, body, its Content-Type, when it arrived."""
+
+    source: int
+    body: bytes
+    content_type: str | None
+    received_at: float
+
+
+def push_response(request: Request) -> Response:
+    """The response of a delivery's request: the delivered body, as if fetched."""
+    push: Push = request.meta[META_PUSH]
+    headers = {"Content-Type": push.content_type} if push.content_type else None
+    return Response(request.url, status=200, headers=headers, body=push.body,
+                    request=request, flags=["whittle-push"])
+
+
+class WebSubSubscriber:
+    """See the module docstring."""
+
+    def __init__(self, crawler: Crawler, listen: tuple[str, int], max_body: int) -> None:
+        self.crawler = crawler
+        self.listen = listen
+        self.max_body = max_body
+        self.service: RecrawlService | None = None
+        self.port = None
+        self._loop: LoopingCall | None = None
+        self._sim_clock: SimulatedClock | None = None
+        self._soon = False
+        self._warned: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> WebSubSubscriber:
+        config = crawl_start(crawler).config
+        if config.websub_callback is None:
+            raise NotConfigured      # without a message: Scrapy would warn of it
+        ext = cls(crawler, config.websub_listen, config.max_feed_size)
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    # -- life -------------------------------------------------------------------------------
+    def spider_opened(self, spider=None) -> None:
+        from twisted.internet import reactor
+
+        service = getattr(self.crawler.engine.scheduler, "service", None)
+        if service is None or service.websub is None:
+            logger.warning("WebSub: no local re-crawl service in this crawl: not started")
+            return
+        host, port = self.listen
+        site = Site(CallbackResource(self))
+        site.noisy = False
+        try:
+            self.port = reactor.listenTCP(port, site, interface=host)
+        except CannotListenError as exc:
+            # the crawl goes on polling: WebSub is an addition to it
+            service.stats.inc("errors/websub_listen")
+            logger.error("WHITTLE_WEBSUB_LISTEN (%r) cannot be listened on (%s): WebSub is off "
+                         "for this crawl, the feeds are polled", f"{host}:{port}",
+                         exc.socketError)
+            return
+        self.service = service
+        clock = service.clock
+        simulated = isinstance(clock, SimulatedClock)
+        if simulated:
+            self._sim_clock = clock
+            clock.add_horizon(self.horizon)
+        self._loop = LoopingCall(self.send_due)
+        self._loop.start(SIMULATED_TICK if simulated else TICK, now=True)
+        counts = service.websub.counts()
+        logger.info("WebSub callback at %s (listening on %s:%d); %d subscriptions restored",
+                    service.websub.callback, host, self.port.getHost().port,
+                    sum(counts.values()))
+
+    async def spider_closed(self, spider=None, reason=None) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._sim_clock is not None:
+            self._sim_clock.remove_horizon(self.horizon)
+        if self.port is not None:
+            port, self.port = self.port, None
+            await maybe_deferred_to_future(port.stopListening())
+
+    # -- requests to hubs --------------------------------------------------------------------
+    def horizon(self) -> float:
+        """When a request to a hub is due next; due now: sent at once."""
+        t = self.service.websub.next_due() if self.service is not None else math.inf
+        if t <= self.service.clock.now() and not self._soon:
+            from twisted.internet import reactor
+
+            self._soon = True
+            reactor.callLater(0, self.send_due)
+        return t
+
+    def send_due(self) -> None:
+        self._soon = False
+        service = self.service
+        engine = getattr(self.crawler, "engine", None)
+        if service is None or engine is None or getattr(engine, "spider", None) is None:
+            return
+        for hub_request in service.websub.due(service.clock.now()):
+            engine.crawl(self._request(hub_request))
+            service.stats.inc(f"websub/{hub_request.mode}_requests")
+
+    def _request(self, hub_request: HubRequest) -> Request:
+        return Request(
+            hub_request.hub, method="POST", body=urlencode(hub_request.form),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            dont_filter=True, callback=self._hub_answered, errback=self._hub_failed,
+            meta={META_OUTSIDE: True, META_HUB_REQUEST: hub_request.key,
+                  "dont_obey_robotstxt": True, "dont_cache": True,
+                  "handle_httpstatus_all": True})
+
+    def _hub_answered(self, response: Response):
+        if not 200 <= response.status < 300:
+            self._refused(response.request, f"HTTP {response.status}")
+        return []
+
+    def _hub_failed(self, failure):
+        self._refused(failure.request, str(failure.value))
+        return []
+
+    def _refused(self, request: Request, cause: str) -> None:
+        service = self.service
+        service.websub.failed(request.meta[META_HUB_REQUEST], service.clock.now())
+        service.stats.inc("errors/websub_request")
+        logger.warning("WebSub: the hub %s refused or missed a request (%s): asked again "
+                       "later", request.url, cause)
+
+    # -- the callback ------------------------------------------------------------------------
+    def verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
+        """A hub's GET: (status, body)."""
+        service = self.service
+        websub, now = service.websub, service.clock.now()
+        mode, topic = args.get("hub.mode", ""), args.get("hub.topic", "")
+        if mode == "denied":
+            if websub.denied(key, topic, now):
+                service.stats.inc("websub/denied")
+                logger.warning("WebSub: the hub denied the subscription to %s (%s)", topic,
+                               args.get("hub.reason", "no reason given"))
+                return 200, b""
+            return 404, b""
+        if not websub.verify(key, mode, topic, args.get("hub.lease_seconds"), now):
+            service.stats.inc("websub/refused_verifications")
+            return 404, b""
+        service.stats.inc("websub/verified" if mode == "subscribe" else "websub/unsubscribed")
+        return 200, args.get("hub.challenge", "").encode()
+
+    def delivery(self, key: str, body: bytes, signature: str | None,
+                 content_type: str | None) -> int:
+        """A hub's POST: the status to answer."""
+        service = self.service
+        if len(body) > self.max_body:
+            service.stats.inc("errors/push_too_large")
+            return 413
+        verdict = service.websub.delivery(key, body, signature)
+        if isinstance(verdict, str):
+            service.stats.inc(f"errors/{verdict}")
+            if verdict not in self._warned:          # warn once per kind
+                self._warned.add(verdict)
+                logger.warning("WebSub: a delivery to callback %s dropped (%s: %s)", key,
+                               verdict, "no valid X-Hub-Signature" if verdict ==
+                               "push_signature" else "no subscription of this crawl there")
+            return 410 if verdict == "push_unknown_callback" else 202
+        sid = verdict.source
+        if not 0 <= sid < len(service.sources):
+            service.stats.inc("errors/push_unknown_source")
+            return 410
+        service.stats.inc("websub/deliveries")
+        url = service.url(sid)
+        push = Push(sid, body, content_type, service.clock.now())
+        self.crawler.engine.crawl(Request(url, dont_filter=True, meta={
+            META_PUSH: push, META_OUTSIDE: True, "whittle_source_id": sid,
+            "whittle_source_url": url, "dont_obey_robotstxt": True, "dont_cache": True}))
+        return 202
+
+
+class CallbackResource(Resource):
+    """The callback's HTTP side: the subscription is the path's last segment."""
+
+    isLeaf = True
+
+    def __init__(self, subscriber: WebSubSubscriber) -> None:
+        super().__init__()
+        self.subscriber = subscriber
+
+    @staticmethod
+    def _key(request) -> str:
+        return request.path.decode("latin-1").rstrip("/").rsplit("/", 1)[-1]
+
+    def render_GET(self, request) -> bytes:
+        args = {k.decode("utf-8", "replace"): v[0].decode("utf-8", "replace")
+                for k, v in request.args.items() if v}
+        status, body = self.subscriber.verification(self._key(request), args)
+        request.setResponseCode(status)
+        request.setHeader("content-type", "text/plain")
+        return body
+
+    def render_POST(self, request) -> bytes:
+        body = request.content.read()
+        signature = request.getHeader("x-hub-signature")
+        ctype = request.getHeader("content-type")
+        status = self.subscriber.delivery(self._key(request), body, signature, ctype)
+        request.setResponseCode(status)
+        return b""
