@@ -186,35 +186,49 @@ class Planner:
 
     # -- handing out crawls -------------------------------------------------------------------
     async def _dispatch(self) -> int:
-        service, r, k = self.service, self.node.redis, self.keys
+        tasks = self._hand_out(self.backlog - len(self.in_flight))
+        if not tasks:
+            return 0
+        await self.retry(lambda: self._send_tasks(tasks), "dispatching")
+        return len(tasks)
+
+    def _hand_out(self, room: int) -> list[tuple[Crawl, float]]:
+        """Up to ``room`` crawls from the service, in one pass over its plan (each host's
+        load counted as its crawls are chosen); (crawl with its id, deadline) each."""
+        service = self.service
+        if room <= 0:
+            return []
+        names, host_of = service.sources.host_names, service.sources.host
+
+        def taken(crawl: Crawl) -> None:
+            self.hosts.dispatched(names[host_of.item(crawl.source)], time.time())
+
         tasks = []
-        while len(self.in_flight) + len(tasks) < self.backlog:
-            crawl = service.next_crawl(self.hosts)
-            if crawl is None:
-                break
+        weight = service.sources.weight
+        for crawl in service.next_crawls(self.hosts, room, taken):
             self._seq += 1
             cid = f"{self.token}:{self._seq}"
             deadline = crawl.sent_at + self.lease * 3
             self.in_flight[crawl.source] = cid
             self.deadline[crawl.source] = deadline
-            self.hosts.dispatched(self._host(service, crawl.source), time.time())
-            tasks.append((crawl._replace(cid=cid, weight=float(
-                service.sources.weight[crawl.source])), cid, deadline))
-        if not tasks:
-            return 0
+            tasks.append((crawl._replace(cid=cid, weight=weight.item(crawl.source)), deadline))
+        return tasks
 
-        async def send():
-            pipe = r.pipeline(transaction=True)
-            for crawl, cid, deadline in tasks:
-                pipe.xadd(k.tasks, task_fields(crawl))
-                pipe.hset(k.in_flight, crawl.source, f"{deadline} {cid}")
-                pipe.hincrbyfloat(k.spent, crawl.epoch,
-                                  float(service.sources.cost[crawl.source]))
-            pipe.hincrby(k.totals, "crawls", len(tasks))
-            return await pipe.execute()
-
-        await self.retry(send, "dispatching")
-        return len(tasks)
+    async def _send_tasks(self, tasks: list[tuple[Crawl, float]]) -> list:
+        """The tasks, their in-flight records and the budget they spend: one transaction,
+        a command per task and three for the batch."""
+        k, cost = self.keys, self.service.sources.cost
+        spent: dict[int, float] = defaultdict(float)
+        pipe = self.node.redis.pipeline(transaction=True)
+        for crawl, _deadline in tasks:
+            pipe.xadd(k.tasks, task_fields(crawl))
+            spent[crawl.epoch] += cost.item(crawl.source)
+        pipe.hset(k.in_flight, mapping={crawl.source: f"{deadline} {crawl.cid}"
+                                        for crawl, deadline in tasks})
+        for epoch, total in spent.items():
+            pipe.hincrbyfloat(k.spent, epoch, total)
+        pipe.hincrby(k.totals, "crawls", len(tasks))
+        return await pipe.execute()
 
     async def _reclaim(self) -> int:
         """Take back the tasks workers hold past the lease, hand them out again; forget the

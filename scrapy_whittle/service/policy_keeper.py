@@ -23,6 +23,29 @@ from scrapy_whittle.service.types import Stats
 #: the keyword arguments ``Policy.grow`` takes for new sources (an oracle's parameters)
 GrowExtra = Callable[[np.ndarray], dict]
 
+#: rows exported at once to digest them (``export_rows`` copies them)
+DIGEST_CHUNK = 1 << 18
+_FNV = np.uint64(0x100000001B3)
+
+
+def row_digests(policy: Policy, ids: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each of rows ``ids`` of ``policy``'s persisted state (equal rows,
+    equal digests): what tells the rows a selection changed, without keeping a copy."""
+    out = np.empty(ids.shape[0], dtype=np.uint64)
+    for start in range(0, ids.shape[0], DIGEST_CHUNK):
+        rows = policy.export_rows(ids[start:start + DIGEST_CHUNK])
+        raw = np.frombuffer(rows.tobytes(), dtype=np.uint8).reshape(rows.shape[0], -1)
+        pad = -raw.shape[1] % 8
+        if pad:
+            raw = np.pad(raw, ((0, 0), (0, pad)))
+        words = np.ascontiguousarray(raw).view(np.uint64)
+        h = np.full(rows.shape[0], 0xCBF29CE484222325, dtype=np.uint64)
+        for j in range(words.shape[1]):
+            h = (h ^ words[:, j]) * _FNV
+            h ^= h >> np.uint64(29)
+        out[start:start + rows.shape[0]] = h
+    return out
+
 
 class PolicyKeeper:
     """Holds the policy (``policy``, None before the service opens) and the sources it must
@@ -78,6 +101,9 @@ class PolicyKeeper:
         t = time.perf_counter()
         unchecked, self.unchecked = self.unchecked, set()
         self.repair(unchecked)
+        grown = np.asarray(self.grown_since_select, dtype=np.int64)
+        grown = grown[grown < self.policy.n]
+        before = row_digests(self.policy, grown)
         try:
             chosen = self.policy.select(k, budget, eligible)
         except (ValueError, FloatingPointError, ZeroDivisionError, OverflowError) as exc:
@@ -86,8 +112,10 @@ class PolicyKeeper:
             chosen = self.policy.select(k, budget, eligible)
         self.decision_time(time.perf_counter() - t, calls=1)
         self.touched = True
-        # a policy may set up the rows of sources added since its last selection
-        self.state.touch(self.grown_since_select)
+        # a policy may set up the rows of sources added since its last selection: those it
+        # changed go to the next checkpoint (after a restore, the rows are as stored: a
+        # restored crawl's first checkpoint does not rewrite every source)
+        self.state.touch(grown[row_digests(self.policy, grown) != before])
         self.grown_since_select = []
         return chosen
 
