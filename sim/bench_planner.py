@@ -223,7 +223,8 @@ def report(row: dict) -> None:
           f" commands/crawl; workers {row['workers_cpu_ms_per_crawl']:.3f} ms/crawl, load "
           f"average {row['loadavg_1min']:.1f}); loaded in {row['load_s']:.1f} s; Redis used_memory "
           f"{row['used_memory_per_source_loaded']:.0f} B/source loaded, "
-          f"{row['used_memory_per_source_after']:.0f} after; restore {row['restore_s']:.1f} s")
+          f"{row['used_memory_per_source_after']:.0f} after; restore {row['restore_s']:.1f} s; "
+          f"planner peak RSS {row['planner_max_rss_mb']:.0f} MB")
     prof = row.get("profile")
     if prof:
         print(f"  profiled window ({prof['crawls_per_s']:.0f} crawls/s under cProfile), the "

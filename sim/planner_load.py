@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import pstats
+import resource
 import signal
 import sys
 import time
@@ -265,6 +266,7 @@ async def _window(node, stats, sync, seconds: float, backlog: int) -> dict:
         "learned": stats.get("planner/fetched", 0) - learned0,
         "skipped": stats.get("planner/skipped", 0), "in_flight_cap": backlog,
         "loadavg_1min": (load0 + os.getloadavg()[0]) / 2,
+        "planner_max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 

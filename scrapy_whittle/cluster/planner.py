@@ -116,7 +116,7 @@ class Planner:
                                                  px=int(self.lock_ttl * 1000)), "electing")
             if not got:
                 return self.lock_ttl / 3
-            await self._take_over()
+            await self._holding_lock(self._take_over())
         now = time.monotonic()
         if now - self._renewed > self.lock_ttl / 3:
             kept = await self.retry(lambda: r.eval(RENEW, 1, self.keys.planner, self.token,
@@ -142,6 +142,29 @@ class Planner:
             return 0.0
         wait = self.service.wake_at - self.service.clock.now()
         return min(max(wait, 0.0), 0.05) if math.isfinite(wait) else 0.05
+
+    async def _holding_lock(self, work) -> None:
+        """Await ``work`` (a take-over: restoring millions of sources outlasts the lock's
+        time-to-live) while the lock is renewed every third of it; a renewal refused ends
+        the renewing, and the next round finds the lock lost."""
+        r = self.node.redis
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.lock_ttl / 3)
+                kept = await self.retry(lambda: r.eval(RENEW, 1, self.keys.planner,
+                                                       self.token,
+                                                       int(self.lock_ttl * 1000)),
+                                        "renewing")
+                if not kept:
+                    return
+                self._renewed = time.monotonic()
+
+        renewing = asyncio.ensure_future(renew())
+        try:
+            await work
+        finally:
+            renewing.cancel()
 
     async def _take_over(self) -> None:
         node, r, k = self.node, self.node.redis, self.keys

@@ -6,6 +6,7 @@ workers' journal (no speed is asserted)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -13,8 +14,14 @@ import sys
 import time
 from collections import Counter, defaultdict
 
+import pytest_twisted
 import redis as redis_py
+from twisted.internet.defer import Deferred
 
+from scrapy_whittle.cluster.node import ClusterNode
+from scrapy_whittle.service.clock import SystemClock
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.types import DictStats
 from sim.planner_load import load, settings_for, url_of
 from tests.cluster.conftest import RedisServer
 from tests.processes import spawn
@@ -133,3 +140,35 @@ def test_the_loaded_state_is_what_the_planner_restores(redis_server):
     assert int(service.state.crawls[:1500].sum()) == 0
     assert not client.keys(f"{PREFIX}:scratch:*")
     client.close()
+
+
+def _on_reactor(coro):
+    return Deferred.fromFuture(asyncio.ensure_future(coro))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_take_over_longer_than_the_lock_ttl_keeps_the_lock(redis_server):
+    """A restore of millions of sources outlasts WHITTLE_REDIS_LOCK_TTL: the lock is renewed
+    while it runs, so the planner that won it still leads when it is done."""
+    settings = settings_for(BUDGET, PERIOD)
+    load(redis_server.url, PREFIX, 200, HOSTS, settings)
+    node = ClusterNode(WhittleConfig.from_settings(settings), redis_url=redis_server.url,
+                       prefix=PREFIX, specs=[], stats=DictStats(), clock=SystemClock(),
+                       lock_ttl=0.3, capacity=0)
+    planner = node.planner
+    restore = planner._take_over
+
+    async def slow_take_over():          # three times the lock's time-to-live
+        await asyncio.sleep(0.9)
+        await restore()
+
+    planner._take_over = slow_take_over
+    try:
+        await _on_reactor(planner.step())
+        assert planner.leader
+        assert await _on_reactor(node.redis.get(node.keys.planner)) == planner.token.encode()
+        await _on_reactor(planner.step())
+        assert planner.leader
+    finally:
+        await _on_reactor(node.redis.aclose())
+        node.sync_redis.close()
