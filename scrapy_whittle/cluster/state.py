@@ -166,7 +166,8 @@ class RedisStateStore:
         urls: list[str] = []
         while True:
             got = self.client.lrange(self.keys.urls, len(urls), len(urls) + page - 1)
-            urls += [_s(u) for u in got]
+            text = b"\n".join(got).decode("utf-8", "surrogatepass").split("\n")
+            urls += text if len(text) == len(got) else [_s(u) for u in got]
             if len(got) < page:
                 return urls
 
