@@ -100,6 +100,7 @@ class Planner:
         self._renewed = 0.0
         self._reclaimed = 0.0
         self._writing: asyncio.Future | None = None
+        self._selecting: asyncio.Future | None = None   # an epoch's selection, in a thread
         self._sources_told = -1          # the source count last written to Keys.totals
         self.retry = node.retry          # one outage, logged once per process
 
@@ -143,10 +144,11 @@ class Planner:
         wait = self.service.wake_at - self.service.clock.now()
         return min(max(wait, 0.0), 0.05) if math.isfinite(wait) else 0.05
 
-    async def _holding_lock(self, work) -> None:
-        """Await ``work`` (a take-over: restoring millions of sources outlasts the lock's
-        time-to-live) while the lock is renewed every third of it; a renewal refused ends
-        the renewing, and the next round finds the lock lost."""
+    async def _holding_lock(self, work):
+        """Await ``work`` (a take-over, an epoch's selection: at millions of sources they
+        outlast the lock's time-to-live) while the lock is renewed every third of it; a
+        renewal refused ends the renewing, and the next round finds the lock lost. Returns
+        what ``work`` returns."""
         r = self.node.redis
 
         async def renew() -> None:
@@ -162,7 +164,7 @@ class Planner:
 
         renewing = asyncio.ensure_future(renew())
         try:
-            await work
+            return await work
         finally:
             renewing.cancel()
 
@@ -209,7 +211,14 @@ class Planner:
 
     # -- handing out crawls -------------------------------------------------------------------
     async def _dispatch(self) -> int:
-        tasks = self._hand_out(self.backlog - len(self.in_flight))
+        room, service = self.backlog - len(self.in_flight), self.service
+        if room > 0 and service.epoch_of(service.clock.now()) != service.epoch:
+            # an epoch's selection takes seconds at millions of sources: in a thread (the
+            # loop keeps nothing else of the service's), the lock renewed meanwhile
+            self._selecting = asyncio.ensure_future(asyncio.to_thread(self._hand_out, room))
+            tasks = await self._holding_lock(asyncio.shield(self._selecting))
+        else:
+            tasks = self._hand_out(room)
         if not tasks:
             return 0
         await self.retry(lambda: self._send_tasks(tasks), "dispatching")
@@ -395,6 +404,8 @@ class Planner:
         """Last checkpoint, then give the lock up (a graceful close)."""
         if not self.leader:
             return
+        if self._selecting is not None:      # the service is not touched while it runs
+            await asyncio.wait([self._selecting])
         await self.checkpoint()
         await self.retry(lambda: self.node.redis.eval(RELEASE, 1, self.keys.planner,
                                                       self.token), "resigning")

@@ -172,3 +172,36 @@ async def test_a_take_over_longer_than_the_lock_ttl_keeps_the_lock(redis_server)
     finally:
         await _on_reactor(node.redis.aclose())
         node.sync_redis.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_epoch_selection_longer_than_the_lock_ttl_keeps_the_lock(redis_server,
+                                                                         monkeypatch):
+    """At millions of sources an epoch's selection takes seconds: it runs off the event
+    loop, the lock renewed meanwhile, and the crawls it chose are handed out."""
+    from scrapy_whittle.service.recrawl import RecrawlService
+
+    settings = settings_for(BUDGET, PERIOD)
+    load(redis_server.url, PREFIX, 200, HOSTS, settings)
+    node = ClusterNode(WhittleConfig.from_settings(settings), redis_url=redis_server.url,
+                       prefix=PREFIX, specs=[], stats=DictStats(), clock=SystemClock(),
+                       lock_ttl=0.3, capacity=0)
+    choose = RecrawlService.next_crawls
+
+    def slow_selection(service, hosts, limit, taken=None):
+        if service.epoch_of(service.clock.now()) != service.epoch:
+            time.sleep(0.9)                  # three times the lock's time-to-live
+        return choose(service, hosts, limit, taken)
+
+    monkeypatch.setattr(RecrawlService, "next_crawls", slow_selection)
+    planner = node.planner
+    try:
+        await _on_reactor(planner.step())
+        assert planner.leader
+        assert await _on_reactor(node.redis.xlen(node.keys.tasks)) > 0
+        await _on_reactor(planner.step())
+        assert planner.leader
+        assert await _on_reactor(node.redis.get(node.keys.planner)) == planner.token.encode()
+    finally:
+        await _on_reactor(node.redis.aclose())
+        node.sync_redis.close()
