@@ -122,27 +122,35 @@ def measure(args, n: int, tmp: Path) -> dict:
         row = next(_events(loaded))
         loaded.wait()
         row["used_memory_per_source_loaded"] = (redis.used_memory() - empty) / n
-        workers = _module("workers", redis.url, prefix, str(n), "--workers", str(args.workers),
-                          "--seed", str(args.seed), stderr=subprocess.DEVNULL)
-        out = tmp / f"planner-{n}.json"
-        planner = _module("planner", redis.url, prefix, json.dumps(settings),
-                          "--seconds", str(args.seconds), "--warmup", str(args.warmup),
-                          "--lock-ttl", str(args.lock_ttl), "--backlog", str(args.backlog),
-                          "--lease", str(args.lease), "--out", str(out),
-                          *(["--profile"] if args.profile else []))
-        lead = next(_events(planner))
-        planner.wait()
-        workers_cpu = _stop(workers)
-        answered = next(_events(workers))["answered"]
-        result = json.loads(out.read_text())
-        row["workers_cpu_ms_per_crawl"] = 1e3 * workers_cpu / max(answered, 1)
-        row.update(restore_s=lead["restore_s"], **result)
-        row["used_memory_per_source_after"] = (redis.used_memory() - empty) / n
+        if args.seconds > 0:
+            row.update(rate(args, redis, prefix, settings, n, tmp, empty))
         if args.takeover:
             row["takeovers"] = [takeover(args, redis, prefix, settings, n)
                                 for _ in range(args.takeover)]
     finally:
         redis.stop()
+    return row
+
+
+def rate(args, redis, prefix: str, settings: dict, n: int, tmp: Path, empty: int) -> dict:
+    """The planner's rate, CPU, Redis commands and profile over a window."""
+    row: dict = {}
+    workers = _module("workers", redis.url, prefix, str(n), "--workers", str(args.workers),
+                      "--seed", str(args.seed), stderr=subprocess.DEVNULL)
+    out = tmp / f"planner-{n}.json"
+    planner = _module("planner", redis.url, prefix, json.dumps(settings),
+                      "--seconds", str(args.seconds), "--warmup", str(args.warmup),
+                      "--lock-ttl", str(args.lock_ttl), "--backlog", str(args.backlog),
+                      "--lease", str(args.lease), "--out", str(out),
+                      *(["--profile"] if args.profile else []))
+    lead = next(_events(planner))
+    planner.wait()
+    workers_cpu = _stop(workers)
+    answered = next(_events(workers))["answered"]
+    result = json.loads(out.read_text())
+    row["workers_cpu_ms_per_crawl"] = 1e3 * workers_cpu / max(answered, 1)
+    row.update(restore_s=lead["restore_s"], **result)
+    row["used_memory_per_source_after"] = (redis.used_memory() - empty) / n
     return row
 
 
@@ -188,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sources", default="100000,1000000",
                    help="comma-separated source counts (default 100000,1000000)")
-    p.add_argument("--seconds", type=float, default=20.0, help="measured window")
+    p.add_argument("--seconds", type=float, default=20.0,
+                   help="measured window (0: no rate measured, the take-overs only)")
     p.add_argument("--warmup", type=float, default=10.0,
                    help="seconds of leading before the window")
     p.add_argument("--workers", type=int, default=16, help="lightweight workers")
@@ -217,6 +226,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(row: dict) -> None:
     n = row["sources"]
+    if "crawls_per_s" not in row:
+        print(f"N = {n:,}: loaded in {row['load_s']:.1f} s; Redis used_memory "
+              f"{row['used_memory_per_source_loaded']:.0f} B/source")
+    else:
+        _report_rate(row)
+    for t in row.get("takeovers", ()):
+        print(f"  take-over after kill -9: {t['takeover_s']:.2f} s = "
+              f"{t['ratio_to_ttl']:.2f} x lock TTL {t['lock_ttl']:g} s "
+              f"(restore {t['restore_s']:.2f} s)")
+
+
+def _report_rate(row: dict) -> None:
+    n = row["sources"]
     print(f"N = {n:,}: {row['crawls_per_s']:.0f} crawls/s handed out by one planner "
           f"(planner CPU {row['planner_cpu_ms_per_crawl']:.3f} ms/crawl, Redis CPU "
           f"{row['redis_cpu_ms_per_crawl']:.3f} ms/crawl, {row['redis_commands_per_crawl']:.1f}"
@@ -233,10 +255,6 @@ def report(row: dict) -> None:
         for t in prof["top"][:8]:
             print(f"    {t['self_s']:7.3f} s self {t['cum_s']:7.3f} cum {t['calls']:9d} "
                   f"{t['where']}")
-    for t in row.get("takeovers", ()):
-        print(f"  take-over after kill -9: {t['takeover_s']:.2f} s = "
-              f"{t['ratio_to_ttl']:.2f} x lock TTL {t['lock_ttl']:g} s "
-              f"(restore {t['restore_s']:.2f} s)")
 
 
 if __name__ == "__main__":
