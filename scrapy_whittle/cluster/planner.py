@@ -96,6 +96,7 @@ class Planner:
         self.in_flight: dict[int, str] = {}       # source id -> crawl id
         self.deadline: dict[int, float] = {}
         self._acks: list[str] = []
+        self._learned: list[int] = []   # sources whose result was learned since the checkpoint
         self._seq = 0
         self._renewed = 0.0
         self._reclaimed = 0.0
@@ -330,8 +331,9 @@ class Planner:
             self._acks.append(entry_id.decode() if isinstance(entry_id, bytes) else entry_id)
             if sid is not None:
                 done.append(sid)
-        if done:
-            await self.retry(lambda: r.hdel(k.in_flight, *done), "recording results")
+        # their in-flight records go in the checkpoint that acknowledges the results: a
+        # planner taking over after a kill finds them with the results, and learns again
+        self._learned += done
         return len(entries)
 
     def _learn(self, f: dict) -> int | None:
@@ -383,11 +385,14 @@ class Planner:
             await self._writing
         cp = self.service.prepare_checkpoint()
         acks, self._acks = self._acks, []
+        # (a source handed out again since has a new in-flight record: it stays)
+        learned = [sid for sid in dict.fromkeys(self._learned) if sid not in self.in_flight]
+        self._learned = []
         store = self.service.store
         epoch = self.service.epoch_of(self.service.clock.now())
 
         def write():
-            store.write(cp, acks=acks)
+            store.write(cp, acks=acks, landed=learned)
             old = [e for e in self.node.sync_redis.hkeys(self.keys.spent)
                    if int(e) < epoch - 1]
             if old:

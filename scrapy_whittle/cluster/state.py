@@ -49,7 +49,11 @@ class RedisStateStore:
         self.moved_aside = None
 
     # -- writing ----------------------------------------------------------------------------
-    def write(self, cp: Checkpoint, acks: list[str] | None = None) -> None:
+    def write(self, cp: Checkpoint, acks: list[str] | None = None,
+              landed: list[int] | None = None) -> None:
+        """Write ``cp``, acknowledge (and delete) the results ``acks`` it learned from and
+        forget the in-flight records of the sources ``landed`` they answered: one
+        transaction."""
         k = self.keys
         pipe = self.client.pipeline(transaction=True)
         layout = None
@@ -97,6 +101,8 @@ class RedisStateStore:
         if acks:
             pipe.xack(k.results, "planner", *acks)
             pipe.xdel(k.results, *acks)
+        if landed:
+            pipe.hdel(k.in_flight, *landed)
         pipe.execute()
 
     # -- reading ----------------------------------------------------------------------------

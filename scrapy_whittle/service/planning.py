@@ -215,6 +215,12 @@ class EpochPlanner:
         self.keeper.grow()
         eligible = self.sources.eligible(
             now, busy, horizon=self.timeline.origin + (k + 1) * self.config.period)
+        if k in self.spent_before:
+            # an epoch a previous planner began (a cluster's take-over): the sources it
+            # crawled already in this epoch wait for the next, as in one plan
+            crawled = self.sources.last_crawl[:eligible.shape[0]] >= (
+                self.timeline.origin + k * self.config.period)
+            eligible = eligible & ~crawled
         budget = self.config.budget - self.spent_before.pop(k, 0.0)
         keeper = self.keeper
         chosen = self.throttle.select(lambda b, e: keeper.select(k, b, e), k, budget,
