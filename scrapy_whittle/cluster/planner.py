@@ -9,8 +9,9 @@ flight across the cluster, its delay), and the learning from the workers' result
   one transaction with its in-flight record (``Keys.in_flight``: deadline and crawl id) and
   the epoch's spent budget (``Keys.spent``). At most ``backlog`` crawls are in flight.
 * **Results.** Workers add what each fetch showed to ``Keys.results``; the planner learns
-  them and acknowledges them in the transaction of the next checkpoint, so a new planner
-  learns again what the last one had not checkpointed. A result whose crawl id is not the
+  them and acknowledges them in the transaction of the next checkpoint, with the removal of
+  their in-flight records, so a new planner learns again what the last one had not
+  checkpointed. A result whose crawl id is not the
   source's current one (a crawl taken back from a slow worker) is counted and dropped.
 * **Leases.** A task a worker has held longer than ``lease`` seconds without an answer (the
   worker died) is taken back with XAUTOCLAIM and handed out again.
