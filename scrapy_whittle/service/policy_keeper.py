@@ -25,7 +25,7 @@ GrowExtra = Callable[[np.ndarray], dict]
 
 #: rows exported at once to digest them (``export_rows`` copies them)
 DIGEST_CHUNK = 1 << 18
-#: odd multipliers, one per 8 bytes of a row (a row of up to 4 KiB)
+#: odd multipliers, one per 8 bytes of a row (repeated past 4 KiB)
 _ODD = np.random.default_rng(0x5EED).integers(0, 2**63, size=512, dtype=np.uint64) * 2 + 1
 
 
@@ -34,7 +34,9 @@ def row_digests(policy: Policy, ids: np.ndarray) -> np.ndarray:
     equal digests): what tells the rows a selection changed, without keeping a copy. The
     XOR of each 8-byte word times its own odd multiplier: a change of one word always
     changes the digest (an odd multiplier is a bijection modulo 2**64)."""
-    out = np.empty(ids.shape[0], dtype=np.uint64)
+    out = np.zeros(ids.shape[0], dtype=np.uint64)
+    if not policy.row_dtype().itemsize:          # nothing persisted per source
+        return out
     for start in range(0, ids.shape[0], DIGEST_CHUNK):
         rows = policy.export_rows(ids[start:start + DIGEST_CHUNK])
         raw = np.frombuffer(rows.tobytes(), dtype=np.uint8).reshape(rows.shape[0], -1)
@@ -43,7 +45,7 @@ def row_digests(policy: Policy, ids: np.ndarray) -> np.ndarray:
             raw = np.pad(raw, ((0, 0), (0, pad)))
         words = np.ascontiguousarray(raw).view(np.uint64)
         out[start:start + rows.shape[0]] = np.bitwise_xor.reduce(
-            words * _ODD[:words.shape[1]], axis=1)
+            words * np.resize(_ODD, words.shape[1]), axis=1)
     return out
 
 
