@@ -102,6 +102,7 @@ class Planner:
         self._renewed = 0.0
         self._reclaimed = 0.0
         self._writing: asyncio.Future | None = None
+        self._selecting: asyncio.Future | None = None   # an epoch's selection, in a thread
         self._sources_told = -1          # the source count last written to Keys.totals
         self.retry = node.retry          # one outage, logged once per process
 
@@ -118,7 +119,7 @@ class Planner:
                                                  px=int(self.lock_ttl * 1000)), "electing")
             if not got:
                 return self.lock_ttl / 3
-            await self._take_over()
+            await self._holding_lock(self._take_over())
         now = time.monotonic()
         if now - self._renewed > self.lock_ttl / 3:
             kept = await self.retry(lambda: r.eval(RENEW, 1, self.keys.planner, self.token,
@@ -144,6 +145,30 @@ class Planner:
             return 0.0
         wait = self.service.wake_at - self.service.clock.now()
         return min(max(wait, 0.0), 0.05) if math.isfinite(wait) else 0.05
+
+    async def _holding_lock(self, work):
+        """Await ``work`` (a take-over, an epoch's selection: at millions of sources they
+        outlast the lock's time-to-live) while the lock is renewed every third of it; a
+        renewal refused ends the renewing, and the next round finds the lock lost. Returns
+        what ``work`` returns."""
+        r = self.node.redis
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.lock_ttl / 3)
+                kept = await self.retry(lambda: r.eval(RENEW, 1, self.keys.planner,
+                                                       self.token,
+                                                       int(self.lock_ttl * 1000)),
+                                        "renewing")
+                if not kept:
+                    return
+                self._renewed = time.monotonic()
+
+        renewing = asyncio.ensure_future(renew())
+        try:
+            return await work
+        finally:
+            renewing.cancel()
 
     async def _take_over(self) -> None:
         node, r, k = self.node, self.node.redis, self.keys
@@ -189,35 +214,56 @@ class Planner:
 
     # -- handing out crawls -------------------------------------------------------------------
     async def _dispatch(self) -> int:
-        service, r, k = self.service, self.node.redis, self.keys
+        room, service = self.backlog - len(self.in_flight), self.service
+        if room > 0 and service.epoch_of(service.clock.now()) != service.epoch:
+            # an epoch's selection takes seconds at millions of sources: in a thread (the
+            # loop keeps nothing else of the service's), the lock renewed meanwhile
+            self._selecting = asyncio.ensure_future(asyncio.to_thread(self._hand_out, room))
+            tasks = await self._holding_lock(asyncio.shield(self._selecting))
+        else:
+            tasks = self._hand_out(room)
+        if not tasks:
+            return 0
+        await self.retry(lambda: self._send_tasks(tasks), "dispatching")
+        return len(tasks)
+
+    def _hand_out(self, room: int) -> list[tuple[Crawl, float]]:
+        """Up to ``room`` crawls from the service, in one pass over its plan (each host's
+        load counted as its crawls are chosen); (crawl with its id, deadline) each."""
+        service = self.service
+        if room <= 0:
+            return []
+        names, host_of = service.sources.host_names, service.sources.host
+
+        def taken(crawl: Crawl) -> None:
+            self.hosts.dispatched(names[host_of.item(crawl.source)], self.hosts.now())
+
         tasks = []
-        while len(self.in_flight) + len(tasks) < self.backlog:
-            crawl = service.next_crawl(self.hosts)
-            if crawl is None:
-                break
+        weight = service.sources.weight
+        for crawl in service.next_crawls(self.hosts, room, taken):
             self._seq += 1
             cid = f"{self.token}:{self._seq}"
             deadline = crawl.sent_at + self.lease * 3
             self.in_flight[crawl.source] = cid
             self.deadline[crawl.source] = deadline
-            self.hosts.dispatched(self._host(service, crawl.source), self.hosts.now())
-            tasks.append((crawl._replace(cid=cid, weight=float(
-                service.sources.weight[crawl.source])), cid, deadline))
-        if not tasks:
-            return 0
+            tasks.append((crawl._replace(cid=cid, weight=weight.item(crawl.source)), deadline))
+        return tasks
 
-        async def send():
-            pipe = r.pipeline(transaction=True)
-            for crawl, cid, deadline in tasks:
-                pipe.xadd(k.tasks, task_fields(crawl))
-                pipe.hset(k.in_flight, crawl.source, f"{deadline} {cid}")
-                pipe.hincrbyfloat(k.spent, crawl.epoch,
-                                  float(service.sources.cost[crawl.source]))
-            pipe.hincrby(k.totals, "crawls", len(tasks))
-            return await pipe.execute()
-
-        await self.retry(send, "dispatching")
-        return len(tasks)
+    async def _send_tasks(self, tasks: list[tuple[Crawl, float]]) -> list:
+        """The tasks, their in-flight records and the budget they spend: one transaction,
+        a command per task and three for the batch."""
+        k, cost = self.keys, self.service.sources.cost
+        spent: dict[int, float] = defaultdict(float)
+        pipe = self.node.redis.pipeline(transaction=True)
+        for crawl, _deadline in tasks:
+            pipe.xadd(k.tasks, task_fields(crawl))
+            spent[crawl.epoch] += cost.item(crawl.source)
+        pipe.hset(k.in_flight, mapping={crawl.source: f"{deadline} {crawl.cid}"
+                                        for crawl, deadline in tasks})
+        for epoch, total in spent.items():
+            pipe.hincrbyfloat(k.spent, epoch, total)
+        pipe.hincrby(k.totals, "crawls", len(tasks))
+        return await pipe.execute()
 
     async def _reclaim(self) -> int:
         """Take back the tasks workers hold past the lease, hand them out again; forget the
@@ -379,6 +425,8 @@ class Planner:
         """Last checkpoint, then give the lock up (a graceful close)."""
         if not self.leader:
             return
+        if self._selecting is not None:      # the service is not touched while it runs
+            await asyncio.wait([self._selecting])
         await self.checkpoint()
         await self.retry(lambda: self.node.redis.eval(RELEASE, 1, self.keys.planner,
                                                       self.token), "resigning")

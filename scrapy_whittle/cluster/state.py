@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_whittle.cluster.keys import CHUNK, Keys
+from scrapy_whittle.cluster.keys import BUCKET, CHUNK, Keys
 from scrapy_whittle.core.columns import dtype_from_descr
-from scrapy_whittle.service.store import LOAD_COLUMNS, Checkpoint, SavedState
+from scrapy_whittle.service.store import Checkpoint, SavedState
 
 #: last_crawl, retry_at, failures, flags, modified (unix s), crawls, errors, new_items,
 #: utility, weight, min_interval (the last two written when the source is registered)
@@ -153,45 +153,48 @@ class RedisStateStore:
                 parsed[key] = json.loads(value)
             except (TypeError, ValueError):
                 parsed[key] = value
-        urls = [_s(u) for u in self.client.lrange(k.urls, 0, -1)]
+        urls = self._urls()
         n = len(urls)
         layout = meta.get("layout")
         row_size = _row_size(layout)
-        record = HEADER.size + row_size
-        chunks = self.client.mget([k.rows(c * CHUNK) for c in range(-(-n // CHUNK))]) if n \
-            else []
-        data = b"".join((c or b"").ljust(CHUNK * record, b"\0") for c in chunks)
-        categories = {int(i): _s(c) for i, c in self.client.hgetall(k.categories).items()}
-        alive = np.zeros(n)
+        alive = np.full(n, np.nan)
         if n:
-            raw = self.client.mget([k.alive(c * CHUNK) for c in range(-(-n // CHUNK))])
-            packed = b"".join((c or b"").ljust(CHUNK * 8, b"\0") for c in raw)
-            alive = np.frombuffer(packed, dtype="<f8", count=n).copy()
-        alive[alive == 0.0] = np.nan               # not known
+            n_chunks = -(-n // CHUNK)
+            packed = bytearray()
+            for first in range(0, n_chunks, 256):        # a page of chunks at a time
+                got = self.client.mget([k.alive(c * CHUNK)
+                                        for c in range(first, min(n_chunks, first + 256))])
+                packed += b"".join((c or b"").ljust(CHUNK * 8, b"\0")[:CHUNK * 8] for c in got)
+            alive = np.frombuffer(bytes(packed), dtype="<f8", count=n).copy()
+            alive[alive == 0.0] = np.nan               # not known
         self._alive = alive.copy()
-        etags: dict[int, str] = {}
-        for b in range(-(-n // 64)):
-            etags.update({int(i): _s(e) for i, e in self.client.hgetall(k.etags(b * 64)).items()})
-        cols: dict[str, list] = {name: [] for name in LOAD_COLUMNS}
-        for sid in range(n):
-            off = sid * record
-            (last_crawl, retry_at, failures, flags, modified, crawls, errors, new_items,
-             utility, weight, min_interval) = HEADER.unpack_from(data, off)
-            for name, value in (
-                    ("id", sid), ("url", urls[sid]),
-                    ("category", categories.get(sid, "")), ("weight", weight),
-                    ("min_interval", min_interval),
-                    ("last_crawl", None if last_crawl < 0 else last_crawl),
-                    ("retry_at", retry_at), ("failures", failures), ("flags", flags),
-                    ("etag", etags.get(sid)),
-                    ("modified", modified),
-                    ("crawls", crawls), ("errors", errors), ("new_items", new_items),
-                    ("utility", utility),
-                    ("policy_row", bytes(data[off + HEADER.size:off + record])
-                     if row_size else None),
-                    ("entries", None),
-                    ("alive_at", None if math.isnan(alive[sid]) else float(alive[sid]))):
-                cols[name].append(value)
+        records = self._records(n, layout)
+        categories = [""] * n
+        for i, c in self.client.hgetall(k.categories).items():
+            if int(i) < n:
+                categories[int(i)] = _s(c)
+        etags: list[str | None] = [None] * n
+        buckets = range(-(-n // BUCKET))
+        for first in range(0, len(buckets), 1000):       # a pipeline of 1000 buckets a time
+            pipe = self.client.pipeline(transaction=False)
+            for b in buckets[first:first + 1000]:
+                pipe.hgetall(k.etags(b * BUCKET))
+            for bucket in pipe.execute():
+                for i, e in bucket.items():
+                    if int(i) < n:
+                        etags[int(i)] = _s(e)
+        last_crawl = records["last_crawl"].astype(np.float64)
+        cols: dict[str, Any] = {
+            "id": range(n), "url": urls, "category": categories,
+            "weight": records["weight"], "min_interval": records["min_interval"],
+            "last_crawl": np.where(last_crawl < 0, np.nan, last_crawl),   # never: NULL
+            "retry_at": records["retry_at"], "failures": records["failures"],
+            "flags": records["flags"], "etag": etags, "modified": records["modified"],
+            "crawls": records["crawls"], "errors": records["errors"],
+            "new_items": records["new_items"], "utility": records["utility"],
+            # the policy's rows as one structured array (persistence imports it whole)
+            "policy_row": records["policy_row"] if row_size else [None] * n,
+            "entries": [None] * n, "alive_at": alive}
         blocks = [(int(_s(key).rsplit(":", 1)[1]), _s(key).rsplit(":", 1)[0], value)
                   for key, value in self.client.hgetall(k.blocks).items()]
         glob = self.client.get(k.global_state)
@@ -208,9 +211,36 @@ class RedisStateStore:
             allowance, ceiling, throttles = json.loads(raw)
             hosts.append((_s(host), float(allowance),
                           math.inf if ceiling is None else float(ceiling), int(throttles)))
-        return SavedState(meta=parsed, sources={key: tuple(v) for key, v in cols.items()},
+        return SavedState(meta=parsed, sources=cols,
                           blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
                           hosts=hosts)
+
+    def _urls(self, page: int = 1_000_000) -> list[str]:
+        """The URL list, read a page at a time (a bounded reply for ten million)."""
+        urls: list[str] = []
+        while True:
+            got = self.client.lrange(self.keys.urls, len(urls), len(urls) + page - 1)
+            text = b"\n".join(got).decode("utf-8", "surrogatepass").split("\n")
+            urls += text if len(text) == len(got) else [_s(u) for u in got]
+            if len(got) < page:
+                return urls
+
+    def _records(self, n: int, layout: str | None, page: int = 256) -> np.ndarray:
+        """The N fixed records as one structured array (``record_dtype``), read a page of
+        chunks at a time; a chunk never written reads as zeros."""
+        dtype = record_dtype(layout)
+        size = CHUNK * dtype.itemsize
+        out = np.zeros(-(-n // CHUNK) * CHUNK, dtype=dtype)
+        raw = out.view(np.uint8)
+        n_chunks = -(-n // CHUNK)
+        for first in range(0, n_chunks, page):
+            got = self.client.mget([self.keys.rows(c * CHUNK)
+                                    for c in range(first, min(n_chunks, first + page))])
+            for j, chunk in enumerate(got):
+                if chunk:
+                    at = (first + j) * size
+                    raw[at:at + min(len(chunk), size)] = np.frombuffer(chunk[:size], np.uint8)
+        return out[:n]
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""
@@ -218,6 +248,17 @@ class RedisStateStore:
 
 def _s(value) -> str:
     return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
+
+
+def record_dtype(layout: str | None) -> np.dtype:
+    """One source's record (``HEADER``, then the policy's row) as a packed numpy dtype."""
+    fields = [("last_crawl", "<f8"), ("retry_at", "<f8"), ("failures", "<i4"),
+              ("flags", "<u8"), ("modified", "<u4"), ("crawls", "<u4"), ("errors", "<u4"),
+              ("new_items", "<u4"), ("utility", "<f4"), ("weight", "<f4"),
+              ("min_interval", "<f4")]
+    if layout:
+        fields.append(("policy_row", dtype_from_descr(json.loads(layout))))
+    return np.dtype(fields)
 
 
 def _row_size(layout: str | None) -> int:

@@ -227,10 +227,14 @@ class StatePersistence:
         try:
             dtype = dtype_from_descr(json.loads(layout))
             blobs = saved.sources["policy_row"]
-            with_rows = [i for i, b in enumerate(blobs) if b is not None]
-            if with_rows and dtype.itemsize:
-                raw = b"".join(blobs[i] for i in with_rows)
-                policy.import_rows(with_rows, np.frombuffer(raw, dtype=dtype))
+            if isinstance(blobs, np.ndarray):       # a store that reads them as one array
+                if blobs.shape[0] and dtype.itemsize:
+                    policy.import_rows(np.arange(blobs.shape[0]), blobs)
+            else:
+                with_rows = [i for i, b in enumerate(blobs) if b is not None]
+                if with_rows and dtype.itemsize:
+                    raw = b"".join(blobs[i] for i in with_rows)
+                    policy.import_rows(with_rows, np.frombuffer(raw, dtype=dtype))
             blocks: dict[str, tuple[list[int], list[bytes]]] = defaultdict(lambda: ([], []))
             for sid, block, data in saved.blocks:
                 blocks[block][0].append(sid)

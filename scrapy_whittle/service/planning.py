@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 from scrapy_whittle.feeds.httpdates import http_date
 from scrapy_whittle.service.config import WhittleConfig
@@ -133,6 +134,74 @@ class EpochPlanner:
         self.wake_at = later
         return None
 
+    def next_crawls(self, hosts: HostLoad, limit: int,
+                    taken: Callable[[Crawl], None] | None = None) -> list[Crawl]:
+        """Up to ``limit`` crawls to hand out now: those ``limit`` calls of
+        :meth:`next_crawl` at this instant would give, in one pass over the plan (a call
+        each starts again from the plan's head, where the sources of saturated hosts wait).
+        ``taken(crawl)`` is called after each, so that ``hosts`` counts it before the next
+        is chosen. With a discovery sweep, retired sources' probes or ``WHITTLE_SPREAD``, it
+        is :meth:`next_crawl` called in turn."""
+        out: list[Crawl] = []
+        if self.sweep is not None or self.retirement.probes or self.config.spread:
+            while len(out) < limit:
+                crawl = self.next_crawl(hosts)
+                if crawl is None:
+                    break
+                out.append(crawl)
+                if taken is not None:
+                    taken(crawl)
+            return out
+        timeline = self.timeline
+        if not len(self.sources) or timeline.finished or limit <= 0:
+            if limit > 0:
+                self.wake_at = math.inf
+            return out
+        now = timeline.clock.now()
+        self.outcomes.flush_if_due(now)
+        k = timeline.epoch_of(now)
+        if k != self.epoch:
+            busy = {self.sources.hosts[h] for h in hosts.all_saturated()
+                    if h in self.sources.hosts}
+            self._start_epoch(k, now, busy)
+            if self.retirement.probes:          # (probes are taken one by one)
+                return self.next_crawls(hosts, limit, taken)
+        later = timeline.origin + (k + 1) * self.config.period
+        src = self.sources
+        stopped = self.throttle.stopped
+        saturated: set[int] = stopped.copy() if stopped else set()
+        host_of, names = src.host, src.host_names
+        kept: list[int] = []
+        plan = self.plan
+        scanned = 0
+        for sid in plan:
+            if len(out) >= limit:
+                break
+            scanned += 1
+            host = host_of.item(sid)
+            if host in saturated:
+                kept.append(sid)
+                continue
+            not_before = src.not_before(sid, now)
+            if not_before > now + 1e-6:
+                later = min(later, not_before)
+                kept.append(sid)
+                continue
+            if hosts.saturated(names[host]):
+                saturated.add(host)
+                kept.append(sid)
+                continue
+            self.planned.discard(sid)
+            out.append(self._dispatch(sid, now, k))
+            if taken is not None:
+                taken(out[-1])
+        for _ in range(scanned):          # the plan: what was passed over, then the rest
+            plan.popleft()
+        plan.extendleft(reversed(kept))
+        if len(out) < limit:
+            self.wake_at = later
+        return out
+
     def discover(self, ids, now: float) -> None:
         """Sources ``ids`` joined the crawl at ``now``: with ``WHITTLE_DISCOVERY``, those
         never fetched are swept over the next period."""
@@ -165,6 +234,12 @@ class EpochPlanner:
         self.keeper.grow()
         eligible = self.sources.eligible(
             now, busy, horizon=self.timeline.origin + (k + 1) * self.config.period)
+        if k in self.spent_before:
+            # an epoch a previous planner began (a cluster's take-over): the sources it
+            # crawled already in this epoch wait for the next, as in one plan
+            crawled = self.sources.last_crawl[:eligible.shape[0]] >= (
+                self.timeline.origin + k * self.config.period)
+            eligible = eligible & ~crawled
         budget = self.config.budget - self.spent_before.pop(k, 0.0)
         keeper = self.keeper
         chosen = self.throttle.select(lambda b, e: keeper.select(k, b, e), k, budget,

@@ -23,6 +23,31 @@ from scrapy_whittle.service.types import Stats
 #: the keyword arguments ``Policy.grow`` takes for new sources (an oracle's parameters)
 GrowExtra = Callable[[np.ndarray], dict]
 
+#: rows exported at once to digest them (``export_rows`` copies them)
+DIGEST_CHUNK = 1 << 18
+#: odd multipliers, one per 8 bytes of a row (repeated past 4 KiB)
+_ODD = np.random.default_rng(0x5EED).integers(0, 2**63, size=512, dtype=np.uint64) * 2 + 1
+
+
+def row_digests(policy: Policy, ids: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each of rows ``ids`` of ``policy``'s persisted state (equal rows,
+    equal digests): what tells the rows a selection changed, without keeping a copy. The
+    XOR of each 8-byte word times its own odd multiplier: a change of one word always
+    changes the digest (an odd multiplier is a bijection modulo 2**64)."""
+    out = np.zeros(ids.shape[0], dtype=np.uint64)
+    if not policy.row_dtype().itemsize:          # nothing persisted per source
+        return out
+    for start in range(0, ids.shape[0], DIGEST_CHUNK):
+        rows = policy.export_rows(ids[start:start + DIGEST_CHUNK])
+        raw = np.frombuffer(rows.tobytes(), dtype=np.uint8).reshape(rows.shape[0], -1)
+        pad = -raw.shape[1] % 8
+        if pad:
+            raw = np.pad(raw, ((0, 0), (0, pad)))
+        words = np.ascontiguousarray(raw).view(np.uint64)
+        out[start:start + rows.shape[0]] = np.bitwise_xor.reduce(
+            words * np.resize(_ODD, words.shape[1]), axis=1)
+    return out
+
 
 class PolicyKeeper:
     """Holds the policy (``policy``, None before the service opens) and the sources it must
@@ -78,6 +103,9 @@ class PolicyKeeper:
         t = time.perf_counter()
         unchecked, self.unchecked = self.unchecked, set()
         self.repair(unchecked)
+        grown = np.asarray(self.grown_since_select, dtype=np.int64)
+        grown = grown[grown < self.policy.n]
+        before = row_digests(self.policy, grown)
         try:
             chosen = self.policy.select(k, budget, eligible)
         except (ValueError, FloatingPointError, ZeroDivisionError, OverflowError) as exc:
@@ -86,8 +114,10 @@ class PolicyKeeper:
             chosen = self.policy.select(k, budget, eligible)
         self.decision_time(time.perf_counter() - t, calls=1)
         self.touched = True
-        # a policy may set up the rows of sources added since its last selection
-        self.state.touch(self.grown_since_select)
+        # a policy may set up the rows of sources added since its last selection: those it
+        # changed go to the next checkpoint (after a restore, the rows are as stored: a
+        # restored crawl's first checkpoint does not rewrite every source)
+        self.state.touch(grown[row_digests(self.policy, grown) != before])
         self.grown_since_select = []
         return chosen
 

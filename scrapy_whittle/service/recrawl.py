@@ -496,6 +496,12 @@ class RecrawlService:
         before it is handed out."""
         return self.planner.next_crawl(hosts)
 
+    def next_crawls(self, hosts: HostLoad, limit: int, taken=None) -> list[Crawl]:
+        """Up to ``limit`` crawls at once: what ``limit`` calls of :meth:`next_crawl` would
+        give now, in one pass over the plan; ``taken(crawl)`` after each, so that ``hosts``
+        counts it (a cluster's planner hands out crawls in batches)."""
+        return self.planner.next_crawls(hosts, limit, taken)
+
     def has_crawls(self) -> bool:
         return len(self.sources) > 0 and not self.timeline.finished
 

@@ -233,7 +233,8 @@ LOAD_COLUMNS = ("id", "url", "category", "weight", "min_interval",
 @dataclass
 class SavedState:
     """What a store held when it was opened: ``sources`` maps each of LOAD_COLUMNS to its
-    values in id order."""
+    values in id order (a sequence or a numpy array; ``policy_row``: bytes or None each,
+    or the policy's rows as one structured array)."""
 
     meta: dict[str, Any]
     sources: dict[str, tuple]

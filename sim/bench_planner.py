@@ -1,0 +1,261 @@
+"""How many crawls a second one cluster planner hands out, where its time goes, what Redis
+holds per source, and how long a take-over lasts after the planner's kill -9.
+
+    python -m sim.bench_planner [--sources 100000,1000000] [--seconds 20] [--json]
+    python -m sim.bench_planner --sources 1000000 --takeover 3 --lock-ttl 10
+
+For each N of ``--sources``, on a fresh ``redis-server`` (free port, temporary directory, no
+persistence): N sources are loaded as a previous planner's checkpoint leaves them
+(:func:`sim.planner_load.load`, N / 100 hosts), then the real planner runs in its own process
+(:func:`sim.planner_load.run_planner`: a ``ClusterNode`` that takes no crawl itself) against
+``--workers`` lightweight workers in another (:func:`sim.planner_load.run_workers`: synthetic
+results from a seeded model, no HTTP). The budget offers ``--offered`` crawls a second
+(``WHITTLE_BUDGET`` = offered x ``--period``), more than one planner hands out, so that the
+rate measured is the planner's, over ``--seconds`` after ``--warmup`` seconds of leading:
+
+* ``crawls_per_s``: crawls handed out (dispatched to the tasks stream) a second;
+* ``planner_cpu_ms_per_crawl``: the planner process's CPU (all its threads: the checkpoints
+  are written from one) per crawl; ``profile``: its event loop's time under cProfile, split
+  by where it goes (selection and index maths, Redis round trips, serialisation, learning);
+* ``redis_commands_per_crawl`` (all clients: the planner's and the workers'), Redis CPU per
+  crawl, and Redis ``used_memory`` per source after the load and after the run.
+
+``--takeover R``: R times, a planner process leads and hands out crawls while a second one
+waits; the first is killed with SIGKILL and the time until crawls are handed out again
+(``takeover_s``) is measured against ``--lock-ttl`` (``WHITTLE_REDIS_LOCK_TTL``), with the
+part the new planner spent restoring the state (``restore_s``).
+
+Every process shares this machine's cores: the load generator and Redis take CPU from the
+planner, so the rates are a floor for a planner on its own core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from sim.planner_load import settings_for
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisProcess:
+    """A ``redis-server`` of its own for one measurement."""
+
+    def __init__(self, directory: Path) -> None:
+        import redis
+
+        self.port = _free_port()
+        self.proc = subprocess.Popen(
+            [shutil.which("redis-server") or "redis-server", "--port", str(self.port),
+             "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
+             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.client = redis.Redis(port=self.port)
+        for _ in range(400):
+            try:
+                self.client.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def used_memory(self) -> int:
+        return int(self.client.info("memory")["used_memory"])
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(60)
+
+
+def _module(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sim.planner_load", *args],
+                            stdout=subprocess.PIPE, text=True, **kw)
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 120) -> float:
+    """SIGTERM ``proc`` (SIGKILL after ``timeout``); returns the CPU seconds it used."""
+    if proc.returncode is not None:
+        return 0.0
+    proc.send_signal(signal.SIGTERM)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _events(proc: subprocess.Popen):
+    for line in proc.stdout:
+        if line.startswith("{"):
+            yield json.loads(line)
+
+
+def _crawls(client, prefix: str) -> int:
+    return int(client.hget(f"{prefix}:totals", "crawls") or 0)
+
+
+def measure(args, n: int, tmp: Path) -> dict:
+    redis = RedisProcess(tmp)
+    prefix = "bench"
+    settings = settings_for(args.offered * args.period, args.period)
+    try:
+        empty = redis.used_memory()
+        loaded = _module("load", redis.url, prefix, str(n), json.dumps(settings))
+        row = next(_events(loaded))
+        loaded.wait()
+        row["used_memory_per_source_loaded"] = (redis.used_memory() - empty) / n
+        if args.seconds > 0:
+            row.update(rate(args, redis, prefix, settings, n, tmp, empty))
+        if args.takeover:
+            row["takeovers"] = [takeover(args, redis, prefix, settings, n)
+                                for _ in range(args.takeover)]
+    finally:
+        redis.stop()
+    return row
+
+
+def rate(args, redis, prefix: str, settings: dict, n: int, tmp: Path, empty: int) -> dict:
+    """The planner's rate, CPU, Redis commands and profile over a window."""
+    row: dict = {}
+    workers = _module("workers", redis.url, prefix, str(n), "--workers", str(args.workers),
+                      "--seed", str(args.seed), stderr=subprocess.DEVNULL)
+    out = tmp / f"planner-{n}.json"
+    planner = _module("planner", redis.url, prefix, json.dumps(settings),
+                      "--seconds", str(args.seconds), "--warmup", str(args.warmup),
+                      "--lock-ttl", str(args.lock_ttl), "--backlog", str(args.backlog),
+                      "--lease", str(args.lease), "--out", str(out),
+                      *(["--profile"] if args.profile else []))
+    lead = next(_events(planner))
+    planner.wait()
+    workers_cpu = _stop(workers)
+    answered = next(_events(workers))["answered"]
+    result = json.loads(out.read_text())
+    row["workers_cpu_ms_per_crawl"] = 1e3 * workers_cpu / max(answered, 1)
+    row.update(restore_s=lead["restore_s"], **result)
+    row["used_memory_per_source_after"] = (redis.used_memory() - empty) / n
+    return row
+
+
+def takeover(args, redis, prefix: str, settings: dict, n: int) -> dict:
+    """Kill -9 a leading planner while another waits; seconds until crawls flow again."""
+    common = ["--lock-ttl", str(args.lock_ttl), "--backlog", str(args.backlog),
+              "--lease", str(args.lease)]
+    workers = _module("workers", redis.url, prefix, str(n), "--workers", str(args.workers),
+                      "--seed", str(args.seed + 1), stderr=subprocess.DEVNULL)
+    first = _module("planner", redis.url, prefix, json.dumps(settings), *common,
+                    stderr=subprocess.DEVNULL)
+    next(_events(first))
+    standby = _module("planner", redis.url, prefix, json.dumps(settings), *common,
+                      stderr=subprocess.DEVNULL)
+    try:
+        start = _crawls(redis.client, prefix)
+        while _crawls(redis.client, prefix) < start + 100:      # the first one hands out
+            time.sleep(0.01)
+        time.sleep(args.lock_ttl)           # the standby has tried the lock meanwhile
+        os.kill(first.pid, signal.SIGKILL)
+        killed = time.time()
+        first.wait()
+        before = _crawls(redis.client, prefix)
+        while _crawls(redis.client, prefix) == before:
+            if time.time() - killed > 10 * args.lock_ttl + 600:
+                raise RuntimeError("no planner took over")
+            time.sleep(0.005)
+        resumed = time.time()
+        lead = next(_events(standby))
+        return {"takeover_s": resumed - killed, "lock_ttl": args.lock_ttl,
+                "ratio_to_ttl": (resumed - killed) / args.lock_ttl,
+                "elected_after_s": lead["elected_at"] - killed,
+                "restore_s": lead["restore_s"]}
+    finally:
+        _stop(standby)
+        _stop(workers)
+        if first.poll() is None:
+            first.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sim.bench_planner", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sources", default="100000,1000000",
+                   help="comma-separated source counts (default 100000,1000000)")
+    p.add_argument("--seconds", type=float, default=20.0,
+                   help="measured window (0: no rate measured, the take-overs only)")
+    p.add_argument("--warmup", type=float, default=10.0,
+                   help="seconds of leading before the window")
+    p.add_argument("--workers", type=int, default=16, help="lightweight workers")
+    p.add_argument("--offered", type=float, default=10_000.0,
+                   help="crawls a second the budget offers (default 10000)")
+    p.add_argument("--period", type=float, default=10.0, help="WHITTLE_PERIOD (s)")
+    p.add_argument("--backlog", type=int, default=256, help="WHITTLE_REDIS_BACKLOG")
+    p.add_argument("--lease", type=float, default=60.0, help="WHITTLE_REDIS_LEASE")
+    p.add_argument("--lock-ttl", type=float, default=10.0, help="WHITTLE_REDIS_LOCK_TTL")
+    p.add_argument("--takeover", type=int, default=0, help="take-overs measured per N")
+    p.add_argument("--no-profile", dest="profile", action="store_false")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    rows = []
+    for n in (int(float(s)) for s in args.sources.split(",")):
+        with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
+            row = measure(args, n, Path(tmp))
+        rows.append(row)
+        if not args.json:
+            report(row)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    return 0
+
+
+def report(row: dict) -> None:
+    n = row["sources"]
+    if "crawls_per_s" not in row:
+        print(f"N = {n:,}: loaded in {row['load_s']:.1f} s; Redis used_memory "
+              f"{row['used_memory_per_source_loaded']:.0f} B/source")
+    else:
+        _report_rate(row)
+    for t in row.get("takeovers", ()):
+        print(f"  take-over after kill -9: {t['takeover_s']:.2f} s = "
+              f"{t['ratio_to_ttl']:.2f} x lock TTL {t['lock_ttl']:g} s "
+              f"(restore {t['restore_s']:.2f} s)")
+
+
+def _report_rate(row: dict) -> None:
+    n = row["sources"]
+    print(f"N = {n:,}: {row['crawls_per_s']:.0f} crawls/s handed out by one planner "
+          f"(planner CPU {row['planner_cpu_ms_per_crawl']:.3f} ms/crawl, Redis CPU "
+          f"{row['redis_cpu_ms_per_crawl']:.3f} ms/crawl, {row['redis_commands_per_crawl']:.1f}"
+          f" commands/crawl; workers {row['workers_cpu_ms_per_crawl']:.3f} ms/crawl, load "
+          f"average {row['loadavg_1min']:.1f}); loaded in {row['load_s']:.1f} s; Redis used_memory "
+          f"{row['used_memory_per_source_loaded']:.0f} B/source loaded, "
+          f"{row['used_memory_per_source_after']:.0f} after; restore {row['restore_s']:.1f} s; "
+          f"planner peak RSS {row['planner_max_rss_mb']:.0f} MB")
+    prof = row.get("profile")
+    if prof:
+        print(f"  profiled window ({prof['crawls_per_s']:.0f} crawls/s under cProfile), the "
+              "planner's event loop: " + ", ".join(
+            f"{k} {v:.0%}" for k, v in prof["share"].items() if v >= 0.005))
+        for t in prof["top"][:8]:
+            print(f"    {t['self_s']:7.3f} s self {t['cum_s']:7.3f} cum {t['calls']:9d} "
+                  f"{t['where']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
