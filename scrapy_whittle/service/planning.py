@@ -168,8 +168,10 @@ class EpochPlanner:
                 return self.next_crawls(hosts, limit, taken)
         later = timeline.origin + (k + 1) * self.config.period
         src = self.sources
-        stopped = self.throttle.stopped
+        throttle = self.throttle
+        stopped = throttle.stopped
         saturated: set[int] = stopped.copy() if stopped else set()
+        paced, flying = throttle.paced, throttle.flying
         host_of, names = src.host, src.host_names
         kept: list[int] = []
         plan = self.plan
@@ -182,13 +184,18 @@ class EpochPlanner:
             if host in saturated:
                 kept.append(sid)
                 continue
+            if paced and host in paced and paced[host] > now + 1e-6:
+                later = min(later, paced[host])     # a throttled host's next crawl
+                kept.append(sid)
+                continue
             not_before = src.not_before(sid, now)
             if not_before > now + 1e-6:
                 later = min(later, not_before)
                 kept.append(sid)
                 continue
-            if hosts.saturated(names[host]):
-                saturated.add(host)
+            if (flying and host in flying and throttle.gated(host, now)) \
+                    or hosts.saturated(names[host]):
+                saturated.add(host)        # (a host in its slow start: its answers first)
                 kept.append(sid)
                 continue
             self.planned.discard(sid)
