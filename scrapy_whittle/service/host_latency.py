@@ -55,7 +55,7 @@ class HostLatency:
     """One host's latency: its baseline, its fast mean, its answers so far and its current
     run of slow answers (their count and sources)."""
 
-    __slots__ = ("baseline", "fast", "answers", "slow", "sources")
+    __slots__ = ("answers", "baseline", "fast", "slow", "sources")
 
     def __init__(self, latency: float) -> None:
         self.baseline = self.fast = latency
