@@ -75,10 +75,10 @@ class LatencyWatch:
         self.hosts: dict[int, HostLatency] = {}
 
     def slowing(self, hid: int, sid: int, latency: float,
-                sources_of_host: Callable[[], int]) -> bool:
+                sources_of_host: Callable[[int], int]) -> bool:
         """Host ``hid``'s source ``sid`` answered well in ``latency`` seconds: whether the
-        host is slowing down now (see the module docstring). ``sources_of_host()``: how many
-        sources the host has (asked only when fewer than ``MIN_SOURCES`` were slow). A True
+        host is slowing down now (see the module docstring). ``sources_of_host(hid)``: how
+        many sources the host has (asked only when fewer than ``MIN_SOURCES`` were slow). A True
         starts a new run: the next cut needs new evidence."""
         if not (self.enabled and 0.0 <= latency < INF):     # NaN, inf: nothing measured
             return False
@@ -99,7 +99,7 @@ class LatencyWatch:
         h.sources.add(sid)
         if h.answers <= WARMUP or h.slow < MIN_SLOW or h.fast <= threshold:
             return False
-        if len(h.sources) < MIN_SOURCES and len(h.sources) < sources_of_host():
+        if len(h.sources) < MIN_SOURCES and len(h.sources) < sources_of_host(hid):
             return False
         h.slow = 0
         h.sources.clear()

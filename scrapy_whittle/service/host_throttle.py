@@ -110,6 +110,7 @@ class HostThrottle:
         self.forbids: dict[int, set[int]] = {}
         #: the hosts' latencies (``latency_factor`` 0: not watched)
         self.latency = LatencyWatch(latency_factor)
+        self._count_sources = self._sources_of
 
     def limited(self) -> bool:
         """Whether any host has a finite allowance (or is held by a Retry-After)."""
@@ -294,8 +295,7 @@ class HostThrottle:
         """``crawl``'s good answer took ``latency`` seconds: its host is cut if it is
         slowing down (as by a 429: once an epoch, then paced)."""
         hid = self.sources.host.item(crawl.source)
-        if not self.latency.slowing(hid, crawl.source, latency,
-                                    lambda: self._sources_of(hid)):
+        if not self.latency.slowing(hid, crawl.source, latency, self._count_sources):
             return
         name = self.sources.host_names[hid]
         if self.allowances.overloaded(name, self._observed(crawl, hid, name, False)):

@@ -158,7 +158,7 @@ def test_latency_factor_zero_turns_the_watch_off():
 def test_latencies_that_measure_nothing_are_ignored():
     watch = LatencyWatch()
     for latency in (float("nan"), float("inf"), -1.0):
-        assert not watch.slowing(0, 0, latency, lambda: 2)
+        assert not watch.slowing(0, 0, latency, lambda hid: 2)
     assert watch.hosts == {}
 
 
@@ -171,7 +171,7 @@ def test_a_bad_latency_factor_is_refused_with_its_name(value):
 def warmed(watch, hid=0, sources=(1, 2), latency=0.1):
     """``watch`` with host ``hid`` answering in ``latency`` s from ``sources``, ten times."""
     for k in range(10):
-        assert not watch.slowing(hid, sources[k % len(sources)], latency, lambda: 12)
+        assert not watch.slowing(hid, sources[k % len(sources)], latency, lambda hid: 12)
     return watch
 
 
@@ -179,10 +179,10 @@ def test_a_run_of_slow_answers_of_one_source_does_not_speak_for_its_host():
     """One feed answering slowly many times in a row (nothing else of its host asked
     meanwhile): its own; the same run from two of the host's feeds: the host's."""
     watch = warmed(LatencyWatch())
-    assert not any(watch.slowing(0, 1, 5.0, lambda: 12) for _ in range(20))
+    assert not any(watch.slowing(0, 1, 5.0, lambda hid: 12) for _ in range(20))
     watch = warmed(LatencyWatch())
-    assert [watch.slowing(0, 1 + k % 2, 5.0, lambda: 12) for k in range(3)] == [
+    assert [watch.slowing(0, 1 + k % 2, 5.0, lambda hid: 12) for k in range(3)] == [
         False, False, True]
     # a host of a single feed is that feed: its run is the host's
     watch = warmed(LatencyWatch(), sources=(1,))
-    assert [watch.slowing(0, 1, 5.0, lambda: 1) for _ in range(3)] == [False, False, True]
+    assert [watch.slowing(0, 1, 5.0, lambda hid: 1) for _ in range(3)] == [False, False, True]
