@@ -78,7 +78,8 @@ FORBIDDEN = "http_403"
 class HostThrottle:
     """See the module docstring. ``allowances``: the hosts' allowances; ``stopped``: ids of
     the hosts that get no more crawls this epoch; ``held``: host id -> time before which it
-    gets none (its Retry-After)."""
+    gets none (its Retry-After); ``latency_factor``: ``WHITTLE_HOST_LATENCY_FACTOR`` (0: the
+    hosts' latencies are not watched)."""
 
     def __init__(self, limits: dict[str, float] | None, *, sources: SourceTable,
                  state: SourceState, timeline: Timeline, stats: Stats,
