@@ -360,7 +360,8 @@ class ClusterNode:
     # -- reporting fetches (the middleware's sink) -----------------------------------------------
     async def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                            etag: str | None = None, last_modified: str | None = None,
-                           hints: ServerHints | None = None) -> FetchResult:
+                           hints: ServerHints | None = None, latency: float | None = None
+                           ) -> FetchResult:
         task_id = self.taken.pop(crawl.cid)
         distinct, packed = packed_hashes(entries)
         maxn = self.config.max_entries_per_source
@@ -391,7 +392,7 @@ class ClusterNode:
             new_items=len(new), reward=reward,
             window_full=found.window_full, published=[e.published for e in new],
             etag=etag or "", last_modified=last_modified or "",
-            hints=hints.encode() if hints else ""))
+            hints=hints.encode() if hints else "", latency=latency))
         count_fetch(self.stats, len(new), reward, found.window_full)
         if int(batch):
             self.held.add(int(batch))
@@ -415,12 +416,14 @@ class ClusterNode:
 
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                            last_modified: str | None = None,
-                           hints: ServerHints | None = None) -> None:
+                           hints: ServerHints | None = None, latency: float | None = None
+                           ) -> None:
         task_id = self.taken.pop(crawl.cid)
         await self._send(task_id, CrawlResult.of(
             crawl, self.clock.now(), NOT_MODIFIED, moved=self._moves.pop(crawl.cid, ""),
             etag=etag or "",
-            last_modified=last_modified or "", hints=hints.encode() if hints else ""))
+            last_modified=last_modified or "", hints=hints.encode() if hints else "",
+            latency=latency))
         self.stats.inc("fetched")
         self.stats.inc("not_modified")
 

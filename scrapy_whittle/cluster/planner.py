@@ -358,9 +358,10 @@ class Planner:
             # what a worker sent: record_fetch keeps the numbers in range
             service.record_fetch(crawl, result.new_items, result.reward, result.window_full,
                                  result.published, etag=etag, last_modified=modified,
-                                 now=result.at, hints=hints)
+                                 now=result.at, hints=hints, latency=result.latency)
         elif result.kind == NOT_MODIFIED:
-            service.not_modified(crawl, etag=etag, last_modified=modified, hints=hints)
+            service.not_modified(crawl, etag=etag, last_modified=modified, hints=hints,
+                                 latency=result.latency)
         else:
             service.crawl_failed(crawl, result.kind, result.cause, result.retry_after or None)
         return sid

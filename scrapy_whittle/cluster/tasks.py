@@ -54,6 +54,8 @@ class CrawlResult:
     readable: bool = True
     #: where the source answered after permanent redirects ("": where it was asked)
     moved: str = ""
+    #: the seconds the server took to answer a fetch or a 304 (None: not measured)
+    latency: float | None = None
 
     @classmethod
     def of(cls, crawl: Crawl, at: float, kind: str, **fields) -> CrawlResult:
@@ -68,7 +70,8 @@ def result_fields(result: CrawlResult) -> dict:
             "new": result.new_items, "reward": repr(result.reward),
             "full": int(result.window_full), "published": json.dumps(result.published),
             "etag": result.etag, "modified": result.last_modified, "cause": result.cause,
-            "hints": result.hints, "retry": repr(result.retry_after), "moved": result.moved}
+            "hints": result.hints, "retry": repr(result.retry_after), "moved": result.moved,
+            "lat": "" if result.latency is None else repr(result.latency)}
 
 
 def read_result(f: dict) -> CrawlResult:
@@ -85,6 +88,11 @@ def read_result(f: dict) -> CrawlResult:
         result.retry_after = float(text.get("retry", "0"))
     except ValueError:
         result.retry_after = 0.0
+    try:
+        latency = float(text.get("lat") or "nan")
+        result.latency = latency if latency >= 0 else None      # NaN, garbage: unknown
+    except ValueError:
+        result.latency = None
     if result.kind == FETCHED:
         try:
             result.new_items, result.reward = int(text["new"]), float(text["reward"])

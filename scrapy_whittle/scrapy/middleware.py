@@ -113,6 +113,13 @@ class RetryAfterMiddleware:
 PERMANENT = frozenset({301, 308})
 
 
+def _latency(request: Request) -> float | None:
+    """The seconds the server took to answer ``request`` (Scrapy's ``download_latency``: from
+    the request sent to the response's headers, so a feed's size hardly counts), or None."""
+    latency = request.meta.get("download_latency")
+    return float(latency) if isinstance(latency, int | float) else None
+
+
 def moved_to(request: Request) -> str | None:
     """Where a redirected request's first URL moved for good: the URL its leading run of
     permanent redirects ends at (None: no permanent redirect first)."""
@@ -184,7 +191,7 @@ class FeedObserverMiddleware:
                 request.meta[META_CRAWL] = crawl
         if response.status == 304:
             await _settle(service.not_modified(
-                crawl, **self._validators(response),
+                crawl, **self._validators(response), latency=_latency(request),
                 hints=response_hints(response.headers, service.clock.now())))
             request.meta.update(whittle_entries=[], whittle_values=[],
                                 whittle_time=service.clock.now())
@@ -217,7 +224,7 @@ class FeedObserverMiddleware:
             service.feed_warnings(crawl, parsed.warnings)
         now = service.clock.now()             # the entries are told new at this instant
         found = await _settle(service.feed_fetched(
-            crawl, parsed.entries, **self._validators(response),
+            crawl, parsed.entries, **self._validators(response), latency=_latency(request),
             hints=response_hints(response.headers, now, parsed.hints)))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=now)

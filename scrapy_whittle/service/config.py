@@ -263,6 +263,14 @@ def _half_life(name: str, raw: Any) -> float | dict[str, float] | None:
     return seconds(name, raw)
 
 
+def _latency_factor(name: str, raw: Any) -> float:
+    """0 (latency not watched) or a finite number > 1."""
+    value = number(minimum=0)(name, raw)
+    if 0 < value <= 1:
+        raise _fail(name, raw, "must be 0 (off) or a number > 1")
+    return float(value)
+
+
 def _host_limits(name: str, raw: Any) -> dict[str, float] | None:
     """host -> crawls per epoch (a number > 0, fractions too: 0.5 is one crawl every other
     epoch), or its JSON text; None or empty: no host has a limit."""
@@ -371,6 +379,10 @@ SETTINGS: tuple[Setting, ...] = (
             "budget a host cannot take goes to other hosts; a host that answers 429 or 503 "
             "(or a burst of 403s) is throttled below its limit, listed or not "
             "(see \"Hosts that limit crawlers\")"),
+    Setting("WHITTLE_HOST_LATENCY_FACTOR", 2.0, _latency_factor,
+            "a host whose answers, from several of its feeds, take more than this multiple "
+            "of its usual time (and a second more) is throttled as if it answered 429; `0`: "
+            "latency is not watched (a crawl whose own link is the bottleneck)"),
     Setting("WHITTLE_BACKOFF_BASE", 60.0, number(minimum=0),
             "seconds of back-off after a first failure, doubling after each further one"),
     Setting("WHITTLE_BACKOFF_MAX", 86400.0, number(minimum=0),
@@ -558,6 +570,7 @@ class WhittleConfig:
     seed: int = DEFAULTS["WHITTLE_SEED"]
     min_interval: float = DEFAULTS["WHITTLE_MIN_INTERVAL"]
     host_limits: dict[str, float] | None = DEFAULTS["WHITTLE_HOST_LIMITS"]
+    host_latency_factor: float = DEFAULTS["WHITTLE_HOST_LATENCY_FACTOR"]
     backoff_base: float = DEFAULTS["WHITTLE_BACKOFF_BASE"]
     backoff_max: float = DEFAULTS["WHITTLE_BACKOFF_MAX"]
     retire_after: float = DEFAULTS["WHITTLE_RETIRE_AFTER"]
@@ -611,6 +624,7 @@ class WhittleConfig:
             spread=v["WHITTLE_SPREAD"], discovery=v["WHITTLE_DISCOVERY"],
             seed=v["WHITTLE_SEED"],
             min_interval=v["WHITTLE_MIN_INTERVAL"], host_limits=v["WHITTLE_HOST_LIMITS"],
+            host_latency_factor=v["WHITTLE_HOST_LATENCY_FACTOR"],
             backoff_base=v["WHITTLE_BACKOFF_BASE"], backoff_max=v["WHITTLE_BACKOFF_MAX"],
             retire_after=v["WHITTLE_RETIRE_AFTER"],
             retire_404_after=v["WHITTLE_RETIRE_404_AFTER"],

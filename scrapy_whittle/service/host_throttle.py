@@ -26,6 +26,10 @@ crawl's answer heard by its host.
   counts requests in time (a minute, an hour), and an epoch's allowance sent in a burst
   would find it again; one 429 or 503 from a source that answered well before is enough to
   cut a paced host again (its crawls were spread: the rate is too high).
+* Rising latency (:mod:`~scrapy_whittle.service.host_latency`): a good answer's latency,
+  when the crawler measured it, is told to the host's :class:`LatencyWatch`; a host whose
+  answers slow down well past its usual time, over several of its sources, is cut as by a
+  429 (at most once an epoch, paced from then on) and recovers as any throttled host does.
 * The overload must be the host's, not one feed's. A rate limit refuses every request past
   its threshold: a host of several sources is cut only once two of its sources answered
   429/503 with no good answer from the host in between (403: ``FORBIDDEN_BURST`` distinct
@@ -37,7 +41,8 @@ crawl's answer heard by its host.
   requests and refuses the next, while a host past its slow start has shown it bears the
   crawl, and a feed of it refusing from its first visit is that feed.
 
-Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far).
+Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far),
+``hosts/slowed`` (the cuts of those for rising latency).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import numpy as np
 from scrapy_whittle.core.selection import select_within_hosts
 from scrapy_whittle.service.epochs import Timeline
 from scrapy_whittle.service.host_allowances import FORBIDDEN_BURST, HostAllowances
+from scrapy_whittle.service.host_latency import FACTOR, LatencyWatch
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.types import Crawl, HostLoad, Stats
@@ -72,12 +78,13 @@ FORBIDDEN = "http_403"
 class HostThrottle:
     """See the module docstring. ``allowances``: the hosts' allowances; ``stopped``: ids of
     the hosts that get no more crawls this epoch; ``held``: host id -> time before which it
-    gets none (its Retry-After)."""
+    gets none (its Retry-After); ``latency_factor``: ``WHITTLE_HOST_LATENCY_FACTOR`` (0: the
+    hosts' latencies are not watched)."""
 
     def __init__(self, limits: dict[str, float] | None, *, sources: SourceTable,
                  state: SourceState, timeline: Timeline, stats: Stats,
-                 slot_delays: dict[str, float] | None = None, default_delay: float = 0.0
-                 ) -> None:
+                 slot_delays: dict[str, float] | None = None, default_delay: float = 0.0,
+                 latency_factor: float = FACTOR) -> None:
         self.allowances = HostAllowances(limits, period=timeline.period,
                                          slot_delays=slot_delays, default_delay=default_delay)
         self.sources = sources
@@ -102,6 +109,9 @@ class HostThrottle:
         #: host id -> the sources that answered 429/503 (or 403) since its last good answer
         self.overloads: dict[int, set[int]] = {}
         self.forbids: dict[int, set[int]] = {}
+        #: the hosts' latencies (``latency_factor`` 0: not watched)
+        self.latency = LatencyWatch(latency_factor)
+        self._count_sources = self._sources_of
 
     def limited(self) -> bool:
         """Whether any host has a finite allowance (or is held by a Retry-After)."""
@@ -224,9 +234,16 @@ class HostThrottle:
 
     # -- what hosts answered ------------------------------------------------------------
     def heard(self, crawl: Crawl, kind: str | None = None, now: float = 0.0,
-              retry_after: float | None = None) -> None:
+              retry_after: float | None = None, latency: float | None = None) -> None:
         """A crawl's answer at ``now``: good (``kind`` None) or a failure of ``kind``, the
-        server asking for ``retry_after`` seconds (as capped by ``WHITTLE_HINTS_MAX_DELAY``)."""
+        server asking for ``retry_after`` seconds (as capped by ``WHITTLE_HINTS_MAX_DELAY``);
+        ``latency``: the seconds a good answer took (None: not measured)."""
+        self._answer(crawl, kind, now, retry_after)
+        if latency is not None and kind is None and self.latency.enabled:
+            self._timed(crawl, latency)      # after the answer is counted: what it bore
+
+    def _answer(self, crawl: Crawl, kind: str | None, now: float,
+                retry_after: float | None) -> None:
         allowances = self.allowances
         if kind is None and not (self.overloads or self.forbids or allowances.hosts) \
                 and self.all_known():
@@ -275,13 +292,28 @@ class HostThrottle:
             self.held[hid] = max(self.held.get(hid, 0.0), now + float(retry_after))
             self.stopped.add(hid)
 
+    def _timed(self, crawl: Crawl, latency: float) -> None:
+        """``crawl``'s good answer took ``latency`` seconds: its host is cut if it is
+        slowing down (as by a 429: once an epoch, then paced)."""
+        hid = self.sources.host.item(crawl.source)
+        if not self.latency.slowing(hid, crawl.source, latency, self._count_sources):
+            return
+        name = self.sources.host_names[hid]
+        if self.allowances.overloaded(name, self._observed(crawl, hid, name, False)):
+            self.stopped.add(hid)
+            self._pace(hid)
+            self.stats.inc("hosts/decreases")
+            self.stats.inc("hosts/slowed")
+            self.stats.set("hosts/throttled", len(self.allowances.throttled()))
+
+    def _sources_of(self, hid: int) -> int:
+        n = len(self.sources)
+        return int(np.count_nonzero(self.sources.host[:n] == hid))
+
     def _the_host_s(self, hid: int, sources: int, needed: int) -> bool:
         """Whether ``sources`` distinct sources answering so speak for host ``hid``: as many
         as ``needed``, or every source the host has (a host of one feed is that feed)."""
-        if sources >= needed:
-            return True
-        n = len(self.sources)
-        return sources >= int(np.count_nonzero(self.sources.host[:n] == hid))
+        return sources >= needed or sources >= self._sources_of(hid)
 
     def _observed(self, crawl: Crawl, hid: int, name: str, overload: bool) -> float | None:
         """What a host without a finite allowance took in ``crawl``'s epoch: its crawls

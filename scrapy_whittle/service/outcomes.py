@@ -133,7 +133,8 @@ class CrawlOutcomes:
     # -- what a crawl showed -------------------------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                      etag: str | None = None, last_modified: str | None = None,
-                     hints: ServerHints | None = None) -> FetchResult:
+                     hints: ServerHints | None = None, latency: float | None = None
+                     ) -> FetchResult:
         sid, memory = crawl.source, self.memory
         had_before = memory.size.item(sid) > 0
         new = memory.new_entries(sid, entries)
@@ -154,7 +155,8 @@ class CrawlOutcomes:
                             self.config, self.stats, new_in_feed)
         self.record_fetch(crawl, len(new), float(sum(found.values)), found.window_full,
                           [e.published for e in new], etag=etag,
-                          last_modified=last_modified, now=self.clock.now(), hints=hints)
+                          last_modified=last_modified, now=self.clock.now(), hints=hints,
+                          latency=latency)
         if new and self.publications.enabled:
             self.publications.add(sid, new, found.values)
         return found
@@ -162,7 +164,7 @@ class CrawlOutcomes:
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
                      published: list[float | None], *, etag: str | None = None,
                      last_modified: str | None = None, now: float | None = None,
-                     hints: ServerHints | None = None) -> None:
+                     hints: ServerHints | None = None, latency: float | None = None) -> None:
         sid = crawl.source
         now = self.clock.now() if now is None else now
         if new_items and published.__class__ is list \
@@ -173,7 +175,7 @@ class CrawlOutcomes:
         if etag or last_modified:
             self._remember_validators(sid, etag, last_modified)
         self._observe(crawl, now, True, *learned)
-        self.throttle.heard(crawl)
+        self.throttle.heard(crawl, latency=latency)
         if hints is not None:
             self._apply_hints(sid, hints, now)
         self.retirement.fetched(crawl, new_items, now)
@@ -236,15 +238,15 @@ class CrawlOutcomes:
         return new_items, reward, (learned_n, learned_value, bool(window_full), times)
 
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
-                     last_modified: str | None = None, hints: ServerHints | None = None
-                     ) -> None:
+                     last_modified: str | None = None, hints: ServerHints | None = None,
+                     latency: float | None = None) -> None:
         self._remember_validators(crawl.source, etag, last_modified)
         self.state.last_ok[crawl.source] = crawl.sent_at
         self.stats.inc("not_modified")
         self.ledger.totals[crawl.epoch].not_modified += 1
         now = self.clock.now()
         self._observe(crawl, now, True, 0, 0.0, False, [])
-        self.throttle.heard(crawl)
+        self.throttle.heard(crawl, latency=latency)
         self._apply_hints(crawl.source, hints, now)
         self.retirement.fetched(crawl, 0, now)
         self.stats.inc("fetched")

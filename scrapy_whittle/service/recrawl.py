@@ -128,7 +128,8 @@ class RecrawlService:
         self.throttle = HostThrottle(config.host_limits, sources=self.sources,
                                      state=self.state, timeline=self.timeline,
                                      stats=self.stats, slot_delays=slot_delays,
-                                     default_delay=download_delay)
+                                     default_delay=download_delay,
+                                     latency_factor=config.host_latency_factor)
         parts = dict(clock=clock, timeline=self.timeline, sources=self.sources,
                      state=self.state, stats=self.stats, keeper=self.keeper,
                      ledger=self.ledger, throttle=self.throttle)
@@ -527,11 +528,14 @@ class RecrawlService:
     # -- what crawls showed (CrawlOutcomes) ---------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                      etag: str | None = None, last_modified: str | None = None,
-                     hints: ServerHints | None = None) -> FetchResult:
+                     hints: ServerHints | None = None, latency: float | None = None
+                     ) -> FetchResult:
         """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
-        valued, are returned, and the crawl is recorded (:meth:`record_fetch`)."""
+        valued, are returned, and the crawl is recorded (:meth:`record_fetch`). ``latency``:
+        the seconds the answer took, if measured (its host's slowing down throttles it)."""
         found = self.outcomes.feed_fetched(crawl, entries, etag=etag,
-                                           last_modified=last_modified, hints=hints)
+                                           last_modified=last_modified, hints=hints,
+                                           latency=latency)
         if found.entries and self.deliveries.enabled:
             batch = self.deliveries.add(crawl.url, crawl.source, found.entries, found.values,
                                         self.clock.now())
@@ -569,20 +573,22 @@ class RecrawlService:
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
                      published: list[float | None], *, etag: str | None = None,
                      last_modified: str | None = None, now: float | None = None,
-                     hints: ServerHints | None = None) -> None:
+                     hints: ServerHints | None = None, latency: float | None = None) -> None:
         """A fetch of ``crawl`` found ``new_items`` new entries worth ``reward`` in all,
         published at ``published`` (unix seconds, None: unknown), the entries told new
         elsewhere (a cluster's workers): the policy learns it, the stats count it, within
         :mod:`scrapy_whittle.core.sanitize`'s ranges."""
         self.outcomes.record_fetch(crawl, new_items, reward, window_full, published,
                                    etag=etag, last_modified=last_modified, now=now,
-                                   hints=hints)
+                                   hints=hints, latency=latency)
 
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
-                     last_modified: str | None = None, hints: ServerHints | None = None
-                     ) -> None:
-        """The server answered 304 Not Modified: a successful crawl that found nothing new."""
-        self.outcomes.not_modified(crawl, etag=etag, last_modified=last_modified, hints=hints)
+                     last_modified: str | None = None, hints: ServerHints | None = None,
+                     latency: float | None = None) -> None:
+        """The server answered 304 Not Modified: a successful crawl that found nothing new
+        (``latency``: as :meth:`feed_fetched`'s)."""
+        self.outcomes.not_modified(crawl, etag=etag, last_modified=last_modified, hints=hints,
+                                   latency=latency)
 
     def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
                      retry_after: float | None = None) -> float:

@@ -107,13 +107,26 @@ def _as_redis(fields: dict) -> dict:
     CrawlResult(3, "p:7", 12, START + 0.125, START + 1.5, FETCHED, new_items=2,
                 reward=0.1 + 0.2, window_full=True, published=[START - 1.25, None],
                 etag='"v1"', last_modified="Tue, 14 Nov 2023 22:13:20 GMT",
-                hints="max-age"),
+                hints="max-age", latency=0.25),
     CrawlResult(0, "p:1", 0, START, START, "not_modified"),
+    CrawlResult(0, "p:1", 0, START, START, "not_modified", latency=1.0 / 3),
     CrawlResult(5, "p:2", 4, START, START + 3, "http_503", cause="HTTP 503",
                 retry_after=120.0),
 ])
 def test_a_result_message_round_trip(result):
     assert read_result(_as_redis(result_fields(result))) == result
+
+
+def test_a_result_without_a_readable_latency_has_none():
+    """A worker of an earlier version sends no latency; garbage is no latency either."""
+    fields = _as_redis(result_fields(CrawlResult(1, "p:1", 2, START, START, FETCHED,
+                                                 latency=0.5)))
+    for value in (None, b"", b"slow", b"-1", b"nan"):
+        if value is None:
+            del fields[b"lat"]
+        else:
+            fields[b"lat"] = value
+        assert read_result(fields).latency is None
 
 
 def test_unreadable_counts_make_an_empty_unreadable_result():
