@@ -49,7 +49,15 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
 from scrapy_whittle.cluster.connect import public_url
-from scrapy_whittle.cluster.entries import DEDUPE, RECLAIM, RENEW, entry_args, packed_hashes
+from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
+from scrapy_whittle.cluster.entries import (
+    DEDUPE,
+    RECLAIM,
+    RENEW,
+    entry_args,
+    packed_hashes,
+    report_arg,
+)
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
@@ -58,6 +66,7 @@ from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
     CrawlResult,
+    report_fields,
     result_fields,
     task_crawl,
     task_fields,
@@ -109,11 +118,14 @@ class ClusterNode:
         options = {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
                    "retry_on_error": [ConnectionError, RedisTimeout],
                    "health_check_interval": 10, "socket_connect_timeout": wait}
-        self.redis = aioredis.from_url(redis_url, **options)
-        self.sync_redis = redis.Redis.from_url(
+        #: the requests this process sent Redis (both clients)
+        self.round_trips = RoundTrips()
+        self.redis = count_round_trips(aioredis.from_url(redis_url, **options),
+                                       self.round_trips)
+        self.sync_redis = count_round_trips(redis.Redis.from_url(
             redis_url, retry=SyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
             retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
-            socket_connect_timeout=wait)
+            socket_connect_timeout=wait), self.round_trips)
         self.stopping = False
         self.finished = False
         self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
@@ -180,8 +192,15 @@ class ClusterNode:
         except (TimeoutError, RedisUnavailable, redis.exceptions.RedisError) as exc:
             logger.warning("cluster node %s closed without a last word to Redis (%s)",
                            self.consumer, exc or type(exc).__name__)
+        self.count_calls()
         await self.redis.aclose()
         self.sync_redis.close()
+
+    def count_calls(self) -> None:
+        """Publish the round trips to Redis so far, in all and by what they were for."""
+        self.stats.set("cluster/round_trips", self.round_trips.count)
+        for what, n in self.retry.calls.items():
+            self.stats.set(f"cluster/calls/{what.replace(' ', '_')}", n)
 
     async def _give_back(self) -> None:
         """Tasks taken but not started go back to the stream for the other workers."""
@@ -240,6 +259,7 @@ class ClusterNode:
                 self.finished = bool(finished)
                 self.stats.set("cluster/crawls", int(crawls or 0))
                 self.stats.set("cluster/sources", int(sources or 0))
+                self.count_calls()
 
     async def _crawl_state(self) -> list:
         """(finished, the cluster's crawls, its sources), as Redis holds them."""
@@ -363,17 +383,22 @@ class ClusterNode:
         task_id = self.taken.pop(crawl.cid)
         distinct, packed = packed_hashes(entries)
         maxn = self.config.max_entries_per_source
+        shown = distinct[:maxn]
+        values, _ = valued(shown, crawl.weight, self.config)
         journal = []
         if self.journal_deliveries:      # the new entries: a pending batch, in the script
-            values, _ = valued(distinct[:maxn], crawl.weight, self.config)
-            journal = entry_args(crawl.url, crawl.source, self.clock.now(), distinct[:maxn],
-                                 values)
-        keys, args = self.dedupe_call(crawl.source, distinct[:maxn], packed, journal)
+            journal = entry_args(crawl.url, crawl.source, self.clock.now(), shown, values)
+        # the result goes in the same step: what the script fills in is judged there
+        template = report_fields(CrawlResult.of(
+            crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
+            etag=etag or "", last_modified=last_modified or "",
+            hints=hints.encode() if hints else ""))
+        report = report_arg(task_id, template, values, shown)
+        keys, args = self.dedupe_call(crawl.source, shown, packed, journal, report)
         try:
             had, flags, batch = await self.retry(lambda: self._dedupe(keys=keys, args=args),
-                                                 "telling new entries", within=self.wait)
+                                                 "reporting a fetch", within=self.wait)
         except RedisUnavailable as exc:
-            self._moves.pop(crawl.cid, None)
             self._dropped(crawl, exc)
             return FetchResult([], [], False)
         flags = flags.decode() if isinstance(flags, bytes) else flags
@@ -383,34 +408,27 @@ class ClusterNode:
             self.stats.inc("dedup/repeats", repeats)
         found = judge_fetch(new, len(flags), int(had) > 0, crawl.weight, self.config,
                             self.stats, len(new) + repeats)
-        reward = float(sum(found.values))
-        # (the entries are remembered now: they are emitted even if the result is dropped)
-        await self._send(task_id, CrawlResult.of(
-            crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
-            new_items=len(new), reward=reward,
-            window_full=found.window_full, published=[e.published for e in new],
-            etag=etag or "", last_modified=last_modified or "",
-            hints=hints.encode() if hints else ""))
-        count_fetch(self.stats, len(new), reward, found.window_full)
+        count_fetch(self.stats, len(new), float(sum(found.values)), found.window_full)
         if int(batch):
             self.held.add(int(batch))
             found = found._replace(batch=int(batch))
         return found
 
     def dedupe_call(self, source: int, distinct: list[FeedEntry], packed: bytes,
-                    journal: list) -> tuple[list[str], list]:
+                    journal: list, report: str = "") -> tuple[list[str], list]:
         """The keys and arguments of the dedupe script
         (:data:`~scrapy_whittle.cluster.entries.DEDUPE`) for a fetch of ``source`` that
         showed ``distinct`` entries (``packed``: their hashes; ``journal``: ``entry_args``'s
-        or nothing)."""
+        or nothing; ``report``: ``report_arg``'s or nothing)."""
         k = self.keys
         shards, spec = [], b""
         if self.stories is not None:
             shards, spec = story_args(distinct, self.stories, k.stories)
+        streams = [k.results, k.tasks] if report else []
         return ([k.entries(source), k.pending, k.pending_since, k.pending_next,
-                 k.entry_capacity, *shards],
+                 k.entry_capacity, *shards, *streams],
                 [source % BUCKET, self.config.max_entries_per_source, 4, packed, spec,
-                 *journal])
+                 report, *journal])
 
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                            last_modified: str | None = None,
