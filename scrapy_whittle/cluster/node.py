@@ -84,6 +84,9 @@ logger = logging.getLogger(__name__)
 
 #: pending batches a node reclaims at once (more are taken a moment later)
 RECLAIM_BATCHES = 16
+#: seconds a delivered batch waits for others to be forgotten with it (a tenth of the lease
+#: at most: it is no longer renewed)
+DELIVERY_GATHER = 0.05
 
 
 class ClusterNode:
@@ -148,6 +151,8 @@ class ClusterNode:
         self.journal_deliveries = False
         self.held: set[int] = set()                       # pending batches not delivered
         self.replays: deque[Batch] = deque()              # reclaimed, to hand out again
+        self._delivered: list[int] = []                   # delivered, not yet forgotten
+        self._forgetting = False                          # a task forgets them soon
         self._loops: list[asyncio.Task] = []
         self._posting: set[asyncio.Future] = set()
         self._log_once = OnceLog(logger)
@@ -237,37 +242,43 @@ class ClusterNode:
 
     # -- taking tasks ---------------------------------------------------------------------------
     async def _read_tasks(self) -> None:
-        k = self.keys
         checked = 0.0
         while not self.stopping:
             free = self.capacity * 2 - len(self.queue) - len(self.taken)
             if free <= 0:
                 await asyncio.sleep(0.01)
                 continue
-            got = await self.retry(lambda free=free: self.redis.xreadgroup(
-                "workers", self.consumer, {k.tasks: ">"}, count=free, block=200),
-                "taking tasks")
+            loop_time = asyncio.get_running_loop().time()
+            state = loop_time - checked > 1.0        # the crawl's state too, once a second
+            if state:
+                checked = loop_time
+            got, state = await self.retry(lambda free=free, state=state: self._take(
+                free, state), "taking tasks")
             for task_id, f in (got[0][1] if got else ()):
                 self.queue.append((task_crawl(f), task_id.decode()))
             if got and self.on_tasks is not None:
                 self.on_tasks()
-            loop_time = asyncio.get_running_loop().time()
-            if loop_time - checked > 1.0:
-                checked = loop_time
-                finished, crawls, sources = await self.retry(self._crawl_state,
-                                                             "reading the crawl's state")
+            if state is not None:
+                finished, crawls, sources = state
                 self.finished = bool(finished)
                 self.stats.set("cluster/crawls", int(crawls or 0))
                 self.stats.set("cluster/sources", int(sources or 0))
                 self.count_calls()
 
-    async def _crawl_state(self) -> list:
-        """(finished, the cluster's crawls, its sources), as Redis holds them."""
+    async def _take(self, count: int, state: bool) -> tuple[list, list | None]:
+        """(Up to ``count`` tasks, waiting a moment for some; with ``state``: the crawl's
+        state (finished, the cluster's crawls, its sources), read in the same round trip.)"""
+        k = self.keys
+        if not state:
+            got = await self.redis.xreadgroup("workers", self.consumer, {k.tasks: ">"},
+                                              count=count, block=200)
+            return got, None
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hget(self.keys.meta, "finished")
-        pipe.hmget(self.keys.totals, "crawls", "sources")
-        finished, (crawls, sources) = await pipe.execute()
-        return [finished, crawls, sources]
+        pipe.hget(k.meta, "finished")
+        pipe.hmget(k.totals, "crawls", "sources")
+        pipe.xreadgroup("workers", self.consumer, {k.tasks: ">"}, count=count, block=200)
+        finished, (crawls, sources), got = await pipe.execute()
+        return got, [finished, crawls, sources]
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         """The next task for the downloader, or None. ``hosts`` is not asked: the planner
@@ -341,27 +352,34 @@ class ClusterNode:
 
     def delivered(self, batch: int) -> None:
         """Every item made of ``batch``'s entries passed the pipelines (or was dropped on
-        purpose): its pending batch is deleted (in the background, retried)."""
+        purpose): its pending batch is deleted (in the background, retried), with the others
+        delivered within ``DELIVERY_GATHER`` seconds: one round trip for them all."""
         self.held.discard(batch)
+        self._delivered.append(batch)
+        if self._forgetting:
+            return
+        self._forgetting = True
+        task = asyncio.ensure_future(self._forget_delivered())
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
+
+    async def _forget_delivered(self) -> None:
         k = self.keys
+        await asyncio.sleep(min(DELIVERY_GATHER, self.lease / 10))
+        batches, self._delivered, self._forgetting = self._delivered, [], False
 
         async def forget():
             pipe = self.redis.pipeline(transaction=True)
-            pipe.hdel(k.pending, batch)
-            pipe.zrem(k.pending_since, batch)
+            pipe.hdel(k.pending, *batches)
+            pipe.zrem(k.pending_since, *batches)
             return await pipe.execute()
 
-        async def send():
-            try:
-                await self.retry(forget, "forgetting a delivered batch", within=self.wait)
-            except (RedisUnavailable, redis.exceptions.RedisError) as exc:
-                # it is reclaimed after the lease and delivered again: a repeat, not a loss
-                logger.info("cluster node %s: delivered batch %d not forgotten (%s)",
-                            self.consumer, batch, exc)
-
-        task = asyncio.ensure_future(send())
-        self._posting.add(task)
-        task.add_done_callback(self._posting.discard)
+        try:
+            await self.retry(forget, "forgetting delivered batches", within=self.wait)
+        except (RedisUnavailable, redis.exceptions.RedisError) as exc:
+            # they are reclaimed after the lease and delivered again: repeats, not losses
+            logger.info("cluster node %s: %d delivered batches not forgotten (%s)",
+                        self.consumer, len(batches), exc)
 
     def queued(self) -> int:
         return len(self.queue)

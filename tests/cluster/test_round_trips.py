@@ -71,3 +71,35 @@ async def _one_trip(url: str) -> None:
             assert (found.batch is not None) == bool(found.entries)
     finally:
         await _close(node)
+
+
+@pytest_twisted.ensureDeferred
+async def test_batches_delivered_together_are_forgotten_in_one_round_trip(tmp_path):
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    try:
+        await Deferred.fromFuture(asyncio.ensure_future(_delivered_together(server.url)))
+    finally:
+        server.stop()
+
+
+async def _delivered_together(url: str) -> None:
+    node = _node(url)
+    try:
+        await node._ensure_groups()
+        batches = []
+        for n, entries in enumerate(FETCHES[:3]):
+            crawl = Crawl(0, URL, n, node.clock.now(), {}, f"c{n}", 1.5)
+            node.taken[crawl.cid] = f"{n + 1}-0"
+            batches.append((await node.feed_fetched(crawl, entries)).batch)
+        assert None not in batches and await node.redis.hlen(node.keys.pending) == 3
+        before = node.round_trips.count
+        for batch in batches:
+            node.delivered(batch)
+        await asyncio.wait(list(node._posting))
+        assert node.round_trips.count - before == 1
+        assert await node.redis.hlen(node.keys.pending) == 0
+        assert await node.redis.zcard(node.keys.pending_since) == 0
+        assert node.held == set()
+    finally:
+        await _close(node)
