@@ -24,8 +24,11 @@ share this machine's cores: the CPU each used per crawl is reported, and with it
 rate the cores could sustain.
 
 Also reported: entries emitted twice across the cluster (``duplicates``), budget use, Redis
-memory per source (``used_memory`` after the run against before, per feed) and Redis
-commands per crawl (``INFO commandstats``).
+memory per source (``used_memory`` after the run against before, per feed), Redis
+commands per crawl (``INFO commandstats``: a script's commands count one each) and round
+trips per crawl (the requests the processes' clients wrote: a command, a pipeline or a
+script call is one; ``whittle/cluster/round_trips``), with the calls by what they were for
+(``redis_calls_per_crawl``: a checkpoint is one call of a few round trips).
 """
 
 from __future__ import annotations
@@ -167,7 +170,16 @@ def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
     fetched = sum(s.get("whittle/fetched", 0) for s in stats)
     used = [s[k] for s in stats for k in ("whittle/budget_used", "whittle/planner/budget_used")
             if k in s]
+    calls: dict[str, int] = {}
+    for s in stats:
+        for key, n in s.items():
+            if key.startswith("whittle/cluster/calls/"):
+                what = key.rsplit("/", 1)[1]
+                calls[what] = calls.get(what, 0) + n
     return {"processes": k, "crawls_per_s": fetched / args.seconds, "crawls": fetched,
+            # requests each process sent Redis (a command, pipeline or script: one each)
+            "round_trips": sum(s.get("whittle/cluster/round_trips", 0) for s in stats),
+            "calls": calls,
             "captured": truth["captured"], "captured_after_warmup": truth["captured"] - warm,
             "items": len(items),
             "duplicates": len(keys) - len(set(keys)), "budget_used": max(used, default=None),
@@ -255,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
             "redis_bytes_per_source": key_memory / args.feeds,
             "redis_used_memory_per_source": memory / args.feeds,
             "redis_commands_per_crawl": commands / max(pairs[0][1]["crawls"], 1),
+            "redis_round_trips_per_crawl": pairs[0][1]["round_trips"]
+            / max(pairs[0][1]["crawls"], 1),
+            "redis_calls_per_crawl": {what: n / max(pairs[0][1]["crawls"], 1)
+                                      for what, n in sorted(pairs[0][1]["calls"].items())},
             "redis_story_memory": story_memory})
     if args.json:
         print(json.dumps(report, indent=2))
@@ -280,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Redis: the crawl's keys {report['redis_bytes_per_source']:.0f} bytes per "
               f"source (used_memory {report['redis_used_memory_per_source']:.0f}, with "
               f"connections and scripts), {report['redis_commands_per_crawl']:.1f} commands "
-              "per crawl")
+              f"per crawl in {report['redis_round_trips_per_crawl']:.2f} round trips")
     return 0
 
 

@@ -13,9 +13,16 @@ shown ("1": new; "2": new to its feed but a story the crawl has already, with
 ``Keys.entry_capacity`` (the story memory's bound follows it).
 
 KEYS: the source's entry hash, ``pending``, ``pending:since``, ``pending:next``,
-``entries:capacity``, then the story shards (:func:`~scrapy_whittle.cluster.stories.story_args`);
+``entries:capacity``, then the story shards (:func:`~scrapy_whittle.cluster.stories.story_args`),
+then (with a report) the results and tasks streams;
 ARGV: the source's field, ``max_entries_per_source``, the least slack, the packed hashes, the
-stories ("": per feed), then :func:`entry_args`'s.
+stories ("": per feed), the report (:func:`report_arg`; "": none), then :func:`entry_args`'s.
+
+Given the report, the same step adds what the fetch showed to the results stream and
+acknowledges the task (:mod:`scrapy_whittle.cluster.tasks`' message, judged as
+:func:`~scrapy_whittle.service.outcomes.judge_fetch` does: the new entries' count, values
+summed, publication times; the window full when every entry shown was new to the feed):
+a fetch is one round trip, and an entry is never remembered without its result sent.
 
 At-least-once items (:mod:`scrapy_whittle.service.deliveries` does it for one process with a
 file journal): given the entries themselves too (:func:`entry_args`), the same script stores
@@ -75,21 +82,46 @@ for i = #vis, 1, -1 do out[#out + 1] = vis[i] end
 local first = math.max(1, #out - cap + 1)
 redis.call('HSET', KEYS[1], ARGV[1], struct.pack('<I4', cap) .. table.concat(out, '', first, #out))
 """ + STORY_LUA + """
+if #ARGV[6] > 0 then
+  -- the fetch's result, in the same step: ARGV[6] is report_arg's JSON (t: the task's
+  -- id, f: the result's other fields, v and p: each distinct entry's value and publication
+  -- time); KEYS[#KEYS - 1], KEYS[#KEYS]: the results and tasks streams
+  local r = cjson.decode(ARGV[6])
+  local newn, repeats, reward, pub = 0, 0, 0, {}
+  for j = 1, #vis do
+    if flags[j] == '1' then
+      newn = newn + 1
+      reward = reward + tonumber(r.v[at[j]])
+      pub[#pub + 1] = r.p[at[j]]
+    elseif flags[j] == '2' then
+      repeats = repeats + 1
+    end
+  end
+  local full = (#oldlist > 0 and #vis > 0 and newn + repeats == #vis) and '1' or '0'
+  local f = r.f
+  for _, x in ipairs({'new', tostring(newn), 'reward', string.format('%.17g', reward),
+                      'full', full, 'published', '[' .. table.concat(pub, ',') .. ']'}) do
+    f[#f + 1] = x
+  end
+  redis.call('XADD', KEYS[#KEYS - 1], '*', unpack(f))
+  redis.call('XACK', KEYS[#KEYS], 'workers', r.t)
+  redis.call('XDEL', KEYS[#KEYS], r.t)
+end
 local batch = 0
-if #ARGV > 8 then
-  -- ARGV[6..8]: the source's URL (JSON), id, the time found; then per distinct entry shown
+if #ARGV > 9 then
+  -- ARGV[7..9]: the source's URL (JSON), id, the time found; then per distinct entry shown
   -- its JSON record and value: the new ones are the pending batch
   local es, vs = {}, {}
   for j = 1, #vis do
-    if flags[j] == '1' and ARGV[8 + 2 * at[j]] then
-      es[#es + 1] = ARGV[7 + 2 * at[j]]
-      vs[#vs + 1] = ARGV[8 + 2 * at[j]]
+    if flags[j] == '1' and ARGV[9 + 2 * at[j]] then
+      es[#es + 1] = ARGV[8 + 2 * at[j]]
+      vs[#vs + 1] = ARGV[9 + 2 * at[j]]
     end
   end
   if #es > 0 then
     batch = redis.call('INCR', KEYS[4])
-    redis.call('HSET', KEYS[2], batch, '{"b":' .. batch .. ',"u":' .. ARGV[6] .. ',"s":' ..
-               ARGV[7] .. ',"t":' .. ARGV[8] .. ',"v":[' .. table.concat(vs, ',') ..
+    redis.call('HSET', KEYS[2], batch, '{"b":' .. batch .. ',"u":' .. ARGV[7] .. ',"s":' ..
+               ARGV[8] .. ',"t":' .. ARGV[9] .. ',"v":[' .. table.concat(vs, ',') ..
                '],"e":[' .. table.concat(es, ',') .. ']}')
     local t = redis.call('TIME')
     redis.call('ZADD', KEYS[3], tonumber(t[1]) + tonumber(t[2]) / 1000000, batch)
@@ -137,6 +169,18 @@ def packed_hashes(entries: list[FeedEntry]) -> tuple[list[FeedEntry], bytes]:
     h = xxhash.xxh3_64_intdigest
     raw = b"".join(h(k.encode("utf-8", "surrogatepass")).to_bytes(8, "little") for k in first)
     return list(first.values()), raw
+
+
+def report_arg(task_id: str, fields: dict, values: list[float],
+               entries: list[FeedEntry]) -> str:
+    """:data:`DEDUPE`'s report (ARGV[6]): the task to acknowledge, the result's fields but
+    those the script fills in (:func:`~scrapy_whittle.cluster.tasks.report_fields`), and per
+    distinct entry (as :func:`packed_hashes` gives them) its value and publication time
+    (exact: as text)."""
+    flat = [str(x) for kv in fields.items() for x in kv]
+    return json.dumps({"t": task_id, "f": flat, "v": [repr(float(v)) for v in values],
+                       "p": [json.dumps(e.published) for e in entries]},
+                      ensure_ascii=False, separators=(",", ":"))
 
 
 def entry_args(url: str, source: int, found_at: float, entries: list[FeedEntry],

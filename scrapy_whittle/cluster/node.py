@@ -49,7 +49,15 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
 from scrapy_whittle.cluster.connect import public_url
-from scrapy_whittle.cluster.entries import DEDUPE, RECLAIM, RENEW, entry_args, packed_hashes
+from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
+from scrapy_whittle.cluster.entries import (
+    DEDUPE,
+    RECLAIM,
+    RENEW,
+    entry_args,
+    packed_hashes,
+    report_arg,
+)
 from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
@@ -58,6 +66,7 @@ from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
     CrawlResult,
+    report_fields,
     result_fields,
     task_crawl,
     task_fields,
@@ -75,6 +84,9 @@ logger = logging.getLogger(__name__)
 
 #: pending batches a node reclaims at once (more are taken a moment later)
 RECLAIM_BATCHES = 16
+#: seconds a delivered batch waits for others to be forgotten with it (a tenth of the lease
+#: at most: it is no longer renewed)
+DELIVERY_GATHER = 0.05
 
 
 class ClusterNode:
@@ -110,11 +122,14 @@ class ClusterNode:
         options = {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
                    "retry_on_error": [ConnectionError, RedisTimeout],
                    "health_check_interval": 10, "socket_connect_timeout": wait}
-        self.redis = aioredis.from_url(redis_url, **options)
-        self.sync_redis = redis.Redis.from_url(
+        #: the requests this process sent Redis (both clients)
+        self.round_trips = RoundTrips()
+        self.redis = count_round_trips(aioredis.from_url(redis_url, **options),
+                                       self.round_trips)
+        self.sync_redis = count_round_trips(redis.Redis.from_url(
             redis_url, retry=SyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
             retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
-            socket_connect_timeout=wait)
+            socket_connect_timeout=wait), self.round_trips)
         self.stopping = False
         self.finished = False
         self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
@@ -137,6 +152,8 @@ class ClusterNode:
         self.journal_deliveries = False
         self.held: set[int] = set()                       # pending batches not delivered
         self.replays: deque[Batch] = deque()              # reclaimed, to hand out again
+        self._delivered: list[int] = []                   # delivered, not yet forgotten
+        self._forgetting = False                          # a task forgets them soon
         self._loops: list[asyncio.Task] = []
         self._posting: set[asyncio.Future] = set()
         self._log_once = OnceLog(logger)
@@ -181,8 +198,15 @@ class ClusterNode:
         except (TimeoutError, RedisUnavailable, redis.exceptions.RedisError) as exc:
             logger.warning("cluster node %s closed without a last word to Redis (%s)",
                            self.consumer, exc or type(exc).__name__)
+        self.count_calls()
         await self.redis.aclose()
         self.sync_redis.close()
+
+    def count_calls(self) -> None:
+        """Publish the round trips to Redis so far, in all and by what they were for."""
+        self.stats.set("cluster/round_trips", self.round_trips.count)
+        for what, n in self.retry.calls.items():
+            self.stats.set(f"cluster/calls/{what.replace(' ', '_')}", n)
 
     async def _give_back(self) -> None:
         """Tasks taken but not started go back to the stream for the other workers."""
@@ -219,36 +243,43 @@ class ClusterNode:
 
     # -- taking tasks ---------------------------------------------------------------------------
     async def _read_tasks(self) -> None:
-        k = self.keys
         checked = 0.0
         while not self.stopping:
             free = self.capacity * 2 - len(self.queue) - len(self.taken)
             if free <= 0:
                 await asyncio.sleep(0.01)
                 continue
-            got = await self.retry(lambda free=free: self.redis.xreadgroup(
-                "workers", self.consumer, {k.tasks: ">"}, count=free, block=200),
-                "taking tasks")
+            loop_time = asyncio.get_running_loop().time()
+            state = loop_time - checked > 1.0        # the crawl's state too, once a second
+            if state:
+                checked = loop_time
+            got, state = await self.retry(lambda free=free, state=state: self._take(
+                free, state), "taking tasks")
             for task_id, f in (got[0][1] if got else ()):
                 self.queue.append((task_crawl(f), task_id.decode()))
             if got and self.on_tasks is not None:
                 self.on_tasks()
-            loop_time = asyncio.get_running_loop().time()
-            if loop_time - checked > 1.0:
-                checked = loop_time
-                finished, crawls, sources = await self.retry(self._crawl_state,
-                                                             "reading the crawl's state")
+            if state is not None:
+                finished, crawls, sources = state
                 self.finished = bool(finished)
                 self.stats.set("cluster/crawls", int(crawls or 0))
                 self.stats.set("cluster/sources", int(sources or 0))
+                self.count_calls()
 
-    async def _crawl_state(self) -> list:
-        """(finished, the cluster's crawls, its sources), as Redis holds them."""
+    async def _take(self, count: int, state: bool) -> tuple[list, list | None]:
+        """(Up to ``count`` tasks, waiting a moment for some; with ``state``: the crawl's
+        state (finished, the cluster's crawls, its sources), read in the same round trip.)"""
+        k = self.keys
+        if not state:
+            got = await self.redis.xreadgroup("workers", self.consumer, {k.tasks: ">"},
+                                              count=count, block=200)
+            return got, None
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hget(self.keys.meta, "finished")
-        pipe.hmget(self.keys.totals, "crawls", "sources")
-        finished, (crawls, sources) = await pipe.execute()
-        return [finished, crawls, sources]
+        pipe.hget(k.meta, "finished")
+        pipe.hmget(k.totals, "crawls", "sources")
+        pipe.xreadgroup("workers", self.consumer, {k.tasks: ">"}, count=count, block=200)
+        finished, (crawls, sources), got = await pipe.execute()
+        return got, [finished, crawls, sources]
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         """The next task for the downloader, or None. ``hosts`` is not asked: the planner
@@ -322,27 +353,34 @@ class ClusterNode:
 
     def delivered(self, batch: int) -> None:
         """Every item made of ``batch``'s entries passed the pipelines (or was dropped on
-        purpose): its pending batch is deleted (in the background, retried)."""
+        purpose): its pending batch is deleted (in the background, retried), with the others
+        delivered within ``DELIVERY_GATHER`` seconds: one round trip for them all."""
         self.held.discard(batch)
+        self._delivered.append(batch)
+        if self._forgetting:
+            return
+        self._forgetting = True
+        task = asyncio.ensure_future(self._forget_delivered())
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
+
+    async def _forget_delivered(self) -> None:
         k = self.keys
+        await asyncio.sleep(min(DELIVERY_GATHER, self.lease / 10))
+        batches, self._delivered, self._forgetting = self._delivered, [], False
 
         async def forget():
             pipe = self.redis.pipeline(transaction=True)
-            pipe.hdel(k.pending, batch)
-            pipe.zrem(k.pending_since, batch)
+            pipe.hdel(k.pending, *batches)
+            pipe.zrem(k.pending_since, *batches)
             return await pipe.execute()
 
-        async def send():
-            try:
-                await self.retry(forget, "forgetting a delivered batch", within=self.wait)
-            except (RedisUnavailable, redis.exceptions.RedisError) as exc:
-                # it is reclaimed after the lease and delivered again: a repeat, not a loss
-                logger.info("cluster node %s: delivered batch %d not forgotten (%s)",
-                            self.consumer, batch, exc)
-
-        task = asyncio.ensure_future(send())
-        self._posting.add(task)
-        task.add_done_callback(self._posting.discard)
+        try:
+            await self.retry(forget, "forgetting delivered batches", within=self.wait)
+        except (RedisUnavailable, redis.exceptions.RedisError) as exc:
+            # they are reclaimed after the lease and delivered again: repeats, not losses
+            logger.info("cluster node %s: %d delivered batches not forgotten (%s)",
+                        self.consumer, len(batches), exc)
 
     def queued(self) -> int:
         return len(self.queue)
@@ -365,17 +403,22 @@ class ClusterNode:
         task_id = self.taken.pop(crawl.cid)
         distinct, packed = packed_hashes(entries)
         maxn = self.config.max_entries_per_source
+        shown = distinct[:maxn]
+        values, _ = valued(shown, crawl.weight, self.config)
         journal = []
         if self.journal_deliveries:      # the new entries: a pending batch, in the script
-            values, _ = valued(distinct[:maxn], crawl.weight, self.config)
-            journal = entry_args(crawl.url, crawl.source, self.clock.now(), distinct[:maxn],
-                                 values)
-        keys, args = self.dedupe_call(crawl.source, distinct[:maxn], packed, journal)
+            journal = entry_args(crawl.url, crawl.source, self.clock.now(), shown, values)
+        # the result goes in the same step: what the script fills in is judged there
+        template = report_fields(CrawlResult.of(
+            crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
+            etag=etag or "", last_modified=last_modified or "",
+            hints=hints.encode() if hints else "", latency=latency))
+        report = report_arg(task_id, template, values, shown)
+        keys, args = self.dedupe_call(crawl.source, shown, packed, journal, report)
         try:
             had, flags, batch = await self.retry(lambda: self._dedupe(keys=keys, args=args),
-                                                 "telling new entries", within=self.wait)
+                                                 "reporting a fetch", within=self.wait)
         except RedisUnavailable as exc:
-            self._moves.pop(crawl.cid, None)
             self._dropped(crawl, exc)
             return FetchResult([], [], False)
         flags = flags.decode() if isinstance(flags, bytes) else flags
@@ -385,34 +428,27 @@ class ClusterNode:
             self.stats.inc("dedup/repeats", repeats)
         found = judge_fetch(new, len(flags), int(had) > 0, crawl.weight, self.config,
                             self.stats, len(new) + repeats)
-        reward = float(sum(found.values))
-        # (the entries are remembered now: they are emitted even if the result is dropped)
-        await self._send(task_id, CrawlResult.of(
-            crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
-            new_items=len(new), reward=reward,
-            window_full=found.window_full, published=[e.published for e in new],
-            etag=etag or "", last_modified=last_modified or "",
-            hints=hints.encode() if hints else "", latency=latency))
-        count_fetch(self.stats, len(new), reward, found.window_full)
+        count_fetch(self.stats, len(new), float(sum(found.values)), found.window_full)
         if int(batch):
             self.held.add(int(batch))
             found = found._replace(batch=int(batch))
         return found
 
     def dedupe_call(self, source: int, distinct: list[FeedEntry], packed: bytes,
-                    journal: list) -> tuple[list[str], list]:
+                    journal: list, report: str = "") -> tuple[list[str], list]:
         """The keys and arguments of the dedupe script
         (:data:`~scrapy_whittle.cluster.entries.DEDUPE`) for a fetch of ``source`` that
         showed ``distinct`` entries (``packed``: their hashes; ``journal``: ``entry_args``'s
-        or nothing)."""
+        or nothing; ``report``: ``report_arg``'s or nothing)."""
         k = self.keys
         shards, spec = [], b""
         if self.stories is not None:
             shards, spec = story_args(distinct, self.stories, k.stories)
+        streams = [k.results, k.tasks] if report else []
         return ([k.entries(source), k.pending, k.pending_since, k.pending_next,
-                 k.entry_capacity, *shards],
+                 k.entry_capacity, *shards, *streams],
                 [source % BUCKET, self.config.max_entries_per_source, 4, packed, spec,
-                 *journal])
+                 report, *journal])
 
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                            last_modified: str | None = None,

@@ -39,6 +39,10 @@ from scrapy_whittle.service.types import Crawl, PrefixedStats
 
 logger = logging.getLogger(__name__)
 
+#: inbox messages and results the planner reads at once
+INBOX = 500
+RESULTS = 1000
+
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -130,9 +134,8 @@ class Planner:
                 self.node.stats.inc("cluster/planner_lost")
                 return 0.0
             self._renewed = now
-        busy = await self._inbox()
+        busy = await self._read_messages()
         await self._tell_sources()
-        busy += await self._results()
         busy += await self._dispatch()
         if now - self._reclaimed > min(self.lease / 4, 5.0):
             busy += await self._reclaim()
@@ -325,8 +328,26 @@ class Planner:
             entries = batch
         else:
             got = await self.retry(lambda: r.xreadgroup(
-                "planner", self.consumer, {k.results: ">"}, count=1000), "reading results")
+                "planner", self.consumer, {k.results: ">"}, count=RESULTS), "reading results")
             entries = got[0][1] if got else []
+        return self._learn_all(entries)
+
+    async def _read_messages(self) -> int:
+        """The inbox and the new results, read in one round trip (a pipeline: neither
+        needs the other's atomicity); both handled, the inbox first."""
+        r, k = self.node.redis, self.keys
+
+        async def read():
+            pipe = r.pipeline(transaction=False)
+            pipe.lpop(k.inbox, INBOX)
+            pipe.xreadgroup("planner", self.consumer, {k.results: ">"}, count=RESULTS)
+            return await pipe.execute()
+
+        items, got = await self.retry(read, "reading the inbox and results")
+        self._handle_inbox(items or ())
+        return len(items or ()) + self._learn_all(got[0][1] if got else [])
+
+    def _learn_all(self, entries: list) -> int:
         done = []
         for entry_id, fields in entries:
             sid = self._learn(fields)
@@ -380,8 +401,12 @@ class Planner:
 
     async def _inbox(self) -> int:
         r, k = self.node.redis, self.keys
-        items = await self.retry(lambda: r.lpop(k.inbox, 500), "reading the inbox")
-        for raw in items or ():
+        items = await self.retry(lambda: r.lpop(k.inbox, INBOX), "reading the inbox")
+        self._handle_inbox(items or ())
+        return len(items or ())
+
+    def _handle_inbox(self, items) -> None:
+        for raw in items:
             msg = json.loads(raw)
             if msg["type"] == "source":
                 self.service.add_sources([SourceSpec(url=msg["url"])])
@@ -393,7 +418,6 @@ class Planner:
                 self.service.report_value(msg["source"], msg["value"],
                                           published=msg["published"], at=msg["at"],
                                           base_value=msg.get("base_value"))
-        return len(items or ())
 
     # -- checkpoints ----------------------------------------------------------------------------
     async def checkpoint(self) -> None:

@@ -39,12 +39,15 @@ class Retrier:
         self.down_since: float | None = None
         self.recovered_at = -float("inf")
         self.patience: float | None = None
+        #: calls made, by what they were for (each a command, a pipeline or a script)
+        self.calls: dict[str, int] = {}
 
     async def __call__(self, call: Callable[[], Awaitable[T]], what: str,
                        within: float | None = None) -> T:
         delay = 0.1
         limit = self.patience if within is None else within
         first_failure = None
+        self.calls[what] = self.calls.get(what, 0) + 1
         while True:
             try:
                 result = await call()

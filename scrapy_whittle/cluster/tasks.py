@@ -74,6 +74,15 @@ def result_fields(result: CrawlResult) -> dict:
             "lat": "" if result.latency is None else repr(result.latency)}
 
 
+#: the fields of a fetched result the dedupe script fills in (it tells the new entries)
+JUDGED = ("new", "reward", "full", "published")
+
+
+def report_fields(result: CrawlResult) -> dict:
+    """The message of ``result`` (a fetch's) but :data:`JUDGED`'s fields."""
+    return {k: v for k, v in result_fields(result).items() if k not in JUDGED}
+
+
 def read_result(f: dict) -> CrawlResult:
     """Inverse of :func:`result_fields` (the fields as Redis returns them, bytes). A message
     without its crawl's identity raises (KeyError, ValueError); counts that cannot be read
