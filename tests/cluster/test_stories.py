@@ -204,3 +204,19 @@ def test_two_processes_emit_each_story_once_across_feeds(redis_server, tmp_path)
     # both copies of feeds were fetched, and the later copy's stories were repeats
     assert {item["source"].endswith("?copy") for item in items} == {False, True}
     assert sum(s.get("whittle/dedup/repeats", 0) for s in stats.values()) > 0
+
+
+@on_asyncio
+async def test_a_fetch_reported_in_the_script_carries_its_latency(redis_server):
+    # the fetch's result is written by the dedupe script: the download's latency (the
+    # host throttle's slowing signal) reaches the planner with it
+    node = _node(redis_server.url, SimulatedClock(start=START), PER_FEED)
+    try:
+        crawl = Crawl(0, URLS[0], 0, node.clock.now(), {}, "c-lat", 1.0)
+        node.taken[crawl.cid] = "1-0"
+        await node.feed_fetched(crawl, [story("a1")], latency=0.25)
+        sent = await node.redis.xrange(node.keys.results)
+    finally:
+        await _close(node)
+    from scrapy_whittle.cluster.tasks import read_result
+    assert [read_result(f).latency for _, f in sent] == [0.25]
