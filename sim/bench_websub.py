@@ -19,19 +19,19 @@ way and jumps when the crawler is idle). Per seed, four crawls of the same web:
   and started again with the same JOBDIR.
 
 Utility is the server's ground truth: each entry is worth its value (``sim.feedweb``) at its
-first capture, by a poll (the server's ledger) or by a delivery the hub signed well and the
-crawl's callback took (2xx); summed over the measured epochs (after ``--warmup``, default a
-third of the horizon) and divided by ``no-hub``'s. Reported as ``sim.bench_push`` does: the
-pushing sources' polls against ``no-hub``'s, the median discovery delay of their entries
-published in the measured epochs, and for ``hub-down``, after the fall, the utility against
-``no-hub``'s over the same epochs and, per pushing source that ``no-hub`` polled at least
-twice in the measured epochs (its usual interval I) with 2 I left after the fall, whether its
-first poll after the fall came within 2 I. Over every crawl: entries emitted twice (items
-counted by entry id), and for ``faults`` the bad signatures the hub sent against those the
-crawl counted (``whittle/errors/push_signature``), the subscriptions renewed (the hub's
-verified subscriptions beyond the first of each source, none expired), and the subscriptions
-the second start restored (the same callbacks and secrets in the state, no new subscription,
-deliveries taken).
+first capture, by a poll (the server's ledger) or by a delivery the hub signed well (the hub's
+POSTs that failed are printed: none expected); summed over the measured epochs (after
+``--warmup``, default a third of the horizon) and divided by ``no-hub``'s. Reported as
+``sim.bench_push`` does: the pushing sources' polls against ``no-hub``'s, the median
+discovery delay of their entries published in the measured epochs, and for ``hub-down``,
+after the fall, the utility against ``no-hub``'s over the same epochs and, per pushing source
+that ``no-hub`` polled at least twice in the measured epochs (its usual interval I) with 2 I
+left after the fall, whether its first poll after the fall came within 2 I. Over every
+crawl: entries emitted twice (items counted by entry id), and for ``faults`` the bad
+signatures the hub sent against those the crawl counted (``whittle/errors/push_signature``),
+the subscriptions renewed (the hub's verified subscriptions beyond the first of each source,
+none expired), and the subscriptions the second start kept (the same callbacks and secrets in
+the state, none subscribed anew, deliveries taken).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ class Ledger:
 
 
 def watch_server(server, ledger: Ledger) -> None:
-    """Record every poll and every well-signed delivery the crawl's callback took (the
-    bench's instrument: the server's behaviour is not changed)."""
+    """Record every poll and every well-signed delivery the hub sent (the bench's
+    instrument: the server's behaviour is not changed)."""
     web, resource = server.web, server.resource
     fetch = web.fetch
 
@@ -96,17 +96,17 @@ def watch_server(server, ledger: Ledger) -> None:
     if hub is None:
         return
     deliver, post = hub._deliver, hub._post
-    pending: dict[int, Any] = {}
+    current: list = [None]          # the event being delivered
 
     def delivering(event):
-        pending[id(hub)] = event
+        current[0] = event
         try:
             deliver(event)
         finally:
-            pending.pop(id(hub), None)
+            current[0] = None
 
     def posting(callback, body, headers):
-        event = pending.get(id(hub))
+        event = current[0]
         post(callback, body, headers)
         if event is None or event.bad or event.item is None:
             return
@@ -354,6 +354,8 @@ def format_results(report: dict[str, Any]) -> str:
                 f"second start ({r['new_after']} sources subscribed anew), which verified "
                 f"{r['second_renewals']} subscriptions, "
                 f"{r['second_push_new_items']} entries pushed")
+        lines.append("hub's failed POSTs: " + ", ".join(
+            f"{name} {r['hub']['failed_posts']}" for name, r in rows.items() if "hub" in r))
         for name, r in rows.items():
             if r["errors"]:
                 lines.append(f"{name} errors: {r['errors']}")
