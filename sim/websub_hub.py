@@ -180,6 +180,11 @@ class WebSubHub:
         self.subs: dict[int, dict[str, HubSubscription]] = {}       # source -> callback -> sub
         self.seen = np.zeros(self.web.n, dtype=np.int64)            # entries read per source
         self.next_spurious = np.full(self.web.n, math.inf)
+        # per source, the virtual time it must next be read (its next publication or spurious
+        # ping; -inf: at once; inf: nobody subscribed), so a check of what is due is one
+        # array minimum, not a walk over the subscribed sources
+        self.due = np.full(self.web.n, math.inf)
+        self.next_expiry = math.inf                # unix, the earliest lease end
         self.events: list[_Event] = []
         self._seq = itertools.count()
         self.in_flight = 0
@@ -225,6 +230,7 @@ class WebSubHub:
                                 for i in np.flatnonzero(self.pushing).tolist()})
 
     def totals(self) -> dict:
+        self._expire(self.clock.time_source())
         active = sum(len(s) for s in self.subs.values())
         return {**self.counts, "active_subscriptions": active,
                 "pushing_sources": int(self.pushing.sum())}
@@ -289,13 +295,17 @@ class WebSubHub:
             if mode == "unsubscribe":
                 if subs.pop(callback, None) is not None:
                     self.counts["unsubscribed"] += 1
+                if not subs:
+                    self.due[source] = math.inf
                 return
             now = self.clock.time_source()
             subs[callback] = HubSubscription(callback, secret, now + lease)
+            self.next_expiry = min(self.next_expiry, now + lease)
             self.counts["subscribed"] += 1
             if self.seen[source] == 0:           # deliveries start with what comes next
                 self.seen[source] = self.web.latest_seq(source, self.clock.now()) + 1
                 self._plan_spurious(source, self.clock.now())
+            self.due[source] = -math.inf
 
         def failed(failure):
             self.counts["verify_failed"] += 1
@@ -314,26 +324,19 @@ class WebSubHub:
         rate = self.model.spurious
         self.next_spurious[i] = v + self.rng.exponential(1.0 / rate) if rate > 0 else math.inf
 
-    def _subscribed(self) -> list[int]:
-        return [i for i, subs in self.subs.items() if subs]
-
     def horizon(self) -> float:
         """The server time the hub acts next (-inf: it is acting now: a delivery or a
         verification on its way, or something due)."""
         if self.in_flight:
             return -math.inf
         t = self.events[0].at if self.events else math.inf
-        down = self.model.down
-        v_now = self.clock.now()
-        for i in self._subscribed():
-            if self.web.latest_seq(i, v_now) >= self.seen[i] or self.next_spurious[i] <= v_now:
-                t = min(t, self.clock.time_source())     # published, not read yet: now
-                continue
-            nxt = min(self.web.next_publication(i, v_now), self.next_spurious[i])
-            if nxt < down:
-                # a hair after: read back through the virtual clock, the instant must not
-                # round to just before the publication
-                t = min(t, self.clock.real(nxt) + EPSILON)
+        nxt = float(self.due.min())
+        if nxt <= self.clock.now():
+            t = min(t, self.clock.time_source())        # published, not read yet: now
+        elif nxt < self.model.down:
+            # a hair after: read back through the virtual clock, the instant must not
+            # round to just before the publication
+            t = min(t, self.clock.real(nxt) + EPSILON)
         if t <= self.clock.time_source() and not self._tick_soon:
             self._tick_soon = True
             self.reactor.callLater(0, self.tick)
@@ -345,8 +348,9 @@ class WebSubHub:
         v = self.clock.now()
         now = self.clock.time_source()
         down = self.model.down
-        for i in self._subscribed():
-            self._expire(i, now)
+        if now >= self.next_expiry:
+            self._expire(now)
+        for i in np.flatnonzero(self.due <= v).tolist():
             for it in self.web.feed(i, v)[::-1]:       # oldest first
                 if it.seq < self.seen[i]:
                     continue
@@ -366,6 +370,7 @@ class WebSubHub:
                 if self.next_spurious[i] < down:
                     self._push(self.clock.real(self.next_spurious[i]), i, "spurious", None)
                 self._plan_spurious(i, self.next_spurious[i])
+            self.due[i] = min(self.web.next_publication(i, v), self.next_spurious[i])
         while self.events and self.events[0].at <= now:
             self._deliver(heapq.heappop(self.events))
 
@@ -373,11 +378,19 @@ class WebSubHub:
         bad = self.rng.random() < self.bad_signature
         heapq.heappush(self.events, _Event(at, next(self._seq), i, kind, item, bad))
 
-    def _expire(self, i: int, now: float) -> None:
-        subs = self.subs[i]
-        for callback in [c for c, s in subs.items() if s.expires_at <= now]:
-            del subs[callback]
-            self.counts["expired"] += 1
+    def _expire(self, now: float) -> None:
+        """Every lease ended by ``now`` (unix) is gone; a source left with no subscriber is
+        read no more."""
+        if now < self.next_expiry:
+            return
+        self.next_expiry = math.inf
+        for i, subs in self.subs.items():
+            for callback in [c for c, s in subs.items() if s.expires_at <= now]:
+                del subs[callback]
+                self.counts["expired"] += 1
+            if not subs:
+                self.due[i] = math.inf
+            self.next_expiry = min([self.next_expiry, *(s.expires_at for s in subs.values())])
 
     def _deliver(self, event: _Event) -> None:
         i = event.source
