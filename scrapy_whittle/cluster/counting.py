@@ -21,10 +21,32 @@ class RoundTrips:
 
 
 def count_round_trips(client, counter: RoundTrips):
-    """Make ``client``'s pool (``redis`` or ``redis.asyncio``) count each request its
-    connections write into ``counter``; returns ``client``."""
-    pool = client.connection_pool
-    base = pool.connection_class
+    """Make ``client`` (``redis`` or ``redis.asyncio``, one server or a Redis Cluster) count
+    each request its connections write into ``counter``; returns ``client``. A cluster
+    client's connections to each node count, those of nodes it finds later too."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        pool.connection_class = counting_class(pool.connection_class, counter)
+        return client
+    # a cluster client: the connection class its nodes are made with (the client keeps no
+    # public hook for it), and each node already known
+    manager = client.nodes_manager
+    kwargs = manager.connection_kwargs
+    if "connection_class" in kwargs:                      # redis.asyncio's ClusterNode
+        kwargs["connection_class"] = counting_class(kwargs["connection_class"], counter)
+    for node in list(manager.startup_nodes.values()) + list(manager.nodes_cache.values()):
+        if getattr(node, "redis_connection", None) is not None:     # redis's: a Redis
+            count_round_trips(node.redis_connection, counter)
+        elif hasattr(node, "connection_class") and not getattr(
+                node.connection_class, "_counting", False):
+            node.connection_class = kwargs.get("connection_class", node.connection_class)
+    return client
+
+
+def counting_class(base: type, counter: RoundTrips) -> type:
+    """``base`` (a connection class) whose requests are counted into ``counter``."""
+    if getattr(base, "_counting", False):
+        return base
     send = base.send_packed_command
 
     if inspect.iscoroutinefunction(send):
@@ -36,7 +58,6 @@ def count_round_trips(client, counter: RoundTrips):
             counter.count += 1
             return send(self, command, check_health=check_health)
 
-    pool.connection_class = type(f"Counting{base.__name__}", (base,),
-                                 {"send_packed_command": send_packed_command})
-    return client
+    return type(f"Counting{base.__name__}", (base,),
+                {"send_packed_command": send_packed_command, "_counting": True})
 

@@ -41,14 +41,18 @@ import socket
 from collections import deque
 
 import redis
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
-from scrapy_whittle.cluster.connect import public_url
+from scrapy_whittle.cluster.connect import (
+    async_client,
+    key_prefix,
+    public_url,
+    sync_client,
+)
 from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
 from scrapy_whittle.cluster.entries import (
     DEDUPE,
@@ -102,7 +106,7 @@ class ClusterNode:
                  host_concurrency: int = 8, download_delay: float = 0.0,
                  wait: float = 10.0) -> None:
         self.config = config
-        self.keys = Keys(prefix)
+        self.keys = Keys(key_prefix(prefix, redis_url))   # hash-tagged on a Redis Cluster
         self.redis_url = redis_url
         self.redis_label = public_url(redis_url)
         self.specs = list(specs)
@@ -124,9 +128,8 @@ class ClusterNode:
                    "health_check_interval": 10, "socket_connect_timeout": wait}
         #: the requests this process sent Redis (both clients)
         self.round_trips = RoundTrips()
-        self.redis = count_round_trips(aioredis.from_url(redis_url, **options),
-                                       self.round_trips)
-        self.sync_redis = count_round_trips(redis.Redis.from_url(
+        self.redis = count_round_trips(async_client(redis_url, **options), self.round_trips)
+        self.sync_redis = count_round_trips(sync_client(
             redis_url, retry=SyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
             retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
             socket_connect_timeout=wait), self.round_trips)

@@ -22,6 +22,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (the port + 10000) is free too, and exists."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+
+
 class RedisServer:
     def __init__(self, directory: Path, port: int | None = None,
                  extra: list[str] = ()) -> None:
@@ -78,7 +92,7 @@ class RedisClusterServers:
     def __init__(self, directory: Path, nodes: int = 3) -> None:
         self.servers: list[RedisServer] = []
         for _ in range(nodes):
-            port = free_port()
+            port = free_cluster_port()
             (directory / str(port)).mkdir()
             self.servers.append(RedisServer(directory / str(port), port=port,
                                             extra=["--cluster-enabled", "yes",
@@ -133,3 +147,13 @@ def redis_cluster(tmp_path):
     cluster = RedisClusterServers(tmp_path / "redis-cluster")
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(params=["one-redis", "redis-cluster"])
+def any_redis(request, tmp_path):
+    """The same check on one redis-server and on a three-node Redis Cluster (``url``,
+    ``client()``: of either)."""
+    if request.param == "one-redis":
+        yield request.getfixturevalue("redis_server")
+    else:
+        yield request.getfixturevalue("redis_cluster")
