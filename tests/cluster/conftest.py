@@ -54,7 +54,8 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
              "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-             "--protected-mode", "no", *self.extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--protected-mode", "no", *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with redis.Redis(port=self.port) as client:
             def answers() -> bool:
                 try:
