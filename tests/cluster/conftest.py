@@ -13,6 +13,8 @@ import pytest
 import redis
 import redis.cluster
 
+from scrapy_whittle.cluster.connect import key_prefix
+from scrapy_whittle.cluster.keys import Keys
 from tests.waiting import wait_for
 
 
@@ -75,6 +77,10 @@ class RedisServer:
     def client(self) -> redis.Redis:
         return redis.Redis(port=self.port)
 
+    def keys(self, prefix: str) -> Keys:
+        """The key names of the crawl ``prefix`` here."""
+        return Keys(key_prefix(prefix, self.url))
+
 
 @pytest.fixture
 def redis_server(tmp_path):
@@ -123,6 +129,10 @@ class RedisClusterServers:
 
     def client(self) -> redis.cluster.RedisCluster:
         return redis.cluster.RedisCluster(host="127.0.0.1", port=self.servers[0].port)
+
+    def keys(self, prefix: str) -> Keys:
+        """The key names of the crawl ``prefix`` here (hash-tagged)."""
+        return Keys(key_prefix(prefix, self.url))
 
     def shard_of(self, key: str) -> RedisServer:
         """The node serving ``key``'s slot."""
