@@ -68,10 +68,39 @@ def async_client(url: str, **options):
         return aioredis.from_url(url, **options)
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 
+    from scrapy_whittle.cluster.counting import with_connection_class
+
     address = cluster_address(url)
-    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
-                        username=address.username, password=address.password,
-                        ssl=address.ssl, **options)
+    return with_connection_class(RedisCluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
+        username=address.username, password=address.password, ssl=address.ssl, **options),
+        closed_writes_fail_to_connect)
+
+
+def closed_writes_fail_to_connect(base: type) -> type:
+    """``base`` (a ``redis.asyncio`` connection class) whose write on a connection closed
+    under it (a node restarted while another task was reconnecting) raises ConnectionError,
+    which the cluster client and the Retrier handle, instead of the AttributeError or
+    TypeError of the closed transport that redis-py lets through (redis/redis-py#4287)."""
+    from redis.exceptions import ConnectionError
+
+    if getattr(base, "_closed_writes_fail", False):
+        return base
+
+    async def send_packed_command(self, command, check_health=True):
+        try:
+            return await base.send_packed_command(self, command, check_health=check_health)
+        except (AttributeError, TypeError) as exc:
+            writer = self._writer
+            transport = getattr(writer, "transport", None)
+            if writer is not None and transport is not None and not transport.is_closing():
+                raise                                   # not a closed connection's
+            await self.disconnect(nowait=True)
+            raise ConnectionError(f"connection closed while writing to "
+                                  f"{self.host}:{self.port}") from exc
+
+    return type(f"ClosedWritesFail{base.__name__}", (base,),
+                {"send_packed_command": send_packed_command, "_closed_writes_fail": True})
 
 
 def check_client(url: str) -> None:

@@ -22,24 +22,27 @@ class RoundTrips:
 
 def count_round_trips(client, counter: RoundTrips):
     """Make ``client`` (``redis`` or ``redis.asyncio``, one server or a Redis Cluster) count
-    each request its connections write into ``counter``; returns ``client``. A cluster
-    client's connections to each node count, those of nodes it finds later too."""
+    each request its connections write into ``counter``; returns ``client``."""
+    return with_connection_class(client, lambda base: counting_class(base, counter))
+
+
+def with_connection_class(client, wrap):
+    """Make ``client``'s connections of the class ``wrap(their class)``; returns ``client``.
+    A cluster client's connections to each node too, and those of nodes it finds later
+    (the cluster clients keep no public hook for it: their nodes' connection class)."""
     pool = getattr(client, "connection_pool", None)
     if pool is not None:
-        pool.connection_class = counting_class(pool.connection_class, counter)
+        pool.connection_class = wrap(pool.connection_class)
         return client
-    # a cluster client: the connection class its nodes are made with (the client keeps no
-    # public hook for it), and each node already known
     manager = client.nodes_manager
     kwargs = manager.connection_kwargs
     if "connection_class" in kwargs:                      # redis.asyncio's ClusterNode
-        kwargs["connection_class"] = counting_class(kwargs["connection_class"], counter)
+        kwargs["connection_class"] = wrap(kwargs["connection_class"])
     for node in list(manager.startup_nodes.values()) + list(manager.nodes_cache.values()):
         if getattr(node, "redis_connection", None) is not None:     # redis's: a Redis
-            count_round_trips(node.redis_connection, counter)
-        elif hasattr(node, "connection_class") and not getattr(
-                node.connection_class, "_counting", False):
-            node.connection_class = kwargs.get("connection_class", node.connection_class)
+            with_connection_class(node.redis_connection, wrap)
+        elif hasattr(node, "connection_class"):
+            node.connection_class = wrap(node.connection_class)
     return client
 
 

@@ -256,8 +256,16 @@ class ClusterNode:
             state = loop_time - checked > 1.0        # the crawl's state too, once a second
             if state:
                 checked = loop_time
-            got, state = await self.retry(lambda free=free, state=state: self._take(
-                free, state), "taking tasks")
+            try:
+                got, state = await self.retry(lambda free=free, state=state: self._take(
+                    free, state), "taking tasks")
+            except asyncio.CancelledError:
+                raise
+            except Exception:           # the loop must outlive a client's odd error
+                logger.exception("cluster node %s: taking tasks failed; it tries again",
+                                 self.consumer)
+                await asyncio.sleep(1.0)
+                continue
             for task_id, f in (got[0][1] if got else ()):
                 self.queue.append((task_crawl(f), task_id.decode()))
             if got and self.on_tasks is not None:
