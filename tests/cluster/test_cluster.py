@@ -38,8 +38,8 @@ def web():
     server.stop()
 
 
-def start(redis: RedisServer | RedisClusterServers, web, tmp: Path, name: str, seconds: float = LONG,
-          **settings) -> subprocess.Popen:
+def start(redis: RedisServer | RedisClusterServers, web, tmp: Path, name: str,
+          seconds: float = LONG, **settings) -> subprocess.Popen:
     return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N_FEEDS),
                   str(tmp / f"{name}.jsonl"), str(seconds), json.dumps(settings)],
                  log=tmp / f"{name}.log", cwd=ROOT)
