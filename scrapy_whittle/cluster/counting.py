@@ -41,6 +41,10 @@ def with_connection_class(client, wrap):
     for node in list(manager.startup_nodes.values()) + list(manager.nodes_cache.values()):
         if getattr(node, "redis_connection", None) is not None:     # redis's: a Redis
             with_connection_class(node.redis_connection, wrap)
+            # made at once by the client's start (the cluster's slots asked): made again
+            pool = node.redis_connection.connection_pool
+            pool.disconnect()
+            pool.reset()
         elif hasattr(node, "connection_class"):
             node.connection_class = wrap(node.connection_class)
     return client
