@@ -47,7 +47,7 @@ from pathlib import Path
 from statistics import mean
 from urllib.request import urlopen
 
-from sim.planner_load import _info_sum, _node_infos
+from sim.planner_load import info_sum, node_infos
 
 PERIOD = 0.5
 
@@ -173,7 +173,7 @@ def _redis_cpu(client) -> float:
     if client is None:
         return 0.0
     return sum(float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-               for info in _node_infos(client, "cpu"))
+               for info in node_infos(client, "cpu"))
 
 
 def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     redis = _Redis(tmp, nodes=3 if args.redis_cluster else 0)
     try:
-        before = _info_sum(redis.client, "memory", "used_memory")
+        before = info_sum(redis.client, "memory", "used_memory")
         pairs = []
         for r in range(args.repeat):     # the simulated web is stochastic in time: repeat
             single_u = _crawl(args, tmp, "-", 1, budget, f"single-u{r}")
@@ -270,10 +270,10 @@ def main(argv: list[str] | None = None) -> int:
                                redis.client)
             pairs.append((single_u, cluster_u))
             if r == 0:                   # Redis as the first cluster run left it
-                memory = _info_sum(redis.client, "memory", "used_memory") - before
+                memory = info_sum(redis.client, "memory", "used_memory") - before
                 keys = list(redis.client.scan_iter(redis.opening("bench-cluster-u0") + ":*"))
                 key_memory = sum(redis.client.memory_usage(k) or 0 for k in keys)
-                commands = sum(v["calls"] for info in _node_infos(redis.client, "commandstats")
+                commands = sum(v["calls"] for info in node_infos(redis.client, "commandstats")
                                for v in info.values())
                 story_memory = _story_memory(redis.client,
                                              redis.opening("bench-cluster-u0"))

@@ -103,7 +103,7 @@ def load(redis_url: str, prefix: str, n: int, hosts: int, settings: dict,
 
     client = sync_client(redis_url)
     t0 = time.perf_counter()
-    base = _info_sum(client, "memory", "used_memory")
+    base = info_sum(client, "memory", "used_memory")
     keys = Keys(key_prefix(prefix, redis_url))
     row, meta, glob = _fresh_record(client, redis_url, prefix, settings)
     chunk = row * CHUNK
@@ -122,7 +122,7 @@ def load(redis_url: str, prefix: str, n: int, hosts: int, settings: dict,
         with contextlib.suppress(redis.exceptions.ResponseError):
             client.xgroup_create(stream, group, id="0", mkstream=True)
     seconds = time.perf_counter() - t0
-    used = _info_sum(client, "memory", "used_memory") - base
+    used = info_sum(client, "memory", "used_memory") - base
     client.close()
     return {"sources": n, "load_s": seconds, "used_memory_per_source": used / max(n, 1)}
 
@@ -185,27 +185,27 @@ def _cpu(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _node_infos(client, section: str) -> list[dict]:
+def node_infos(client, section: str) -> list[dict]:
     """INFO ``section`` of each node: one server's, or every primary's of a Redis Cluster."""
     if hasattr(client, "get_primaries"):
         return [client.info(section, target_nodes=node) for node in client.get_primaries()]
     return [client.info(section)]
 
 
-def _info_sum(client, section: str, field: str) -> float:
-    return sum(info[field] for info in _node_infos(client, section))
+def info_sum(client, section: str, field: str) -> float:
+    return sum(info[field] for info in node_infos(client, section))
 
 
 def _redis_counts(client) -> dict:
     """Commands run and CPU used so far, summed over the nodes."""
     commands: dict[str, int] = {}
-    for stats in _node_infos(client, "commandstats"):
+    for stats in node_infos(client, "commandstats"):
         for k, v in stats.items():
             name = k.removeprefix("cmdstat_")
             commands[name] = commands.get(name, 0) + v["calls"]
     return {"commands": commands,
             "cpu": sum(c["used_cpu_user"] + c["used_cpu_sys"]
-                       for c in _node_infos(client, "cpu"))}
+                       for c in node_infos(client, "cpu"))}
 
 
 async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: float,
