@@ -47,6 +47,8 @@ from pathlib import Path
 from statistics import mean
 from urllib.request import urlopen
 
+from sim.planner_load import info_sum, node_infos
+
 PERIOD = 0.5
 
 
@@ -56,28 +58,69 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) exists and is free."""
+    while True:
+        port = _free_port()
+        if port + 10000 <= 65535:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port + 10000))
+                except OSError:
+                    continue
+            return port
+
+
 class _Redis:
-    def __init__(self, directory: Path) -> None:
+    """One redis-server, or (``nodes`` > 0) a Redis Cluster of ``nodes`` primaries."""
+
+    def __init__(self, directory: Path, nodes: int = 0) -> None:
         import redis
 
-        self.port = _free_port()
-        self.proc = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(self.port),
-             "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
-             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(port=self.port)
-        for _ in range(200):
-            try:
-                self.client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        from scrapy_whittle.cluster.connect import sync_client
+
+        ports = [_cluster_port() for _ in range(nodes)] if nodes else [_free_port()]
+        self.procs = []
+        for port in ports:
+            (directory / str(port)).mkdir()
+            cluster = ["--cluster-enabled", "yes", "--cluster-config-file",
+                       f"nodes-{port}.conf"] if nodes else []
+            self.procs.append(subprocess.Popen(
+                [shutil.which("redis-server") or "redis-server", "--port", str(port),
+                 "--bind", "127.0.0.1", "--dir", str(directory / str(port)), "--save", "",
+                 "--appendonly", "no", *cluster],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            with redis.Redis(port=port) as client:
+                for _ in range(200):
+                    try:
+                        client.ping()
+                        break
+                    except redis.exceptions.ConnectionError:
+                        time.sleep(0.05)
+        if nodes:
+            addresses = [f"127.0.0.1:{p}" for p in ports]
+            subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create",
+                            *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+                           check=True, stdout=subprocess.DEVNULL, timeout=60)
+            for port in ports:
+                with redis.Redis(port=port) as client:
+                    while client.execute_command("CLUSTER INFO").get("cluster_state") != "ok":
+                        time.sleep(0.05)
+            self.url = "redis+cluster://" + ",".join(addresses)
+        else:
+            self.url = f"redis://127.0.0.1:{ports[0]}/0"
+        self.client = sync_client(self.url)
+
+    def opening(self, prefix: str) -> str:
+        """How the keys of the crawls of ``prefix`` begin here (on a cluster, in the brace
+        of their hash tag: ``{<prefix>:<spider>}:...``)."""
+        return "{" + prefix if self.url.startswith("redis+cluster") else prefix
 
     def stop(self) -> None:
         self.client.close()
-        self.proc.terminate()
-        self.proc.wait(20)
+        for proc in self.procs:
+            proc.terminate()
+            proc.wait(20)
 
 
 class _Web:
@@ -129,8 +172,8 @@ def _story_memory(client, prefix: str) -> dict | None:
 def _redis_cpu(client) -> float:
     if client is None:
         return 0.0
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    return sum(float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+               for info in node_infos(client, "cpu"))
 
 
 def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
@@ -211,12 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serve-args", nargs=argparse.REMAINDER, default=[],
                     help="more sim.serve options (e.g. --realistic --window 50)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--redis-cluster", action="store_true",
+                    help="the cluster runs on a three-node Redis Cluster (Redis's figures "
+                         "summed over its nodes)")
     args = ap.parse_args(argv)
     budget = args.budget or max(1.0, args.feeds / 100)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
-    redis = _Redis(tmp)
+    redis = _Redis(tmp, nodes=3 if args.redis_cluster else 0)
     try:
-        before = redis.client.info("memory")["used_memory"]
+        before = info_sum(redis.client, "memory", "used_memory")
         pairs = []
         for r in range(args.repeat):     # the simulated web is stochastic in time: repeat
             single_u = _crawl(args, tmp, "-", 1, budget, f"single-u{r}")
@@ -224,11 +270,13 @@ def main(argv: list[str] | None = None) -> int:
                                redis.client)
             pairs.append((single_u, cluster_u))
             if r == 0:                   # Redis as the first cluster run left it
-                memory = redis.client.info("memory")["used_memory"] - before
-                keys = list(redis.client.scan_iter("bench-cluster-u0:*"))
+                memory = info_sum(redis.client, "memory", "used_memory") - before
+                keys = list(redis.client.scan_iter(redis.opening("bench-cluster-u0") + ":*"))
                 key_memory = sum(redis.client.memory_usage(k) or 0 for k in keys)
-                commands = sum(v["calls"] for v in redis.client.info("commandstats").values())
-                story_memory = _story_memory(redis.client, "bench-cluster-u0")
+                commands = sum(v["calls"] for info in node_infos(redis.client, "commandstats")
+                               for v in info.values())
+                story_memory = _story_memory(redis.client,
+                                             redis.opening("bench-cluster-u0"))
         if not pairs:
             key_memory = commands = 0
             story_memory = None

@@ -6,6 +6,9 @@ and lightweight workers answering its crawls with synthetic results.
     python -m sim.planner_load planner REDIS_URL PREFIX SETTINGS_JSON [--seconds S] ...
     python -m sim.planner_load workers REDIS_URL PREFIX N [--workers K] [--seed S] ...
 
+``REDIS_URL`` may name a Redis Cluster (``redis+cluster://host:port,...``): Redis's memory,
+commands and CPU are then summed over its primaries.
+
 **Loading.** A planner with a source list writes each new source with a few commands in its
 first checkpoint; ten million sources that way take minutes, which is not what is measured
 here. The loader lets the real service write one fresh source through
@@ -62,17 +65,19 @@ def settings_for(budget: float, period: float, **more) -> dict:
             "WHITTLE_LOGSTATS_INTERVAL": 0, **more}
 
 
-def _fresh_record(client, prefix: str, settings: dict) -> tuple[bytes, dict, bytes | None]:
+def _fresh_record(client, url: str, prefix: str,
+                  settings: dict) -> tuple[bytes, dict, bytes | None]:
     """(the record of a listed source selectable but never crawled yet, the meta hash, the
     policy's global state) as the real service writes them in a checkpoint after its first
     selection (on a scratch prefix, deleted after)."""
+    from scrapy_whittle.cluster.connect import key_prefix
     from scrapy_whittle.cluster.keys import Keys
     from scrapy_whittle.cluster.state import HEADER, RedisStateStore, _row_size
     from scrapy_whittle.service.config import WhittleConfig
     from scrapy_whittle.service.recrawl import RecrawlService
     from scrapy_whittle.service.sources import SourceSpec
 
-    keys = Keys(prefix + ":scratch")
+    keys = Keys(key_prefix(prefix + ":scratch", url))
     service = RecrawlService(WhittleConfig.from_settings(settings),
                              store=RedisStateStore(client, keys))
     service.open([SourceSpec(url=f"https://scratch.example/{i}.xml") for i in range(2)])
@@ -93,13 +98,14 @@ def load(redis_url: str, prefix: str, n: int, hosts: int, settings: dict,
     groups; returns the seconds it took and the bytes per source Redis holds."""
     import redis
 
+    from scrapy_whittle.cluster.connect import key_prefix, sync_client
     from scrapy_whittle.cluster.keys import CHUNK, Keys
 
-    client = redis.Redis.from_url(redis_url)
+    client = sync_client(redis_url)
     t0 = time.perf_counter()
-    base = client.info("memory")["used_memory"]
-    keys = Keys(prefix)
-    row, meta, glob = _fresh_record(client, prefix, settings)
+    base = info_sum(client, "memory", "used_memory")
+    keys = Keys(key_prefix(prefix, redis_url))
+    row, meta, glob = _fresh_record(client, redis_url, prefix, settings)
     chunk = row * CHUNK
     pipe = client.pipeline(transaction=False)
     pipe.hset(keys.meta, mapping=meta)
@@ -116,7 +122,7 @@ def load(redis_url: str, prefix: str, n: int, hosts: int, settings: dict,
         with contextlib.suppress(redis.exceptions.ResponseError):
             client.xgroup_create(stream, group, id="0", mkstream=True)
     seconds = time.perf_counter() - t0
-    used = client.info("memory")["used_memory"] - base
+    used = info_sum(client, "memory", "used_memory") - base
     client.close()
     return {"sources": n, "load_s": seconds, "used_memory_per_source": used / max(n, 1)}
 
@@ -179,11 +185,27 @@ def _cpu(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def node_infos(client, section: str) -> list[dict]:
+    """INFO ``section`` of each node: one server's, or every primary's of a Redis Cluster."""
+    if hasattr(client, "get_primaries"):
+        return [client.info(section, target_nodes=node) for node in client.get_primaries()]
+    return [client.info(section)]
+
+
+def info_sum(client, section: str, field: str) -> float:
+    return sum(info[field] for info in node_infos(client, section))
+
+
 def _redis_counts(client) -> dict:
-    stats = client.info("commandstats")
-    cpu = client.info("cpu")
-    return {"commands": {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()},
-            "cpu": cpu["used_cpu_user"] + cpu["used_cpu_sys"]}
+    """Commands run and CPU used so far, summed over the nodes."""
+    commands: dict[str, int] = {}
+    for stats in node_infos(client, "commandstats"):
+        for k, v in stats.items():
+            name = k.removeprefix("cmdstat_")
+            commands[name] = commands.get(name, 0) + v["calls"]
+    return {"commands": commands,
+            "cpu": sum(c["used_cpu_user"] + c["used_cpu_sys"]
+                       for c in node_infos(client, "cpu"))}
 
 
 async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: float,
@@ -191,8 +213,7 @@ async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: f
                       profile: bool, out: str | None) -> dict:
     """Run a planner node for ``seconds`` (0: until killed); measure the window after
     ``warmup`` seconds of leading: crawls handed out, CPU, Redis commands."""
-    import redis
-
+    from scrapy_whittle.cluster.connect import sync_client
     from scrapy_whittle.cluster.node import ClusterNode
     from scrapy_whittle.service.clock import SystemClock
     from scrapy_whittle.service.config import WhittleConfig
@@ -226,7 +247,7 @@ async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: f
         await node.stop()
         return took_over
     await asyncio.sleep(warmup)
-    sync = redis.Redis.from_url(redis_url)
+    sync = sync_client(redis_url)
     result = await _window(node, stats, sync, seconds, backlog)
     if profile:                 # a second window under cProfile: where the time goes
         prof = cProfile.Profile()
@@ -304,14 +325,13 @@ async def run_workers(redis_url: str, prefix: str, n: int, *, workers: int, take
                       seed: int, seconds: float, log: str | None = None) -> dict:
     """K workers answering the planner's crawls until SIGTERM (or ``seconds``); with
     ``log``, a JSON line per crawl answered (source, URL, epoch, crawl id)."""
-    import redis.asyncio as aioredis
-
+    from scrapy_whittle.cluster.connect import async_client, key_prefix
     from scrapy_whittle.cluster.keys import Keys
     from scrapy_whittle.cluster.tasks import result_fields, task_crawl
 
-    keys = Keys(prefix)
+    keys = Keys(key_prefix(prefix, redis_url))
     web = SyntheticWeb(n, np.random.default_rng(seed))
-    client = aioredis.from_url(redis_url, max_connections=workers + 2)
+    client = async_client(redis_url, max_connections=workers + 2)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

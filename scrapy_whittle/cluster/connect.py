@@ -1,4 +1,11 @@
-"""The start-up check of a cluster crawl: the Redis client is installed, and Redis answers.
+"""Connecting to Redis, one server or a Redis Cluster, and the start-up check of a cluster
+crawl: the Redis client is installed, and Redis answers.
+
+``WHITTLE_REDIS_URL`` names one server (``redis://``, ``rediss://``, ``unix://``) or a Redis
+Cluster (``redis+cluster://host:port[,host:port...]``, ``rediss+cluster://`` with TLS: some
+of its nodes, the client finds the others). On a cluster every key of a crawl carries the
+crawl's prefix as its hash tag (:func:`key_prefix`): its scripts and transactions touch many
+keys at once, which a Redis Cluster allows only within one slot.
 
 Both run before the spider opens (:mod:`scrapy_whittle.scrapy.startup`), so that a cluster
 that cannot work stops ``scrapy crawl`` with one ERROR line and exit status 1 instead of
@@ -11,7 +18,12 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit, urlunsplit
 
-from scrapy_whittle.service.config import InvalidSetting, require_extra
+from scrapy_whittle.service.config import (
+    InvalidSetting,
+    cluster_address,
+    is_cluster,
+    require_extra,
+)
 
 
 def public_url(url: str) -> str:
@@ -24,6 +36,73 @@ def public_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+def key_prefix(prefix: str, url: str) -> str:
+    """The prefix of the crawl's keys: on a Redis Cluster the prefix in braces (a hash tag:
+    every key of the crawl in one slot, so that its scripts and transactions run there),
+    unless it holds a hash tag already; on one server the prefix itself (keys of a crawl
+    begun before stay where they are)."""
+    if is_cluster(url) and "{" not in prefix:
+        return "{" + prefix + "}"
+    return prefix
+
+
+def sync_client(url: str, **options):
+    """A ``redis`` client of ``url``: ``redis.Redis`` or ``redis.cluster.RedisCluster``."""
+    import redis
+
+    if not is_cluster(url):
+        return redis.Redis.from_url(url, **options)
+    from redis.cluster import ClusterNode, RedisCluster
+
+    address = cluster_address(url)
+    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
+                        username=address.username, password=address.password,
+                        ssl=address.ssl, **options)
+
+
+def async_client(url: str, **options):
+    """A ``redis.asyncio`` client of ``url`` (a ``RedisCluster`` for a cluster)."""
+    import redis.asyncio as aioredis
+
+    if not is_cluster(url):
+        return aioredis.from_url(url, **options)
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    from scrapy_whittle.cluster.counting import with_connection_class
+
+    address = cluster_address(url)
+    return with_connection_class(RedisCluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
+        username=address.username, password=address.password, ssl=address.ssl, **options),
+        closed_writes_fail_to_connect)
+
+
+def closed_writes_fail_to_connect(base: type) -> type:
+    """``base`` (a ``redis.asyncio`` connection class) whose write on a connection closed
+    under it (a node restarted while another task was reconnecting) raises ConnectionError,
+    which the cluster client and the Retrier handle, instead of the AttributeError or
+    TypeError of the closed transport that redis-py lets through (redis/redis-py#4287)."""
+    from redis.exceptions import ConnectionError
+
+    if getattr(base, "_closed_writes_fail", False):
+        return base
+
+    async def send_packed_command(self, command, check_health=True):
+        try:
+            return await base.send_packed_command(self, command, check_health=check_health)
+        except (AttributeError, TypeError) as exc:
+            writer = self._writer
+            transport = getattr(writer, "transport", None)
+            if writer is not None and transport is not None and not transport.is_closing():
+                raise                                   # not a closed connection's
+            await self.disconnect(nowait=True)
+            raise ConnectionError(f"connection closed while writing to "
+                                  f"{self.host}:{self.port}") from exc
+
+    return type(f"ClosedWritesFail{base.__name__}", (base,),
+                {"send_packed_command": send_packed_command, "_closed_writes_fail": True})
+
+
 def check_client(url: str) -> None:
     """Raise InvalidSetting when the ``redis`` package (extra ``cluster``) is missing."""
     require_extra("redis", "cluster", "WHITTLE_REDIS_URL", public_url(url))
@@ -33,8 +112,7 @@ def reach(url: str, wait: float) -> None:
     """PING Redis at ``url`` until it answers, trying again with back-off for at most
     ``wait`` seconds (``WHITTLE_REDIS_WAIT``); raise InvalidSetting naming the URL and the
     last cause when it never does."""
-    import redis
-    from redis.exceptions import RedisError
+    from redis.exceptions import RedisClusterException, RedisError
 
     from scrapy_whittle.cluster.retry import TRANSIENT
 
@@ -44,22 +122,22 @@ def reach(url: str, wait: float) -> None:
         # each attempt bounded by what is left of the wait: a host that drops packets
         # would otherwise hold the connect for the system's TCP timeout
         left = max(deadline - time.monotonic(), 0.05)
+        client = None
         try:
-            client = redis.Redis.from_url(url, socket_connect_timeout=left,
-                                          socket_timeout=left)
+            client = sync_client(url, socket_connect_timeout=left, socket_timeout=left)
+            client.ping()
+            return
         except ValueError as exc:
             raise InvalidSetting(f"WHITTLE_REDIS_URL ({public_url(url)!r}) is not a usable "
                                  f"Redis URL: {exc}") from None
-        try:
-            client.ping()
-            return
-        except TRANSIENT as exc:
-            cause = exc
+        except (*TRANSIENT, RedisClusterException) as exc:   # a cluster none of whose
+            cause = exc                                        # start-up nodes answers
         except RedisError as exc:           # Redis answered, and refused (a wrong password)
             raise InvalidSetting(f"WHITTLE_REDIS_URL ({public_url(url)!r}) refuses the "
                                  f"crawl: {type(exc).__name__}: {exc}") from None
         finally:
-            client.close()
+            if client is not None:
+                client.close()
         left = deadline - time.monotonic()
         if left <= 0:
             raise InvalidSetting(

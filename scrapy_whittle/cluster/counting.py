@@ -21,10 +21,39 @@ class RoundTrips:
 
 
 def count_round_trips(client, counter: RoundTrips):
-    """Make ``client``'s pool (``redis`` or ``redis.asyncio``) count each request its
-    connections write into ``counter``; returns ``client``."""
-    pool = client.connection_pool
-    base = pool.connection_class
+    """Make ``client`` (``redis`` or ``redis.asyncio``, one server or a Redis Cluster) count
+    each request its connections write into ``counter``; returns ``client``."""
+    return with_connection_class(client, lambda base: counting_class(base, counter))
+
+
+def with_connection_class(client, wrap):
+    """Make ``client``'s connections of the class ``wrap(their class)``; returns ``client``.
+    A cluster client's connections to each node too, and those of nodes it finds later
+    (the cluster clients keep no public hook for it: their nodes' connection class)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        pool.connection_class = wrap(pool.connection_class)
+        return client
+    manager = client.nodes_manager
+    kwargs = manager.connection_kwargs
+    if "connection_class" in kwargs:                      # redis.asyncio's ClusterNode
+        kwargs["connection_class"] = wrap(kwargs["connection_class"])
+    for node in list(manager.startup_nodes.values()) + list(manager.nodes_cache.values()):
+        if getattr(node, "redis_connection", None) is not None:     # redis's: a Redis
+            with_connection_class(node.redis_connection, wrap)
+            # made at once by the client's start (the cluster's slots asked): made again
+            pool = node.redis_connection.connection_pool
+            pool.disconnect()
+            pool.reset()
+        elif hasattr(node, "connection_class"):
+            node.connection_class = wrap(node.connection_class)
+    return client
+
+
+def counting_class(base: type, counter: RoundTrips) -> type:
+    """``base`` (a connection class) whose requests are counted into ``counter``."""
+    if getattr(base, "_counting", False):
+        return base
     send = base.send_packed_command
 
     if inspect.iscoroutinefunction(send):
@@ -36,7 +65,6 @@ def count_round_trips(client, counter: RoundTrips):
             counter.count += 1
             return send(self, command, check_health=check_health)
 
-    pool.connection_class = type(f"Counting{base.__name__}", (base,),
-                                 {"send_packed_command": send_packed_command})
-    return client
+    return type(f"Counting{base.__name__}", (base,),
+                {"send_packed_command": send_packed_command, "_counting": True})
 

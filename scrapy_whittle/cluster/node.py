@@ -41,14 +41,18 @@ import socket
 from collections import deque
 
 import redis
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
-from scrapy_whittle.cluster.connect import public_url
+from scrapy_whittle.cluster.connect import (
+    async_client,
+    key_prefix,
+    public_url,
+    sync_client,
+)
 from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
 from scrapy_whittle.cluster.entries import (
     DEDUPE,
@@ -102,7 +106,7 @@ class ClusterNode:
                  host_concurrency: int = 8, download_delay: float = 0.0,
                  wait: float = 10.0) -> None:
         self.config = config
-        self.keys = Keys(prefix)
+        self.keys = Keys(key_prefix(prefix, redis_url))   # hash-tagged on a Redis Cluster
         self.redis_url = redis_url
         self.redis_label = public_url(redis_url)
         self.specs = list(specs)
@@ -124,9 +128,8 @@ class ClusterNode:
                    "health_check_interval": 10, "socket_connect_timeout": wait}
         #: the requests this process sent Redis (both clients)
         self.round_trips = RoundTrips()
-        self.redis = count_round_trips(aioredis.from_url(redis_url, **options),
-                                       self.round_trips)
-        self.sync_redis = count_round_trips(redis.Redis.from_url(
+        self.redis = count_round_trips(async_client(redis_url, **options), self.round_trips)
+        self.sync_redis = count_round_trips(sync_client(
             redis_url, retry=SyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
             retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
             socket_connect_timeout=wait), self.round_trips)
@@ -253,8 +256,16 @@ class ClusterNode:
             state = loop_time - checked > 1.0        # the crawl's state too, once a second
             if state:
                 checked = loop_time
-            got, state = await self.retry(lambda free=free, state=state: self._take(
-                free, state), "taking tasks")
+            try:
+                got, state = await self.retry(lambda free=free, state=state: self._take(
+                    free, state), "taking tasks")
+            except asyncio.CancelledError:
+                raise
+            except Exception:           # the loop must outlive a client's odd error
+                logger.exception("cluster node %s: taking tasks failed; it tries again",
+                                 self.consumer)
+                await asyncio.sleep(1.0)
+                continue
             for task_id, f in (got[0][1] if got else ()):
                 self.queue.append((task_crawl(f), task_id.decode()))
             if got and self.on_tasks is not None:

@@ -130,7 +130,7 @@ class Planner:
                                                    int(self.lock_ttl * 1000)), "renewing")
             if not kept:
                 logger.warning("planner %s lost its lock: it stops planning", self.token)
-                self.service = None
+                self._step_down()
                 self.node.stats.inc("cluster/planner_lost")
                 return 0.0
             self._renewed = now
@@ -172,6 +172,17 @@ class Planner:
             return await work
         finally:
             renewing.cancel()
+
+    def _step_down(self) -> None:
+        """Forget what leading kept here: the crawls in flight (and their hosts' load), the
+        results learnt and not checkpointed. Whoever leads next, this process again too,
+        restores them from Redis; kept, they would count twice once restored."""
+        for sid in list(self.in_flight):
+            self._forget(sid)
+        self.deadline.clear()
+        self._acks.clear()
+        self._learnt.clear()
+        self.service = None
 
     async def _take_over(self) -> None:
         node, r, k = self.node, self.node.redis, self.keys

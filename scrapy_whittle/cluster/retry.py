@@ -7,12 +7,20 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    ConnectionError,
+    TimeoutError,
+    TryAgainError,
+)
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, OSError)
+#: a Redis Cluster with a shard away answers CLUSTERDOWN, and TRYAGAIN while its slots move
+TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, ClusterDownError, TryAgainError,
+             OSError)
 
 
 class RedisUnavailable(Exception):

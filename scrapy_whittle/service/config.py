@@ -20,7 +20,8 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import unquote
 
 from scrapy_whittle.core.policies import NEEDS_EXTRA, POLICIES, canonical_name, policy_class
 from scrapy_whittle.feeds.parse_pool import PARSE_TIMEOUT
@@ -200,12 +201,70 @@ def _clock(name: str, raw: Any) -> Any:
     return raw
 
 
+#: the URL schemes of a Redis Cluster (``WHITTLE_REDIS_URL``)
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+class ClusterAddress(NamedTuple):
+    """A ``redis+cluster://`` URL read: its start-up nodes and credentials."""
+
+    nodes: list[tuple[str, int]]
+    username: str | None
+    password: str | None
+    ssl: bool
+
+
+def is_cluster(url: str) -> bool:
+    return url.split("://", 1)[0] in CLUSTER_SCHEMES
+
+
+def cluster_address(url: str) -> ClusterAddress:
+    """Read ``[user:password@]host:port[,host:port...][/0]``; ValueError saying what is
+    wrong (a cluster has database 0 only)."""
+    scheme, _, rest = url.partition("://")
+    netloc, _, path = rest.partition("/")
+    path = path.split("?", 1)[0]
+    if path not in ("", "0"):
+        raise ValueError(f"a Redis Cluster has database 0 only, not {path!r}")
+    username = password = None
+    if "@" in netloc:
+        auth, netloc = netloc.rsplit("@", 1)
+        user, colon, secret = auth.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    nodes = []
+    for node in netloc.split(","):
+        host, colon, port = node.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{node!r} is not host:port")
+        nodes.append((host.strip("[]"), int(port)))
+    return ClusterAddress(nodes, username, password, scheme == "rediss+cluster")
+
+
 def _redis_url(name: str, raw: Any) -> str | None:
     if not raw:
         return None
-    if not (isinstance(raw, str) and raw.split("://")[0] in ("redis", "rediss", "unix")):
-        raise _fail(name, raw, "must be a redis://, rediss:// or unix:// URL")
+    if not (isinstance(raw, str)
+            and raw.split("://")[0] in ("redis", "rediss", "unix", *CLUSTER_SCHEMES)):
+        raise _fail(name, raw, "must be a redis://, rediss:// or unix:// URL, or a Redis "
+                    "Cluster's redis+cluster://host:port[,host:port...]")
+    if is_cluster(raw):
+        try:
+            cluster_address(raw)
+        except ValueError as exc:
+            raise _fail(name, _masked(raw), f"is not a usable Redis Cluster URL: {exc}") \
+                from None
     return raw
+
+
+def _masked(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` masked."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest.split("/", 1)[0]:
+        return url
+    auth, at, tail = rest.partition("@")
+    user = auth.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***{at}{tail}"
 
 
 def _text(name: str, raw: Any) -> str:
@@ -454,7 +513,8 @@ SETTINGS: tuple[Setting, ...] = (
             "a clock object (`scrapy_whittle.service.clock.SimulatedClock` for simulations); "
             "unset: the wall clock"),
     Setting("WHITTLE_REDIS_URL", None, _redis_url,
-            "`redis://host:port/db` (else `REDIS_URL`): every process with the same URL and "
+            "`redis://host:port/db`, or a Redis Cluster's `redis+cluster://host:port[,host:port"
+            "...]` (else `REDIS_URL`): every process with the same URL and "
             "prefix shares one crawl ([cluster.md](cluster.md))", fallback="REDIS_URL"),
     Setting("WHITTLE_REDIS_PREFIX", "whittle:{spider}", _text,
             "prefix of the crawl's Redis keys (`{spider}`: the spider's name)"),

@@ -1,5 +1,6 @@
 """A real redis-server for the cluster tests, started on a free port in a temporary
-directory (append-only file on, so that a restart keeps the data), stopped at the end."""
+directory (append-only file on, so that a restart keeps the data), stopped at the end; and a
+real three-node Redis Cluster of them (``redis_cluster``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.cluster
 
+from scrapy_whittle.cluster.connect import key_prefix
+from scrapy_whittle.cluster.keys import Keys
 from tests.waiting import wait_for
 
 
@@ -20,10 +24,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (the port + 10000) is free too, and exists."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+
+
 class RedisServer:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, port: int | None = None,
+                 extra: list[str] = ()) -> None:
         self.directory = directory
-        self.port = free_port()
+        self.port = port or free_port()
+        self.extra = list(extra)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen | None = None
         self.start()
@@ -36,7 +56,8 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
              "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-             "--protected-mode", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--protected-mode", "no", *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with redis.Redis(port=self.port) as client:
             def answers() -> bool:
                 try:
@@ -56,6 +77,10 @@ class RedisServer:
     def client(self) -> redis.Redis:
         return redis.Redis(port=self.port)
 
+    def keys(self, prefix: str) -> Keys:
+        """The key names of the crawl ``prefix`` here."""
+        return Keys(key_prefix(prefix, self.url))
+
 
 @pytest.fixture
 def redis_server(tmp_path):
@@ -63,3 +88,83 @@ def redis_server(tmp_path):
     server = RedisServer(tmp_path / "redis")
     yield server
     server.stop()
+
+
+class RedisClusterServers:
+    """A real three-node Redis Cluster (no replicas: each node serves a third of the slots),
+    each node on a free port in its own directory with the append-only file on (fsync
+    always), so that a node restarted keeps its data, and, from its ``nodes-<port>.conf``,
+    its slots and its place in the cluster. ``url`` is the crawl's ``redis+cluster://``."""
+
+    def __init__(self, directory: Path, nodes: int = 3) -> None:
+        self.servers: list[RedisServer] = []
+        for _ in range(nodes):
+            port = free_cluster_port()
+            (directory / str(port)).mkdir()
+            self.servers.append(RedisServer(directory / str(port), port=port,
+                                            extra=["--cluster-enabled", "yes",
+                                                   "--cluster-config-file",
+                                                   f"nodes-{port}.conf",
+                                                   "--cluster-node-timeout", "2000"]))
+        addresses = [f"127.0.0.1:{s.port}" for s in self.servers]
+        subprocess.run([shutil.which("redis-cli"), "--cluster", "create", *addresses,
+                        "--cluster-replicas", "0", "--cluster-yes"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        self.url = "redis+cluster://" + ",".join(addresses)
+        self.wait_ok()
+
+    def wait_ok(self) -> None:
+        """Until every node says ``cluster_state:ok`` (all slots served)."""
+        for server in self.servers:
+            with server.client() as client:
+                def ok(client=client) -> bool:
+                    try:
+                        return client.execute_command("CLUSTER INFO").get(
+                            "cluster_state") == "ok"
+                    except redis.exceptions.ConnectionError:
+                        return False
+
+                wait_for(ok, timeout=30, alive=server.proc,
+                         what=f"the cluster to be ok on port {server.port}")
+
+    def client(self) -> redis.cluster.RedisCluster:
+        return redis.cluster.RedisCluster(host="127.0.0.1", port=self.servers[0].port)
+
+    def keys(self, prefix: str) -> Keys:
+        """The key names of the crawl ``prefix`` here (hash-tagged)."""
+        return Keys(key_prefix(prefix, self.url))
+
+    def shard_of(self, key: str) -> RedisServer:
+        """The node serving ``key``'s slot."""
+        with self.client() as client:
+            node = client.get_node_from_key(key)
+        return next(s for s in self.servers if s.port == node.port)
+
+    def restart(self, server: RedisServer) -> None:
+        """Stop one shard (SIGTERM: its append-only file is complete) and start it again with
+        its data and slots; returns once the cluster is ok again."""
+        server.stop()
+        server.start()
+        self.wait_ok()
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+@pytest.fixture
+def redis_cluster(tmp_path):
+    (tmp_path / "redis-cluster").mkdir()
+    cluster = RedisClusterServers(tmp_path / "redis-cluster")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["one-redis", "redis-cluster"])
+def any_redis(request, tmp_path):
+    """The same check on one redis-server and on a three-node Redis Cluster (``url``,
+    ``client()``: of either)."""
+    if request.param == "one-redis":
+        yield request.getfixturevalue("redis_server")
+    else:
+        yield request.getfixturevalue("redis_cluster")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import redis as redis_py
 
-from tests.cluster.conftest import RedisServer
+from tests.cluster.conftest import RedisClusterServers, RedisServer
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.waiting import wait_for
@@ -38,8 +38,8 @@ def web():
     server.stop()
 
 
-def start(redis: RedisServer, web, tmp: Path, name: str, seconds: float = LONG,
-          **settings) -> subprocess.Popen:
+def start(redis: RedisServer | RedisClusterServers, web, tmp: Path, name: str,
+          seconds: float = LONG, **settings) -> subprocess.Popen:
     return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N_FEEDS),
                   str(tmp / f"{name}.jsonl"), str(seconds), json.dumps(settings)],
                  log=tmp / f"{name}.log", cwd=ROOT)
@@ -215,3 +215,41 @@ def test_a_redis_restart_pauses_the_crawl_then_it_resumes(redis_server, web, tmp
         assert text.count("Redis unreachable") == 1, name
         assert text.count("Redis reachable again") == 1, name
         assert stats[name]["whittle/cluster/redis_outages"] == 1, name
+
+
+@pytest.mark.slow
+def test_on_a_redis_cluster_a_shard_restart_pauses_the_crawl_then_it_resumes(
+        redis_cluster, web, tmp_path):
+    """Two processes on a three-node Redis Cluster: the crawl's keys on one shard (their hash
+    tag), that shard restarted mid-crawl (its data and slots kept); the crawl goes on, and no
+    entry is emitted twice."""
+    names = ["w0", "w1"]
+    procs = [start(redis_cluster, web, tmp_path, n) for n in names]
+    keys = redis_cluster.keys(PREFIX)
+    wait_for(lambda: all(len(emitted(tmp_path, n)) >= 20 for n in names), timeout=60,
+             what="20 items from each process")
+    shard = redis_cluster.shard_of(keys.urls)
+    with redis_cluster.client() as client:     # every key of the crawl on that shard
+        assert {redis_cluster.shard_of(k.decode()).port
+                for k in client.scan_iter(match=keys.prefix + ":*")} == {shard.port}
+    shard.stop()
+    wait_for(lambda: all("Redis unreachable" in log(tmp_path, n) for n in names),
+             timeout=60, what="each process finding the shard gone")
+    before = {n: len(emitted(tmp_path, n)) for n in names}
+    redis_cluster.restart(shard)                 # stopped already: started, cluster ok again
+    restarted = time.time()
+    wait_for(lambda: all("reachable again" in log(tmp_path, n)
+                         and sum(i["discovered_at"] > restarted
+                                 for i in emitted(tmp_path, n)[before[n]:]) >= 10
+                         for n in names),
+             timeout=90, what="each process back, with 10 items found since the restart")
+    stop(procs)
+    items, stats = results(tmp_path, names)
+    no_duplicates(items)
+    assert sorted(stats) == names
+    assert all(s["whittle/fetched"] > 0 for s in stats.values()), stats
+    with redis_cluster.client() as client:
+        assert client.llen(keys.urls) == N_FEEDS                   # no source lost
+    for name in names:
+        assert "Traceback" not in log(tmp_path, name)
+        assert stats[name]["whittle/cluster/redis_outages"] >= 1, name

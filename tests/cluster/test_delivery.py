@@ -56,11 +56,11 @@ def received(tmp: Path, names) -> set[tuple[str, str]]:
     return out
 
 
-def test_a_killed_process_loses_no_item_in_its_pipelines(redis_server, web, tmp_path):
+def test_a_killed_process_loses_no_item_in_its_pipelines(any_redis, web, tmp_path):
     names = ["w0", "w1"]
-    procs = {name: start(redis_server, web, tmp_path, name) for name in names}
+    procs = {name: start(any_redis, web, tmp_path, name) for name in names}
     victim, survivor = procs["w0"], procs["w1"]
-    client = redis_server.client()
+    client = any_redis.client()
 
     def in_flight() -> set[tuple[str, str]]:
         return found(tmp_path, "w0") - received(tmp_path, names)
@@ -84,7 +84,7 @@ def test_a_killed_process_loses_no_item_in_its_pipelines(redis_server, web, tmp_
     assert "handed out again" in (tmp_path / "w1.log").read_text()
     # nothing lost: what was found and not received is pending in Redis for a next process
     pending = {(b.url, e.key) for b in map(Batch.from_line,
-                                          client.hvals(f"{PREFIX}:pending").copy())
+                                          client.hvals(any_redis.keys(PREFIX).pending).copy())
                for e in b.entries}
     everything = found(tmp_path, "w0") | found(tmp_path, "w1")
     assert everything - received(tmp_path, names) <= pending

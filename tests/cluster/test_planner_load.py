@@ -23,7 +23,7 @@ from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.types import DictStats
 from sim.planner_load import load, settings_for, url_of
-from tests.cluster.conftest import RedisServer
+from tests.cluster.conftest import RedisClusterServers, RedisServer
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT
 from tests.waiting import wait_for
@@ -39,7 +39,7 @@ PREFIX = "load"
 CHOICE = {"WHITTLE_POLICY": "uniform"}
 
 
-def _planner(server: RedisServer, tmp, name: str):
+def _planner(server: RedisServer | RedisClusterServers, tmp, name: str):
     settings = json.dumps(settings_for(BUDGET, PERIOD, **CHOICE))
     return spawn([sys.executable, "-m", "sim.planner_load", "planner", server.url, PREFIX,
                   settings, "--lock-ttl", str(LOCK_TTL), "--lease", "60", "--backlog", "16"],
@@ -53,12 +53,13 @@ def _journal(path) -> list[dict]:
 
 
 def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_kill(
-        redis_server, tmp_path):
+        any_redis, tmp_path):
+    redis_server, keys = any_redis, any_redis.keys(PREFIX)
     client = redis_server.client()
     settings = settings_for(BUDGET, PERIOD, **CHOICE)
     loaded = load(redis_server.url, PREFIX, N, HOSTS, settings)
     assert loaded["sources"] == N
-    assert client.llen(f"{PREFIX}:urls") == N
+    assert client.llen(keys.urls) == N
     journal = tmp_path / "answered.jsonl"
     workers = spawn([sys.executable, "-m", "sim.planner_load", "workers", redis_server.url,
                      PREFIX, str(N), "--workers", "4", "--seed", "7", "--log", str(journal)],
@@ -66,13 +67,13 @@ def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_k
     first = _planner(redis_server, tmp_path, "first")
 
     def lock() -> bytes | None:
-        return client.get(f"{PREFIX}:planner")
+        return client.get(keys.planner)
 
     first_token = wait_for(lock, what="the first planner to take the lock", alive=first)
     wait_for(lambda: len(_journal(journal)) >= 300, timeout=120,
              what="300 crawls answered", alive=first)
     standby = _planner(redis_server, tmp_path, "standby")
-    origin = float(client.hget(f"{PREFIX}:meta", "origin"))
+    origin = float(client.hget(keys.meta, "origin"))
 
     def epoch_started() -> bool:
         """Early in an epoch, a part of its budget spent: the standby takes the epoch over."""
@@ -123,7 +124,7 @@ def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_k
     # each crawl id answered once (no task handed to two workers)
     assert max(Counter(row["cid"] for row in rows).values()) == 1
     # the spent budget Redis keeps agrees with what was handed out in the last epochs
-    spent = {int(e): float(c) for e, c in client.hgetall(f"{PREFIX}:spent").items()}
+    spent = {int(e): float(c) for e, c in client.hgetall(keys.spent).items()}
     for epoch, cost in spent.items():
         assert per_epoch.get(epoch, 0) <= cost <= BUDGET
     client.close()

@@ -64,7 +64,7 @@ async def _fetch(node: ClusterNode, n: int, sid: int, entries):
 
 
 @on_asyncio
-async def test_two_nodes_tell_repeats_as_one_service_does(redis_server):
+async def test_two_nodes_tell_repeats_as_one_service_does(any_redis):
     config = WhittleConfig.from_settings(LINK)
     clock = SimulatedClock(start=START)
     service = RecrawlService(config, clock=clock)
@@ -74,7 +74,7 @@ async def test_two_nodes_tell_repeats_as_one_service_does(redis_server):
         crawl = Crawl(sid, URLS[sid], n, clock.now(), {})
         local.append(service.feed_fetched(crawl, entries))
     # the fetches alternate between two nodes sharing one Redis
-    nodes = [_node(redis_server.url, clock), _node(redis_server.url, clock)]
+    nodes = [_node(any_redis.url, clock), _node(any_redis.url, clock)]
     try:
         remote = [await _fetch(nodes[n % 2], n, sid, entries)
                   for n, (sid, entries) in enumerate(FETCHES)]

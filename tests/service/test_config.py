@@ -18,6 +18,7 @@ from scrapy_whittle.service.config import (
     InvalidSetting,
     ParsingConfig,
     WhittleConfig,
+    cluster_address,
     download_slot_delays,
 )
 
@@ -165,6 +166,22 @@ def test_redis_url_falls_back_to_the_shared_setting():
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "REDIS_URL": "redis://h/1",
                                           "WHITTLE_REDIS_URL": "redis://own/2"})
     assert config.redis_url == "redis://own/2"
+
+
+def test_a_redis_cluster_url_is_read_and_a_broken_one_refused_by_name():
+    url = "redis+cluster://user:secret@10.0.0.1:7000,10.0.0.2:7001/0"
+    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_REDIS_URL": url})
+    assert config.redis_url == url
+    assert cluster_address(url) == (
+        [("10.0.0.1", 7000), ("10.0.0.2", 7001)], "user", "secret", False)
+    assert cluster_address("rediss+cluster://h:1").ssl
+    for bad, why in (("redis+cluster://u:secret@h:7000/3", "database 0 only"),
+                     ("redis+cluster://h:7000,h2", "'h2' is not host:port"),
+                     ("redis+cluster://h:99999", "'h:99999' is not host:port")):
+        with pytest.raises(InvalidSetting) as err:
+            WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_REDIS_URL": bad})
+        assert str(err.value).startswith("WHITTLE_REDIS_URL (")
+        assert why in str(err.value) and "secret" not in str(err.value)
 
 
 def test_download_slot_delays_follow_scrapy():
