@@ -71,12 +71,7 @@ class EpochPlanner:
             self.wake_at = math.inf
             return None
         now = timeline.clock.now()
-        self.outcomes.flush_if_due(now)
-        k = timeline.epoch_of(now)
-        if k != self.epoch:
-            busy = {self.sources.hosts[h] for h in hosts.all_saturated()
-                    if h in self.sources.hosts}
-            self._start_epoch(k, now, busy)
+        k, _ = self._epoch_now(now, hosts)
         throttle = self.throttle
         period = self.config.period
         origin = timeline.origin
@@ -158,14 +153,9 @@ class EpochPlanner:
                 self.wake_at = math.inf
             return out
         now = timeline.clock.now()
-        self.outcomes.flush_if_due(now)
-        k = timeline.epoch_of(now)
-        if k != self.epoch:
-            busy = {self.sources.hosts[h] for h in hosts.all_saturated()
-                    if h in self.sources.hosts}
-            self._start_epoch(k, now, busy)
-            if self.retirement.probes:          # (probes are taken one by one)
-                return self.next_crawls(hosts, limit, taken)
+        k, started = self._epoch_now(now, hosts)
+        if started and self.retirement.probes:          # (probes are taken one by one)
+            return self.next_crawls(hosts, limit, taken)
         later = timeline.origin + (k + 1) * self.config.period
         src = self.sources
         throttle = self.throttle
@@ -208,6 +198,18 @@ class EpochPlanner:
         if len(out) < limit:
             self.wake_at = later
         return out
+
+    def _epoch_now(self, now: float, hosts: HostLoad) -> tuple[int, bool]:
+        """The epoch of ``now``, learning what is due first; (epoch, whether it started
+        now: its plan made, the hosts saturated at this instant left out of it)."""
+        self.outcomes.flush_if_due(now)
+        k = self.timeline.epoch_of(now)
+        if k == self.epoch:
+            return k, False
+        busy = {self.sources.hosts[h] for h in hosts.all_saturated()
+                if h in self.sources.hosts}
+        self._start_epoch(k, now, busy)
+        return k, True
 
     def discover(self, ids, now: float) -> None:
         """Sources ``ids`` joined the crawl at ``now``: with ``WHITTLE_DISCOVERY``, those
