@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
-from sim.bench_cluster import _Redis
+from sim.processes import RedisServer
 
 PREFIX = "mem:{crawl}"
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-memory-"))
-    redis = _Redis(tmp)
+    redis = RedisServer(tmp)
     try:
         client, keys, n = redis.client, Keys(PREFIX), args.sources
         before = client.info("memory")["used_memory"]

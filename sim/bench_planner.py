@@ -34,52 +34,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from sim.planner_load import settings_for
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisProcess:
-    """A ``redis-server`` of its own for one measurement."""
-
-    def __init__(self, directory: Path) -> None:
-        import redis
-
-        self.port = _free_port()
-        self.proc = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(self.port),
-             "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
-             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(port=self.port)
-        for _ in range(400):
-            try:
-                self.client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def used_memory(self) -> int:
-        return int(self.client.info("memory")["used_memory"])
-
-    def stop(self) -> None:
-        self.client.close()
-        self.proc.terminate()
-        self.proc.wait(60)
+from sim.processes import RedisServer, reap
 
 
 def _module(*args: str, **kw) -> subprocess.Popen:
@@ -92,14 +55,7 @@ def _stop(proc: subprocess.Popen, timeout: float = 120) -> float:
     if proc.returncode is not None:
         return 0.0
     proc.send_signal(signal.SIGTERM)
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_utime + usage.ru_stime
+    return reap(proc, timeout)
 
 
 def _events(proc: subprocess.Popen):
@@ -113,7 +69,7 @@ def _crawls(client, prefix: str) -> int:
 
 
 def measure(args, n: int, tmp: Path) -> dict:
-    redis = RedisProcess(tmp)
+    redis = RedisServer(tmp)
     prefix = "bench"
     settings = settings_for(args.offered * args.period, args.period)
     try:
