@@ -192,9 +192,11 @@ async def test_subscriptions_are_renewed_across_leases_and_restored_after_a_rest
     assert hub1["subscribed"] >= 2 * pushers            # subscribed, then renewed
     assert w1["websub/verified"] == hub1["subscribed"]
     assert hub2["expired"] == 0 and hub2["active_subscriptions"] == pushers
-    # the second run subscribed nothing anew: it renewed the restored subscriptions
-    assert w2.get("websub/subscribe_requests", 0) == w2["websub/verified"] \
-        == hub2["subscribed"] - hub1["subscribed"] > 0
+    # the second run subscribed nothing anew: it renewed the restored subscriptions (the
+    # callbacks and secrets are the first run's, above); a renewal sent just before the stop
+    # may still wait for its verification, at most one per subscription
+    assert w2["websub/verified"] == hub2["subscribed"] - hub1["subscribed"] > 0
+    assert 0 <= w2.get("websub/subscribe_requests", 0) - w2["websub/verified"] <= pushers
     assert w2["push/new_items"] > 0 and w2.get("errors/push_unknown_callback", 0) == 0
     assert max((first.items + second.items).values()) == 1
 
