@@ -13,7 +13,9 @@ follows the feed: at least every entry the feed has shown at once (up to ``max_p
 plus a slack of an eighth of that (at least ``min_slack``) for entries that drop out of the
 feed and come back. The hashes a crawl sees are moved to the recent end (least recently seen
 are forgotten first), so an entry still shown by the feed is never forgotten, and a feed with
-20,000 entries does not report 19,000 of them as new at every crawl.
+20,000 entries does not report 19,000 of them as new at every crawl. Entries seen before a
+restart and handed out again from the delivery journal (:meth:`EntryMemory.recall`) grow the
+block instead: they are only part of what their fetch showed.
 
 A feed showing more than ``max_per_source`` entries is read only up to that many (in feed
 order, the same entries at every crawl); the caller counts it (``too_many_entries``).
@@ -150,6 +152,23 @@ class EntryMemory(PerSourceArrays):
         if False not in fresh:
             return list(distinct)
         return list(compress(distinct, fresh))
+
+    def recall(self, source: int, entries: Sequence[FeedEntry]) -> list[FeedEntry]:
+        """:meth:`new_entries` for entries seen before a restart (a journaled batch handed out
+        again), except that nothing the memory holds is forgotten for them: the source's
+        block grows to hold them all (up to ``max_per_source``). A batch is only the new part
+        of what a fetch showed; the feed's other entries were not seen again with it, so
+        forgetting the least recently seen could drop entries the feed still shows (a feed
+        listed oldest first shows its oldest remembered ones), and its next fetch would
+        report them new a second time."""
+        keys = list(dict.fromkeys(entry.key for entry in entries))[:self.max_per_source]
+        hashes = key_hashes(keys)
+        size = self.size.item(source)
+        known = set(self.keys(source).tolist()) if size else set()
+        want = min(size + sum(h not in known for h in hashes), self.max_per_source)
+        if want > self.cap.item(source):
+            self._relocate(source, want)
+        return self.new_entries(source, entries)
 
     def observe(self, source: int, hashes: list[int]) -> list[bool]:
         """A crawl of ``source`` showed the distinct ``hashes`` (Python ints, feed order,

@@ -261,13 +261,14 @@ class RecrawlService:
     def _recover_deliveries(self) -> None:
         """Open the delivery journal beside the state; what a killed run left undelivered
         becomes ``replays``, its entries known as seen (they are handed out by the replay,
-        not again by the next fetch of their feed)."""
+        not again by the next fetch of their feed), beside every entry the checkpoint knew
+        (:meth:`EntryMemory.recall`)."""
         self.deliveries = DeliveryJournal(self.store.path.parent / DIRECTORY)
         replays = []
         for batch in self.deliveries.recover():
             sid = self.sources.id_of(batch.url)
             if sid is not None:
-                new = self.memory.new_entries(sid, batch.entries)
+                new = self.memory.recall(sid, batch.entries)
                 if self.stories is not None:
                     self.stories.split(sid, new)
                 if sid != batch.source:

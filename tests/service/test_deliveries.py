@@ -119,3 +119,57 @@ def test_the_service_hands_out_again_what_a_killed_run_had_not_delivered(tmp_pat
     restored.close()
     assert list((tmp_path / DIRECTORY).glob("*.jsonl")) == []
     assert _service(tmp_path, SimulatedClock(start=clock.now())).replays == []
+
+
+def _one_feed(tmp_path, clock):
+    # WHITTLE_DEDUP "entry": what is new is the entry memory's word alone
+    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_POLICY": "round_robin",
+                                          "WHITTLE_DEDUP": "entry"})
+    service = RecrawlService(config, clock=clock, store=StateStore(tmp_path / FILE_NAME))
+    service.journal_deliveries = True
+    service.open([SourceSpec(url="https://s.example/feed.xml")])
+    return service
+
+
+def _fetch(service, clock, entries):
+    crawl = service.next_crawl()
+    if crawl is None:
+        clock.advance_to(service.wake_at)
+        crawl = service.next_crawl()
+    return service.feed_fetched(crawl, entries)
+
+
+def test_the_replay_forgets_none_of_the_entries_the_checkpoint_held(tmp_path):
+    # The checkpoint remembers the feed's 20 entries; after it, a fetch finds 20 new ones;
+    # the run is killed before either batch is delivered. Restored, the memory knows the
+    # checkpoint's entries and every replayed one: the replay hands out what was seen before
+    # the kill, it is no fetch that shows which entries left the feed.
+    clock = SimulatedClock(start=START)
+    service = _one_feed(tmp_path, clock)
+    old, new = [entry(f"a{i}") for i in range(20)], [entry(f"b{i}") for i in range(20)]
+    assert len(_fetch(service, clock, old).entries) == 20
+    service.checkpoint()
+    assert len(_fetch(service, clock, new).entries) == 20
+    restored = _one_feed(tmp_path, SimulatedClock(start=clock.now()))
+    assert sum(len(b.entries) for b in restored.replays) == 40
+    assert restored.memory.new_entries(0, old + new) == []
+
+
+def test_an_oldest_first_feed_reports_nothing_twice_after_a_replay(tmp_path):
+    # A feed listing its entries oldest first, 20 at a time. Its entries delivered and
+    # checkpointed, a fetch finds 6 new ones (the feed's 6 oldest leave it) and the run is
+    # killed before their items are delivered: the restored run hands out those 6 again, and
+    # its next fetch of the unchanged feed finds nothing new (no entry delivered before the
+    # checkpoint is emitted again).
+    clock = SimulatedClock(start=START)
+    service = _one_feed(tmp_path, clock)
+    shown = [entry(f"a{i}") for i in range(20)]
+    first = _fetch(service, clock, shown)
+    service.delivered(first.batch)
+    service.checkpoint()
+    shown = shown[6:] + [entry(f"b{i}") for i in range(6)]
+    assert [e.key for e in _fetch(service, clock, shown).entries] == [f"b{i}" for i in range(6)]
+    restored = _one_feed(tmp_path, SimulatedClock(start=clock.now()))
+    assert [e.key for b in restored.replays for e in b.entries] == [f"b{i}" for i in range(6)]
+    assert _fetch(restored, restored.clock, shown).entries == []

@@ -167,3 +167,20 @@ def test_keys_are_hashed_as_utf8_a_lone_surrogate_included():
     assert got == [xxhash.xxh3_64_intdigest("é".encode()),
                    xxhash.xxh3_64_intdigest(b"b\xed\xb2\x80"),
                    xxhash.xxh3_64_intdigest(b"c")]
+
+
+def test_a_recalled_batch_forgets_nothing_the_memory_held():
+    # a journaled batch replayed after a restart: its entries become the most recently seen,
+    # and the block grows for them rather than forget the oldest (up to max_per_source)
+    mem = EntryMemory(1, max_per_source=30, min_slack=4)
+    shown = entries(range(20))
+    mem.new_entries(0, shown)                            # capacity 24
+    batch = entries(f"b{i}" for i in range(8))
+    assert mem.recall(0, batch) == batch
+    assert mem.seen(0) == 28
+    assert mem.recall(0, batch) == []
+    assert mem.new_entries(0, shown + batch) == []     # oldest first: b7 ... b0, 19 ... 0
+    assert keys(mem.recall(0, entries(f"c{i}" for i in range(5)))) == [f"c{i}" for i in
+                                                                       range(5)]
+    assert mem.seen(0) == 30                             # the bound: the oldest 3 go
+    assert keys(mem.new_entries(0, batch[5:])) == ["b5", "b6", "b7"]
