@@ -8,6 +8,11 @@ them at ``/sitemap/<i>.xml.gz`` (served gzip-compressed as the body, ``applicati
 sites serve ``.xml.gz`` sitemaps), so a crawler finds them only through the index. Without
 ``--kinds`` the web is as before (RSS for even i, Atom for odd i).
 
+``--index-rotate T`` (scenario time units): the index lists half its children at a time, as
+sites rotate their daily news sitemaps through their index: the j-th child (in source order)
+is listed while ``(j + floor(t / T))`` is even, so every T the listed half is rotated out and
+the other half in (its ETag changes with it). The children stay served when not listed.
+
 JSON Feed and sitemaps carry no comment count: a crawler values their entries with its
 default item value, not the served engagement.
 """
@@ -41,8 +46,10 @@ def parse_kinds(spec: str | None) -> str | None:
 class SourceKinds:
     """Which kind each source is served as, where, and how it is rendered."""
 
-    def __init__(self, n: int, mix: str | None) -> None:
-        self.n, self.mix = n, mix
+    def __init__(self, n: int, mix: str | None, rotate: float = 0.0) -> None:
+        if not rotate >= 0:
+            raise ValueError(f"the index's rotation ({rotate!r}) must be >= 0")
+        self.n, self.mix, self.rotate = n, mix, float(rotate)
 
     def kind(self, i: int) -> str:
         if self.mix is None:
@@ -75,9 +82,22 @@ class SourceKinds:
             return None
         return i if 0 <= i < self.n and self.indexed(i) else None
 
-    def index(self, base: str) -> bytes:
+    def phase(self, now: float) -> int:
+        """Which half of the children the index lists at scenario time ``now`` (0 without
+        rotation: all of them)."""
+        return int(now // self.rotate) % 2 if self.rotate else 0
+
+    def listed_children(self, now: float) -> list[int]:
+        """The sources the index lists at scenario time ``now``."""
+        children = [i for i in range(self.n) if self.indexed(i)]
+        if not self.rotate:
+            return children
+        phase = self.phase(now)
+        return [i for j, i in enumerate(children) if (j + phase) % 2 == 0]
+
+    def index(self, base: str, now: float = 0.0) -> bytes:
         entries = "".join(f"<sitemap><loc>{escape(self.url(base, i))}</loc></sitemap>"
-                          for i in range(self.n) if self.indexed(i))
+                          for i in self.listed_children(now))
         return (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">'
                 f"{entries}</sitemapindex>").encode()
 

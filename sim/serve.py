@@ -25,7 +25,8 @@ serves until interrupted:
   answers 429 above one request a minute (with ``Retry-After: 60``): ``sim.rate_limit``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 * ``--kinds mix``: sources served as RSS, Atom, JSON Feed and news sitemaps, some of the
-  sitemaps (gzip) behind one sitemap index (``sim.kinds``).
+  sitemaps (gzip) behind one sitemap index (``sim.kinds``); with ``--index-rotate T`` the
+  index lists half of them at a time, the other half every T scenario time units.
 * ``--hub on`` (or ``--hub loss=0.1,delay_max=300,...``): a WebSub hub at ``/hub`` that some
   sources name and that POSTs their new entries to subscribers, with faults
   (``sim.websub_hub``); its counts are in ``/stats.json`` under ``hub``.
@@ -179,9 +180,10 @@ class SimWebResource(Resource):
                  faults: list[str] | None = None, fault_copies: int = 2,
                  bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0,
                  fates: dict[int, tuple[str, float]] | None = None,
-                 kinds: str | None = None, rate_limit: RateLimit | None = None) -> None:
+                 kinds: str | None = None, rate_limit: RateLimit | None = None,
+                 index_rotate: float = 0.0) -> None:
         super().__init__()
-        self.kinds = SourceKinds(web.n, kinds)
+        self.kinds = SourceKinds(web.n, kinds, index_rotate)
         self.rate_limit = rate_limit
         # hostile entries dated ten simulated minutes apart, like a busy healthy feed
         self.crawl_delay = crawl_delay
@@ -268,11 +270,14 @@ class SimWebResource(Resource):
             if i in self.fates.fates:
                 return self.feed(request, i)
         if path == INDEX_PATH and self.kinds.mix:
-            if self._not_modified(request, 'W/"index"', None):
+            now = self.clock.now()
+            etag = f'W/"index-{self.kinds.phase(now)}"'
+            if self._not_modified(request, etag, None):
                 request.setResponseCode(304)
                 return b""
-            request.setHeader("etag", 'W/"index"')
-            return self._send(request, self.kinds.index(self.base(request)), "application/xml")
+            request.setHeader("etag", etag)
+            return self._send(request, self.kinds.index(self.base(request), now),
+                              "application/xml")
         if (i := self.kinds.source_of(path)) is not None:
             return self.feed(request, i)
         if path.startswith("/bad/"):
@@ -487,7 +492,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  faults: list[str] | str | None = None,
                  fault_copies: int = 2, bomb_bytes: int = 1536 * MIB,
                  hang_seconds: float = 600.0, fates: str | dict | None = None,
-                 kinds: str | None = None,
+                 kinds: str | None = None, index_rotate: float = 0.0,
                  rate_limit: str | RateLimit | None = None,
                  hub: str | dict | None = None, hub_tick: float = 0.05) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
@@ -501,9 +506,11 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
     that move or die (``sim.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
-    (``sim.kinds``); ``rate_limit``: feeds on a host that answers 429 above a rate
-    (``sim.rate_limit``); ``hub``: a WebSub hub (``sim.websub_hub.parse_hub``), checking
-    every ``hub_tick`` real seconds what is due (and, on a simulated ``clock``, holding it)."""
+    (``sim.kinds``), its sitemap index listing half its children at a time, rotated every
+    ``index_rotate`` scenario time units (0: all, always); ``rate_limit``: feeds on a host
+    that answers 429 above a rate (``sim.rate_limit``); ``hub``: a WebSub hub
+    (``sim.websub_hub.parse_hub``), checking every ``hub_tick`` real seconds what is due
+    (and, on a simulated ``clock``, holding it)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -524,6 +531,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               faults=faults, fault_copies=fault_copies,
                               bomb_bytes=bomb_bytes, hang_seconds=hang_seconds,
                               fates=parse_fates(fates), kinds=parse_kinds(kinds),
+                              index_rotate=index_rotate,
                               rate_limit=(parse_rate_limit(rate_limit)
                                           if isinstance(rate_limit, str | None) else rate_limit))
     hub_args = parse_hub(hub, unit)
@@ -594,6 +602,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default="",
                     help="'mix': sources served as RSS, Atom, JSON Feed and news sitemaps, "
                          "some behind a sitemap index (sim.kinds; default RSS and Atom)")
+    ap.add_argument("--index-rotate", type=float, default=0.0,
+                    help="with --kinds mix: the sitemap index lists half its children at a "
+                         "time, the other half every this many scenario time units (default "
+                         "0: all, always)")
     ap.add_argument("--rate-limit", default="",
                     help="FEEDS:PER_MINUTE[:RETRY_AFTER]: the first FEEDS feeds on a host of "
                          "their own (localhost) answering 429 above PER_MINUTE requests a "
@@ -623,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
                           faults=faults, fault_copies=args.fault_copies,
                           bomb_bytes=int(args.bomb_mib * MIB),
                           hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds,
+                          index_rotate=args.index_rotate,
                           rate_limit=args.rate_limit,
                           hub=args.hub)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget

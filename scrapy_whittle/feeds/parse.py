@@ -317,7 +317,9 @@ def _convert(raw: RawFeed, *, url: str, now: float, max_skew: float, max_age: fl
                         "(counted once)")
     return ParsedFeed(kind=raw.version or "unknown", entries=entries, warnings=warnings,
                       notices=tuple(dict.fromkeys(notices)), parser=parser, hints=raw.hints,
-                      sources=raw.sources)
+                      sources=raw.sources,
+                      sources_partial=raw.version == sitemap.INDEX and (raw.capped
+                                                                        or raw.incomplete))
 
 
 def _published(e: Mapping[str, Any], now: float, max_skew: float,

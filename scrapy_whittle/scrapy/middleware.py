@@ -42,7 +42,9 @@ response has ``response.meta["whittle_error"]`` set to its kind. A sitemap index
 sources (its child sitemaps, on its own host, at most ``WHITTLE_MAX_FEED_ENTRIES``): their URLs
 are in ``response.meta["whittle_sources"]`` (counted in ``whittle/sources/named``), and
 ``FeedSpider`` registers them as sources the way a spider registers any
-(``meta={"whittle_source": True}``), so they join the discovery sweep.
+(``meta={"whittle_source": True}``), so they join the discovery sweep; the service is told
+what the index lists (``index_listed``), so that a child it lists no more retires
+(``WHITTLE_SITEMAP_CHILD_MISSES``, ``WHITTLE_SITEMAP_CHILD_MAX_AGE``).
 """
 
 from __future__ import annotations
@@ -208,6 +210,7 @@ class FeedObserverMiddleware:
             await self._failure(service, crawl, request, kind, cause, wait)
             return response
         from scrapy_whittle.feeds.parse import FeedError
+        from scrapy_whittle.feeds.sitemap import INDEX as SITEMAP_INDEX
 
         ctype = response.headers.get("Content-Type")
         try:
@@ -231,6 +234,11 @@ class FeedObserverMiddleware:
         if parsed.sources:                    # a sitemap index: its children are sources
             request.meta[META_SOURCES] = list(parsed.sources)
             service.stats.inc("sources/named", len(parsed.sources))
+        if parsed.kind == SITEMAP_INDEX:
+            # those it lists no more retire after a while (a cluster node keeps them)
+            listed = getattr(service, "index_listed", None)
+            if listed is not None:
+                listed(crawl, parsed.sources, complete=not parsed.sources_partial)
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
         if self.config.websub_callback is not None:

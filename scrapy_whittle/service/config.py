@@ -455,6 +455,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHITTLE_RETIRE_PROBE", 7 * 86400.0, number(minimum=0, strict=True),
             "seconds between two probes of a retired source, outside the budget (stat "
             "`whittle/probes/crawls`); a probe finding new entries brings it back, > 0"),
+    Setting("WHITTLE_SITEMAP_CHILD_MISSES", 3, number(minimum=0, integer=True),
+            "a child sitemap that its sitemap index has not listed in this many of the "
+            "index's fetches in a row retires (stat `whittle/sources/unlisted`); listed "
+            "again, it comes back; `0`: never for this"),
+    Setting("WHITTLE_SITEMAP_CHILD_MAX_AGE", 7 * 86400.0, number(minimum=0),
+            "a child sitemap whose index last listed it more than this many seconds ago "
+            "retires at the index's next fetch, whatever the misses; `0`: never for this"),
     Setting("WHITTLE_CONDITIONAL_GET", True, boolean,
             "send `If-None-Match` / `If-Modified-Since`"),
     Setting("WHITTLE_HINTS", True, boolean,
@@ -636,6 +643,8 @@ class WhittleConfig:
     retire_after: float = DEFAULTS["WHITTLE_RETIRE_AFTER"]
     retire_404_after: float = DEFAULTS["WHITTLE_RETIRE_404_AFTER"]
     retire_probe: float = DEFAULTS["WHITTLE_RETIRE_PROBE"]
+    sitemap_child_misses: int = DEFAULTS["WHITTLE_SITEMAP_CHILD_MISSES"]
+    sitemap_child_max_age: float = DEFAULTS["WHITTLE_SITEMAP_CHILD_MAX_AGE"]
     conditional_get: bool = DEFAULTS["WHITTLE_CONDITIONAL_GET"]
     hints: bool = DEFAULTS["WHITTLE_HINTS"]
     hints_max_delay: float = DEFAULTS["WHITTLE_HINTS_MAX_DELAY"]
@@ -689,6 +698,8 @@ class WhittleConfig:
             retire_after=v["WHITTLE_RETIRE_AFTER"],
             retire_404_after=v["WHITTLE_RETIRE_404_AFTER"],
             retire_probe=v["WHITTLE_RETIRE_PROBE"],
+            sitemap_child_misses=v["WHITTLE_SITEMAP_CHILD_MISSES"],
+            sitemap_child_max_age=v["WHITTLE_SITEMAP_CHILD_MAX_AGE"],
             conditional_get=v["WHITTLE_CONDITIONAL_GET"], hints=v["WHITTLE_HINTS"],
             hints_max_delay=v["WHITTLE_HINTS_MAX_DELAY"],
             max_feed_size=v["WHITTLE_MAX_FEED_SIZE"], max_entries_per_source=per_source,

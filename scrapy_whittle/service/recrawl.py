@@ -15,6 +15,9 @@ simulator and the benchmarks all drive:
   ``crawl_failed(crawl, kind, cause, retry_after=)``; ``hints`` and ``retry_after``: what the
   server and the feed asked about the next visit (:mod:`scrapy_whittle.feeds.hints`);
 * ``moved(crawl, url)``: the source answered at ``url`` after permanent redirects;
+* ``index_listed(crawl, urls, complete=)``: the source is a sitemap index listing those
+  child sitemaps (:class:`~scrapy_whittle.service.index_children.IndexChildren`: a child it
+  lists no more retires, one listed again comes back);
 * ``report_value(...)``: feedback from a pipeline; ``checkpoint()``.
 
 It is the composition root of parts that each own their state and get what they use at
@@ -60,6 +63,7 @@ from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
 from scrapy_whittle.service.gc_pause import gc_paused
 from scrapy_whittle.service.host_throttle import HostThrottle
+from scrapy_whittle.service.index_children import IndexChildren
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.persistence import StatePersistence
@@ -122,6 +126,9 @@ class RecrawlService:
                                    config.policy, self._oracle_extra)
         self.retirement = Retirement(config, sources=self.sources, stats=self.stats,
                                      log_once=self._log_once)
+        self.children = IndexChildren(config, sources=self.sources,
+                                      retirement=self.retirement, stats=self.stats,
+                                      touch=self.state.touch)
         #: the hosts' allowances (``WHITTLE_HOST_LIMITS``, the hosts' delays: ``slot_delays``
         #: of ``DOWNLOAD_SLOTS``, ``download_delay`` of every host, robots.txt's
         #: ``Crawl-delay``; throttling): in each epoch's selection, told each crawl's answer
@@ -243,6 +250,7 @@ class RecrawlService:
             self.persistence.restore(saved)
             self.persistence.repair_bookkeeping(now)
             self.retirement.restore(now)
+            self.children.load(saved.sitemap_children)
             self.keeper.repair(None, cause="as restored")
             if self.websub is not None:
                 self.websub.load(saved.websub)
@@ -430,11 +438,21 @@ class RecrawlService:
             self._grow_parts(new)
             if self.keeper.policy is not None:      # once open; at the opening, all at once
                 self.planner.discover(new, self.clock.now())
+            if self.children.awaiting:         # a sitemap index listed them first
+                for sid in new:
+                    self.children.registered(sid, self.sources.url(sid))
             if self.store is not None:          # what the next checkpoint must insert
                 by_id = dict(zip(sids, specs, strict=True))
                 self.persistence.sources_added((sid, by_id[sid]) for sid in new)
                 self.state.touch(new)
         return sids
+
+    def index_listed(self, crawl: Crawl, urls: Iterable[str], *,
+                     complete: bool = True) -> None:
+        """The fetch of ``crawl`` was a sitemap index listing the child sitemaps ``urls``
+        (``complete``: read whole): the children it lists no more retire after a while,
+        those listed again come back (:mod:`scrapy_whittle.service.index_children`)."""
+        self.children.listed(crawl.source, urls, self.clock.now(), complete=complete)
 
     def _grow_parts(self, new: list[int]) -> None:
         """The rest of the service's per-source state follows the source table."""
@@ -590,6 +608,8 @@ class RecrawlService:
         (``latency``: as :meth:`feed_fetched`'s)."""
         self.outcomes.not_modified(crawl, etag=etag, last_modified=last_modified, hints=hints,
                                    latency=latency)
+        if crawl.source in self.children.by_parent:     # a sitemap index, unchanged
+            self.children.unchanged(crawl.source, self.clock.now())
 
     def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
                      retry_after: float | None = None) -> float:
@@ -634,6 +654,7 @@ class RecrawlService:
         run in another thread)."""
         cp = self.persistence.prepare_checkpoint()
         cp.journal_segment = self.deliveries.rotate()
+        cp.sitemap_children = self.children.drain()
         if self.websub is not None and self.websub.changed:
             cp.websub, self.websub.changed = self.websub.rows(), False
         return cp

@@ -5,7 +5,10 @@ A source retires
 * at once when its feed answers 410 Gone;
 * when it has answered 404 ``NOT_FOUND_RUN`` times in a row and has had no new entry for
   ``WHITTLE_RETIRE_404_AFTER`` seconds (one 404 is often a glitch of a site's deployment);
-* when its feed answers but has had no new entry for ``WHITTLE_RETIRE_AFTER`` seconds.
+* when its feed answers but has had no new entry for ``WHITTLE_RETIRE_AFTER`` seconds;
+* when it is a child sitemap that its sitemap index no longer lists
+  (:mod:`scrapy_whittle.service.index_children`; stat ``sources/unlisted``); listed again, it
+  comes back at once (``sources/relisted``).
 
 The time without a new entry counts from the source's last new entry, or from its first
 fetch if it never had one. A retired source is left out of the policy's choice (it costs no
@@ -102,6 +105,31 @@ class Retirement:
         if log:
             self.log_once(crawl.source, "retired", crawl.url, f"retired ({cause}): "
                           f"{self.probing()}")
+
+    def unlisted(self, sid: int, url: str, cause: str, now: float) -> bool:
+        """Child sitemap ``sid`` is no longer listed by its index (``cause``): it retires,
+        unless retired already. Returns whether it retired now."""
+        self.stats.inc("sources/unlisted")
+        if self.sources.retired.item(sid):
+            return False
+        self.sources.set_retired(sid, True)
+        self.stats.inc("sources/retired")
+        self.log_once(sid, "retired", url, f"retired ({cause}): {self.probing()}")
+        self._next_probe(sid, now)
+        return True
+
+    def relisted(self, sid: int, url: str, now: float) -> bool:
+        """Child sitemap ``sid``, retired for not being listed, is listed again: it is back
+        (its next crawl is the policy's to choose). Returns whether it was retired."""
+        src = self.sources
+        if not src.retired.item(sid):
+            return False
+        src.set_retired(sid, False)
+        src.retry_at[sid] = min(src.retry_at.item(sid), now)
+        self.stats.inc("sources/relisted")
+        self.log_once(sid, "relisted", url, "listed again by its sitemap index: back from "
+                      "retirement", logging.INFO)
+        return True
 
     def probing(self) -> str:
         return (f"probed every {self.config.retire_probe:g} s, outside the budget, until it "

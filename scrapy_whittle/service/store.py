@@ -1,6 +1,6 @@
 """The crawl's state in SQLite (``JOBDIR/whittle.sqlite``), written incrementally.
 
-Tables (schema version 5; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
+Tables (schema version 6; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
   ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
@@ -43,6 +43,10 @@ Tables (schema version 5; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   :class:`scrapy_whittle.service.websub.Subscription`: source, topic, hub, callback key,
   secret, state, mode, times of the request and of the lease's end, lease, retry time,
   failures), rewritten whole when one changed;
+* ``sitemap_children(child, parent, misses, listed_at, dropped)``: the child sitemaps of the
+  sitemap indexes (both sources): the index that listed the child last, the index's fetches
+  in a row that have not listed it since, when it was last listed (unix seconds), and
+  whether it retired for that (:mod:`scrapy_whittle.service.index_children`);
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -59,8 +63,9 @@ with its policy names translated (``SCHEMA_1_POLICY_NAMES``); a file of schema 1
 upgraded when opened for writing (schema 3 added the measures' tables and ``publications``,
 empty until the crawl goes on; schema 4 ``aliases`` and ``alive_at``, which an upgraded
 source starts with NULL: its clock of retirement starts at its next fetch, and ``stories``,
-``story_sources`` and ``hosts``, empty until the crawl goes on; schema 5 ``websub``, empty),
-in one transaction.
+``story_sources`` and ``hosts``, empty until the crawl goes on; schema 5 ``websub``, empty;
+schema 6 ``sitemap_children``, empty: an index's children are known again at its next
+fetch), in one transaction.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "whittle.sqlite"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Schema 1 named the policies differently: its "whittle" is the oracle index policy
 #: ("oracle"), its "adaptive-whittle" the learned one ("whittle").
@@ -162,6 +167,14 @@ SCHEMA_5 = (
            retry_at REAL, failures INTEGER NOT NULL) WITHOUT ROWID""",
 )
 
+#: what schema 6 added: the child sitemaps of the sitemap indexes
+#: (:mod:`scrapy_whittle.service.index_children`)
+SCHEMA_6 = (
+    """CREATE TABLE IF NOT EXISTS sitemap_children (
+           child INTEGER PRIMARY KEY, parent INTEGER NOT NULL, misses INTEGER NOT NULL,
+           listed_at REAL NOT NULL, dropped INTEGER NOT NULL)""",
+)
+
 #: the columns of ``websub``, in the order of a subscription's row
 #: (:class:`scrapy_whittle.service.websub.Subscription`'s fields)
 WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "requested_at",
@@ -220,6 +233,9 @@ class Checkpoint:
     hosts: list[tuple[str, float, float, int]] | None = None
     #: every WebSub subscription's row, when one changed (None: as stored)
     websub: list[tuple] | None = None
+    #: the (child, parent, misses, listed_at, dropped) rows of the child sitemaps that
+    #: changed
+    sitemap_children: list[tuple] = field(default_factory=list)
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -244,6 +260,7 @@ class SavedState:
     aliases: list[tuple[str, int]] = field(default_factory=list)
     hosts: list[tuple[str, float, float, int]] = field(default_factory=list)
     websub: list[tuple] = field(default_factory=list)
+    sitemap_children: list[tuple] = field(default_factory=list)
 
     @property
     def n_sources(self) -> int:
@@ -278,7 +295,7 @@ class StateStore:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.executescript(SCHEMA)
             # SCHEMA has every column: of the upgrades, the tables it lacks
-            for statement in SCHEMA_3 + SCHEMA_4 + SCHEMA_5:
+            for statement in SCHEMA_3 + SCHEMA_4 + SCHEMA_5 + SCHEMA_6:
                 if "ADD COLUMN" not in statement:
                     db.execute(statement)
             db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
@@ -340,7 +357,7 @@ class StateStore:
             for statement in SCHEMA_4:
                 if not ("alive_at" in columns and "ADD COLUMN alive_at" in statement):
                     db.execute(statement)
-            for statement in SCHEMA_5:
+            for statement in SCHEMA_5 + SCHEMA_6:
                 db.execute(statement)
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                        (SCHEMA_VERSION,))
@@ -389,12 +406,15 @@ class StateStore:
                     "SELECT host, allowance, ceiling, throttles FROM hosts")]
             websub = [] if self.schema_version < 5 else db.execute(
                 f"SELECT {', '.join(WEBSUB_COLUMNS)} FROM websub").fetchall()
+            children = [] if self.schema_version < 6 else db.execute(
+                "SELECT child, parent, misses, listed_at, dropped FROM sitemap_children"
+            ).fetchall()
         if self.schema_version < 2:      # a read-only file of schema 1
             meta["policy"] = SCHEMA_1_POLICY_NAMES.get(meta.get("policy"), meta.get("policy"))
             row = _schema_1_policy_row(row) if row is not None else None
         return SavedState(meta=meta, sources=dict(zip(LOAD_COLUMNS, columns, strict=True)),
                           blocks=blocks, policy=row, epochs=epochs, aliases=aliases,
-                          hosts=hosts, websub=websub)
+                          hosts=hosts, websub=websub, sitemap_children=children)
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint) -> None:
@@ -426,6 +446,9 @@ class StateStore:
                     db.executemany(
                         f"INSERT INTO websub ({', '.join(WEBSUB_COLUMNS)}) "
                         f"VALUES ({', '.join('?' * len(WEBSUB_COLUMNS))})", cp.websub)
+                if cp.sitemap_children:
+                    db.executemany("INSERT OR REPLACE INTO sitemap_children "
+                                   "VALUES (?, ?, ?, ?, ?)", cp.sitemap_children)
                 if cp.blocks:
                     db.executemany("INSERT OR REPLACE INTO source_blocks VALUES (?, ?, ?)",
                                    cp.blocks)

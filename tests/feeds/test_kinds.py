@@ -156,6 +156,22 @@ def test_sitemap_index_children_become_sources(parse):
     assert feed.sources == ("https://news.example.com/s1.xml",
                             "https://news.example.com/s2.xml.gz")
     assert "sources_refused" in feed.notices
+    assert not feed.sources_partial
+
+
+def test_a_sitemap_index_read_only_in_part_says_so(parse):
+    """Its children beyond the entry cap, or after broken XML, are not in ``sources``: the
+    crawl must not take them for children it no longer lists."""
+    children = b"".join(b"<sitemap><loc>https://news.example.com/s%d.xml</loc></sitemap>" % i
+                        for i in range(5))
+    whole = b"<sitemapindex>" + children + b"</sitemapindex>"
+    url = "https://news.example.com/index.xml"
+    assert not parse(whole, url=url).sources_partial
+    capped = parse(whole, url=url, limits=ParseLimits(max_entries=3))
+    assert len(capped.sources) == 3 and capped.sources_partial
+    broken = parse(whole[:-30], url=url)
+    assert broken.sources and broken.sources_partial
+    assert not parse(urlset("https://news.example.com/1"), url=url).sources_partial
 
 
 def test_sitemap_without_namespace_and_with_comments_first(parse):

@@ -245,6 +245,7 @@ def test_a_parsed_feed_pickles_unchanged(n):
                          published=None if k == 1 else 10.0 * k, engagement=k or None)
                for k in range(n)]
     feed = ParsedFeed(kind="sitemap", entries=entries, warnings=["w"], notices=("no_dates",),
-                      hints=FeedHints(), parser="lxml", sources=("https://a/s.xml",))
+                      hints=FeedHints(), parser="lxml", sources=("https://a/s.xml",),
+                      sources_partial=True)
     again = pickle.loads(pickle.dumps(feed, protocol=pickle.HIGHEST_PROTOCOL))
     assert again == feed and type(again.entries) is list

@@ -1,7 +1,7 @@
 """Older state files: schema 1 (other policy names) is read, and upgraded, with today's names;
 schema 2 (no measures, no publications) and schema 3 (no aliases, no ``alive_at``, no
-stories) and schema 4 (no WebSub subscriptions) are upgraded in place, what they held
-kept."""
+stories) and schema 4 (no WebSub subscriptions) and schema 5 (no sitemap children) are
+upgraded in place, what they held kept."""
 
 from __future__ import annotations
 
@@ -17,9 +17,19 @@ SCHEMA_3_VIEW = """CREATE VIEW feeds AS SELECT id, url, (flags >> 33) & 1 AS lef
 SCHEMA_4_TABLES = ("stories", "story_sources")
 
 
-def _schema_4_file(path) -> None:
-    """A state file as schema 4 wrote it (no ``websub`` table)."""
+def _schema_5_file(path) -> None:
+    """A state file as schema 5 wrote it (no ``sitemap_children`` table)."""
     StateStore(path).close()
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("DROP TABLE sitemap_children")
+        db.execute("UPDATE meta SET value = 5 WHERE key = 'schema_version'")
+    db.close()
+
+
+def _schema_4_file(path) -> None:
+    """A state file as schema 4 wrote it (no ``websub`` table either)."""
+    _schema_5_file(path)
     db = sqlite3.connect(path)
     with db:
         db.execute("DROP TABLE websub")
@@ -93,7 +103,7 @@ def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
     report.close()
     assert not set(SCHEMA_3_TABLES) & _tables(path)
     store = StateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 5
+    assert store.schema_version == SCHEMA_VERSION == 6
     store.write(Checkpoint(taken_at=200.0, epochs=[(0, 1, 1.0, 2, 1.0, 0, 0)],
                            epoch_measures=[(0, 1.5, 40.0)], epoch_delays=[(0, 16, 2)],
                            publications=lambda: [(0, 150.0, None), (0, 20.0, 0.5)],
@@ -126,7 +136,7 @@ def test_schema_3_is_upgraded_in_place_with_aliases_and_alive_at(tmp_path):
     report.close()
     assert "aliases" not in _tables(path)
     store = StateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 5
+    assert store.schema_version == SCHEMA_VERSION == 6
     store.write(Checkpoint(taken_at=200.0, moves=[(0, "http://b/feed")],
                            aliases=[("http://a/feed", 0)]))
     saved = store.load()
@@ -179,7 +189,7 @@ def test_schema_4_is_upgraded_in_place_and_keeps_websub_subscriptions_from_then_
     assert report.schema_version == 4 and report.load().websub == []
     report.close()
     store = StateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 5
+    assert store.schema_version == SCHEMA_VERSION == 6
     assert store.load().sources["url"] == ("http://a/feed",) and store.load().websub == []
     subs = Subscriptions("http://me.example/cb", 3600.0)
     subs.discovered(0, "http://hub.example/", "http://a/feed", 150.0)
@@ -194,3 +204,29 @@ def test_schema_4_is_upgraded_in_place_and_keeps_websub_subscriptions_from_then_
     assert again.rows() == subs.rows()
     sub = again.by_source[0]
     assert (sub.state, sub.expires_at, sub.lease_seconds) == ("active", 7360.0, 7200.0)
+
+
+def test_schema_5_is_upgraded_in_place_and_keeps_sitemap_children_from_then_on(tmp_path):
+    path = tmp_path / "whittle.sqlite"
+    _schema_5_file(path)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('origin', 100.0)")
+        db.execute("INSERT INTO sources (id, url) VALUES (0, 'http://a/index.xml')")
+        db.execute("INSERT INTO sources (id, url) VALUES (1, 'http://a/news-1.xml')")
+    db.close()
+    assert "sitemap_children" not in _tables(path)
+    report = ReadOnlyStore(path)                          # read-only: as it is, none
+    assert report.schema_version == 5 and report.load().sitemap_children == []
+    report.close()
+    store = StateStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 6
+    saved = store.load()
+    assert saved.sources["url"] == ("http://a/index.xml", "http://a/news-1.xml")
+    assert saved.sitemap_children == []
+    store.write(Checkpoint(taken_at=200.0, sitemap_children=[(1, 0, 2, 150.0, 0)]))
+    store.write(Checkpoint(taken_at=300.0, sitemap_children=[(1, 0, 3, 150.0, 1)]))
+    store.close()
+    store = StateStore(path)
+    assert store.load().sitemap_children == [(1, 0, 3, 150.0, 1)]
+    store.close()

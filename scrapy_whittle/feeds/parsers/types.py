@@ -55,6 +55,9 @@ class ParsedFeed:
     parser: str = ""              # the parser that produced it (after any fallback)
     #: sources this one names (a sitemap index's children), to be crawled as sources
     sources: tuple[str, ...] = ()
+    #: the index was read only in part (more children than the entry cap, or broken XML):
+    #: ``sources`` may lack children it lists
+    sources_partial: bool = False
 
     def __reduce__(self):
         # From a parse worker to the event loop, the entries travel as columns: unpickled
@@ -62,13 +65,14 @@ class ParsedFeed:
         columns = tuple(zip(*((e.key, e.title, e.link, e.published, e.engagement)
                               for e in self.entries), strict=True)) or ((),) * 5
         return (_parsed_feed, (self.kind, columns, self.warnings, self.notices, self.hints,
-                               self.parser, self.sources))
+                               self.parser, self.sources, self.sources_partial))
 
 
-def _parsed_feed(kind, columns, warnings, notices, hints, parser, sources) -> ParsedFeed:
+def _parsed_feed(kind, columns, warnings, notices, hints, parser, sources,
+                 sources_partial=False) -> ParsedFeed:
     return ParsedFeed(kind=kind, entries=[FeedEntry(*row) for row in zip(*columns, strict=True)],
                       warnings=warnings, notices=notices, hints=hints, parser=parser,
-                      sources=sources)
+                      sources=sources, sources_partial=sources_partial)
 
 
 @dataclass(frozen=True)

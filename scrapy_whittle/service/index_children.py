@@ -1,0 +1,165 @@
+"""The child sitemaps of sitemap indexes, and their retirement once an index stops listing them.
+
+A sitemap index's children (on its own host) become sources: the spider registers the URLs of
+``ParsedFeed.sources``. Sites rotate their daily news sitemaps through their index, so a child
+the index no longer lists must not stay a source for ever. Each fetch of an index tells which
+children it lists (:meth:`IndexChildren.listed`; a 304 lists what the previous answer did:
+:meth:`IndexChildren.unchanged`), and each child remembers the index that listed it last,
+the index's fetches in a row that have not listed it since (its *misses*) and when it was
+last listed. A child not listed for ``WHITTLE_SITEMAP_CHILD_MISSES`` fetches of its index, or
+last listed more than ``WHITTLE_SITEMAP_CHILD_MAX_AGE`` seconds before one, retires the way
+a silent source does (:meth:`Retirement.unlisted`: left out of the policy's choice, probed
+rarely, what was learned of it kept; stat ``sources/unlisted``); listed again, it comes back
+(``sources/relisted``). It retires once for being unlisted: a probe that finds it alive
+brings it back (``sources/revived``), and only a new listing and a new run of misses retire
+it again for this.
+
+A listing read only in part (an index with more children than ``WHITTLE_MAX_FEED_ENTRIES``,
+or broken XML) counts no miss: the children it lacks may be in the part not read. A source
+on the ``WHITTLE_SOURCES`` list is never retired this way. A child listed before the spider
+registered it (its registration comes after the index's answer) is remembered by URL until
+it is registered or the index's next listing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.retirement import Retirement
+from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.types import Stats
+
+#: the misses a child's row counts, at most (a child gone for years keeps a small number)
+MISSES_CAP = 1 << 30
+
+
+@dataclass
+class Child:
+    """One child sitemap: the index that listed it last (``parent``), that index's fetches in
+    a row that have not listed it since, when it was last listed, whether it retired for
+    not being listed (and has not been listed again since)."""
+
+    parent: int
+    misses: int
+    listed_at: float
+    dropped: bool = False
+
+    def row(self, child: int) -> tuple[int, int, int, float, int]:
+        return child, self.parent, self.misses, self.listed_at, int(self.dropped)
+
+
+class IndexChildren:
+    """The children of the sitemap indexes (see the module docstring); ``touch(ids)`` marks
+    sources whose book-keeping the next checkpoint writes."""
+
+    def __init__(self, config: WhittleConfig, *, sources: SourceTable, retirement: Retirement,
+                 stats: Stats, touch: Callable[[list[int]], None]) -> None:
+        self.config = config
+        self.sources = sources
+        self.retirement = retirement
+        self.stats = stats
+        self.touch = touch
+        self.children: dict[int, Child] = {}
+        self.by_parent: dict[int, set[int]] = {}
+        #: URL -> (index, when listed) of children listed but not registered yet
+        self.awaiting: dict[str, tuple[int, float]] = {}
+        self._awaiting_of: dict[int, list[str]] = {}
+        #: indexes whose last listing was read only in part (a 304 repeats it: no miss)
+        self._partial: set[int] = set()
+        self.changed: set[int] = set()
+
+    # -- what an index's fetch showed ------------------------------------------------------
+    def listed(self, parent: int, urls: Iterable[str], now: float, *,
+               complete: bool = True) -> None:
+        """A fetch of index ``parent`` listed the children ``urls`` (``complete``: the whole
+        index was read)."""
+        for url in self._awaiting_of.pop(parent, ()):
+            if self.awaiting.get(url, (None,))[0] == parent:
+                del self.awaiting[url]
+        shown: set[int] = set()
+        waiting = []
+        id_of = self.sources.id_of
+        for url in urls:
+            sid = id_of(url)
+            if sid is None:
+                self.awaiting[url] = (parent, now)
+                waiting.append(url)
+            elif sid != parent:
+                shown.add(sid)
+                self._listed(sid, parent, now)
+        if waiting:
+            self._awaiting_of[parent] = waiting
+        if complete:
+            self._partial.discard(parent)
+            for sid in self.by_parent.get(parent, set()) - shown:
+                self._missed(sid, now)
+        else:
+            self._partial.add(parent)
+
+    def unchanged(self, parent: int, now: float) -> None:
+        """Index ``parent`` answered 304: it lists what its previous answer did."""
+        mine = self.by_parent.get(parent)
+        if not mine or parent in self._partial:
+            return
+        for sid in list(mine):
+            child = self.children[sid]
+            if child.misses:
+                self._missed(sid, now)
+            else:
+                child.listed_at = now
+                self.changed.add(sid)
+
+    def registered(self, sid: int, url: str) -> None:
+        """Source ``sid`` was just registered at ``url``: a child listed before is one now."""
+        found = self.awaiting.pop(url, None)
+        if found is not None:
+            self._listed(sid, found[0], found[1])
+
+    def _listed(self, sid: int, parent: int, now: float) -> None:
+        child = self.children.get(sid)
+        if child is None:
+            self.children[sid] = Child(parent, 0, now)
+            self.by_parent.setdefault(parent, set()).add(sid)
+        else:
+            if child.parent != parent:           # another index lists it now
+                self.by_parent[child.parent].discard(sid)
+                self.by_parent.setdefault(parent, set()).add(sid)
+                child.parent = parent
+            if child.dropped:
+                child.dropped = False
+                if self.retirement.relisted(sid, self.sources.url(sid), now):
+                    self.touch([sid])
+            child.misses, child.listed_at = 0, now
+        self.changed.add(sid)
+
+    def _missed(self, sid: int, now: float) -> None:
+        child = self.children[sid]
+        child.misses = min(child.misses + 1, MISSES_CAP)
+        self.changed.add(sid)
+        if child.dropped or self.sources.listed.item(sid):
+            return
+        misses, max_age = self.config.sitemap_child_misses, self.config.sitemap_child_max_age
+        age = now - child.listed_at
+        if (misses and child.misses >= misses) or (max_age and age >= max_age):
+            child.dropped = True
+            cause = (f"its sitemap index {self.sources.url(child.parent)} has not listed it "
+                     f"in its last {child.misses} fetches, nor for {age / 86400.0:.3g} days")
+            if self.retirement.unlisted(sid, self.sources.url(sid), cause, now):
+                self.touch([sid])
+
+    # -- persistence ---------------------------------------------------------------------------
+    def drain(self) -> list[tuple[int, int, int, float, int]]:
+        """The rows of the children changed since the last call (for a checkpoint)."""
+        changed, self.changed = self.changed, set()
+        return [self.children[sid].row(sid) for sid in sorted(changed)]
+
+    def load(self, rows: Iterable[tuple]) -> None:
+        """The children as stored (a restore); rows naming unknown sources are skipped."""
+        n = len(self.sources)
+        for sid, parent, misses, listed_at, dropped in rows:
+            if 0 <= sid < n and 0 <= parent < n:
+                self.children[int(sid)] = Child(int(parent), int(misses), float(listed_at),
+                                                bool(dropped))
+                self.by_parent.setdefault(int(parent), set()).add(int(sid))

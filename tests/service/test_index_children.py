@@ -1,0 +1,152 @@
+"""Child sitemaps leave the crawl when their sitemap index stops listing them: a child not
+listed for WHITTLE_SITEMAP_CHILD_MISSES of the index's fetches (a 304 repeats the previous
+listing), or last listed more than WHITTLE_SITEMAP_CHILD_MAX_AGE seconds ago, retires through
+the retirement path (counted, probed, what was learned kept); listed again it comes back; a
+source on the user's list never retires this way; a listing read in part counts no miss; all
+of it survives a restart."""
+
+from __future__ import annotations
+
+from scrapy_whittle.service.recrawl import RecrawlService
+from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.store import StateStore
+from tests.service.test_recrawl import make_service
+from tests.service.test_retirement import crawl_all
+
+INDEX = "https://s0.example/feed.xml"             # make_service's source 0 is the index
+USER = "https://s1.example/feed.xml"              # on the user's list, and in the index
+HOST = "https://s0.example"
+C1, C2 = f"{HOST}/news-1.xml", f"{HOST}/news-2.xml"
+
+
+class Site:
+    """The index's answers: a listing (a list of URLs), "304", or a listing read in part
+    (("partial", urls)); every other source answers 304."""
+
+    def __init__(self, service) -> None:
+        self.service = service
+        self.answer = [C1, C2, USER]
+
+    def __call__(self, crawl) -> None:
+        service = self.service
+        if crawl.source != 0 or self.answer == "304":
+            service.not_modified(crawl)
+            return
+        service.feed_fetched(crawl, [])
+        if isinstance(self.answer, tuple):
+            service.index_listed(crawl, self.answer[1], complete=False)
+        else:
+            service.index_listed(crawl, self.answer)
+
+
+def start(tmp_path, **settings):
+    service, clock = make_service(n=2, budget=8, store=StateStore(tmp_path / "w.sqlite"),
+                                  **settings)
+    return service, clock, Site(service)
+
+
+def epoch(service, clock, site) -> list[int]:
+    """The next epoch's crawls, each answered by ``site``; the ids crawled."""
+    clock.advance_to(clock.now() + 600.0)
+    return crawl_all(service, site)
+
+
+def _spec(url):
+    return SourceSpec(url=url)
+
+
+def test_a_child_no_longer_listed_retires_after_k_fetches_and_comes_back_when_listed(tmp_path):
+    service, clock, site = start(tmp_path)
+    crawl_all(service, site)                     # the index lists C1, C2 (unknown yet), USER
+    c1, c2 = (service.add_source(_spec(u)) for u in (C1, C2))     # the spider registers them
+    assert epoch(service, clock, site).count(c1) == 1
+    site.answer = [C2, USER]                     # the site rotated C1 out
+    for misses in (1, 2):
+        assert c1 in epoch(service, clock, site)
+        assert service.children.children[c1].misses == misses
+        assert not service.sources.retired[c1]
+    epoch(service, clock, site)                  # the third fetch without it
+    assert service.sources.retired[c1] and not service.sources.retired[c2]
+    assert service.stats.get("sources/unlisted") == 1
+    assert service.stats.get("sources/retired") == 1
+    assert not service.sources.retired[1]        # the user's: listed, never retired so
+    assert c1 not in epoch(service, clock, site)         # retired: not crawled
+    assert service.stats.get("sources/unlisted") == 1    # retired once, not at every fetch
+    site.answer = [C1, C2]                       # listed again (and USER no more)
+    epoch(service, clock, site)
+    assert not service.sources.retired[c1] and service.stats.get("sources/relisted") == 1
+    assert c1 in epoch(service, clock, site)     # crawled again
+    assert not service.sources.retired[1]
+    service.close()
+
+
+def test_a_304_of_the_index_repeats_its_listing(tmp_path):
+    service, clock, site = start(tmp_path)
+    crawl_all(service, site)
+    c1, c2 = (service.add_source(_spec(u)) for u in (C1, C2))
+    site.answer = [C2, USER]
+    epoch(service, clock, site)                  # one miss
+    site.answer = "304"
+    epoch(service, clock, site)                  # the same listing: a second
+    assert service.children.children[c1].misses == 2
+    assert service.children.children[c2].misses == 0
+    assert service.children.children[c2].listed_at == clock.now()
+    epoch(service, clock, site)
+    assert service.sources.retired[c1] and not service.sources.retired[c2]
+    service.close()
+
+
+def test_a_listing_read_in_part_counts_no_miss(tmp_path):
+    service, clock, site = start(tmp_path)
+    crawl_all(service, site)
+    c1, _ = (service.add_source(_spec(u)) for u in (C1, C2))
+    site.answer = ("partial", [C2])              # more children than the cap: C1 may be there
+    for _ in range(5):
+        epoch(service, clock, site)
+    assert service.children.children[c1].misses == 0
+    site.answer = "304"                          # a 304 repeats a partial listing: no miss
+    epoch(service, clock, site)
+    assert service.children.children[c1].misses == 0 and not service.sources.retired[c1]
+    service.close()
+
+
+def test_a_child_last_listed_longer_ago_than_the_max_age_retires(tmp_path):
+    service, clock, site = start(tmp_path, WHITTLE_SITEMAP_CHILD_MISSES=0,
+                                 WHITTLE_SITEMAP_CHILD_MAX_AGE=1800.0)
+    crawl_all(service, site)
+    c1, _ = (service.add_source(_spec(u)) for u in (C1, C2))
+    listed = clock.now()
+    site.answer = [C2]
+    while not service.sources.retired[c1]:
+        assert clock.now() - listed < 1800.0
+        epoch(service, clock, site)
+    assert clock.now() - listed == 1800.0        # at the first fetch that old
+    assert service.stats.get("sources/unlisted") == 1
+    service.close()
+
+
+def test_the_children_survive_a_restart(tmp_path):
+    service, clock, site = start(tmp_path)
+    crawl_all(service, site)
+    _, c2 = (service.add_source(_spec(u)) for u in (C1, C2))
+    site.answer = [C1, USER]
+    epoch(service, clock, site)
+    epoch(service, clock, site)                  # C2: two misses
+    service.close()
+    again = RecrawlService(service.config, clock=clock,
+                           store=StateStore(tmp_path / "w.sqlite"))
+    again.open([_spec(INDEX), _spec(USER)])
+    assert again.children.children[c2].misses == 2
+    site.service = again
+    epoch(again, clock, site)                    # the third miss, after the restart
+    assert again.sources.retired[c2] and again.children.children[c2].dropped
+    again.close()
+    third = RecrawlService(service.config, clock=clock,
+                           store=StateStore(tmp_path / "w.sqlite"))
+    third.open([_spec(INDEX), _spec(USER)])
+    assert third.sources.retired[c2] and third.children.children[c2].dropped
+    site.service, site.answer = third, [C1, C2]
+    epoch(third, clock, site)
+    assert not third.sources.retired[c2]
+    assert third.stats.get("sources/relisted") == 1
+    third.close()
