@@ -10,9 +10,11 @@ last listed. A child not listed for ``WHITTLE_SITEMAP_CHILD_MISSES`` fetches of 
 last listed more than ``WHITTLE_SITEMAP_CHILD_MAX_AGE`` seconds before one, retires the way
 a silent source does (:meth:`Retirement.unlisted`: left out of the policy's choice, probed
 rarely, what was learned of it kept; stat ``sources/unlisted``); listed again, it comes back
-(``sources/relisted``). It retires once for being unlisted: a probe that finds it alive
-brings it back (``sources/revived``), and only a new listing and a new run of misses retire
-it again for this.
+(``sources/relisted``). A child listed for the first time is the index's own news: the index
+is alive then, as a feed is with a new entry (it never retires as silent while it names new
+children, and a retired index naming one is back). It retires once for being unlisted: a
+probe that finds it alive brings it back (``sources/revived``), and only a new listing and a
+new run of misses retire it again for this.
 
 A listing read only in part (an index with more children than ``WHITTLE_MAX_FEED_ENTRIES``,
 or broken XML) counts no miss: the children it lacks may be in the part not read. A source
@@ -81,6 +83,8 @@ class IndexChildren:
         shown: set[int] = set()
         waiting = []
         id_of = self.sources.id_of
+        before = self.by_parent.get(parent, set())
+        fresh = False
         for url in urls:
             sid = id_of(url)
             if sid is None:
@@ -88,9 +92,16 @@ class IndexChildren:
                 waiting.append(url)
             elif sid != parent:
                 shown.add(sid)
+                fresh = fresh or sid not in before
                 self._listed(sid, parent, now)
         if waiting:
             self._awaiting_of[parent] = waiting
+        if waiting or fresh:
+            # an index has no entries of its own: a child it lists for the first time is its
+            # news, so it is not silent (else it would retire as silent and its children be
+            # looked at only at its rare probes)
+            if self.retirement.alive(parent, self.sources.url(parent), now):
+                self.touch([parent])
         if complete:
             self._partial.discard(parent)
             for sid in self.by_parent.get(parent, set()) - shown:

@@ -118,6 +118,19 @@ class Retirement:
         self._next_probe(sid, now)
         return True
 
+    def alive(self, sid: int, url: str, now: float) -> bool:
+        """Source ``sid`` showed news that is not an entry (a sitemap index naming a new
+        child): it is not silent, and back if retired. Returns whether it was retired."""
+        src = self.sources
+        src.alive_at[sid] = now
+        if not src.retired.item(sid):
+            return False
+        src.set_retired(sid, False)
+        self.stats.inc("sources/revived")
+        self.log_once(sid, "revived", url, "back from retirement: it names a new child",
+                      logging.INFO)
+        return True
+
     def relisted(self, sid: int, url: str, now: float) -> bool:
         """Child sitemap ``sid``, retired for not being listed, is listed again: it is back
         (its next crawl is the policy's to choose). Returns whether it was retired."""

@@ -150,3 +150,27 @@ def test_the_children_survive_a_restart(tmp_path):
     assert not third.sources.retired[c2]
     assert third.stats.get("sources/relisted") == 1
     third.close()
+
+
+def test_an_index_naming_new_children_is_not_silent(tmp_path):
+    # An index has no entries of its own: the new children it names are its news. One that
+    # rotates a new child in at every fetch never retires as silent; one that lists the same
+    # children does (WHITTLE_RETIRE_AFTER), and is back the first time it names a new one.
+    service, clock, site = start(tmp_path, WHITTLE_RETIRE_AFTER=3000.0,
+                                 WHITTLE_RETIRE_PROBE=600.0)
+    crawl_all(service, site)
+    for day in range(8):                         # 8 epochs of 600 s: past the 3,000 s
+        url = f"{HOST}/news-day-{day}.xml"
+        site.answer = [url, USER]
+        epoch(service, clock, site)
+        service.add_source(_spec(url))
+    assert not service.sources.retired[0]
+    for _ in range(8):                           # the same listing from now on
+        epoch(service, clock, site)
+    assert service.sources.retired[0]
+    site.answer = [f"{HOST}/news-day-8.xml", USER]
+    for _ in range(3):                           # its next probe reads the new listing
+        epoch(service, clock, site)
+    assert not service.sources.retired[0]
+    assert service.stats.get("sources/revived") == 1
+    service.close()
