@@ -222,6 +222,8 @@ class FeedObserverMiddleware:
             service.stats.inc(f"warnings/{notice}")
         if parsed.warnings:
             service.feed_warnings(crawl, parsed.warnings)
+        if self.config.websub_callback is not None:     # (in a cluster: with the result)
+            self._discover_hub(service, crawl, response)
         now = service.clock.now()             # the entries are told new at this instant
         found = await _settle(service.feed_fetched(
             crawl, parsed.entries, **self._validators(response), latency=_latency(request),
@@ -233,8 +235,6 @@ class FeedObserverMiddleware:
             service.stats.inc("sources/named", len(parsed.sources))
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
-        if self.config.websub_callback is not None:
-            self._discover_hub(service, crawl, response)
         return response
 
     @staticmethod
@@ -264,7 +264,8 @@ class FeedObserverMiddleware:
             request.meta.update(whittle_error=f"push_{exc.kind}", whittle_entries=[],
                                 whittle_values=[])
             return
-        found = service.pushed(push.source, parsed.entries, now=push.received_at)
+        found = await _settle(service.pushed(push.source, parsed.entries,
+                                             now=push.received_at))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=push.received_at)
         if found.batch is not None:
