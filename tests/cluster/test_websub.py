@@ -1,0 +1,214 @@
+"""WebSub in a cluster crawl, its nodes stepped by hand on a real redis-server (and a real Redis
+Cluster): the planner owns the subscriptions and keeps them in Redis under the crawl's keys,
+one request per topic whatever the number of processes; any process verifies a hub's intent
+from Redis and takes a delivery checked against the secret there; a delivery sent to two
+processes, or racing a poll, brings its entries once; its learning reaches the planner on the
+results stream, at no budget; a new planner goes on with the same callbacks and secrets."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from scrapy_whittle.cluster.tasks import PUSH, read_result
+from scrapy_whittle.cluster.websub import decode
+from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.scrapy.websub import WebSubSubscriber
+from scrapy_whittle.service.websub import ACTIVE, PENDING, sign
+from tests.cluster.harness import SETTINGS, Cluster, entries, on_asyncio
+
+URLS = [f"https://h{i}.example/feed.xml" for i in range(4)]
+HUB = "https://hub.example/"
+WEBSUB = {**SETTINGS, "WHITTLE_WEBSUB_CALLBACK": "https://crawler.example/websub",
+          "WHITTLE_WEBSUB_LISTEN": "127.0.0.1:8080"}
+
+
+class Engine:
+    """What the callback hands the engine: the requests of the deliveries it took."""
+
+    def __init__(self) -> None:
+        self.requests = []
+        self.spider = object()
+
+    def crawl(self, request) -> None:
+        self.requests.append(request)
+
+
+def callback_of(node) -> WebSubSubscriber:
+    """The WebSub extension of ``node``'s process, its callback served (no port opened)."""
+    ext = WebSubSubscriber(SimpleNamespace(engine=Engine()), ("127.0.0.1", 0), 1 << 20)
+    ext.node, ext.stats = node, node.stats
+    node.on_hub_requests = ext.send
+    return ext
+
+
+async def fetch(cluster: Cluster, planner, worker, shown, hub: str | None = HUB):
+    """``worker`` fetches the crawls the planner hands out; each feed shows ``shown`` and
+    names ``hub`` (its own topic); the planner learns the results."""
+    await planner.planner.step()
+    crawls = await cluster.crawls(worker)
+    for crawl in crawls.values():
+        if hub is not None:
+            worker.websub.discovered(crawl.source, hub, crawl.url, cluster.clock.now())
+        await worker.feed_fetched(crawl, shown)
+    await planner.planner.step()
+    return crawls
+
+
+async def subscribed(cluster: Cluster, planner, worker, ext) -> list:
+    """Until every source is subscribed: the requests the planner's process sent."""
+    sent = []
+    for _ in range(2):
+        await fetch(cluster, planner, worker, entries("old"))
+        cluster.advance()
+    await planner.planner.step()
+    sent = [r for r in ext.crawler.engine.requests]
+    return sent
+
+
+def form(request) -> dict:
+    from urllib.parse import parse_qsl
+
+    return dict(parse_qsl(request.body.decode()))
+
+
+@on_asyncio
+async def test_one_subscription_per_topic_verified_by_any_process_kept_in_redis(any_redis):
+    cluster = Cluster(any_redis.url, WEBSUB)
+    try:
+        a = await cluster.node(URLS)
+        b = await cluster.node(URLS)
+        ext_a, ext_b = callback_of(a), callback_of(b)
+        await a.planner.step()
+        assert a.planner.leader and not b.planner.leader
+        await subscribed(cluster, a, b, ext_a)
+        sent = ext_a.crawler.engine.requests
+        await b.planner.step()                    # not planning: it asks no hub anything
+        assert ext_b.crawler.engine.requests == []
+        # one subscription per topic, with a callback and secret of its own (a request not
+        # verified within ten minutes is asked again, the same)
+        asked = list({form(r)["hub.topic"]: form(r) for r in sent}.values())
+        assert sorted(f["hub.topic"] for f in asked) == sorted(URLS)
+        assert {(f["hub.topic"], f["hub.callback"], f["hub.secret"], f["hub.mode"], r.url)
+                for r in sent for f in [form(r)]} == \
+            {(f["hub.topic"], f["hub.callback"], f["hub.secret"], "subscribe", HUB)
+             for f in asked}
+        assert len({f["hub.callback"] for f in asked}) == len({f["hub.secret"] for f in asked}) \
+            == len(URLS)
+        # in Redis before the hub verifies: pending, under the crawl's keys
+        client = any_redis.client()
+        stored = {k.decode(): decode(v) for k, v in
+                  client.hgetall(any_redis.keys("test").websub).items()}
+        assert {s.state for s, _url, _w in stored.values()} == {PENDING}
+        assert {(s.topic, s.secret) for s, _u, _w in stored.values()} == \
+            {(f["hub.topic"], f["hub.secret"]) for f in asked}
+        # the hub's verification reaches the worker, not the planner: answered from Redis
+        for f in asked:
+            key = f["hub.callback"].rsplit("/", 1)[1]
+            status, body = await ext_b.verification(key, {
+                "hub.mode": "subscribe", "hub.topic": f["hub.topic"],
+                "hub.challenge": "c-" + key, "hub.lease_seconds": "7200"})
+            assert (status, body) == (200, ("c-" + key).encode())
+        wrong = await ext_b.verification(key, {"hub.mode": "subscribe", "hub.topic": "x",
+                                               "hub.challenge": "c"})
+        assert wrong == (404, b"")
+        assert b.stats.get("websub/verified") == len(URLS)
+        assert b.stats.get("websub/refused_verifications") == 1
+        await a.planner.step()                   # the planner starts the leases
+        stored = {k.decode(): decode(v)[0] for k, v in
+                  client.hgetall(any_redis.keys("test").websub).items()}
+        assert {s.state for s in stored.values()} == {ACTIVE}
+        assert {s.lease_seconds for s in stored.values()} == {7200.0}
+        # a new planner (a's resigned) goes on with them: nothing asked of the hub
+        c = await cluster.node(URLS)
+        ext_c = callback_of(c)
+        await a.planner.resign()
+        await c.planner.step()
+        assert c.planner.leader
+        service = c.planner.service
+        assert {s.key: (s.secret, s.state) for s in service.websub.by_key.values()} == \
+            {k: (s.secret, s.state) for k, s in stored.items()}
+        cluster.advance()
+        await fetch(cluster, c, b, entries("old"))
+        await c.planner.step()
+        assert ext_c.crawler.engine.requests == []
+        client.close()
+    finally:
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_delivery_to_two_processes_and_a_racing_poll_bring_each_entry_once(redis_server):
+    cluster = Cluster(redis_server.url, WEBSUB)
+    client = redis_server.client()
+    spent = redis_server.keys("test").spent
+    try:
+        a = await cluster.node(URLS)
+        b = await cluster.node(URLS)
+        ext_a, ext_b = callback_of(a), callback_of(b)
+        await a.planner.step()
+        sent = await subscribed(cluster, a, b, ext_a)
+        service = a.planner.service
+        sub = next(s for s in service.websub.by_key.values() if s.topic == URLS[1])
+        body = b"<rss>one delivered document</rss>"
+        budget = client.hgetall(spent)
+        # the same delivery (signed) reaches both processes; forged ones reach b
+        for ext in (ext_a, ext_b):
+            assert await ext.delivery(sub.key, body, sign(sub.secret, body),
+                                      "application/rss+xml") == 202
+        assert await ext_b.delivery(sub.key, body, sign("not the secret", body), None) == 202
+        assert await ext_b.delivery(sub.key, body, None, None) == 202
+        assert await ext_b.delivery("nobody", body, sign(sub.secret, body), None) == 410
+        assert b.stats.get("errors/push_signature") == 2
+        assert b.stats.get("errors/push_unknown_callback") == 1
+        assert a.stats.get("websub/deliveries") == b.stats.get("websub/deliveries") == 1
+        (req_a,), (req_b,) = ext_a.crawler.engine.requests[len(sent):], \
+            ext_b.crawler.engine.requests
+        assert req_a.url == req_b.url == URLS[1]
+        # both parse the body (here: its entries) and report it; the shared memory says which
+        # entries are new, to one of them
+        delivered = entries("p1", "p2", "old")
+        got_a = await a.pushed(sub.source, delivered, now=cluster.clock.now())
+        got_b = await b.pushed(sub.source, delivered, now=cluster.clock.now())
+        assert sorted(e.key for e in got_a.entries + got_b.entries) == ["p1", "p2"]
+        assert not (got_a.entries and got_b.entries)
+        # the planner learns both pushes (one empty), at no budget
+        await a.planner.step()
+        assert service.stats.get("push/deliveries") == 2
+        assert service.stats.get("push/new_items") == 2
+        assert service.stats.get("push/empty") == 1
+        assert client.hgetall(spent) == budget
+        assert a.stats.get("push/new_items") + b.stats.get("push/new_items") == 2
+        # a poll of the feed after (or racing) the push finds nothing it brought
+        polled = None
+        for _ in range(3):
+            cluster.advance()
+            await a.planner.step()
+            for crawl in (await cluster.crawls(b)).values():
+                shown = entries("p2", "p1", "old") if crawl.source == sub.source \
+                    else entries("old")
+                found = await b.feed_fetched(crawl, shown)
+                if crawl.source == sub.source:
+                    polled = found
+        assert polled is not None and polled.entries == []
+    finally:
+        client.close()
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_push_result_reaches_the_planner_on_the_results_stream(redis_server):
+    """Kind ``push``, no task acknowledged, the new entries' count and publication times."""
+    cluster = Cluster(redis_server.url, WEBSUB)
+    try:
+        a = await cluster.node(URLS)
+        await a.planner.step()
+        t0 = cluster.clock.now()
+        e = FeedEntry(key="n1", title=None, link=None, published=t0 - 30, engagement=None)
+        await a.pushed(2, [e], now=t0)
+        raw = redis_server.client().xrange(redis_server.keys("test").results)
+        (result,) = [read_result(f) for _id, f in raw]
+        assert (result.kind, result.source, result.cid, result.new_items, result.published) \
+            == (PUSH, 2, "", 1, [t0 - 30])
+        assert a.stats.get("push/deliveries") == 1 and a.stats.get("crawls", 0) == 0
+    finally:
+        await cluster.close()
