@@ -26,6 +26,10 @@ holds every third of the lease (``WHITTLE_REDIS_LEASE``'s value); a batch not re
 lease (its worker killed, or the script's reply lost with the connection) is reclaimed by a
 live node and replayed by its scheduler (:meth:`take_replay`). At a graceful stop the
 batches still held are released at once to the others.
+
+WebSub (:mod:`scrapy_whittle.cluster.websub`): the hub a fetched feed names goes to the
+planner with the fetch's result; a delivery this process's callback took is reported by
+:meth:`ClusterNode.pushed`, through the same script as a fetch.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ flight across the cluster, its delay), and the learning from the workers' result
   worker died) is taken back with XAUTOCLAIM and handed out again.
 * **Take-over.** A new planner restores the last checkpoint (``RedisStateStore``), the
   crawls in flight, the epoch's spent budget and the pending results.
+* **WebSub** (:mod:`scrapy_whittle.cluster.websub`): the planner owns the subscriptions,
+  learns the hubs from the results, writes the subscriptions to Redis as they change and
+  hands the requests due to its process's engine; a push's result (kind ``push``) is
+  learnt at no budget, and no crawl was in flight for it.
 """
 
 from __future__ import annotations

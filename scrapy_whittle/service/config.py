@@ -536,7 +536,8 @@ SETTINGS: tuple[Setting, ...] = (
             "feed names a hub are subscribed to it (docs/push.md). Unset: no WebSub"),
     Setting("WHITTLE_WEBSUB_LISTEN", None, _listen,
             "`host:port` the WebSub callback server listens on, in the crawl's process "
-            "(behind `WHITTLE_WEBSUB_CALLBACK`). Unset: no WebSub"),
+            "(in a cluster crawl: in each process; behind `WHITTLE_WEBSUB_CALLBACK`). "
+            "Unset: no WebSub"),
     Setting("WHITTLE_WEBSUB_LEASE", 864000.0, number(minimum=60),
             "lease asked of the hubs, seconds (the hub decides; renewed with a tenth left)"),
     Setting("WHITTLE_HALF_LIFE", None, _half_life,
