@@ -56,13 +56,11 @@ async def fetch(cluster: Cluster, planner, worker, shown, hub: str | None = HUB)
 
 async def subscribed(cluster: Cluster, planner, worker, ext) -> list:
     """Until every source is subscribed: the requests the planner's process sent."""
-    sent = []
     for _ in range(2):
         await fetch(cluster, planner, worker, entries("old"))
         cluster.advance()
     await planner.planner.step()
-    sent = [r for r in ext.crawler.engine.requests]
-    return sent
+    return list(ext.crawler.engine.requests)
 
 
 def form(request) -> dict:
@@ -131,6 +129,15 @@ async def test_one_subscription_per_topic_verified_by_any_process_kept_in_redis(
         await fetch(cluster, c, b, entries("old"))
         await c.planner.step()
         assert ext_c.crawler.engine.requests == []
+        # it renews them when a tenth of the lease is left: the same callbacks and secrets
+        cluster.clock.advance_to(cluster.clock.now() + 0.9 * 7200)
+        await c.planner.step()
+        renewed = [form(r) for r in ext_c.crawler.engine.requests]
+        assert sorted((f["hub.callback"].rsplit("/", 1)[1], f["hub.secret"])
+                      for f in renewed) == sorted((k, s.secret) for k, s in stored.items())
+        stored = {k.decode(): decode(v)[0] for k, v in
+                  client.hgetall(any_redis.keys("test").websub).items()}
+        assert {s.state for s in stored.values()} == {PENDING}
         client.close()
     finally:
         await cluster.close()
