@@ -13,7 +13,8 @@ from scrapy_whittle.cluster.tasks import PUSH, read_result
 from scrapy_whittle.cluster.websub import decode
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.scrapy.websub import WebSubSubscriber
-from scrapy_whittle.service.websub import ACTIVE, PENDING, sign
+from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.websub import ACTIVE, LEAVING, PENDING, sign
 from tests.cluster.harness import SETTINGS, Cluster, entries, on_asyncio
 
 URLS = [f"https://h{i}.example/feed.xml" for i in range(4)]
@@ -218,4 +219,47 @@ async def test_a_push_result_reaches_the_planner_on_the_results_stream(redis_ser
             == (PUSH, 2, "", 1, [t0 - 30])
         assert a.stats.get("push/deliveries") == 1 and a.stats.get("crawls", 0) == 0
     finally:
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_source_that_leaves_is_unsubscribed_by_the_planner(redis_server):
+    """The planner's list loses a source: its unsubscription goes to the hub, the worker
+    that gets the hub's verification answers it from Redis, and the subscription leaves
+    Redis once the planner has heard of it; the others stay."""
+    cluster = Cluster(redis_server.url, WEBSUB)
+    client = redis_server.client()
+    websub = redis_server.keys("test").websub
+    try:
+        a = await cluster.node(URLS)
+        b = await cluster.node(URLS)
+        ext_a, ext_b = callback_of(a), callback_of(b)
+        await a.planner.step()
+        for f in {form(r)["hub.topic"]: form(r) for r in
+                  await subscribed(cluster, a, b, ext_a)}.values():
+            key = f["hub.callback"].rsplit("/", 1)[1]
+            assert (await ext_b.verification(key, {
+                "hub.mode": "subscribe", "hub.topic": f["hub.topic"], "hub.challenge": "c",
+                "hub.lease_seconds": "7200"}))[0] == 200
+        await a.planner.step()
+        service = a.planner.service
+        gone = next(s for s in service.websub.by_key.values() if s.topic == URLS[0])
+        asked = len(ext_a.crawler.engine.requests)
+        service.sync_sources([SourceSpec(url=u) for u in URLS[1:]])
+        cluster.clock.advance_to(cluster.clock.now() + 1.0)
+        await a.planner.step()
+        (request,) = ext_a.crawler.engine.requests[asked:]
+        assert form(request) == {"hub.mode": "unsubscribe", "hub.topic": URLS[0],
+                                 "hub.callback": f"{WEBSUB['WHITTLE_WEBSUB_CALLBACK']}/"
+                                                 f"{gone.key}"}
+        assert decode(client.hget(websub, gone.key))[0].state == LEAVING
+        assert await ext_b.verification(gone.key, {
+            "hub.mode": "unsubscribe", "hub.topic": URLS[0], "hub.challenge": "bye"}) == \
+            (200, b"bye")
+        await a.planner.step()
+        assert client.hget(websub, gone.key) is None
+        assert sorted(decode(v)[0].topic for v in client.hvals(websub)) == URLS[1:]
+        assert b.stats.get("websub/unsubscribed") == 1
+    finally:
+        client.close()
         await cluster.close()
