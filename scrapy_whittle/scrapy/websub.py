@@ -51,6 +51,7 @@ from twisted.internet.task import LoopingCall
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
+from scrapy_whittle.cluster.websub import read, tell_planner
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.websub import SUBSCRIBE, check_signature, intended
@@ -300,39 +301,30 @@ class WebSubSubscriber:
             "whittle_source_url": url, "dont_obey_robotstxt": True, "dont_cache": True}))
 
     # -- the callback in a cluster ----------------------------------------------------------------
-    async def _subscription(self, key: str):
-        """The subscription at ``key`` in Redis (None: none); RedisUnavailable when Redis
-        does not answer within ``WHITTLE_REDIS_WAIT``."""
-        from scrapy_whittle.cluster.websub import read
-
-        return await read(self.node, key)
-
     async def _cluster_verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
         from scrapy_whittle.cluster.retry import RedisUnavailable
 
         node = self.node
         mode, topic = args.get("hub.mode", ""), args.get("hub.topic", "")
         try:
-            found = await self._subscription(key)
+            found = await read(node, key)
+            sub = found[0] if found is not None else None
+            if mode == "denied":
+                if sub is None or sub.topic != topic or sub.mode != SUBSCRIBE:
+                    return 404, b""
+                await tell_planner(node, "denied", key, mode, topic, node.clock.now())
+                self.stats.inc("websub/denied")
+                logger.warning("WebSub: the hub denied the subscription to %s (%s)", topic,
+                               args.get("hub.reason", "no reason given"))
+                return 200, b""
+            if not intended(sub, mode, topic):
+                self.stats.inc("websub/refused_verifications")
+                return 404, b""
+            # the planner starts the lease: told before the hub hears the challenge
+            await tell_planner(node, "verified", key, mode, topic, node.clock.now(),
+                               args.get("hub.lease_seconds"))
         except RedisUnavailable:
             return 503, b""              # the hub verifies again later, or gives up
-        sub = found[0] if found is not None else None
-        message = {"type": "websub", "key": key, "mode": mode, "topic": topic,
-                   "at": node.clock.now()}
-        if mode == "denied":
-            if sub is None or sub.topic != topic or sub.mode != SUBSCRIBE:
-                return 404, b""
-            await node.tell_planner({**message, "event": "denied"})
-            self.stats.inc("websub/denied")
-            logger.warning("WebSub: the hub denied the subscription to %s (%s)", topic,
-                           args.get("hub.reason", "no reason given"))
-            return 200, b""
-        if not intended(sub, mode, topic):
-            self.stats.inc("websub/refused_verifications")
-            return 404, b""
-        # the planner starts the lease: told before the hub hears the challenge
-        await node.tell_planner({**message, "event": "verified",
-                                 "lease": args.get("hub.lease_seconds")})
         self.stats.inc("websub/verified" if mode == SUBSCRIBE else "websub/unsubscribed")
         return 200, args.get("hub.challenge", "").encode()
 
@@ -342,7 +334,7 @@ class WebSubSubscriber:
 
         node = self.node
         try:
-            found = await self._subscription(key)
+            found = await read(node, key)
         except RedisUnavailable:
             return 503                   # the hub may send it again; a poll finds it anyway
         if found is None:

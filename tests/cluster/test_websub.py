@@ -14,7 +14,7 @@ from scrapy_whittle.cluster.websub import decode
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.scrapy.websub import WebSubSubscriber
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.websub import ACTIVE, LEAVING, PENDING, sign
+from scrapy_whittle.service.websub import ACTIVE, DENIED, LEAVING, PENDING, sign
 from tests.cluster.harness import SETTINGS, Cluster, entries, on_asyncio
 
 URLS = [f"https://h{i}.example/feed.xml" for i in range(4)]
@@ -260,6 +260,30 @@ async def test_a_source_that_leaves_is_unsubscribed_by_the_planner(redis_server)
         assert client.hget(websub, gone.key) is None
         assert sorted(decode(v)[0].topic for v in client.hvals(websub)) == URLS[1:]
         assert b.stats.get("websub/unsubscribed") == 1
+    finally:
+        client.close()
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_denial_reaching_a_worker_backs_the_subscription_off(redis_server):
+    cluster = Cluster(redis_server.url, WEBSUB)
+    client = redis_server.client()
+    try:
+        a = await cluster.node(URLS)
+        b = await cluster.node(URLS)
+        ext_a, ext_b = callback_of(a), callback_of(b)
+        await a.planner.step()
+        await subscribed(cluster, a, b, ext_a)
+        sub = next(s for s in a.planner.service.websub.by_key.values() if s.topic == URLS[2])
+        denial = {"hub.mode": "denied", "hub.topic": URLS[2], "hub.reason": "no"}
+        assert await ext_b.verification(sub.key, denial) == (200, b"")
+        assert await ext_b.verification(sub.key, {**denial, "hub.topic": URLS[3]}) == \
+            (404, b"")
+        await a.planner.step()
+        stored = decode(client.hget(redis_server.keys("test").websub, sub.key))[0]
+        assert stored.state == DENIED and stored.retry_at > cluster.clock.now()
+        assert b.stats.get("websub/denied") == 1
     finally:
         client.close()
         await cluster.close()
