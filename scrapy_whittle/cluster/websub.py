@@ -89,6 +89,17 @@ async def read(node, key: str) -> tuple[Subscription, str, float] | None:
         return None
 
 
+async def tell_planner(node, event: str, key: str, mode: str, topic: str, at: float,
+                       lease: str | None = None) -> None:
+    """A verification answered (``event`` "verified") or a denial ("denied") at callback
+    ``key``, told to the planner through its inbox; waits for Redis at most
+    ``WHITTLE_REDIS_WAIT`` (``RedisUnavailable``)."""
+    message = json.dumps({"type": "websub", "event": event, "key": key, "mode": mode,
+                          "topic": topic, "at": at, "lease": lease})
+    await node.retry(lambda: node.redis.rpush(node.keys.inbox, message),
+                     "writing to the planner", within=node.wait)
+
+
 class HubsFound:
     """A worker's side: the hub each fetched feed names, until the fetch's result carries it
     to the planner (``discovered`` has the signature of ``Subscriptions.discovered``, which
