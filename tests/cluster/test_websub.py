@@ -145,10 +145,10 @@ async def test_one_subscription_per_topic_verified_by_any_process_kept_in_redis(
 
 
 @on_asyncio
-async def test_a_delivery_to_two_processes_and_a_racing_poll_bring_each_entry_once(redis_server):
-    cluster = Cluster(redis_server.url, WEBSUB)
-    client = redis_server.client()
-    spent = redis_server.keys("test").spent
+async def test_a_delivery_to_two_processes_and_a_racing_poll_bring_each_entry_once(any_redis):
+    cluster = Cluster(any_redis.url, WEBSUB)
+    client = any_redis.client()
+    spent = any_redis.keys("test").spent
     try:
         a = await cluster.node(URLS)
         b = await cluster.node(URLS)
