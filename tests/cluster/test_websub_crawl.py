@@ -1,8 +1,8 @@
 """WebSub in a cluster crawl of real Scrapy processes (``sim.cluster_crawl``) on a real
 redis-server, against ``sim.serve``'s hub (``sim.websub_hub``). The crawl's public callback is
-a small proxy in this test, in front of the processes' callback servers: it hands each
+a proxy in front of the processes' callback servers (``sim.callback_proxy``): it hands each
 verification of intent to one process in turn (a load balancer) and every delivery to all of
-them (a hub's delivery reaching two processes). So: one subscription per topic whatever the
+them at once (a hub's delivery reaching two processes). So: one subscription per topic whatever the
 number of processes, any process verifies, 0 entries emitted twice however many processes a
 delivery reaches, every bad signature counted under ``whittle/errors/push_signature``; and
 after a kill -9 of every process, the new ones go on with the same subscriptions (callbacks
@@ -14,17 +14,15 @@ import json
 import signal
 import subprocess
 import sys
-import threading
-import urllib.error
 import urllib.request
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from scrapy_whittle.cluster.websub import decode
 from scrapy_whittle.service.websub import ACTIVE
+from sim.callback_proxy import CallbackProxy
 from tests.cluster.conftest import RedisServer, free_port
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
@@ -35,82 +33,7 @@ PREFIX = "test:feeds"          # sim.cluster_crawl's "test:{spider}"
 SPEED = 3600.0                 # simulated seconds per real second
 
 
-class Proxy:
-    """The crawl's public callback: GETs (verifications) to one process in turn, POSTs
-    (deliveries) to all; counts the deliveries each process answered and those it missed."""
-
-    def __init__(self, ports: list[int]) -> None:
-        self.ports = ports
-        self.answered: Counter = Counter()       # port -> deliveries it answered
-        self.missed: Counter = Counter()         # port -> deliveries it could not take
-        self.turn = 0
-        self.lock = threading.Lock()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _forward(self, port: int, method: str, body: bytes | None):
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() in ("content-type", "x-hub-signature", "link")}
-                request = urllib.request.Request(f"http://127.0.0.1:{port}{self.path}",
-                                                 data=body, headers=headers, method=method)
-                try:
-                    with urllib.request.urlopen(request, timeout=10) as response:
-                        return response.status, response.read()
-                except urllib.error.HTTPError as exc:
-                    return exc.code, exc.read()
-                except OSError:
-                    return None, b""
-
-            def _answer(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                with proxy.lock:
-                    proxy.turn += 1
-                    order = proxy.ports[proxy.turn % len(proxy.ports):] + \
-                        proxy.ports[:proxy.turn % len(proxy.ports)]
-                for port in order:             # the next process that is up answers
-                    status, body = self._forward(port, "GET", None)
-                    if status is not None:
-                        return self._answer(status, body)
-                self._answer(502, b"")
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                statuses = [None] * len(proxy.ports)
-
-                def forward(j: int, port: int) -> None:
-                    statuses[j] = status = self._forward(port, "POST", body)[0]
-                    with proxy.lock:
-                        (proxy.missed if status is None else proxy.answered)[port] += 1
-
-                # to every process at once: they race to report the same entries
-                threads = [threading.Thread(target=forward, args=(j, port))
-                           for j, port in enumerate(proxy.ports)]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
-                up = [s for s in statuses if s is not None]
-                self._answer(up[0] if up else 502, b"")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/websub"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def start(redis: RedisServer, web: Server, proxy: Proxy, port: int, tmp: Path, name: str,
+def start(redis: RedisServer, web: Server, proxy: CallbackProxy, port: int, tmp: Path, name: str,
           seconds: float) -> subprocess.Popen:
     settings = {"EXTENSIONS": {"scrapy_whittle.scrapy.websub.WebSubSubscriber": 500},
                 "WHITTLE_WEBSUB_CALLBACK": proxy.url,
@@ -171,7 +94,7 @@ def test_two_processes_one_subscription_per_topic_no_entry_twice(redis_server, f
                                                                   tmp_path):
     redis, web = redis_server, faulty_hub
     ports = [free_port(), free_port()]
-    proxy = Proxy(ports)
+    proxy = CallbackProxy(ports, mirror=True)
     try:
         procs = [start(redis, web, proxy, port, tmp_path, f"w{i}", 28)
                  for i, port in enumerate(ports)]
@@ -212,7 +135,7 @@ def test_two_processes_one_subscription_per_topic_no_entry_twice(redis_server, f
 def test_subscriptions_survive_a_kill_of_every_process(redis_server, good_hub, tmp_path):
     redis, web = redis_server, good_hub
     ports = [free_port(), free_port()]
-    proxy = Proxy(ports)
+    proxy = CallbackProxy(ports, mirror=True)
     try:
         first = [start(redis, web, proxy, port, tmp_path, f"a{i}", 120)
                  for i, port in enumerate(ports)]
