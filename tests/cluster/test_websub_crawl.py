@@ -10,6 +10,8 @@ and secrets), subscribing nothing anew."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import signal
 import subprocess
@@ -22,6 +24,7 @@ import pytest
 
 from scrapy_whittle.cluster.websub import decode
 from scrapy_whittle.service.websub import ACTIVE
+from sim.bench_cluster_websub import main
 from sim.callback_proxy import CallbackProxy
 from tests.cluster.conftest import RedisServer, free_port
 from tests.processes import spawn
@@ -167,3 +170,21 @@ def test_subscriptions_survive_a_kill_of_every_process(redis_server, good_hub, t
     # the deliveries to the restored callbacks are taken
     assert sum(s.get("whittle/push/new_items", 0) for s in stats) > 0
     assert all(s.get("whittle/errors/push_unknown_callback", 0) == 0 for s in stats)
+
+
+def test_the_cluster_websub_benchmark_measures_both_runs():
+    """``sim.bench_cluster_websub``, short: the pushing sources' polls and delays are counted
+    in both runs, only the hub's run pushes, one subscription per pushing source."""
+    args = ["--feeds", "20", "--budget", "4", "--seconds", "10", "--warmup", "3", "--json"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(args) == 0
+    report = json.loads(out.getvalue())
+    hub, plain = report["runs"]["hub"], report["runs"]["no-hub"]
+    assert report["pushers"] == 10
+    assert plain["pushed_items"] == plain["subscribe_requests"] == 0 and plain["hub"] is None
+    assert hub["subscribe_requests"] == hub["hub"]["subscribed"] == report["pushers"]
+    assert hub["pushed_items"] > 0 and sum(hub["deliveries_taken"]) > 0
+    assert hub["twice"] == plain["twice"] == 0
+    assert plain["pusher_polls"] + plain["other_polls"] > 0
+    assert hub["pusher_polls_vs_no_hub"] == hub["pusher_polls"] / max(plain["pusher_polls"], 1)
