@@ -222,7 +222,8 @@ class FeedObserverMiddleware:
             service.stats.inc(f"warnings/{notice}")
         if parsed.warnings:
             service.feed_warnings(crawl, parsed.warnings)
-        if self.config.websub_callback is not None:     # (in a cluster: with the result)
+        if self.config.websub_callback is not None:
+            # before the report: in a cluster the hub goes to the planner with the result
             self._discover_hub(service, crawl, response)
         now = service.clock.now()             # the entries are told new at this instant
         found = await _settle(service.feed_fetched(
@@ -239,7 +240,8 @@ class FeedObserverMiddleware:
 
     @staticmethod
     def _discover_hub(service: RecrawlService, crawl, response: Response) -> None:
-        """The WebSub hub a fetched feed names, told to the subscriptions."""
+        """The WebSub hub a fetched feed names, told to the subscriptions (a cluster node's
+        ``websub`` keeps it for the fetch's result)."""
         from scrapy_whittle.service.websub import discover
 
         links = [v.decode("latin-1") for v in response.headers.getlist("Link")]
