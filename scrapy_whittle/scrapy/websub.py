@@ -324,6 +324,7 @@ class WebSubSubscriber:
             await tell_planner(node, "verified", key, mode, topic, node.clock.now(),
                                args.get("hub.lease_seconds"))
         except RedisUnavailable:
+            self.stats.inc("errors/websub_redis")   # the outage is logged by the node
             return 503, b""              # the hub verifies again later, or gives up
         self.stats.inc("websub/verified" if mode == SUBSCRIBE else "websub/unsubscribed")
         return 200, args.get("hub.challenge", "").encode()
@@ -336,6 +337,7 @@ class WebSubSubscriber:
         try:
             found = await read(node, key)
         except RedisUnavailable:
+            self.stats.inc("errors/websub_redis")
             return 503                   # the hub may send it again; a poll finds it anyway
         if found is None:
             return self._dropped(key, "push_unknown_callback")

@@ -287,3 +287,28 @@ async def test_a_denial_reaching_a_worker_backs_the_subscription_off(redis_serve
     finally:
         client.close()
         await cluster.close()
+
+
+@on_asyncio
+async def test_without_redis_the_callback_answers_503_and_counts_it(redis_server):
+    """Redis gone: a verification or a delivery waits ``WHITTLE_REDIS_WAIT``, is answered 503
+    (the hub may try again; a poll finds the entries anyway) and counted; Redis back, the
+    same delivery is taken."""
+    cluster = Cluster(redis_server.url, WEBSUB)
+    try:
+        a = await cluster.node(URLS, wait=0.5)
+        b = await cluster.node(URLS, wait=0.5)
+        ext_a, ext_b = callback_of(a), callback_of(b)
+        await a.planner.step()
+        await subscribed(cluster, a, b, ext_a)
+        sub = next(iter(a.planner.service.websub.by_key.values()))
+        body = b"<rss/>"
+        redis_server.stop()
+        assert await ext_b.delivery(sub.key, body, sign(sub.secret, body), None) == 503
+        assert await ext_b.verification(sub.key, {"hub.mode": "subscribe",
+                                                  "hub.topic": sub.topic}) == (503, b"")
+        assert b.stats.get("errors/websub_redis") == 2
+        redis_server.start()
+        assert await ext_b.delivery(sub.key, body, sign(sub.secret, body), None) == 202
+    finally:
+        await cluster.close()
