@@ -178,12 +178,19 @@ class PlannerWebSub:
     def told(self, message: dict) -> None:
         """A callback's report (an inbox message): a verification answered, a denial."""
         websub = self.websub
-        at = float(message.get("at") or 0.0)
+        try:
+            at = float(message.get("at") or 0.0)
+        except (TypeError, ValueError):
+            at = math.nan
+        key, topic = str(message.get("key", "")), str(message.get("topic", ""))
+        lease = message.get("lease")
+        if not math.isfinite(at):        # a garbled message: nothing of ours to change
+            return
         if message.get("event") == "verified":
-            websub.verify(str(message["key"]), str(message["mode"]), str(message["topic"]),
-                          message.get("lease"), at)
+            websub.verify(key, str(message.get("mode", "")), topic,
+                          None if lease is None else str(lease), at)
         elif message.get("event") == "denied":
-            websub.denied(str(message["key"]), str(message["topic"]), at)
+            websub.denied(key, topic, at)
 
     def failed(self, key: str, now: float) -> None:
         """A request of this planner the hub refused or never answered."""

@@ -10,11 +10,18 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from scrapy_whittle.cluster.tasks import PUSH, read_result
-from scrapy_whittle.cluster.websub import decode
+from scrapy_whittle.cluster.websub import PlannerWebSub, decode
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.scrapy.websub import WebSubSubscriber
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.websub import ACTIVE, DENIED, LEAVING, PENDING, sign
+from scrapy_whittle.service.websub import (
+    ACTIVE,
+    DENIED,
+    LEAVING,
+    PENDING,
+    Subscriptions,
+    sign,
+)
 from tests.cluster.harness import SETTINGS, Cluster, entries, on_asyncio
 
 URLS = [f"https://h{i}.example/feed.xml" for i in range(4)]
@@ -312,3 +319,23 @@ async def test_without_redis_the_callback_answers_503_and_counts_it(redis_server
         assert await ext_b.delivery(sub.key, body, sign(sub.secret, body), None) == 202
     finally:
         await cluster.close()
+
+
+def test_a_garbled_word_from_a_callback_changes_nothing():
+    websub = Subscriptions("https://crawler.example/websub", 3600.0)
+    websub.discovered(0, HUB, URLS[0], 0.0)
+    (request,) = websub.due(0.0)
+    owner = PlannerWebSub(websub, lambda sid: (URLS[sid], 1.0), node=None)
+    edits = websub.edits
+    for message in ({"type": "websub"}, {"type": "websub", "event": "verified"},
+                    {"event": "verified", "key": request.key, "mode": "subscribe",
+                     "topic": URLS[0], "at": "soon"},
+                    {"event": "verified", "key": request.key, "mode": "subscribe",
+                     "topic": URLS[1], "at": 5.0},
+                    {"event": "denied", "key": "nobody", "topic": URLS[0], "at": 5.0}):
+        owner.told(message)
+    assert websub.edits == edits and websub.by_key[request.key].state == PENDING
+    owner.told({"event": "verified", "key": request.key, "mode": "subscribe",
+                "topic": URLS[0], "at": 5.0, "lease": 60})
+    assert websub.by_key[request.key].state == ACTIVE
+    assert websub.by_key[request.key].expires_at == 65.0
