@@ -128,10 +128,8 @@ class PlannerWebSub:
         self.about = about
         self.node = node
         self.checked = -math.inf
-        # what Redis holds (restored from it): written again only when it changes
-        self.written = {sub.key: encode(sub, self._source(sub.source))
-                        for sub in websub.by_key.values()}
-        self.edits = websub.edits
+        # Redis holds what was restored from it: from now on, what changes is written
+        websub.dirty = set()
 
     def _source(self, source: int) -> tuple[str, float]:
         try:
@@ -152,28 +150,29 @@ class PlannerWebSub:
             send(requests)
 
     async def sync(self) -> None:
-        """Write the subscriptions that changed since the last write, delete those gone."""
+        """Write the subscriptions changed since the last write, delete those gone."""
         websub = self.websub
-        if websub.edits == self.edits:
+        if not websub.dirty:
             return
-        edits = websub.edits
-        rows = {sub.key: encode(sub, self._source(sub.source))
-                for sub in websub.by_key.values()}
-        changed = {k: v for k, v in rows.items() if self.written.get(k) != v}
-        gone = [k for k in self.written if k not in rows]
-        if changed or gone:
-            r, key = self.node.redis, self.node.keys.websub
+        keys, websub.dirty = websub.dirty, set()
+        changed = {k: encode(websub.by_key[k], self._source(websub.by_key[k].source))
+                   for k in keys if k in websub.by_key}
+        gone = [k for k in keys if k not in websub.by_key]
+        r, key = self.node.redis, self.node.keys.websub
 
-            async def write():
-                pipe = r.pipeline(transaction=True)
-                if changed:
-                    pipe.hset(key, mapping=changed)
-                if gone:
-                    pipe.hdel(key, *gone)
-                return await pipe.execute()
+        async def write():
+            pipe = r.pipeline(transaction=True)
+            if changed:
+                pipe.hset(key, mapping=changed)
+            if gone:
+                pipe.hdel(key, *gone)
+            return await pipe.execute()
 
+        try:
             await self.node.retry(write, "writing WebSub")
-        self.written, self.edits = rows, edits
+        except BaseException:
+            websub.dirty |= keys         # written at the next round
+            raise
 
     def told(self, message: dict) -> None:
         """A callback's report (an inbox message): a verification answered, a denial."""

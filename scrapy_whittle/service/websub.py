@@ -228,13 +228,15 @@ class Subscriptions:
     by_key: dict[str, Subscription] = field(default_factory=dict)
     by_source: dict[int, Subscription] = field(default_factory=dict)
     changed: bool = False
-    #: changes made since created (a copy kept elsewhere, a cluster's in Redis, is up to date
-    #: while it has seen as many; ``changed`` is the checkpoint's)
-    edits: int = 0
+    #: with a set here, the callback keys of the subscriptions changed (or gone) are added to
+    #: it, for a copy kept elsewhere (a cluster's, in Redis) to follow; ``changed`` is the
+    #: checkpoint's
+    dirty: set[str] | None = None
 
-    def _edited(self) -> None:
+    def _edited(self, sub: Subscription) -> None:
         self.changed = True
-        self.edits += 1
+        if self.dirty is not None:
+            self.dirty.add(sub.key)
 
     def callback_url(self, sub: Subscription) -> str:
         return f"{self.callback.rstrip('/')}/{sub.key}"
@@ -243,13 +245,13 @@ class Subscriptions:
         self.by_key[sub.key] = sub
         if sub.state != LEAVING:
             self.by_source[sub.source] = sub
-        self._edited()
+        self._edited(sub)
 
     def _drop(self, sub: Subscription) -> None:
         self.by_key.pop(sub.key, None)
         if self.by_source.get(sub.source) is sub:
             del self.by_source[sub.source]
-        self._edited()
+        self._edited(sub)
 
     # -- what the crawl learns ------------------------------------------------------------
     def discovered(self, source: int, hub: str, topic: str, now: float) -> bool:
@@ -280,7 +282,7 @@ class Subscriptions:
             self._drop(sub)                  # never subscribed: nothing to undo
             return
         sub.state, sub.mode, sub.retry_at, sub.failures = LEAVING, UNSUBSCRIBE, now, 0
-        self._edited()
+        self._edited(sub)
 
     # -- requests to hubs ------------------------------------------------------------------
     def due(self, now: float) -> list[HubRequest]:
@@ -307,7 +309,7 @@ class Subscriptions:
         if mode == SUBSCRIBE:
             sub.state = PENDING
         sub.retry_at = now + retry_wait(sub.failures + 1)
-        self._edited()
+        self._edited(sub)
         form = {"hub.mode": mode, "hub.topic": sub.topic, "hub.callback": self.callback_url(sub)}
         if mode == SUBSCRIBE:
             form["hub.secret"] = sub.secret
@@ -326,7 +328,7 @@ class Subscriptions:
             sub.state = WANTED
         if sub.state == LEAVING and now >= sub.expires_at:
             self._drop(sub)
-        self._edited()
+        self._edited(sub)
 
     def next_due(self) -> float:
         """When :meth:`due` has something to send next (inf: nothing)."""
@@ -356,7 +358,7 @@ class Subscriptions:
                 lease = self.lease
             sub.state, sub.lease_seconds, sub.failures = ACTIVE, lease, 0
             sub.requested_at, sub.expires_at = now, now + lease
-            self._edited()
+            self._edited(sub)
             return True
         self._drop(sub)                      # an unsubscription verified
         return True
@@ -369,7 +371,7 @@ class Subscriptions:
             return False
         sub.failures += 1
         sub.state, sub.retry_at = DENIED, now + retry_wait(sub.failures)
-        self._edited()
+        self._edited(sub)
         return True
 
     def delivery(self, key: str, body: bytes, signature: str | None) -> Subscription | str:
