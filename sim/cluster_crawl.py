@@ -4,13 +4,17 @@
 Crawls N feeds of a running ``sim.serve`` for SECONDS as one process of the cluster on
 REDIS_URL ("-": a single process, no Redis), appending every item to ITEMS (one JSON line,
 flushed and fsynced) and, at the end, the process's ``whittle/*`` stats as a last line
-``{"stats": {...}}``. SETTINGS_JSON overrides settings."""
+``{"stats": {...}}`` (with setting ``CLUSTER_POLLS_AFTER``, seconds: also ``"polls"``, the
+polls of each source made that long after the start or later). SETTINGS_JSON overrides
+settings."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+import time
+from collections import Counter
 
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
@@ -28,7 +32,16 @@ class SyncedItems:
         obj.fsync = crawler.settings.getbool("CLUSTER_FSYNC", True)
         crawler.signals.connect(obj.closed, signal=signals.spider_closed)
         obj.crawler = crawler
+        obj.polls, obj.polls_since = None, None
+        if crawler.settings.get("CLUSTER_POLLS_AFTER") is not None:
+            obj.polls = Counter()
+            obj.polls_since = time.time() + crawler.settings.getfloat("CLUSTER_POLLS_AFTER")
+            crawler.signals.connect(obj.polled, signal=signals.response_received)
         return obj
+
+    def polled(self, response, request, spider):
+        if "whittle_crawl" in request.meta and time.time() >= self.polls_since:
+            self.polls[request.meta.get("whittle_source_url", request.url)] += 1
 
     def process_item(self, item):
         self.file.write(json.dumps(dict(item)) + "\n")
@@ -40,7 +53,10 @@ class SyncedItems:
     def closed(self, spider):
         stats = {k: v for k, v in self.crawler.stats.get_stats().items()
                  if k.startswith("whittle/")}
-        self.file.write(json.dumps({"stats": stats, "pid": os.getpid()}) + "\n")
+        last = {"stats": stats, "pid": os.getpid()}
+        if self.polls is not None:
+            last["polls"] = dict(self.polls)
+        self.file.write(json.dumps(last) + "\n")
         self.file.close()
 
 

@@ -19,7 +19,8 @@ ARGV: the source's field, ``max_entries_per_source``, the least slack, the packe
 stories ("": per feed), the report (:func:`report_arg`; "": none), then :func:`entry_args`'s.
 
 Given the report, the same step adds what the fetch showed to the results stream and
-acknowledges the task (:mod:`scrapy_whittle.cluster.tasks`' message, judged as
+acknowledges the task (a WebSub delivery's report names none: its result, kind ``push``, is
+added alone) (:mod:`scrapy_whittle.cluster.tasks`' message, judged as
 :func:`~scrapy_whittle.service.outcomes.judge_fetch` does: the new entries' count, values
 summed, publication times; the window full when every entry shown was new to the feed):
 a fetch is one round trip, and an entry is never remembered without its result sent.
@@ -104,8 +105,10 @@ if #ARGV[6] > 0 then
     f[#f + 1] = x
   end
   redis.call('XADD', KEYS[#KEYS - 1], '*', unpack(f))
-  redis.call('XACK', KEYS[#KEYS], 'workers', r.t)
-  redis.call('XDEL', KEYS[#KEYS], r.t)
+  if r.t ~= '' then      -- a push answers no task
+    redis.call('XACK', KEYS[#KEYS], 'workers', r.t)
+    redis.call('XDEL', KEYS[#KEYS], r.t)
+  end
 end
 local batch = 0
 if #ARGV > 9 then

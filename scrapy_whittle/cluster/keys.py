@@ -111,3 +111,7 @@ class Keys:
     @property
     def pending_next(self) -> str:   # counter: the last batch id given
         return self._k("pending:next")
+
+    @property
+    def websub(self) -> str:         # hash: callback key -> a WebSub subscription (JSON)
+        return self._k("websub")

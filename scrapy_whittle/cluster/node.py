@@ -26,6 +26,10 @@ holds every third of the lease (``WHITTLE_REDIS_LEASE``'s value); a batch not re
 lease (its worker killed, or the script's reply lost with the connection) is reclaimed by a
 live node and replayed by its scheduler (:meth:`take_replay`). At a graceful stop the
 batches still held are released at once to the others.
+
+WebSub (:mod:`scrapy_whittle.cluster.websub`): the hub a fetched feed names goes to the
+planner with the fetch's result; a delivery this process's callback took is reported by
+:meth:`ClusterNode.pushed`, through the same script as a fetch.
 """
 
 from __future__ import annotations
@@ -69,12 +73,14 @@ from scrapy_whittle.cluster.stories import StoryHashes, story_args
 from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
+    PUSH,
     CrawlResult,
     report_fields,
     result_fields,
     task_crawl,
     task_fields,
 )
+from scrapy_whittle.cluster.websub import HubsFound
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
@@ -162,6 +168,12 @@ class ClusterNode:
         self._log_once = OnceLog(logger)
         self._dropped_logged = False
         self._moves: dict[str, str] = {}                  # crawl id -> URL it moved to
+        #: WebSub (``WHITTLE_WEBSUB_CALLBACK``; None: off): the hubs fetched feeds name, the
+        #: URL and weight of each source a delivery came for (:mod:`scrapy_whittle.cluster.websub`)
+        self.websub = HubsFound() if config.websub_callback else None
+        self.push_sources: dict[int, tuple[str, float]] = {}
+        #: callback: sends the planner's requests to hubs (set by the WebSub extension)
+        self.on_hub_requests = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -419,11 +431,12 @@ class ClusterNode:
         journal = []
         if self.journal_deliveries:      # the new entries: a pending batch, in the script
             journal = entry_args(crawl.url, crawl.source, self.clock.now(), shown, values)
+        hub, topic = self.websub.take(crawl.source) if self.websub is not None else ("", "")
         # the result goes in the same step: what the script fills in is judged there
         template = report_fields(CrawlResult.of(
             crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
             etag=etag or "", last_modified=last_modified or "",
-            hints=hints.encode() if hints else "", latency=latency))
+            hints=hints.encode() if hints else "", latency=latency, hub=hub, topic=topic))
         report = report_arg(task_id, template, values, shown)
         keys, args = self.dedupe_call(crawl.source, shown, packed, journal, report)
         try:
@@ -440,6 +453,48 @@ class ClusterNode:
         found = judge_fetch(new, len(flags), int(had) > 0, crawl.weight, self.config,
                             self.stats, len(new) + repeats)
         count_fetch(self.stats, len(new), float(sum(found.values)), found.window_full)
+        if int(batch):
+            self.held.add(int(batch))
+            found = found._replace(batch=int(batch))
+        return found
+
+    async def pushed(self, source: int, entries: list[FeedEntry], *,
+                     now: float | None = None) -> FetchResult:
+        """A WebSub delivery of ``source`` (its URL and weight in ``push_sources``)
+        received here at ``now``: its entries told new by the shared entry memory's script,
+        as a fetch's, the new ones a pending batch, and its result (kind ``push``: no task,
+        no budget) added to the results stream in the same step
+        (:mod:`scrapy_whittle.cluster.websub`)."""
+        now = self.clock.now() if now is None else now
+        distinct, packed = packed_hashes(entries)
+        shown = distinct[:self.config.max_entries_per_source]
+        url, weight = self.push_sources.get(source, ("", 1.0))
+        values, _ = valued(shown, weight, self.config)
+        journal = entry_args(url, source, now, shown, values) if self.journal_deliveries \
+            else []
+        report = report_arg("", report_fields(CrawlResult(source, "", 0, now, now, PUSH)),
+                            values, shown)
+        keys, args = self.dedupe_call(source, shown, packed, journal, report)
+        try:
+            _had, flags, batch = await self.retry(lambda: self._dedupe(keys=keys, args=args),
+                                                  "reporting a push", within=self.wait)
+        except RedisUnavailable as exc:
+            self.stats.inc("cluster/reports_dropped")
+            logger.info("cluster node %s: a WebSub delivery of source %d not reported (%s); "
+                        "its entries are found by a poll", self.consumer, source, exc)
+            return FetchResult([], [], False)
+        flags = flags.decode() if isinstance(flags, bytes) else flags
+        new = [e for e, flag in zip(distinct, flags, strict=False) if flag == "1"]
+        new_values = [v for v, flag in zip(values, flags, strict=False) if flag == "1"]
+        repeats = flags.count("2")
+        if repeats:
+            self.stats.inc("dedup/repeats", repeats)
+        self.stats.inc("push/deliveries")
+        self.stats.inc("push/new_items", len(new))
+        self.stats.inc("push/utility", float(sum(new_values)))
+        if not new:
+            self.stats.inc("push/empty")
+        found = FetchResult(new, new_values, False)
         if int(batch):
             self.held.add(int(batch))
             found = found._replace(batch=int(batch))

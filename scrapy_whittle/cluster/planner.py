@@ -17,6 +17,10 @@ flight across the cluster, its delay), and the learning from the workers' result
   worker died) is taken back with XAUTOCLAIM and handed out again.
 * **Take-over.** A new planner restores the last checkpoint (``RedisStateStore``), the
   crawls in flight, the epoch's spent budget and the pending results.
+* **WebSub** (:mod:`scrapy_whittle.cluster.websub`): the planner owns the subscriptions,
+  learns the hubs from the results, writes the subscriptions to Redis as they change and
+  hands the requests due to its process's engine; a push's result (kind ``push``) is
+  learnt at no budget, and no crawl was in flight for it.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from collections import defaultdict
 
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
-from scrapy_whittle.cluster.tasks import FETCHED, NOT_MODIFIED, read_result, task_fields
+from scrapy_whittle.cluster.tasks import FETCHED, NOT_MODIFIED, PUSH, read_result, task_fields
+from scrapy_whittle.cluster.websub import PlannerWebSub
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
@@ -98,6 +103,8 @@ class Planner:
         self.token = secrets.token_hex(8)
         self.consumer = f"planner-{self.token}"
         self.service: RecrawlService | None = None
+        #: the WebSub subscriptions' owner while leading (None: WebSub off, or not leading)
+        self.websub: PlannerWebSub | None = None
         self.in_flight: dict[int, str] = {}       # source id -> crawl id
         self.deadline: dict[int, float] = {}
         self._acks: list[str] = []
@@ -137,6 +144,8 @@ class Planner:
         busy = await self._read_messages()
         await self._tell_sources()
         busy += await self._dispatch()
+        if self.websub is not None:
+            await self.websub.step(self.service.clock.now())
         if now - self._reclaimed > min(self.lease / 4, 5.0):
             busy += await self._reclaim()
             self._reclaimed = now
@@ -183,6 +192,7 @@ class Planner:
         self._acks.clear()
         self._learnt.clear()
         self.service = None
+        self.websub = None
 
     async def _take_over(self) -> None:
         node, r, k = self.node, self.node.redis, self.keys
@@ -205,6 +215,9 @@ class Planner:
         spent = await self.retry(lambda: r.hgetall(k.spent), "restoring")
         service.resume_spent({int(e): float(c) for e, c in spent.items()})
         self.service = service
+        if service.websub is not None:
+            self.websub = PlannerWebSub(service.websub, lambda sid: (
+                service.url(sid), service.sources.weight.item(sid)), node)
         await self._results(claim=True)
         await self.checkpoint()
         logger.info("planner %s took over: %d sources, %d crawls in flight", self.token,
@@ -374,6 +387,10 @@ class Planner:
         service = self.service
         result = read_result(f)
         sid = result.source
+        if result.kind == PUSH:          # a WebSub delivery: no crawl was in flight
+            service.record_push(sid, result.new_items, result.reward, result.published,
+                                now=result.at)
+            return None
         if sid >= len(service.sources) or self.in_flight.get(sid) != result.cid:
             self.node.stats.inc("cluster/stale_results")
             return None
@@ -384,6 +401,8 @@ class Planner:
         etag = result.etag or None
         modified = result.last_modified or None
         hints = ServerHints.decode(result.hints)
+        if result.hub and service.websub is not None:
+            service.websub.discovered(crawl.source, result.hub, result.topic, result.at)
         if result.kind == FETCHED:
             if not result.readable:
                 self.node.stats.inc("cluster/bad_results")
@@ -425,6 +444,9 @@ class Planner:
                 self.service.set_crawl_delay(msg["host"], msg["delay"])
                 self.hosts.delays[msg["host"]] = max(self.hosts.delays.get(msg["host"], 0.0),
                                                      msg["delay"])
+            elif msg["type"] == "websub":
+                if self.websub is not None:
+                    self.websub.told(msg)
             elif msg["type"] == "value":
                 self.service.report_value(msg["source"], msg["value"],
                                           published=msg["published"], at=msg["at"],
@@ -463,6 +485,8 @@ class Planner:
             return
         if self._selecting is not None:      # the service is not touched while it runs
             await asyncio.wait([self._selecting])
+        if self.websub is not None:
+            await self.websub.sync()
         await self.checkpoint()
         await self.retry(lambda: self.node.redis.eval(RELEASE, 1, self.keys.planner,
                                                       self.token), "resigning")
@@ -470,3 +494,4 @@ class Planner:
         if used is not None:
             self.service.stats.set("budget_used", used)
         self.service = None
+        self.websub = None

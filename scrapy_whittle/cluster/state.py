@@ -15,7 +15,9 @@ million sources at a few hundred bytes each:
   moved source is its new URL), each source's last new entry (``Keys.alive``: CHUNK
   doubles a string, written when it changed; 0: not known, as a crawl of an older version
   left it), the throttled hosts' allowances (``Keys.hosts``). A source's retirement and its
-  run of 404s are in its record's flags.
+  run of 404s are in its record's flags. The WebSub subscriptions (``Keys.websub``) are
+  read here, written by the planner as they change (:mod:`scrapy_whittle.cluster.websub`),
+  not with the checkpoint.
 
 A checkpoint is one MULTI/EXEC transaction, with the acknowledgement of the results it
 learned from: a planner that dies between two checkpoints leaves those results pending in
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.cluster.keys import BUCKET, CHUNK, Keys
+from scrapy_whittle.cluster.websub import saved_rows
 from scrapy_whittle.core.columns import dtype_from_descr
 from scrapy_whittle.service.store import Checkpoint, SavedState
 
@@ -213,7 +216,7 @@ class RedisStateStore:
                           math.inf if ceiling is None else float(ceiling), int(throttles)))
         return SavedState(meta=parsed, sources=cols,
                           blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
-                          hosts=hosts)
+                          hosts=hosts, websub=saved_rows(self.client, k))
 
     def _urls(self, page: int = 1_000_000) -> list[str]:
         """The URL list, read a page at a time (a bounded reply for ten million)."""

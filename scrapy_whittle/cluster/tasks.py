@@ -13,6 +13,9 @@ from scrapy_whittle.service.types import Crawl
 #: else names a failure (the stats key under ``errors/``)
 FETCHED = "ok"
 NOT_MODIFIED = "not_modified"
+#: the ``kind`` of a WebSub delivery's result: no task, no crawl, no budget; its entries
+#: counted as a fetch's (``cid`` empty)
+PUSH = "push"
 
 
 def task_fields(crawl: Crawl) -> dict:
@@ -56,6 +59,9 @@ class CrawlResult:
     moved: str = ""
     #: the seconds the server took to answer a fetch or a 304 (None: not measured)
     latency: float | None = None
+    #: the WebSub hub and topic the fetched feed names ("": none, or WebSub off)
+    hub: str = ""
+    topic: str = ""
 
     @classmethod
     def of(cls, crawl: Crawl, at: float, kind: str, **fields) -> CrawlResult:
@@ -71,7 +77,8 @@ def result_fields(result: CrawlResult) -> dict:
             "full": int(result.window_full), "published": json.dumps(result.published),
             "etag": result.etag, "modified": result.last_modified, "cause": result.cause,
             "hints": result.hints, "retry": repr(result.retry_after), "moved": result.moved,
-            "lat": "" if result.latency is None else repr(result.latency)}
+            "lat": "" if result.latency is None else repr(result.latency),
+            **({"hub": result.hub, "topic": result.topic} if result.hub else {})}
 
 
 #: the fields of a fetched result the dedupe script fills in (it tells the new entries)
@@ -92,7 +99,8 @@ def read_result(f: dict) -> CrawlResult:
                          float(text["sent_at"]), float(text["at"]), text["kind"],
                          window_full=text.get("full") == "1", etag=text.get("etag", ""),
                          last_modified=text.get("modified", ""), cause=text.get("cause", ""),
-                         hints=text.get("hints", ""), moved=text.get("moved", ""))
+                         hints=text.get("hints", ""), moved=text.get("moved", ""),
+                         hub=text.get("hub", ""), topic=text.get("topic", ""))
     try:
         result.retry_after = float(text.get("retry", "0"))
     except ValueError:
@@ -102,7 +110,7 @@ def read_result(f: dict) -> CrawlResult:
         result.latency = latency if latency >= 0 else None      # NaN, garbage: unknown
     except ValueError:
         result.latency = None
-    if result.kind == FETCHED:
+    if result.kind in (FETCHED, PUSH):
         try:
             result.new_items, result.reward = int(text["new"]), float(text["reward"])
             result.published = json.loads(text["published"])

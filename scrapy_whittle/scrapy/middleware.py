@@ -225,6 +225,9 @@ class FeedObserverMiddleware:
             service.stats.inc(f"warnings/{notice}")
         if parsed.warnings:
             service.feed_warnings(crawl, parsed.warnings)
+        if self.config.websub_callback is not None:
+            # before the report: in a cluster the hub goes to the planner with the result
+            self._discover_hub(service, crawl, response)
         now = service.clock.now()             # the entries are told new at this instant
         found = await _settle(service.feed_fetched(
             crawl, parsed.entries, **self._validators(response), latency=_latency(request),
@@ -241,13 +244,12 @@ class FeedObserverMiddleware:
                 listed(crawl, parsed.sources, complete=not parsed.sources_partial)
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
-        if self.config.websub_callback is not None:
-            self._discover_hub(service, crawl, response)
         return response
 
     @staticmethod
     def _discover_hub(service: RecrawlService, crawl, response: Response) -> None:
-        """The WebSub hub a fetched feed names, told to the subscriptions."""
+        """The WebSub hub a fetched feed names, told to the subscriptions (a cluster node's
+        ``websub`` keeps it for the fetch's result)."""
         from scrapy_whittle.service.websub import discover
 
         links = [v.decode("latin-1") for v in response.headers.getlist("Link")]
@@ -272,7 +274,8 @@ class FeedObserverMiddleware:
             request.meta.update(whittle_error=f"push_{exc.kind}", whittle_entries=[],
                                 whittle_values=[])
             return
-        found = service.pushed(push.source, parsed.entries, now=push.received_at)
+        found = await _settle(service.pushed(push.source, parsed.entries,
+                                             now=push.received_at))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=push.received_at)
         if found.batch is not None:

@@ -22,10 +22,19 @@ state; this module moves HTTP:
   the same parse pool as a fetched feed, handed to ``RecrawlService.pushed`` (entry memory,
   values, delivery journal, the policy's ``observe_push``; no budget), and the spider gets a
   response with the new entries in ``meta["whittle_entries"]``, as for a fetch.
+
+In a cluster crawl (``WHITTLE_REDIS_URL``) every process serves the callback and the
+subscriptions are the planner's (:mod:`scrapy_whittle.cluster.websub`): a hub's verification
+or delivery is checked against the subscription in Redis, a verification told to the planner
+through its inbox, a delivery's entries told new by the shared entry memory
+(``ClusterNode.pushed``); the requests to hubs are the planner's, sent by the process that
+plans (``ClusterNode.on_hub_requests``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import math
 from dataclasses import dataclass
@@ -36,17 +45,21 @@ from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.web.resource import Resource
-from twisted.web.server import Site
+from twisted.web.server import NOT_DONE_YET, Site
 
+from scrapy_whittle.cluster.websub import read, tell_planner
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.websub import SUBSCRIBE, check_signature, intended
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from scrapy_whittle.cluster.node import ClusterNode
     from scrapy_whittle.service.recrawl import RecrawlService
     from scrapy_whittle.service.websub import HubRequest
 
@@ -88,6 +101,8 @@ class WebSubSubscriber:
         self.listen = listen
         self.max_body = max_body
         self.service: RecrawlService | None = None
+        self.node: ClusterNode | None = None      # a cluster crawl's process
+        self.stats = None                         # the service's, or the node's
         self.port = None
         self._loop: LoopingCall | None = None
         self._sim_clock: SimulatedClock | None = None
@@ -106,23 +121,17 @@ class WebSubSubscriber:
 
     # -- life -------------------------------------------------------------------------------
     def spider_opened(self, spider=None) -> None:
-        from twisted.internet import reactor
-
-        service = getattr(self.crawler.engine.scheduler, "service", None)
+        scheduler = self.crawler.engine.scheduler
+        node = getattr(scheduler, "node", None)
+        if node is not None and node.websub is not None:
+            self._open_cluster(node)
+            return
+        service = getattr(scheduler, "service", None)
         if service is None or service.websub is None:
             logger.warning("WebSub: no local re-crawl service in this crawl: not started")
             return
-        host, port = self.listen
-        site = Site(CallbackResource(self))
-        site.noisy = False
-        try:
-            self.port = reactor.listenTCP(port, site, interface=host)
-        except CannotListenError as exc:
-            # the crawl goes on polling: WebSub is an addition to it
-            service.stats.inc("errors/websub_listen")
-            logger.error("WHITTLE_WEBSUB_LISTEN (%r) cannot be listened on (%s): WebSub is off "
-                         "for this crawl, the feeds are polled", f"{host}:{port}",
-                         exc.socketError)
+        self.stats = service.stats
+        if not self._listen(service.stats):
             return
         self.service = service
         clock = service.clock
@@ -134,10 +143,41 @@ class WebSubSubscriber:
         self._loop.start(SIMULATED_TICK if simulated else TICK, now=True)
         counts = service.websub.counts()
         logger.info("WebSub callback at %s (listening on %s:%d); %d subscriptions restored",
-                    service.websub.callback, host, self.port.getHost().port,
+                    service.websub.callback, self.listen[0], self.port.getHost().port,
                     sum(counts.values()))
 
+    def _listen(self, stats) -> bool:
+        """Serve the callback (False: the address cannot be listened on; counted, logged)."""
+        from twisted.internet import reactor
+
+        host, port = self.listen
+        site = Site(CallbackResource(self))
+        site.noisy = False
+        try:
+            self.port = reactor.listenTCP(port, site, interface=host)
+        except CannotListenError as exc:
+            # the crawl goes on polling: WebSub is an addition to it
+            stats.inc("errors/websub_listen")
+            logger.error("WHITTLE_WEBSUB_LISTEN (%r) cannot be listened on (%s): WebSub is off "
+                         "for this crawl, the feeds are polled", f"{host}:{port}",
+                         exc.socketError)
+            return False
+        return True
+
+    def _open_cluster(self, node: ClusterNode) -> None:
+        """A cluster's process: the planner's requests to hubs are sent from here while this
+        process plans (whether or not it can listen); the callback is served here."""
+        self.node, self.stats = node, node.stats
+        node.on_hub_requests = self.send
+        if not self._listen(node.stats):
+            return
+        logger.info("WebSub callback at %s (listening on %s:%d), the subscriptions in Redis "
+                    "(%s)", self.crawler.settings.get("WHITTLE_WEBSUB_CALLBACK"),
+                    self.listen[0], self.port.getHost().port, node.keys.websub)
+
     async def spider_closed(self, spider=None, reason=None) -> None:
+        if self.node is not None:
+            self.node.on_hub_requests = None
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         if self._sim_clock is not None:
@@ -163,9 +203,16 @@ class WebSubSubscriber:
         engine = getattr(self.crawler, "engine", None)
         if service is None or engine is None or getattr(engine, "spider", None) is None:
             return
-        for hub_request in service.websub.due(service.clock.now()):
+        self.send(service.websub.due(service.clock.now()))
+
+    def send(self, requests: list[HubRequest]) -> None:
+        """Send ``requests`` to their hubs through Scrapy."""
+        engine = getattr(self.crawler, "engine", None)
+        if engine is None or getattr(engine, "spider", None) is None:
+            return                       # asked again after their retry wait
+        for hub_request in requests:
             engine.crawl(self._request(hub_request))
-            service.stats.inc(f"websub/{hub_request.mode}_requests")
+            self.stats.inc(f"websub/{hub_request.mode}_requests")
 
     def _request(self, hub_request: HubRequest) -> Request:
         return Request(
@@ -186,15 +233,20 @@ class WebSubSubscriber:
         return []
 
     def _refused(self, request: Request, cause: str) -> None:
-        service = self.service
-        service.websub.failed(request.meta[META_HUB_REQUEST], service.clock.now())
-        service.stats.inc("errors/websub_request")
+        key = request.meta[META_HUB_REQUEST]
+        if self.service is not None:
+            self.service.websub.failed(key, self.service.clock.now())
+        elif self.node is not None and self.node.planner.websub is not None:
+            self.node.planner.websub.failed(key, self.node.clock.now())   # still planning
+        self.stats.inc("errors/websub_request")
         logger.warning("WebSub: the hub %s refused or missed a request (%s): asked again "
                        "later", request.url, cause)
 
     # -- the callback ------------------------------------------------------------------------
-    def verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
-        """A hub's GET: (status, body)."""
+    def verification(self, key: str, args: dict[str, str]):
+        """A hub's GET: (status, body), or in a cluster a coroutine of them."""
+        if self.node is not None:
+            return self._cluster_verification(key, args)
         service = self.service
         websub, now = service.websub, service.clock.now()
         mode, topic = args.get("hub.mode", ""), args.get("hub.topic", "")
@@ -212,31 +264,88 @@ class WebSubSubscriber:
         return 200, args.get("hub.challenge", "").encode()
 
     def delivery(self, key: str, body: bytes, signature: str | None,
-                 content_type: str | None) -> int:
-        """A hub's POST: the status to answer."""
-        service = self.service
+                 content_type: str | None):
+        """A hub's POST: the status to answer, or in a cluster a coroutine of it."""
         if len(body) > self.max_body:
-            service.stats.inc("errors/push_too_large")
+            self.stats.inc("errors/push_too_large")
             return 413
+        if self.node is not None:
+            return self._cluster_delivery(key, body, signature, content_type)
+        service = self.service
         verdict = service.websub.delivery(key, body, signature)
         if isinstance(verdict, str):
-            service.stats.inc(f"errors/{verdict}")
-            if verdict not in self._warned:          # warn once per kind
-                self._warned.add(verdict)
-                logger.warning("WebSub: a delivery to callback %s dropped (%s: %s)", key,
-                               verdict, "no valid X-Hub-Signature" if verdict ==
-                               "push_signature" else "no subscription of this crawl there")
-            return 410 if verdict == "push_unknown_callback" else 202
+            return self._dropped(key, verdict)
         sid = verdict.source
         if not 0 <= sid < len(service.sources):
             service.stats.inc("errors/push_unknown_source")
             return 410
-        service.stats.inc("websub/deliveries")
-        url = service.url(sid)
-        push = Push(sid, body, content_type, service.clock.now())
+        self._hand_out(Push(sid, body, content_type, service.clock.now()), service.url(sid))
+        return 202
+
+    def _dropped(self, key: str, verdict: str) -> int:
+        """A delivery dropped (``verdict``: its stats key under ``errors/``): the status."""
+        self.stats.inc(f"errors/{verdict}")
+        if verdict not in self._warned:          # warn once per kind
+            self._warned.add(verdict)
+            logger.warning("WebSub: a delivery to callback %s dropped (%s: %s)", key,
+                           verdict, "no valid X-Hub-Signature" if verdict ==
+                           "push_signature" else "no subscription of this crawl there")
+        return 410 if verdict == "push_unknown_callback" else 202
+
+    def _hand_out(self, push: Push, url: str) -> None:
+        """A delivery accepted: a request the scheduler serves first, answered by
+        ``FeedObserverMiddleware`` without a download."""
+        self.stats.inc("websub/deliveries")
         self.crawler.engine.crawl(Request(url, dont_filter=True, meta={
-            META_PUSH: push, META_OUTSIDE: True, "whittle_source_id": sid,
+            META_PUSH: push, META_OUTSIDE: True, "whittle_source_id": push.source,
             "whittle_source_url": url, "dont_obey_robotstxt": True, "dont_cache": True}))
+
+    # -- the callback in a cluster ----------------------------------------------------------------
+    async def _cluster_verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
+        from scrapy_whittle.cluster.retry import RedisUnavailable
+
+        node = self.node
+        mode, topic = args.get("hub.mode", ""), args.get("hub.topic", "")
+        try:
+            found = await read(node, key)
+            sub = found[0] if found is not None else None
+            if mode == "denied":
+                if sub is None or sub.topic != topic or sub.mode != SUBSCRIBE:
+                    return 404, b""
+                await tell_planner(node, "denied", key, mode, topic, node.clock.now())
+                self.stats.inc("websub/denied")
+                logger.warning("WebSub: the hub denied the subscription to %s (%s)", topic,
+                               args.get("hub.reason", "no reason given"))
+                return 200, b""
+            if not intended(sub, mode, topic):
+                self.stats.inc("websub/refused_verifications")
+                return 404, b""
+            # the planner starts the lease: told before the hub hears the challenge
+            await tell_planner(node, "verified", key, mode, topic, node.clock.now(),
+                               args.get("hub.lease_seconds"))
+        except RedisUnavailable:
+            self.stats.inc("errors/websub_redis")   # the outage is logged by the node
+            return 503, b""              # the hub verifies again later, or gives up
+        self.stats.inc("websub/verified" if mode == SUBSCRIBE else "websub/unsubscribed")
+        return 200, args.get("hub.challenge", "").encode()
+
+    async def _cluster_delivery(self, key: str, body: bytes, signature: str | None,
+                                content_type: str | None) -> int:
+        from scrapy_whittle.cluster.retry import RedisUnavailable
+
+        node = self.node
+        try:
+            found = await read(node, key)
+        except RedisUnavailable:
+            self.stats.inc("errors/websub_redis")
+            return 503                   # the hub may send it again; a poll finds it anyway
+        if found is None:
+            return self._dropped(key, "push_unknown_callback")
+        sub, url, weight = found
+        if not check_signature(sub.secret, body, signature):
+            return self._dropped(key, "push_signature")
+        node.push_sources[sub.source] = (url, weight)
+        self._hand_out(Push(sub.source, body, content_type, node.clock.now()), url)
         return 202
 
 
@@ -253,18 +362,50 @@ class CallbackResource(Resource):
     def _key(request) -> str:
         return request.path.decode("latin-1").rstrip("/").rsplit("/", 1)[-1]
 
-    def render_GET(self, request) -> bytes:
+    def render_GET(self, request):
         args = {k.decode("utf-8", "replace"): v[0].decode("utf-8", "replace")
                 for k, v in request.args.items() if v}
-        status, body = self.subscriber.verification(self._key(request), args)
-        request.setResponseCode(status)
-        request.setHeader("content-type", "text/plain")
-        return body
 
-    def render_POST(self, request) -> bytes:
+        def answer(result: tuple[int, bytes]) -> bytes:
+            status, body = result
+            request.setResponseCode(status)
+            request.setHeader("content-type", "text/plain")
+            return body
+
+        return self._answer(request, self.subscriber.verification(self._key(request), args),
+                            answer)
+
+    def render_POST(self, request):
         body = request.content.read()
         signature = request.getHeader("x-hub-signature")
         ctype = request.getHeader("content-type")
-        status = self.subscriber.delivery(self._key(request), body, signature, ctype)
-        request.setResponseCode(status)
-        return b""
+
+        def answer(status: int) -> bytes:
+            request.setResponseCode(status)
+            return b""
+
+        return self._answer(request, self.subscriber.delivery(self._key(request), body,
+                                                              signature, ctype), answer)
+
+    @staticmethod
+    def _answer(request, result, answer):
+        """``answer(result)`` now, or (a cluster's: a coroutine) when it is done."""
+        if not inspect.isawaitable(result):
+            return answer(result)
+
+        gone: list[bool] = []            # the hub hung up meanwhile: nobody to answer
+        request.notifyFinish().addErrback(lambda _: gone.append(True))
+
+        def done(value) -> None:
+            if not gone:
+                request.write(answer(value))
+                request.finish()
+
+        def failed(failure) -> None:
+            logger.error("WebSub: the callback failed: %s", failure.getTraceback())
+            if not gone:
+                request.setResponseCode(500)
+                request.finish()
+
+        Deferred.fromFuture(asyncio.ensure_future(result)).addCallbacks(done, failed)
+        return NOT_DONE_YET

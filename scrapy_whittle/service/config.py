@@ -543,7 +543,8 @@ SETTINGS: tuple[Setting, ...] = (
             "feed names a hub are subscribed to it (docs/push.md). Unset: no WebSub"),
     Setting("WHITTLE_WEBSUB_LISTEN", None, _listen,
             "`host:port` the WebSub callback server listens on, in the crawl's process "
-            "(behind `WHITTLE_WEBSUB_CALLBACK`). Unset: no WebSub"),
+            "(in a cluster crawl: in each process; behind `WHITTLE_WEBSUB_CALLBACK`). "
+            "Unset: no WebSub"),
     Setting("WHITTLE_WEBSUB_LEASE", 864000.0, number(minimum=60),
             "lease asked of the hubs, seconds (the hub decides; renewed with a tenth left)"),
     Setting("WHITTLE_HALF_LIFE", None, _half_life,
@@ -771,9 +772,6 @@ def _check_together(v: dict[str, Any]) -> None:
             "WHITTLE_WEBSUB_LISTEN" if listen is None else "WHITTLE_WEBSUB_CALLBACK")
         raise _fail(given[0], given[1], f"needs {missing} as well: WebSub is on only with "
                     "the public callback URL and the local address it is served on")
-    if callback is not None and v["WHITTLE_REDIS_URL"]:
-        raise _fail("WHITTLE_WEBSUB_CALLBACK", callback,
-                    "is not supported in a cluster crawl (WHITTLE_REDIS_URL) yet")
     per_source, per_feed = v["WHITTLE_MAX_ENTRIES_PER_SOURCE"], v["WHITTLE_MAX_FEED_ENTRIES"]
     if per_feed is not None and per_feed > per_source:
         raise _fail("WHITTLE_MAX_FEED_ENTRIES", per_feed,

@@ -341,31 +341,59 @@ class CrawlOutcomes:
         values, clipped = valued(new, self.sources.weight.item(sid), self.config)
         if clipped:
             self.stats.inc("clipped/value", clipped)
-        times, changed = sanitize.learnable_times([e.published for e in new], now, None)
+        self._push_learnt(sid, len(new), float(sum(values)), [e.published for e in new], now)
+        if new and self.publications.enabled:
+            self.publications.add(sid, new, values)
+        self._flush_due(now)
+        return FetchResult(new, values, False)
+
+    def record_push(self, sid: int, new_items: int, reward: float,
+                    published: list[float | None], now: float) -> None:
+        """A hub's delivery of source ``sid`` at ``now`` whose entries were told new elsewhere
+        (a cluster's worker): ``new_items`` new, worth ``reward`` in all, published at
+        ``published``; learnt and counted as :meth:`pushed` does, within
+        :mod:`scrapy_whittle.core.sanitize`'s ranges."""
+        try:
+            new_items, reward = int(new_items), float(reward)
+        except (TypeError, ValueError, OverflowError):
+            new_items, reward = 0, 0.0
+        new_items = min(max(new_items, 0), self.memory.max_per_source)
+        top = new_items * sanitize.MAX_ENTRY_VALUE
+        if not 0.0 <= reward <= top:
+            self.stats.inc("clipped/value")
+            reward = min(reward, top) if reward > 0 else 0.0
+        published = list(published)[:new_items] if isinstance(published, list | tuple) else []
+        published += [None] * (new_items - len(published))
+        self._push_learnt(sid, new_items, reward, published, now)
+        self._flush_due(now)
+
+    def _push_learnt(self, sid: int, new_items: int, reward: float,
+                     published: list[float | None], now: float) -> None:
+        """A push of ``new_items`` new entries worth ``reward``: buffered for the policy,
+        counted in the stats, the source's and the epoch's totals."""
+        times, changed = sanitize.learnable_times(published, now, None)
         if True in changed:
             self.stats.inc("clipped/published", sum(changed))
-        reward = float(sum(values))
         if not self.buffer and not self.pushes:
             self.buffer_since = now
-        self.pushes.append((sid, now - self.timeline.origin, len(new), reward, times))
+        self.pushes.append((sid, now - self.timeline.origin, new_items, reward, times))
         self.state.touch(sid)
         stats = self.stats
         stats.inc("push/deliveries")
-        stats.inc("push/new_items", len(new))
+        stats.inc("push/new_items", new_items)
         stats.inc("push/utility", reward)
-        if not new:
+        if not new_items:
             stats.inc("push/empty")
         totals = self.ledger.totals[self.timeline.epoch_of(now)]
-        totals.new_items += len(new)
+        totals.new_items += new_items
         totals.utility += reward
-        if new:
-            self.state.new_items[sid] += len(new)
+        if new_items:
+            self.state.new_items[sid] += new_items
             self.state.utility[sid] += reward
-            if self.publications.enabled:
-                self.publications.add(sid, new, values)
+
+    def _flush_due(self, now: float) -> None:
         if now - self.buffer_since >= FLUSH_AFTER:
             self.flush()
-        return FetchResult(new, values, False)
 
     def _observe_pushes(self, policy, pushes: list[PushRow]) -> None:
         """The buffered pushes, one ``observe_push`` batch."""

@@ -584,6 +584,18 @@ class RecrawlService:
             found = found._replace(batch=batch)
         return found
 
+    def record_push(self, source: int, new_items: int, reward: float,
+                    published: list[float | None], *, now: float | None = None) -> None:
+        """A hub pushed ``new_items`` new entries worth ``reward`` in all, published at
+        ``published``, of source ``source`` at ``now``, the entries told new elsewhere (a
+        cluster's workers): learnt as :meth:`pushed`'s, at no budget. An unknown source is
+        counted (``errors/push_unknown_source``)."""
+        if not 0 <= source < len(self.sources):
+            self.stats.inc("errors/push_unknown_source")
+            return
+        now = self.clock.now() if now is None else float(now)
+        self.outcomes.record_push(int(source), new_items, reward, published, now)
+
     def delivered(self, batch: int) -> None:
         """Every item made of ``batch``'s entries (``FetchResult.batch``) passed the item
         pipelines or was dropped on purpose: the journal may forget it."""

@@ -132,6 +132,17 @@ def check_signature(secret: str, body: bytes, header: str | None) -> bool:
     return hmac.compare_digest(expected, digest.strip().lower())
 
 
+def intended(sub: Subscription | None, mode: str, topic: str) -> bool:
+    """Whether a hub's verification of ``mode`` on ``topic`` at ``sub``'s callback (None: no
+    subscription there) asks for what this crawl wants: a subscription asked for, pending or
+    active, or an unsubscription of one leaving."""
+    if sub is None or sub.topic != topic:
+        return False
+    if mode == SUBSCRIBE:
+        return sub.mode == SUBSCRIBE and sub.state in (PENDING, ACTIVE, WANTED)
+    return mode == UNSUBSCRIBE and sub.state == LEAVING
+
+
 # -- discovery ---------------------------------------------------------------------------------
 _LINK_VALUE = re.compile(r'<([^>]*)>\s*((?:;\s*[^;,]*)*)')
 _TAG = re.compile(rb"<(?:[A-Za-z0-9_-]+:)?link\b[^>]*>", re.IGNORECASE)
@@ -217,6 +228,15 @@ class Subscriptions:
     by_key: dict[str, Subscription] = field(default_factory=dict)
     by_source: dict[int, Subscription] = field(default_factory=dict)
     changed: bool = False
+    #: with a set here, the callback keys of the subscriptions changed (or gone) are added to
+    #: it, for a copy kept elsewhere (a cluster's, in Redis) to follow; ``changed`` is the
+    #: checkpoint's
+    dirty: set[str] | None = None
+
+    def _edited(self, sub: Subscription) -> None:
+        self.changed = True
+        if self.dirty is not None:
+            self.dirty.add(sub.key)
 
     def callback_url(self, sub: Subscription) -> str:
         return f"{self.callback.rstrip('/')}/{sub.key}"
@@ -225,13 +245,13 @@ class Subscriptions:
         self.by_key[sub.key] = sub
         if sub.state != LEAVING:
             self.by_source[sub.source] = sub
-        self.changed = True
+        self._edited(sub)
 
     def _drop(self, sub: Subscription) -> None:
         self.by_key.pop(sub.key, None)
         if self.by_source.get(sub.source) is sub:
             del self.by_source[sub.source]
-        self.changed = True
+        self._edited(sub)
 
     # -- what the crawl learns ------------------------------------------------------------
     def discovered(self, source: int, hub: str, topic: str, now: float) -> bool:
@@ -262,7 +282,7 @@ class Subscriptions:
             self._drop(sub)                  # never subscribed: nothing to undo
             return
         sub.state, sub.mode, sub.retry_at, sub.failures = LEAVING, UNSUBSCRIBE, now, 0
-        self.changed = True
+        self._edited(sub)
 
     # -- requests to hubs ------------------------------------------------------------------
     def due(self, now: float) -> list[HubRequest]:
@@ -289,7 +309,7 @@ class Subscriptions:
         if mode == SUBSCRIBE:
             sub.state = PENDING
         sub.retry_at = now + retry_wait(sub.failures + 1)
-        self.changed = True
+        self._edited(sub)
         form = {"hub.mode": mode, "hub.topic": sub.topic, "hub.callback": self.callback_url(sub)}
         if mode == SUBSCRIBE:
             form["hub.secret"] = sub.secret
@@ -308,7 +328,7 @@ class Subscriptions:
             sub.state = WANTED
         if sub.state == LEAVING and now >= sub.expires_at:
             self._drop(sub)
-        self.changed = True
+        self._edited(sub)
 
     def next_due(self) -> float:
         """When :meth:`due` has something to send next (inf: nothing)."""
@@ -327,10 +347,9 @@ class Subscriptions:
         for ``mode`` on ``topic`` at this callback (answer with the challenge), else False
         (answer 404). A subscription verified starts the lease the hub granted."""
         sub = self.by_key.get(key)
-        if sub is None or sub.topic != topic:
+        if not intended(sub, mode, topic):
             return False
-        if mode == SUBSCRIBE and sub.mode == SUBSCRIBE and sub.state in (PENDING, ACTIVE,
-                                                                           WANTED):
+        if mode == SUBSCRIBE:
             try:
                 lease = float(lease_seconds) if lease_seconds is not None else self.lease
             except ValueError:
@@ -339,12 +358,10 @@ class Subscriptions:
                 lease = self.lease
             sub.state, sub.lease_seconds, sub.failures = ACTIVE, lease, 0
             sub.requested_at, sub.expires_at = now, now + lease
-            self.changed = True
+            self._edited(sub)
             return True
-        if mode == UNSUBSCRIBE and sub.state == LEAVING:
-            self._drop(sub)
-            return True
-        return False
+        self._drop(sub)                      # an unsubscription verified
+        return True
 
     def denied(self, key: str, topic: str, now: float) -> bool:
         """The hub denied a subscription (``hub.mode=denied``): asked again after a back-off.
@@ -354,7 +371,7 @@ class Subscriptions:
             return False
         sub.failures += 1
         sub.state, sub.retry_at = DENIED, now + retry_wait(sub.failures)
-        self.changed = True
+        self._edited(sub)
         return True
 
     def delivery(self, key: str, body: bytes, signature: str | None) -> Subscription | str:

@@ -207,10 +207,10 @@ def test_websub_settings_are_validated_together():
         with pytest.raises(InvalidSetting, match="WHITTLE_WEBSUB_LISTEN"):
             WhittleConfig.from_settings({**base, "WHITTLE_WEBSUB_CALLBACK": "https://me/x",
                                          "WHITTLE_WEBSUB_LISTEN": bad})
-    with pytest.raises(InvalidSetting, match="cluster"):
-        WhittleConfig.from_settings({**base, "WHITTLE_WEBSUB_CALLBACK": "https://me/x",
-                                     "WHITTLE_WEBSUB_LISTEN": "127.0.0.1:8080",
-                                     "WHITTLE_REDIS_URL": "redis://localhost"})
+    clustered = WhittleConfig.from_settings({**base, "WHITTLE_WEBSUB_CALLBACK": "https://me/x",
+                                             "WHITTLE_WEBSUB_LISTEN": "127.0.0.1:8080",
+                                             "WHITTLE_REDIS_URL": "redis://localhost"})
+    assert clustered.websub_callback == "https://me/x"       # a cluster serves it too
     config = WhittleConfig.from_settings({**base, "WHITTLE_WEBSUB_CALLBACK": "https://me/x/",
                                           "WHITTLE_WEBSUB_LISTEN": "[::1]:8080"})
     assert config.websub_callback == "https://me/x" and config.websub_listen == ("::1", 8080)

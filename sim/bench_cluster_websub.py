@@ -1,0 +1,195 @@
+"""WebSub in a cluster crawl, measured: K Scrapy processes behind one callback.
+
+    python -m sim.bench_cluster_websub [--workers 2] [--feeds 100] [--seconds 60]
+        [--hub loss=0.1,delay=uniform,delay_max=300] [--mirror] [--json]
+
+Starts a ``redis-server`` and, for each run, a fresh ``sim.serve`` (news-mix, same seed: the
+same entries) and K ``sim.cluster_crawl`` processes for ``--seconds``, WebSub on
+(``WHITTLE_WEBSUB_CALLBACK`` the public URL of a :class:`~sim.callback_proxy.CallbackProxy`,
+each process's own ``WHITTLE_WEBSUB_LISTEN`` behind it): first without a hub, then with
+``--hub`` (half the sources push). The proxy hands each verification and delivery to one
+process in turn, or with ``--mirror`` every delivery to every process at once.
+
+Reported per run, from ``--warmup`` seconds on (the subscriptions made and the policy's first
+lessons left out): the polls of the pushing sources and of the others, the pushing sources'
+median and 90th-percentile delay from publication to capture (simulated seconds), the items
+that came by push, entries emitted twice across the processes, the hub's counts, and the
+subscriptions the planner asked for (one per pushing source, whatever K). Every process,
+the web, the proxy and Redis share this machine's cores; the web runs at ``--speed`` 3600
+(a simulated hour per second, an epoch half an hour).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.request import urlopen
+
+import numpy as np
+
+from sim.callback_proxy import CallbackProxy
+from sim.processes import RedisServer, free_port, reap
+from sim.websub_hub import parse_hub
+
+PERIOD = 0.5
+UNIT = 3600.0                  # news-mix: seconds per scenario time unit
+
+
+class _Web:
+    def __init__(self, args, hub: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sim.serve", "--port", "0", "--scenario", "news-mix",
+             "--n", str(args.feeds), "--speed", str(args.speed), "--seed", str(args.seed),
+             *(["--hub", hub] if hub else [])], stdout=subprocess.PIPE, text=True)
+        for line in self.proc.stdout:
+            if line.startswith("PORT "):
+                self.url = f"http://127.0.0.1:{int(line.split()[1])}"
+                break
+
+    def stats(self) -> dict:
+        with urlopen(self.url + "/stats.json", timeout=10) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        reap(self.proc, 20)
+        self.proc.stdout.close()
+
+
+def _crawl(args, tmp: Path, redis_url: str, hub: str, tag: str) -> dict[str, Any]:
+    web = _Web(args, hub)
+    ports = [free_port() for _ in range(args.workers)]
+    proxy = CallbackProxy(ports, mirror=args.mirror)
+    budget = args.budget or max(1.0, args.feeds / 20)
+    started = time.time()
+    procs = []
+    try:
+        for i, port in enumerate(ports):
+            settings = {"WHITTLE_BUDGET": budget, "WHITTLE_PERIOD": PERIOD,
+                        "WHITTLE_REDIS_PREFIX": f"bench-{tag}:{{spider}}",
+                        "WHITTLE_REDIS_LEASE": 30.0, "WHITTLE_REDIS_LOCK_TTL": 5.0,
+                        "CONCURRENT_REQUESTS": 32, "CONCURRENT_REQUESTS_PER_DOMAIN": 100_000,
+                        "WHITTLE_CHECKPOINT_INTERVAL": 2.0, "LOG_LEVEL": "WARNING",
+                        "CLUSTER_FSYNC": False, "CLUSTER_POLLS_AFTER": args.warmup,
+                        "EXTENSIONS": {"scrapy_whittle.scrapy.websub.WebSubSubscriber": 500},
+                        "WHITTLE_WEBSUB_CALLBACK": proxy.url,
+                        "WHITTLE_WEBSUB_LISTEN": f"127.0.0.1:{port}"}
+            with open(tmp / f"{tag}-{i}.log", "w") as log:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "sim.cluster_crawl", redis_url, web.url,
+                     str(args.feeds), str(tmp / f"{tag}-{i}.jsonl"), str(args.seconds),
+                     json.dumps(settings)], stdout=subprocess.DEVNULL, stderr=log))
+        for proc in procs:
+            reap(proc, args.seconds * 4 + 120)
+        hub_counts = web.stats().get("hub")
+    finally:
+        proxy.stop()
+        web.stop()
+    items, stats, polls = [], [], {}
+    for i in range(args.workers):
+        for line in (tmp / f"{tag}-{i}.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if "stats" in row:
+                stats.append(row["stats"])
+                for url, n in row.get("polls", {}).items():
+                    polls[url] = polls.get(url, 0) + n
+            else:
+                items.append(row)
+    return {"items": items, "stats": stats, "polls": polls, "hub": hub_counts,
+            "started": started,
+            "answered": [proxy.answered[p] for p in ports]}
+
+
+def _measure(run: dict, pushing: np.ndarray, args) -> dict[str, Any]:
+    def index(url: str) -> int:
+        return int(url.rsplit("/", 1)[1].split(".")[0])
+
+    polls = np.zeros(args.feeds, dtype=np.int64)
+    for url, n in run["polls"].items():
+        polls[index(url)] += n
+    since = run["started"] + args.warmup
+    delays = np.array([i["delay"] * args.speed for i in run["items"]
+                       if pushing[index(i["source"])] and i["delay"] is not None
+                       and i["discovered_at"] >= since])
+    keys = [(i["source"], i["entry_id"]) for i in run["items"]]
+
+    def total(key: str) -> float:
+        return sum(s.get(f"whittle/{key}", 0) for s in run["stats"])
+
+    return {"pusher_polls": int(polls[pushing].sum()), "other_polls": int(polls[~pushing].sum()),
+            "delay_median_s": float(np.median(delays)) if delays.size else None,
+            "delay_p90_s": float(np.percentile(delays, 90)) if delays.size else None,
+            "items": len(keys), "twice": len(keys) - len(set(keys)),
+            "pushed_items": int(total("push/new_items")),
+            "subscribe_requests": int(total("websub/subscribe_requests")),
+            "deliveries_taken": [int(s.get("whittle/websub/deliveries", 0))
+                                 for s in run["stats"]],
+            "bad_signatures_counted": int(total("errors/push_signature")),
+            "hub": run["hub"]}
+
+
+def evaluate(args) -> dict[str, Any]:
+    pushing = parse_hub(args.hub, UNIT)["model"].pushers(args.feeds, args.seed)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-websub-"))
+    redis = RedisServer(tmp)
+    try:
+        runs = {"no-hub": _crawl(args, tmp, redis.url, "", "nohub"),
+                "hub": _crawl(args, tmp, redis.url, args.hub, "hub")}
+    finally:
+        redis.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    out = {name: _measure(run, pushing, args) for name, run in runs.items()}
+    ref = max(out["no-hub"]["pusher_polls"], 1)
+    out["hub"]["pusher_polls_vs_no_hub"] = out["hub"]["pusher_polls"] / ref
+    return {"workers": args.workers, "feeds": args.feeds, "seconds": args.seconds,
+            "warmup": args.warmup, "hub_spec": args.hub, "mirror": args.mirror,
+            "pushers": int(pushing.sum()), "runs": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim.bench_cluster_websub")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--feeds", type=int, default=100)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=20.0,
+                    help="seconds after the start from which polls and delays count")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="crawls per half-second epoch (default: 5%% of the feeds)")
+    ap.add_argument("--speed", type=float, default=3600.0)
+    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--hub", default="loss=0.1,delay=uniform,delay_max=300",
+                    help="sim.serve's --hub for the second run")
+    ap.add_argument("--mirror", action="store_true",
+                    help="every delivery to every process at once")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    report = evaluate(args)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{args.workers} processes, {args.feeds} feeds ({report['pushers']} pushing), "
+          f"{args.seconds:g} s a run, counted from {args.warmup:g} s; hub {args.hub}"
+          f"{', every delivery to every process' if args.mirror else ''}")
+    print(f"{'run':<8}{'pusher polls':>13}{'other polls':>12}{'delay med s':>12}"
+          f"{'p90 s':>9}{'pushed':>8}{'items':>7}{'twice':>6}{'subscribed':>11}")
+    for name, r in report["runs"].items():
+        med = "-" if r["delay_median_s"] is None else f"{r['delay_median_s']:.0f}"
+        p90 = "-" if r["delay_p90_s"] is None else f"{r['delay_p90_s']:.0f}"
+        print(f"{name:<8}{r['pusher_polls']:>13}{r['other_polls']:>12}{med:>12}{p90:>9}"
+              f"{r['pushed_items']:>8}{r['items']:>7}{r['twice']:>6}"
+              f"{r['subscribe_requests']:>11}")
+    hub = report["runs"]["hub"]
+    print(f"pushing sources' polls against no hub: {hub['pusher_polls_vs_no_hub']:.3f}; "
+          f"deliveries taken per process {hub['deliveries_taken']}; hub {hub['hub']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
