@@ -43,8 +43,8 @@ sources (its child sitemaps, on its own host, at most ``WHITTLE_MAX_FEED_ENTRIES
 are in ``response.meta["whittle_sources"]`` (counted in ``whittle/sources/named``), and
 ``FeedSpider`` registers them as sources the way a spider registers any
 (``meta={"whittle_source": True}``), so they join the discovery sweep; the service is told
-what the index lists (``index_listed``), so that a child it lists no more retires
-(``WHITTLE_SITEMAP_CHILD_MISSES``, ``WHITTLE_SITEMAP_CHILD_MAX_AGE``).
+what the index lists with the fetch (``feed_fetched(..., listing=)``), so that a child it
+lists no more retires (``WHITTLE_SITEMAP_CHILD_MISSES``, ``WHITTLE_SITEMAP_CHILD_MAX_AGE``).
 """
 
 from __future__ import annotations
@@ -211,6 +211,7 @@ class FeedObserverMiddleware:
             return response
         from scrapy_whittle.feeds.parse import FeedError
         from scrapy_whittle.feeds.sitemap import INDEX as SITEMAP_INDEX
+        from scrapy_whittle.service.index_children import Listing
 
         ctype = response.headers.get("Content-Type")
         try:
@@ -229,19 +230,18 @@ class FeedObserverMiddleware:
             # before the report: in a cluster the hub goes to the planner with the result
             self._discover_hub(service, crawl, response)
         now = service.clock.now()             # the entries are told new at this instant
+        # a sitemap index: the children it lists no more retire after a while (in a cluster
+        # the listing goes to the planner with the fetch's result)
+        listing = Listing(tuple(parsed.sources), not parsed.sources_partial) \
+            if parsed.kind == SITEMAP_INDEX else None
         found = await _settle(service.feed_fetched(
             crawl, parsed.entries, **self._validators(response), latency=_latency(request),
-            hints=response_hints(response.headers, now, parsed.hints)))
+            hints=response_hints(response.headers, now, parsed.hints), listing=listing))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=now)
         if parsed.sources:                    # a sitemap index: its children are sources
             request.meta[META_SOURCES] = list(parsed.sources)
             service.stats.inc("sources/named", len(parsed.sources))
-        if parsed.kind == SITEMAP_INDEX:
-            # those it lists no more retire after a while (a cluster node keeps them)
-            listed = getattr(service, "index_listed", None)
-            if listed is not None:
-                listed(crawl, parsed.sources, complete=not parsed.sources_partial)
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
         return response

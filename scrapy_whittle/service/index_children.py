@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.retirement import Retirement
@@ -35,6 +36,15 @@ from scrapy_whittle.service.types import Stats
 
 #: the misses a child's row counts, at most (a child gone for years keeps a small number)
 MISSES_CAP = 1 << 30
+
+
+class Listing(NamedTuple):
+    """What a fetch of a sitemap index listed: its child sitemaps' URLs, and whether the
+    index was read whole (``complete``; False: more children than the entry cap, or broken
+    XML, so the children it lacks may be in the part not read)."""
+
+    urls: tuple[str, ...]
+    complete: bool = True
 
 
 @dataclass

@@ -10,8 +10,9 @@ simulator and the benchmarks all drive:
 * ``next_crawl(hosts)`` -> a :class:`Crawl` (URL, conditional-GET headers, epoch) or None,
   and then ``wake_at``: when to ask again (``hosts``: which hosts are saturated, a
   :class:`HostLoad`);
-* what a crawl showed: ``feed_fetched(crawl, entries, etag=, last_modified=, hints=)``
-  (returns the new entries and their values), ``not_modified(...)``,
+* what a crawl showed: ``feed_fetched(crawl, entries, etag=, last_modified=, hints=,
+  listing=)`` (returns the new entries and their values; ``listing``: a sitemap index's
+  children, :class:`~scrapy_whittle.service.index_children.Listing`), ``not_modified(...)``,
   ``crawl_failed(crawl, kind, cause, retry_after=)``; ``hints`` and ``retry_after``: what the
   server and the feed asked about the next visit (:mod:`scrapy_whittle.feeds.hints`);
 * ``moved(crawl, url)``: the source answered at ``url`` after permanent redirects;
@@ -63,7 +64,7 @@ from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
 from scrapy_whittle.service.gc_pause import gc_paused
 from scrapy_whittle.service.host_throttle import HostThrottle
-from scrapy_whittle.service.index_children import IndexChildren
+from scrapy_whittle.service.index_children import IndexChildren, Listing
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.persistence import StatePersistence
@@ -447,12 +448,14 @@ class RecrawlService:
                 self.state.touch(new)
         return sids
 
-    def index_listed(self, crawl: Crawl, urls: Iterable[str], *,
-                     complete: bool = True) -> None:
-        """The fetch of ``crawl`` was a sitemap index listing the child sitemaps ``urls``
-        (``complete``: read whole): the children it lists no more retire after a while,
-        those listed again come back (:mod:`scrapy_whittle.service.index_children`)."""
-        self.children.listed(crawl.source, urls, self.clock.now(), complete=complete)
+    def index_listed(self, crawl: Crawl, urls: Iterable[str], *, complete: bool = True,
+                     now: float | None = None) -> None:
+        """The fetch of ``crawl`` (at ``now``, default: the clock's) was a sitemap index
+        listing the child sitemaps ``urls`` (``complete``: read whole): the children it
+        lists no more retire after a while, those listed again come back
+        (:mod:`scrapy_whittle.service.index_children`)."""
+        self.children.listed(crawl.source, urls, self.clock.now() if now is None else now,
+                             complete=complete)
 
     def _grow_parts(self, new: list[int]) -> None:
         """The rest of the service's per-source state follows the source table."""
@@ -547,11 +550,13 @@ class RecrawlService:
     # -- what crawls showed (CrawlOutcomes) ---------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                      etag: str | None = None, last_modified: str | None = None,
-                     hints: ServerHints | None = None, latency: float | None = None
-                     ) -> FetchResult:
+                     hints: ServerHints | None = None, latency: float | None = None,
+                     listing: Listing | None = None) -> FetchResult:
         """A fetch of ``crawl`` returned a feed with ``entries`` (feed order): the new ones,
         valued, are returned, and the crawl is recorded (:meth:`record_fetch`). ``latency``:
-        the seconds the answer took, if measured (its host's slowing down throttles it)."""
+        the seconds the answer took, if measured (its host's slowing down throttles it);
+        ``listing``: the feed is a sitemap index, listing those children
+        (:meth:`index_listed`)."""
         found = self.outcomes.feed_fetched(crawl, entries, etag=etag,
                                            last_modified=last_modified, hints=hints,
                                            latency=latency)
@@ -559,6 +564,8 @@ class RecrawlService:
             batch = self.deliveries.add(crawl.url, crawl.source, found.entries, found.values,
                                         self.clock.now())
             found = found._replace(batch=batch)
+        if listing is not None:
+            self.index_listed(crawl, listing.urls, complete=listing.complete)
         return found
 
     def pushed(self, source: str | int, entries: list[FeedEntry], *,

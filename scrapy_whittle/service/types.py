@@ -146,8 +146,10 @@ class CrawlSink(Protocol):
     # -- what a crawl showed (the middleware) ----------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                      etag: str | None = None, last_modified: str | None = None,
-                     hints: Any = None, latency: float | None = None
-                     ) -> FetchResult | Awaitable[FetchResult]: ...
+                     hints: Any = None, latency: float | None = None, listing: Any = None
+                     ) -> FetchResult | Awaitable[FetchResult]:
+        """``listing``: the feed is a sitemap index listing those children
+        (:class:`~scrapy_whittle.service.index_children.Listing`)."""
 
     def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                      last_modified: str | None = None, hints: Any = None,
