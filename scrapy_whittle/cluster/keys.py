@@ -113,5 +113,9 @@ class Keys:
         return self._k("pending:next")
 
     @property
+    def children(self) -> str:       # hash: a child sitemap's id -> its index's listing of it
+        return self._k("children")
+
+    @property
     def websub(self) -> str:         # hash: callback key -> a WebSub subscription (JSON)
         return self._k("websub")

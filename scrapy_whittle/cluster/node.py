@@ -75,8 +75,10 @@ from scrapy_whittle.cluster.tasks import (
     NOT_MODIFIED,
     PUSH,
     CrawlResult,
+    listing_fields,
     report_fields,
     result_fields,
+    source_fields,
     task_crawl,
     task_fields,
 )
@@ -85,6 +87,7 @@ from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.deliveries import Batch
+from scrapy_whittle.service.index_children import Listing
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import count_fetch, judge_fetch, report_warnings
 from scrapy_whittle.service.sources import SourceSpec
@@ -421,8 +424,10 @@ class ClusterNode:
     # -- reporting fetches (the middleware's sink) -----------------------------------------------
     async def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
                            etag: str | None = None, last_modified: str | None = None,
-                           hints: ServerHints | None = None, latency: float | None = None
-                           ) -> FetchResult:
+                           hints: ServerHints | None = None, latency: float | None = None,
+                           listing: Listing | None = None) -> FetchResult:
+        """``listing``: the feed is a sitemap index listing those children; it goes to the
+        planner with the result, whose service retires the children it lists no more."""
         task_id = self.taken.pop(crawl.cid)
         distinct, packed = packed_hashes(entries)
         maxn = self.config.max_entries_per_source
@@ -436,7 +441,8 @@ class ClusterNode:
         template = report_fields(CrawlResult.of(
             crawl, self.clock.now(), FETCHED, moved=self._moves.pop(crawl.cid, ""),
             etag=etag or "", last_modified=last_modified or "",
-            hints=hints.encode() if hints else "", latency=latency, hub=hub, topic=topic))
+            hints=hints.encode() if hints else "", latency=latency, hub=hub, topic=topic,
+            **listing_fields(listing)))
         report = report_arg(task_id, template, values, shown)
         keys, args = self.dedupe_call(crawl.source, shown, packed, journal, report)
         try:
@@ -598,8 +604,22 @@ class ClusterNode:
         task.add_done_callback(self._posting.discard)
 
     def add_source(self, spec: SourceSpec) -> None:
-        """Told to the planner: the source's id is not known here yet."""
-        self._post({"type": "source", "url": spec.url})
+        """Told to the planner on the results stream (:func:`~scrapy_whittle.cluster.tasks.
+        source_fields`: kept until the planner's checkpoint holds it, and after the result
+        of the fetch that named it, a sitemap index's); the source's id is not known here
+        yet."""
+        async def tell() -> None:
+            try:
+                await self.retry(lambda: self.redis.xadd(self.keys.results,
+                                                         source_fields(spec.url)),
+                                 "registering a source")
+            except RedisUnavailable as exc:           # the crawl closed during an outage
+                logger.info("cluster node %s: source %s not registered at close (%s)",
+                            self.consumer, spec.url, exc)
+
+        task = asyncio.ensure_future(tell())
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
 
     def set_crawl_delay(self, host: str, delay: float) -> bool:
         self._post({"type": "crawl_delay", "host": host, "delay": delay})

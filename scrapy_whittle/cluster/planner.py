@@ -17,6 +17,10 @@ flight across the cluster, its delay), and the learning from the workers' result
   worker died) is taken back with XAUTOCLAIM and handed out again.
 * **Take-over.** A new planner restores the last checkpoint (``RedisStateStore``), the
   crawls in flight, the epoch's spent budget and the pending results.
+* **Sitemap indexes.** A fetched index's result carries its listing (its children's URLs,
+  whether it was read whole): the service retires the children it lists no more as one
+  process does (:mod:`scrapy_whittle.service.index_children`; a 304 repeats the previous
+  listing), their rows checkpointed with the rest (``Keys.children``).
 * **WebSub** (:mod:`scrapy_whittle.cluster.websub`): the planner owns the subscriptions,
   learns the hubs from the results, writes the subscriptions to Redis as they change and
   hands the requests due to its process's engine; a push's result (kind ``push``) is
@@ -35,7 +39,14 @@ from collections import defaultdict
 
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
-from scrapy_whittle.cluster.tasks import FETCHED, NOT_MODIFIED, PUSH, read_result, task_fields
+from scrapy_whittle.cluster.tasks import (
+    FETCHED,
+    NOT_MODIFIED,
+    PUSH,
+    read_result,
+    source_url,
+    task_fields,
+)
 from scrapy_whittle.cluster.websub import PlannerWebSub
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.service.recrawl import RecrawlService
@@ -385,6 +396,10 @@ class Planner:
 
     def _learn(self, f: dict) -> int | None:
         service = self.service
+        url = source_url(f)
+        if url is not None:              # a source a worker's spider registered
+            service.add_sources([SourceSpec(url=url)])
+            return None
         result = read_result(f)
         sid = result.source
         if result.kind == PUSH:          # a WebSub delivery: no crawl was in flight
@@ -410,6 +425,9 @@ class Planner:
             service.record_fetch(crawl, result.new_items, result.reward, result.window_full,
                                  result.published, etag=etag, last_modified=modified,
                                  now=result.at, hints=hints, latency=result.latency)
+            if result.children is not None:          # a sitemap index's listing
+                service.index_listed(crawl, result.children, complete=result.complete,
+                                     now=result.at)
         elif result.kind == NOT_MODIFIED:
             service.not_modified(crawl, etag=etag, last_modified=modified, hints=hints,
                                  latency=result.latency)

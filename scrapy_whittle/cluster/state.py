@@ -17,7 +17,9 @@ million sources at a few hundred bytes each:
   left it), the throttled hosts' allowances (``Keys.hosts``). A source's retirement and its
   run of 404s are in its record's flags. The WebSub subscriptions (``Keys.websub``) are
   read here, written by the planner as they change (:mod:`scrapy_whittle.cluster.websub`),
-  not with the checkpoint.
+  not with the checkpoint. The child sitemaps of the sitemap indexes (``Keys.children``,
+  :mod:`scrapy_whittle.cluster.index_children`) are written with the checkpoint, a row per
+  child changed.
 
 A checkpoint is one MULTI/EXEC transaction, with the acknowledgement of the results it
 learned from: a planner that dies between two checkpoints leaves those results pending in
@@ -36,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_whittle.cluster import index_children
 from scrapy_whittle.cluster.keys import BUCKET, CHUNK, Keys
 from scrapy_whittle.cluster.websub import saved_rows
 from scrapy_whittle.core.columns import dtype_from_descr
@@ -113,6 +116,7 @@ class RedisStateStore:
                 pipe.setrange(k.rows(sid), offset + HEADER.size, policy_row)
             if etag:
                 pipe.hset(k.etags(sid), sid, etag)
+        index_children.write(pipe, k, cp.sitemap_children)
         for sid, block, data in cp.blocks:
             pipe.hset(k.blocks, f"{block}:{sid}", data)
         for epoch, *values in cp.epochs:          # increments since the last checkpoint
@@ -216,7 +220,8 @@ class RedisStateStore:
                           math.inf if ceiling is None else float(ceiling), int(throttles)))
         return SavedState(meta=parsed, sources=cols,
                           blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
-                          hosts=hosts, websub=saved_rows(self.client, k))
+                          hosts=hosts, websub=saved_rows(self.client, k),
+                          sitemap_children=index_children.saved_rows(self.client, k))
 
     def _urls(self, page: int = 1_000_000) -> list[str]:
         """The URL list, read a page at a time (a bounded reply for ten million)."""

@@ -1,12 +1,14 @@
 """The cluster's two messages: a crawl handed to the workers (the stream ``Keys.tasks``) and
-what a worker's fetch showed, sent back to the planner (the stream ``Keys.results``). Each is
-written and read here only, so the node and the planner cannot disagree on a field."""
+what a worker's fetch showed, sent back to the planner (the stream ``Keys.results``, which
+carries the sources the workers' spiders register too). Each is written and read here only,
+so the node and the planner cannot disagree on a field."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 
+from scrapy_whittle.service.index_children import Listing
 from scrapy_whittle.service.types import Crawl
 
 #: the ``kind`` of a result whose fetch returned a feed; a 304 is ``NOT_MODIFIED``, anything
@@ -16,6 +18,9 @@ NOT_MODIFIED = "not_modified"
 #: the ``kind`` of a WebSub delivery's result: no task, no crawl, no budget; its entries
 #: counted as a fetch's (``cid`` empty)
 PUSH = "push"
+#: the ``kind`` of a message of the results stream that registers a source (a spider's
+#: request, a sitemap index's child): :func:`source_fields`, no crawl's result
+SOURCE = "source"
 
 
 def task_fields(crawl: Crawl) -> dict:
@@ -36,7 +41,8 @@ class CrawlResult:
     """What the fetch of a task showed. ``at``: when the worker saw it (the instant its
     entries were told new); ``published``: the new entries' publication times (None:
     unknown); ``hints``: :meth:`ServerHints.encode`'s text; ``readable``: False when the
-    counts of a fetched feed could not be read (they are zero then); ``moved``: the URL the
+    counts of a fetched feed could not be read (they are zero then), or its listing (it has
+    none then); ``moved``: the URL the
     feed answered at after permanent redirects (301, 308), if any."""
 
     source: int
@@ -62,11 +68,37 @@ class CrawlResult:
     #: the WebSub hub and topic the fetched feed names ("": none, or WebSub off)
     hub: str = ""
     topic: str = ""
+    #: the child sitemaps a fetched sitemap index lists (None: not an index), and whether
+    #: it was read whole (:class:`~scrapy_whittle.service.index_children.Listing`)
+    children: list[str] | None = None
+    complete: bool = True
 
     @classmethod
     def of(cls, crawl: Crawl, at: float, kind: str, **fields) -> CrawlResult:
         """The result of ``crawl`` (a task's crawl: its ``cid`` set)."""
         return cls(crawl.source, crawl.cid, crawl.epoch, crawl.sent_at, at, kind, **fields)
+
+
+def source_fields(url: str) -> dict:
+    """A source to register, as a message of the results stream: acknowledged with the
+    planner's checkpoint that holds it, as a result is, so that a planner killed before
+    that checkpoint leaves it to the next (an inbox message it had popped would be lost)."""
+    return {"kind": SOURCE, "url": url}
+
+
+def source_url(f: dict) -> str | None:
+    """The URL of a message of :func:`source_fields` (the fields as Redis returns them,
+    bytes); None: another message."""
+    if f.get(b"kind") != SOURCE.encode():
+        return None
+    return f.get(b"url", b"").decode("utf-8", "surrogatepass")
+
+
+def listing_fields(listing: Listing | None) -> dict:
+    """A sitemap index's listing (None: not an index) as :class:`CrawlResult`'s fields."""
+    if listing is None:
+        return {}
+    return {"children": list(listing.urls), "complete": bool(listing.complete)}
 
 
 def result_fields(result: CrawlResult) -> dict:
@@ -78,7 +110,10 @@ def result_fields(result: CrawlResult) -> dict:
             "etag": result.etag, "modified": result.last_modified, "cause": result.cause,
             "hints": result.hints, "retry": repr(result.retry_after), "moved": result.moved,
             "lat": "" if result.latency is None else repr(result.latency),
-            **({"hub": result.hub, "topic": result.topic} if result.hub else {})}
+            **({"hub": result.hub, "topic": result.topic} if result.hub else {}),
+            **({"children": json.dumps(result.children, ensure_ascii=False,
+                                       separators=(",", ":")),
+                "partial": int(not result.complete)} if result.children is not None else {})}
 
 
 #: the fields of a fetched result the dedupe script fills in (it tells the new entries)
@@ -93,7 +128,8 @@ def report_fields(result: CrawlResult) -> dict:
 def read_result(f: dict) -> CrawlResult:
     """Inverse of :func:`result_fields` (the fields as Redis returns them, bytes). A message
     without its crawl's identity raises (KeyError, ValueError); counts that cannot be read
-    (a worker's garbage) make a result with nothing new, ``readable`` False."""
+    (a worker's garbage) make a result with nothing new, a listing that cannot be read one
+    without a listing (no child missed), ``readable`` False either way."""
     text = {key.decode(): value.decode() for key, value in f.items()}
     result = CrawlResult(int(text["sid"]), text["cid"], int(text["epoch"]),
                          float(text["sent_at"]), float(text["at"]), text["kind"],
@@ -117,4 +153,20 @@ def read_result(f: dict) -> CrawlResult:
         except (KeyError, ValueError, TypeError):
             result.new_items, result.reward, result.published = 0, 0.0, []
             result.readable = False
+    if result.kind == FETCHED and "children" in text:
+        result.children = _listing(text["children"])
+        result.complete = text.get("partial") != "1"
+        if result.children is None:       # a worker's garbage: no listing (no child missed)
+            result.readable = False
     return result
+
+
+def _listing(raw: str) -> list[str] | None:
+    """A result's ``children`` field: a JSON list of URLs (None: not one)."""
+    try:
+        urls = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+        return None
+    return urls
