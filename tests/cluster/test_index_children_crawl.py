@@ -1,0 +1,80 @@
+"""A sitemap index's children in a cluster crawl of real Scrapy processes
+(``sim.cluster_crawl``) on a real redis-server, against ``sim.serve --kinds mix
+--index-rotate``: the index lists one of its two children at a time and swaps them every
+three real seconds. The children the index names are registered by the workers' spiders
+(``FeedSpider``) and become the cluster's sources, once each; a child the index has not
+listed for three of its fetches retires (its row in Redis says so), and after the planner
+is killed with SIGKILL and a new process joins, the new planner brings it back when the
+index lists it again."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrapy_whittle.cluster import index_children
+from scrapy_whittle.cluster.keys import Keys
+from tests.cluster.test_cluster import PREFIX, log, planner, results
+from tests.processes import spawn
+from tests.scrapy.conftest import ROOT, Server
+from tests.waiting import wait_for
+
+N = 16                      # sources 7 and 15 of the web are behind its sitemap index
+ROTATE = 30.0               # scenario hours between two swaps: 3 real s at speed 36,000
+
+
+def start(redis, web: Server, tmp: Path, name: str) -> object:
+    sources = [f"{web.url}/sitemap_index.xml"] + [f"{web.url}/feed/{i}.xml" for i in range(4)]
+    settings = {"WHITTLE_SOURCES": sources, "WHITTLE_POLICY": "round_robin",
+                "WHITTLE_SITEMAP_CHILD_MISSES": 3}
+    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N),
+                  str(tmp / f"{name}.jsonl"), "300", json.dumps(settings)],
+                 log=tmp / f"{name}.log", cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_children_retire_and_come_back_across_a_killed_planner(redis_server, tmp_path):
+    web = Server("--scenario", "news-mix", "--n", str(N), "--speed", "36000", "--latency",
+                 "0.02", "--seed", "3", "--kinds", "mix", "--index-rotate", str(ROTATE))
+    client = redis_server.client()
+    keys = Keys(PREFIX)
+    procs = {}
+
+    def rows() -> dict[int, tuple]:
+        return {child: rest for child, *rest in index_children.saved_rows(client, keys)}
+
+    try:
+        procs = {name: start(redis_server, web, tmp_path, name) for name in ("w0", "w1")}
+        dropped = wait_for(lambda: {c for c, (_p, _m, _t, d) in rows().items() if d},
+                           timeout=90, what="a child retired for not being listed")
+        victim = planner(tmp_path, list(procs))
+        assert victim is not None
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].wait(30)
+        procs["w2"] = start(redis_server, web, tmp_path, "w2")       # a process joins
+        survivors = [name for name in procs if name != victim]
+        wait_for(lambda: planner(tmp_path, survivors), timeout=60, what="a take-over")
+        wait_for(lambda: any(not rows()[c][3] for c in dropped), timeout=90,
+                 what="a retired child listed again under the new planner")
+        for name in survivors:
+            procs[name].send_signal(signal.SIGTERM)
+        for name in survivors:
+            procs[name].wait(120)
+        urls = [u.decode() for u in client.lrange(keys.urls, 0, -1)]
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        client.close()
+        web.stop()
+    children = sorted(f"{web.url}/sitemap/{i}.xml.gz" for i in (7, 15))
+    assert sorted(u for u in urls if "/sitemap/" in u) == children        # each once
+    _items, stats = results(tmp_path, survivors)
+    planners = [s for s in stats.values() if "whittle/planner/crawls" in s]
+    assert sum(s.get("whittle/planner/sources/relisted", 0) for s in planners) >= 1, stats
+    for name in survivors:
+        assert "Traceback" not in log(tmp_path, name)
