@@ -97,7 +97,7 @@ class Keys:
         return self._k("totals")
 
     @property
-    def inbox(self) -> str:          # list: messages to the planner (sources, delays, ...)
+    def inbox(self) -> str:          # list: messages to the planner (delays, values, ...)
         return self._k("inbox")
 
     @property

@@ -27,6 +27,10 @@ lease (its worker killed, or the script's reply lost with the connection) is rec
 live node and replayed by its scheduler (:meth:`take_replay`). At a graceful stop the
 batches still held are released at once to the others.
 
+A fetched sitemap index's listing goes to the planner with the fetch's result
+(``feed_fetched(..., listing=)``), and a source the spider registers (``add_source``) on the
+results stream after it, so the planner's checkpoint acknowledges both with what it learnt.
+
 WebSub (:mod:`scrapy_whittle.cluster.websub`): the hub a fetched feed names goes to the
 planner with the fetch's result; a delivery this process's callback took is reported by
 :meth:`ClusterNode.pushed`, through the same script as a fetch.

@@ -456,7 +456,7 @@ class Planner:
     def _handle_inbox(self, items) -> None:
         for raw in items:
             msg = json.loads(raw)
-            if msg["type"] == "source":
+            if msg["type"] == "source":   # from a node of an earlier version
                 self.service.add_sources([SourceSpec(url=msg["url"])])
             elif msg["type"] == "crawl_delay":
                 self.service.set_crawl_delay(msg["host"], msg["delay"])
