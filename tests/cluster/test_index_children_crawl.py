@@ -23,6 +23,7 @@ from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.waiting import wait_for
 
+RELISTED = "listed again by its sitemap index"
 N = 16                      # sources 7 and 15 of the web are behind its sitemap index
 ROTATE = 30.0               # scenario hours between two swaps: 3 real s at speed 36,000
 
@@ -49,17 +50,20 @@ def test_children_retire_and_come_back_across_a_killed_planner(redis_server, tmp
 
     try:
         procs = {name: start(redis_server, web, tmp_path, name) for name in ("w0", "w1")}
-        dropped = wait_for(lambda: {c for c, (_p, _m, _t, d) in rows().items() if d},
-                           timeout=90, what="a child retired for not being listed")
+        wait_for(lambda: any(d for _p, _m, _t, d in rows().values()), timeout=90,
+                 what="a child retired for not being listed")
         victim = planner(tmp_path, list(procs))
         assert victim is not None
         procs[victim].send_signal(signal.SIGKILL)
         procs[victim].wait(30)
         procs["w2"] = start(redis_server, web, tmp_path, "w2")       # a process joins
         survivors = [name for name in procs if name != victim]
-        wait_for(lambda: planner(tmp_path, survivors), timeout=60, what="a take-over")
-        wait_for(lambda: any(not rows()[c][3] for c in dropped), timeout=90,
-                 what="a retired child listed again under the new planner")
+        # a survivor's planner brings a retired child back when the index lists it again
+        # (a crawl of a retiring child already in flight may revive it first, as its new
+        # entries would in one process: it retires again at the next run of misses)
+        heir = wait_for(lambda: next((n for n in survivors if RELISTED in log(tmp_path, n)),
+                                     None),
+                        timeout=90, what="a retired child listed again by a new planner")
         for name in survivors:
             procs[name].send_signal(signal.SIGTERM)
         for name in survivors:
@@ -74,7 +78,6 @@ def test_children_retire_and_come_back_across_a_killed_planner(redis_server, tmp
     children = sorted(f"{web.url}/sitemap/{i}.xml.gz" for i in (7, 15))
     assert sorted(u for u in urls if "/sitemap/" in u) == children        # each once
     _items, stats = results(tmp_path, survivors)
-    planners = [s for s in stats.values() if "whittle/planner/crawls" in s]
-    assert sum(s.get("whittle/planner/sources/relisted", 0) for s in planners) >= 1, stats
+    assert stats[heir].get("whittle/planner/sources/relisted", 0) >= 1, stats[heir]
     for name in survivors:
         assert "Traceback" not in log(tmp_path, name)
