@@ -398,7 +398,10 @@ class Planner:
         service = self.service
         url = source_url(f)
         if url is not None:              # a source a worker's spider registered
-            service.add_sources([SourceSpec(url=url)])
+            if url:
+                service.add_sources([SourceSpec(url=url)])
+            else:                        # a worker's garbage
+                self.node.stats.inc("cluster/bad_results")
             return None
         result = read_result(f)
         sid = result.source

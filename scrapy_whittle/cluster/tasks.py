@@ -42,8 +42,8 @@ class CrawlResult:
     entries were told new); ``published``: the new entries' publication times (None:
     unknown); ``hints``: :meth:`ServerHints.encode`'s text; ``readable``: False when the
     counts of a fetched feed could not be read (they are zero then), or its listing (it has
-    none then); ``moved``: the URL the
-    feed answered at after permanent redirects (301, 308), if any."""
+    none then); ``moved``: the URL the feed answered at after permanent redirects (301,
+    308), if any."""
 
     source: int
     cid: str

@@ -11,7 +11,13 @@ from __future__ import annotations
 import asyncio
 
 from scrapy_whittle.cluster import index_children
-from scrapy_whittle.cluster.tasks import CrawlResult, read_result, result_fields
+from scrapy_whittle.cluster.tasks import (
+    CrawlResult,
+    read_result,
+    result_fields,
+    source_fields,
+    source_url,
+)
 from scrapy_whittle.service.index_children import Listing
 from scrapy_whittle.service.sources import SourceSpec
 from tests.cluster.harness import PERIOD, SETTINGS, Cluster, entries, hand_over, on_asyncio
@@ -173,6 +179,13 @@ def test_a_result_carries_the_listing_and_garbage_carries_none():
         assert bad.children is None and not bad.readable
 
 
+def test_a_registration_message_reads_back_and_other_messages_are_none():
+    assert source_url({k.encode(): v.encode() for k, v in source_fields(C1).items()}) == C1
+    plain = {k.encode(): str(v).encode()
+             for k, v in result_fields(CrawlResult(3, "p:1", 0, 1.0, 2.0, "ok")).items()}
+    assert source_url(plain) is None
+
+
 def test_a_damaged_row_in_redis_is_skipped(redis_server):
     keys = redis_server.keys("test")
     client = redis_server.client()
@@ -185,3 +198,17 @@ def test_a_damaged_row_in_redis_is_skipped(redis_server):
             (5, 0, 2, 1234.5, 0), (6, 0, 0, 99.0, 1)]
     finally:
         client.close()
+
+
+@on_asyncio
+async def test_a_garbled_registration_is_counted_and_registers_nothing(redis_server):
+    cluster = Cluster(redis_server.url, CHILDREN)
+    try:
+        a = await cluster.node(LIST)
+        await a.planner.step()
+        await a.redis.xadd(a.keys.results, {"kind": "source"})          # no URL
+        await a.planner.step()
+        assert len(a.planner.service.sources) == 2
+        assert a.stats.get("cluster/bad_results") == 1
+    finally:
+        await cluster.close()
