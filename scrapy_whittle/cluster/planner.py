@@ -101,7 +101,8 @@ class Planner:
         self.in_flight: dict[int, str] = {}       # source id -> crawl id
         self.deadline: dict[int, float] = {}
         self._acks: list[str] = []
-        self._learnt: list[int] = []     # sources whose result was learnt since the checkpoint
+        #: (source, crawl id) of the results learnt since the checkpoint
+        self._learnt: list[tuple[int, str]] = []
         self._seq = 0
         self._renewed = 0.0
         self._reclaimed = 0.0
@@ -360,11 +361,18 @@ class Planner:
 
     def _learn_all(self, entries: list) -> int:
         done = []
+        applied = self.service.store.applied     # learnt by a checkpoint cut short
         for entry_id, fields in entries:
-            sid = self._learn(fields)
+            key = _learnt_key(fields) if applied else None
+            if key in applied and self.in_flight.get(key[0]) == key[1]:
+                applied.discard(key)
+                self._forget(key[0])
+                sid = key[0]
+            else:
+                sid = self._learn(fields)
             self._acks.append(entry_id.decode() if isinstance(entry_id, bytes) else entry_id)
             if sid is not None:
-                done.append(sid)
+                done.append((sid, fields[b"cid"].decode()))
         # their in-flight records go with the checkpoint that acknowledges their results: a
         # planner killed before it leaves both, and the next one learns them again
         self._learnt += done
@@ -439,12 +447,13 @@ class Planner:
         acks, self._acks = self._acks, []
         learnt, self._learnt = self._learnt, []
         # (a source handed out again since keeps its new record)
-        done = [sid for sid in dict.fromkeys(learnt) if sid not in self.in_flight]
+        done = [sid for sid in dict.fromkeys(sid for sid, _ in learnt)
+                if sid not in self.in_flight]
         store = self.service.store
         epoch = self.service.epoch_of(self.service.clock.now())
 
         def write():
-            store.write(cp, acks=acks, done=done)
+            store.write(cp, acks=acks, done=done, learnt=learnt)
             old = [e for e in self.node.sync_redis.hkeys(self.keys.spent)
                    if int(e) < epoch - 1]
             if old:
@@ -470,3 +479,11 @@ class Planner:
         if used is not None:
             self.service.stats.set("budget_used", used)
         self.service = None
+
+
+def _learnt_key(fields: dict) -> tuple[int, str] | None:
+    """(source, crawl id) of a result's fields; None when a worker sent garbage."""
+    try:
+        return int(fields[b"sid"]), fields[b"cid"].decode()
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None

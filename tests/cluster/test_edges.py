@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from tests.cluster.conftest import free_port
+from scrapy_whittle.cluster.keys import Keys
+from tests.cluster.conftest import free_port, source_urls
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.scrapy.test_startup import error_lines, project, scrapy  # noqa: F401 (fixture)
@@ -160,7 +161,7 @@ def test_a_cluster_reads_a_source_list_at_a_url(redis_server, web, tmp_path):
              what="items from half the listed sources")
     for proc in procs:
         stop(proc)
-    assert client.llen("test:feeds:urls") == N_FEEDS
+    assert len(source_urls(client, Keys("test:feeds"))) == N_FEEDS
     logs = "".join((tmp_path / f"{name}.log").read_text() for name in names)
     assert f"{N_FEEDS} sources joined" in logs
     assert "Traceback" not in logs and not error_lines(logs)

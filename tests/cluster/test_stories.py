@@ -17,7 +17,7 @@ from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
-from tests.cluster.harness import on_asyncio
+from tests.cluster.harness import on_asyncio, take
 from tests.cluster.test_node_outcomes import SETTINGS, START
 
 LINK = {**SETTINGS, "WHITTLE_DEDUP": "link"}
@@ -59,7 +59,7 @@ async def _close(*nodes: ClusterNode) -> None:
 
 async def _fetch(node: ClusterNode, n: int, sid: int, entries):
     crawl = Crawl(sid, URLS[sid], n, node.clock.now(), {}, f"c{n}-{id(node)}", 1.0)
-    node.taken[crawl.cid] = f"{n + 1}-0"
+    await take(node, crawl)
     return await node.feed_fetched(crawl, entries)
 
 
@@ -213,7 +213,7 @@ async def test_a_fetch_reported_in_the_script_carries_its_latency(redis_server):
     node = _node(redis_server.url, SimulatedClock(start=START), PER_FEED)
     try:
         crawl = Crawl(0, URLS[0], 0, node.clock.now(), {}, "c-lat", 1.0)
-        node.taken[crawl.cid] = "1-0"
+        await take(node, crawl)
         await node.feed_fetched(crawl, [story("a1")], latency=0.25)
         sent = await node.redis.xrange(node.keys.results)
     finally:
