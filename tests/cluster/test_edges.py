@@ -72,6 +72,24 @@ def test_without_the_redis_client_the_crawl_says_what_to_install(project):  # no
     assert "Traceback" not in result.stderr and "Spider opened" not in result.stderr
 
 
+def test_a_crawl_begun_in_an_older_key_layout_stops_at_start_saying_what_to_do(
+        project, redis_server):  # noqa: F811
+    with redis_server.client() as client:         # what an earlier version left there
+        client.hset("whittle:news:meta", mapping={"origin": "1700000000.0",
+                                                  "checkpoint_seq": 3})
+        client.rpush("whittle:news:urls", "https://a.example/feed.xml")
+    result = scrapy(project, "crawl", "news",
+                    *settings_args(f"WHITTLE_REDIS_URL={redis_server.url}"), timeout=60)
+    assert result.returncode == 1, result.stderr[-3000:]
+    (line,) = error_lines(result.stderr)
+    assert "the crawl under WHITTLE_REDIS_PREFIX 'whittle:news' was begun by an earlier " \
+           "scrapy-whittle" in line and "docs/upgrading.md" in line, line
+    assert "Traceback" not in result.stderr and "Spider opened" not in result.stderr
+    with redis_server.client() as client:         # nothing of it touched
+        assert client.hgetall("whittle:news:meta") == {b"origin": b"1700000000.0",
+                                                       b"checkpoint_seq": b"3"}
+
+
 def test_a_crawl_closes_on_time_while_redis_is_gone(redis_server, tmp_path):
     """Redis goes away mid-crawl, with fetches in flight (a slow web): the crawl pauses, and
     CLOSESPIDER_TIMEOUT still closes it, without an error or a traceback."""
