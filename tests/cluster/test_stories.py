@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from scrapy_whittle.cluster.node import ClusterNode
-from scrapy_whittle.cluster.stories import PER_KEY, SHARD_MIN, SHARDS, StoryHashes
+from scrapy_whittle.cluster.stories import KEPT, PER_KEY, SHARD_MIN, SHARDS, StoryHashes
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
@@ -149,9 +149,10 @@ async def test_the_story_memory_keeps_its_bound_and_forgets_the_least_recent(red
                                       story(f"e{n + 1}", f"https://x.example/{n + 1}")])
         shard = await node.redis.hget(node.keys.stories(0), 0)
         assert int(await node.redis.get(node.keys.entry_capacity)) == 6
-        assert len(shard) == 8 * SHARD_MIN
-        kept = [int.from_bytes(shard[i:i + 8], "little") // SHARDS - 1
-                for i in range(0, len(shard), 8)]
+        # each story its hash's high 48 bits (the low 16 are the shard's number, 0 here)
+        assert len(shard) == KEPT * SHARD_MIN
+        kept = [int.from_bytes(shard[i:i + KEPT], "little") - 1
+                for i in range(0, len(shard), KEPT)]
         assert kept == list(range(12 - SHARD_MIN, 12))
         # story 4 is seen again (a repeat: moved to the recent end), then three new ones:
         # the least recently seen (5, 6, 7) go, 4 stays
