@@ -370,7 +370,7 @@ class ClusterNode:
             got = await self._per_tag(self._reclaim, [
                 ([k.pending(t), k.pending_since(t)], [self.lease, RECLAIM_BATCHES])
                 for t in busy])
-            return [line for lines in got for line in lines][:RECLAIM_BATCHES * 4]
+            return [line for lines in got for line in lines]
 
         lines = await self.retry(reclaim, "reclaiming pending batches", within=self.wait)
         batches = []
@@ -463,7 +463,7 @@ class ClusterNode:
         keys, args = self.entry_call(crawl.source, packed, journal)
         try:
             had, shown_flags, batch, grown = await self.retry(
-                lambda: self._entries(keys=keys, args=args), "telling a fetch's entries",
+                lambda: self._entries(keys=keys, args=args), "telling new entries",
                 within=self.wait)
             shown_flags = _text(shown_flags)
             keys, args = self.report_call(shown, shown_flags, int(grown), int(had), report)
