@@ -74,7 +74,7 @@ def result_fields(result: CrawlResult) -> dict:
             "lat": "" if result.latency is None else repr(result.latency)}
 
 
-#: the fields of a fetched result the dedupe script fills in (it tells the new entries)
+#: the fields of a fetched result the report script fills in (it tells the new entries)
 JUDGED = ("new", "reward", "full", "published")
 
 

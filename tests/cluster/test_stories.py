@@ -209,7 +209,7 @@ def test_two_processes_emit_each_story_once_across_feeds(redis_server, tmp_path)
 
 @on_asyncio
 async def test_a_fetch_reported_in_the_script_carries_its_latency(redis_server):
-    # the fetch's result is written by the dedupe script: the download's latency (the
+    # the fetch's result is written by the report script: the download's latency (the
     # host throttle's slowing signal) reaches the planner with it
     node = _node(redis_server.url, SimulatedClock(start=START), PER_FEED)
     try:
