@@ -87,7 +87,8 @@ def _fresh_record(client, url: str, prefix: str,
     record = HEADER.size + _row_size(meta[b"layout"].decode())
     row = client.getrange(keys.rows(1), record, 2 * record - 1)
     glob = client.get(keys.global_state)
-    for key in client.scan_iter(match=keys.prefix + ":*", count=1000):
+    # (the crawl-wide keys and its tags': "{p:scratch}:..." and "{p:scratch:t0}:...")
+    for key in client.scan_iter(match=keys.prefix.rstrip("}") + "*", count=1000):
         client.delete(key)
     return row, meta, glob
 
