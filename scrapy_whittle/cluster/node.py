@@ -6,8 +6,9 @@ middleware reports to: a :class:`~scrapy_whittle.service.types.CrawlSink` like t
 service, its reports coroutines. The entries of a fetched feed are told new or old by the
 shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and judged by the service's own
 code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what the fetch showed goes to
-``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one transaction with
-the acknowledgement of the task. Every Redis call goes through a
+``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one atomic step with
+the acknowledgement of the task (a script for a fetched feed, after the one that told its
+entries; a transaction for a 304 or a failure). Every Redis call goes through a
 :class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does not end it.
 
 During an outage the node hands the downloader no crawl (its report could not be made), and a
@@ -20,11 +21,11 @@ checkpoint) are tried once each when Redis is gone.
 
 At-least-once items: the script that tells a fetch's entries new also stores them as a
 pending batch in Redis, under the source's tag (:mod:`scrapy_whittle.cluster.entries`), whose
-id goes with the
-response (``FetchResult.batch``) to ``DeliveryMiddleware``; :meth:`ClusterNode.delivered`
-deletes it once its items passed the pipelines. Until then the node renews the batches it
-holds every third of the lease (``WHITTLE_REDIS_LEASE``'s value); a batch not renewed for a
-lease (its worker killed, or the script's reply lost with the connection) is reclaimed by a
+id goes with the response (``FetchResult.batch``) to ``DeliveryMiddleware``;
+:meth:`ClusterNode.delivered` deletes it once its items passed the pipelines. Until then the
+node renews the batches it holds every third of the lease (``WHITTLE_REDIS_LEASE``'s value); a
+batch not renewed for a lease (its worker killed, or a script's reply lost with the
+connection) is reclaimed by a
 live node and replayed by its scheduler (:meth:`take_replay`). At a graceful stop the
 batches still held are released at once to the others.
 """

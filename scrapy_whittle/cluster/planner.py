@@ -198,7 +198,11 @@ class Planner:
         for sid_raw, value in flights.items():
             sid = int(sid_raw)
             deadline, cid = value.decode().split(" ", 1)
-            if sid < len(service.sources):
+            if (sid, cid) in store.applied:
+                # learnt by a checkpoint cut short (its source's record has it): the crawl
+                # is over, its record ends with the next checkpoint
+                self._learnt.append((sid, cid))
+            elif sid < len(service.sources):
                 self.in_flight[sid] = cid
                 self.deadline[sid] = float(deadline)
                 service.sources.dispatched(sid, float(deadline))
@@ -364,10 +368,9 @@ class Planner:
         applied = self.service.store.applied     # learnt by a checkpoint cut short
         for entry_id, fields in entries:
             key = _learnt_key(fields) if applied else None
-            if key in applied and self.in_flight.get(key[0]) == key[1]:
+            if key in applied:          # acknowledged only (its crawl ended at the restore)
                 applied.discard(key)
-                self._forget(key[0])
-                sid = key[0]
+                sid = None
             else:
                 sid = self._learn(fields)
             self._acks.append(entry_id.decode() if isinstance(entry_id, bytes) else entry_id)

@@ -67,6 +67,7 @@ async def test_a_checkpoint_cut_short_between_its_tags_and_the_crawl_is_not_lear
         # the records as the tags' transactions wrote them, the results taken for learnt
         assert list(b.planner.service.state.new_items[:2]) == [2, 2]
         assert b.planner.service.store.applied == set()
+        assert not {0, 1} & set(b.planner.service.sources.in_flight)   # selectable again
         with redis_cluster.client() as client:
             assert client.xpending(k.results, "planner")["pending"] == 0
             # their crawls ended (none handed out again: the epoch's budget is spent)
