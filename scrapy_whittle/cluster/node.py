@@ -221,7 +221,7 @@ class ClusterNode:
         """Tasks taken but not started go back to the stream for the other workers."""
         if not self.queue:
             return
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = await self.transaction()
         for crawl, task_id in self.queue:
             pipe.xadd(self.keys.tasks, task_fields(crawl))
             pipe.xack(self.keys.tasks, "workers", task_id)
@@ -335,6 +335,16 @@ class ClusterNode:
             except (RedisUnavailable, redis.exceptions.RedisError) as exc:
                 logger.debug("cluster node %s: pending batches not kept this round (%s)",
                              self.consumer, exc)
+
+    async def transaction(self):
+        """A transaction (a pipeline) of the asyncio client. On a Redis Cluster the client is
+        initialised first: redis-py queues each command of a cluster transaction through
+        ``asyncio.run`` in a thread of its own, where the client's initialisation (due after
+        a shard failed) would open its connections on a loop closed at once, and closing
+        them later fail ("Event loop is closed")."""
+        if self.cluster:
+            await self.redis.initialize()
+        return self.redis.pipeline(transaction=True)
 
     async def _per_tag(self, script, calls: list[tuple[list, list]]) -> list:
         """``script`` run once per (keys, args) of ``calls`` (each on one tag's keys): in one
@@ -559,7 +569,7 @@ class ClusterNode:
         message = result_fields(result)
 
         async def send():
-            pipe = self.redis.pipeline(transaction=True)
+            pipe = await self.transaction()
             pipe.xadd(k.results, message)
             pipe.xack(k.tasks, "workers", task_id)
             pipe.xdel(k.tasks, task_id)

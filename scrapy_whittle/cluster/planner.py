@@ -273,7 +273,7 @@ class Planner:
         a command per task and three for the batch."""
         k, cost = self.keys, self.service.sources.cost
         spent: dict[int, float] = defaultdict(float)
-        pipe = self.node.redis.pipeline(transaction=True)
+        pipe = await self.node.transaction()
         for crawl, _deadline in tasks:
             pipe.xadd(k.tasks, task_fields(crawl))
             spent[crawl.epoch] += cost.item(crawl.source)
@@ -304,7 +304,7 @@ class Planner:
                 again.append((entry_id, None))
         if again:
             async def resend():
-                pipe = r.pipeline(transaction=True)
+                pipe = await self.node.transaction()
                 for entry_id, fields in again:
                     if fields is not None:
                         pipe.xadd(k.tasks, {key.decode(): v for key, v in fields.items()})
