@@ -81,7 +81,7 @@ def result_fields(result: CrawlResult) -> dict:
             **({"hub": result.hub, "topic": result.topic} if result.hub else {})}
 
 
-#: the fields of a fetched result the dedupe script fills in (it tells the new entries)
+#: the fields of a fetched result the report script fills in (it tells the new entries)
 JUDGED = ("new", "reward", "full", "published")
 
 
