@@ -76,11 +76,13 @@ class _Web:
 
 def _story_memory(client, prefix: str) -> dict | None:
     """The story memory's keys (``WHITTLE_DEDUP = "link"``): stories held and bytes each
-    (``MEMORY USAGE`` of its hashes over the 8-byte story hashes they hold); None without."""
+    (``MEMORY USAGE`` of its hashes over the story hashes they hold); None without."""
+    from scrapy_whittle.cluster.stories import KEPT
+
     keys = list(client.scan_iter(f"{prefix}:*:stories:*"))
     if not keys:
         return None
-    stories = sum(len(v) // 8 for k in keys for v in client.hgetall(k).values())
+    stories = sum(len(v) // KEPT for k in keys for v in client.hgetall(k).values())
     used = sum(client.memory_usage(k) or 0 for k in keys)
     return {"stories": stories, "bytes": used, "bytes_per_story": used / max(stories, 1)}
 

@@ -9,10 +9,10 @@ No crawl, no HTTP: a ``redis-server`` (temporary, free port) receives what a clu
   ``RecrawlService`` and checkpointed (packed records with the policy's per-source row,
   URLs, each source's last new entry), then one fetch per source learnt and checkpointed
   (its ETag);
-* the workers' entry memory and story memory (``WHITTLE_DEDUP = "link"``): the dedupe
-  script (``cluster.entries.DEDUPE``, with the node's own arguments:
-  ``ClusterNode.dedupe_call``) run once per source on ``--entries`` entries of its own
-  (distinct stories).
+* the workers' entry memory and story memory (``WHITTLE_DEDUP = "link"``): the entry and
+  report scripts (``cluster.entries.ENTRIES`` and ``REPORT``, with the node's own arguments:
+  ``ClusterNode.entry_call``, ``ClusterNode.report_call``) run once per source on
+  ``--entries`` entries of its own (distinct stories).
 
 Reported: ``used_memory`` after against before, per source, and ``MEMORY USAGE`` of the
 crawl's keys by family (``rows``, ``urls``, ``entries``, ``stories``, ...) per source.
@@ -58,7 +58,7 @@ def _fill_state(client, keys, n: int, hosts: int) -> tuple[float, float]:
 
 
 def _fill_entries(client, keys, n: int, entries: int) -> float:
-    from scrapy_whittle.cluster.entries import DEDUPE, packed_hashes
+    from scrapy_whittle.cluster.entries import ENTRIES, REPORT, packed_hashes
     from scrapy_whittle.cluster.node import ClusterNode
     from scrapy_whittle.cluster.stories import StoryHashes
     from scrapy_whittle.feeds.parse import FeedEntry
@@ -68,30 +68,47 @@ def _fill_entries(client, keys, n: int, entries: int) -> float:
     node = SimpleNamespace(keys=keys, config=config,
                            stories=StoryHashes(config.dedup_drop_params)
                            if config.dedup == "link" else None)
-    script = client.register_script(DEDUPE)
+    told, report = client.register_script(ENTRIES), client.register_script(REPORT)
     started = time.perf_counter()
-    pipe = client.pipeline(transaction=False)
-    for sid in range(n):
-        shown = [FeedEntry(key=f"https://h{sid % 1000}.example.com/{sid}/{j}", title=None,
-                           link=f"https://h{sid % 1000}.example.com/{sid}/{j}",
-                           published=None, engagement=None)
-                 for j in range(entries)]
-        distinct, packed = packed_hashes(shown)
-        k, a = ClusterNode.dedupe_call(node, sid, distinct, packed, [])
-        script(keys=k, args=a, client=pipe)
-        if len(pipe) >= 500:
-            pipe.execute()
-    pipe.execute()
+    batch = 500
+    for first in range(0, n, batch):
+        pipe = client.pipeline(transaction=False)
+        fetches = []
+        for sid in range(first, min(n, first + batch)):
+            shown = [FeedEntry(key=f"https://h{sid % 1000}.example.com/{sid}/{j}", title=None,
+                               link=f"https://h{sid % 1000}.example.com/{sid}/{j}",
+                               published=None, engagement=None)
+                     for j in range(entries)]
+            distinct, packed = packed_hashes(shown)
+            fetches.append(distinct)
+            k, a = ClusterNode.entry_call(node, sid, packed, [])
+            told(keys=k, args=a, client=pipe)
+        pipe2 = client.pipeline(transaction=False)
+        for distinct, (had, flags, _batch, grown) in zip(fetches, pipe.execute(), strict=True):
+            k, a = ClusterNode.report_call(node, distinct, flags.decode(), int(grown), int(had))
+            report(keys=k, args=a, client=pipe2)
+        pipe2.execute()
     return time.perf_counter() - started
 
 
 def _by_family(client, n: int) -> dict[str, dict]:
     size, count = Counter(), Counter()
     for key in client.scan_iter(f"{PREFIX}:*", count=1000):
-        family = key.decode()[len(PREFIX) + 1:].split(":")[0]
+        parts = key.decode()[len(PREFIX) + 1:].split(":")
+        family = parts[1] if parts[0].startswith("t") and parts[0][1:].isdigit() else parts[0]
         size[family] += client.memory_usage(key, samples=0) or 0
         count[family] += 1
     return {f: {"keys": count[f], "bytes_per_source": size[f] / n} for f in sorted(size)}
+
+
+def _encodings(client) -> dict[str, str]:
+    """The encoding of one key of each family (``OBJECT ENCODING``)."""
+    out = {}
+    for f in ("rows", "urls", "etag", "entries", "stories", "alive"):
+        key = next(iter(client.scan_iter(f"{PREFIX}:*{f}:*", count=1000)), None)
+        if key is not None:
+            out[f] = client.object("encoding", key).decode()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                   "used_memory_per_source": used / n,
                   "state_used_memory_per_source": state / n,
                   "keys": _by_family(client, n),
-                  "encodings": {f: client.object("encoding", next(iter(
-                      client.scan_iter(f"{PREFIX}:{f}*", count=1000)), b"")).decode()
-                      for f in ("rows", "urls", "etag", "entries", "stories", "alive")
-                      if next(iter(client.scan_iter(f"{PREFIX}:{f}*", count=1000)), None)},
+                  "encodings": _encodings(client),
                   "seconds": {"register": register_s, "fetch_once": fetch_s,
                               "entries": entries_s}}
     finally:

@@ -14,7 +14,7 @@ first checkpoint; ten million sources that way take minutes, which is not what i
 here. The loader lets the real service write one fresh source through
 :class:`~scrapy_whittle.cluster.state.RedisStateStore` on a scratch prefix, reads back the
 record, the policy's global state and the meta it wrote, and repeats that record for N
-sources in whole chunks (``keys.CHUNK`` records a string) and the URLs in batched RPUSHes:
+sources in whole chunks (``keys.CHUNK`` records a string, and a list of their URLs):
 the layout the planner restores, written with a few commands per thousand sources.
 
 **The planner.** A :class:`~scrapy_whittle.cluster.node.ClusterNode` that takes no crawl
@@ -87,7 +87,8 @@ def _fresh_record(client, url: str, prefix: str,
     record = HEADER.size + _row_size(meta[b"layout"].decode())
     row = client.getrange(keys.rows(1), record, 2 * record - 1)
     glob = client.get(keys.global_state)
-    for key in client.scan_iter(match=keys.prefix + ":*", count=1000):
+    # (the crawl-wide keys and its tags': "{p:scratch}:..." and "{p:scratch:t0}:...")
+    for key in client.scan_iter(match=keys.prefix.rstrip("}") + "*", count=1000):
         client.delete(key)
     return row, meta, glob
 
@@ -111,12 +112,13 @@ def load(redis_url: str, prefix: str, n: int, hosts: int, settings: dict,
     pipe.hset(keys.meta, mapping=meta)
     if glob is not None:
         pipe.set(keys.global_state, glob)
+    batch = -(-batch // CHUNK) * CHUNK              # whole chunks a pipeline
     for start in range(0, n, batch):
         stop = min(n, start + batch)
-        pipe.rpush(keys.urls, *(url_of(i, hosts) for i in range(start, stop)))
-        for c in range(start // CHUNK, -(-stop // CHUNK)):
-            if c * CHUNK >= start:
-                pipe.set(keys.rows(c * CHUNK), chunk)
+        for first in range(start, stop, CHUNK):
+            pipe.rpush(keys.urls(first), *(url_of(i, hosts)
+                                           for i in range(first, min(stop, first + CHUNK))))
+            pipe.set(keys.rows(first), chunk)
         pipe.execute()
     for stream, group in ((keys.tasks, "workers"), (keys.results, "planner")):
         with contextlib.suppress(redis.exceptions.ResponseError):

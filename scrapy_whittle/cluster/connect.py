@@ -1,13 +1,15 @@
 """Connecting to Redis, one server or a Redis Cluster, and the start-up check of a cluster
-crawl: the Redis client is installed, and Redis answers.
+crawl: the Redis client is installed, Redis answers, and the crawl's keys there, if any, are
+laid out as this version reads them.
 
 ``WHITTLE_REDIS_URL`` names one server (``redis://``, ``rediss://``, ``unix://``) or a Redis
 Cluster (``redis+cluster://host:port[,host:port...]``, ``rediss+cluster://`` with TLS: some
-of its nodes, the client finds the others). On a cluster every key of a crawl carries the
-crawl's prefix as its hash tag (:func:`key_prefix`): its scripts and transactions touch many
-keys at once, which a Redis Cluster allows only within one slot.
+of its nodes, the client finds the others). On a cluster the crawl's prefix is a hash tag
+(:func:`key_prefix`): the crawl-wide keys share its slot, and the per-source keys spread over
+tags of their own (:mod:`scrapy_whittle.cluster.keys`), so that each script and transaction
+touches the keys of one slot, as a Redis Cluster requires.
 
-Both run before the spider opens (:mod:`scrapy_whittle.scrapy.startup`), so that a cluster
+All run before the spider opens (:mod:`scrapy_whittle.scrapy.startup`), so that a cluster
 that cannot work stops ``scrapy crawl`` with one ERROR line and exit status 1 instead of
 waiting for ever, or failing later inside the engine. The module imports ``redis`` only
 inside its functions: it is what tells whether the optional dependency is there.
@@ -38,9 +40,9 @@ def public_url(url: str) -> str:
 
 def key_prefix(prefix: str, url: str) -> str:
     """The prefix of the crawl's keys: on a Redis Cluster the prefix in braces (a hash tag:
-    every key of the crawl in one slot, so that its scripts and transactions run there),
-    unless it holds a hash tag already; on one server the prefix itself (keys of a crawl
-    begun before stay where they are)."""
+    the crawl-wide keys in its slot; :meth:`~scrapy_whittle.cluster.keys.Keys.tag` derives
+    the per-source tags from it), unless it holds a hash tag already (then every key of the
+    crawl is in that tag's slot); on one server the prefix itself."""
     if is_cluster(url) and "{" not in prefix:
         return "{" + prefix + "}"
     return prefix
@@ -101,6 +103,26 @@ def closed_writes_fail_to_connect(base: type) -> type:
 
     return type(f"ClosedWritesFail{base.__name__}", (base,),
                 {"send_packed_command": send_packed_command, "_closed_writes_fail": True})
+
+
+def check_layout(url: str, prefix: str) -> None:
+    """Raise InvalidSetting when the crawl ``prefix`` at ``url`` was begun by a version whose
+    keys are laid out otherwise (:data:`~scrapy_whittle.cluster.keys.LAYOUT`)."""
+    from scrapy_whittle.cluster.keys import Keys
+    from scrapy_whittle.cluster.state import LayoutMismatch, check_layout
+
+    client = sync_client(url)
+    try:
+        origin, layout = client.hmget(Keys(key_prefix(prefix, url)).meta, "origin",
+                                      "keys_layout")
+    finally:
+        client.close()
+    meta = {name: value.decode() for name, value in
+            (("origin", origin), ("keys_layout", layout)) if value is not None}
+    try:
+        check_layout(meta, prefix)
+    except LayoutMismatch as exc:
+        raise InvalidSetting(f"WHITTLE_REDIS_URL ({public_url(url)!r}): {exc}") from None
 
 
 def check_client(url: str) -> None:

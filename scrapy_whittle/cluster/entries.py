@@ -1,41 +1,47 @@
 """The entry memory of a cluster: which entries of each source were already seen, in Redis.
 
 The same memory as :mod:`scrapy_whittle.service.entry_memory` (64-bit XXH3 hashes of entry keys,
-oldest first, capacity following the feed plus an eighth), kept per source in a field of a
-small hash (``Keys.entries``) as a 4-byte capacity and the packed hashes. One Lua script
-tells which of a fetch's entries are new and remembers them, atomically: two workers can
-never both take an entry for new, so an entry is emitted once across the cluster. It returns
-how many entries the source had remembered before (a window is full only when there were
-some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`) and a flag per distinct entry
-shown ("1": new; "2": new to its feed but a story the crawl has already, with
-``WHITTLE_DEDUP = "link"``: :mod:`scrapy_whittle.cluster.stories`, in the same step), at most
-``max_entries_per_source`` of them. It keeps the sum of the sources' capacities in
-``Keys.entry_capacity`` (the story memory's bound follows it).
+oldest first, capacity following the feed plus an eighth), kept per source in a string of
+``BUCKET`` sources (``Keys.entries``, under the source's tag): a header of each source's
+record length (4 bytes each), then the records, each a 4-byte capacity and the packed hashes.
+A fetch is told in two steps, each a Lua script on the keys of one hash tag (a Redis Cluster
+runs a script on one slot only; :mod:`scrapy_whittle.cluster.keys`):
 
-KEYS: the source's entry hash, ``pending``, ``pending:since``, ``pending:next``,
-``entries:capacity``, then the story shards (:func:`~scrapy_whittle.cluster.stories.story_args`),
-then (with a report) the results and tasks streams;
-ARGV: the source's field, ``max_entries_per_source``, the least slack, the packed hashes, the
-stories ("": per feed), the report (:func:`report_arg`; "": none), then :func:`entry_args`'s.
+1. :data:`ENTRIES`, under the source's tag: which of the fetch's entries are new to the feed,
+   remembered atomically (two workers can never both take an entry for new), and, given the
+   entries themselves (:func:`entry_args`), the new ones stored as a *pending batch* in the
+   same step. It returns how many entries the source had remembered before (a window is full
+   only when there were some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`), a flag
+   per entry shown ("1": new to the feed; "0": seen; "-": the same entry shown earlier in the
+   fetch), the batch's id (0: none) and the change of the feed's capacity.
+2. :data:`REPORT`, under the crawl's prefix: the task acknowledged, the stories of the entries
+   new to their feed told ("2": a story the crawl has already, with ``WHITTLE_DEDUP =
+   "link"``: :mod:`scrapy_whittle.cluster.stories`), the capacity counter
+   (``Keys.entry_capacity``) kept, and the fetch's result added to the results stream
+   (:mod:`scrapy_whittle.cluster.tasks`' message, judged as
+   :func:`~scrapy_whittle.service.outcomes.judge_fetch` does: the new entries' count, values
+   summed, publication times; the window full when every entry shown was new to the feed).
+   It returns 1 and the flags, or 0 when the task was acknowledged already: a retry whose
+   first reply was lost, or a task the planner took back from a slow worker; then nothing
+   changes, and the worker emits nothing of the fetch (its batch is left to be reclaimed).
+   A WebSub delivery's report names no task: its result, kind ``push``, is added alone.
 
-Given the report, the same step adds what the fetch showed to the results stream and
-acknowledges the task (a WebSub delivery's report names none: its result, kind ``push``, is
-added alone) (:mod:`scrapy_whittle.cluster.tasks`' message, judged as
-:func:`~scrapy_whittle.service.outcomes.judge_fetch` does: the new entries' count, values
-summed, publication times; the window full when every entry shown was new to the feed):
-a fetch is one round trip, and an entry is never remembered without its result sent.
+So an entry is never remembered as seen without being pending (step 1), and the result is sent
+once (step 2). A worker that dies between the two leaves its batch pending (replayed after a
+lease, its stories not told: a story another feed brought may then be an item twice, across
+that crash only) and its task unanswered (handed out again after its lease; the entries are
+seen then, and the fetch's reward is not learnt).
 
 At-least-once items (:mod:`scrapy_whittle.service.deliveries` does it for one process with a
-file journal): given the entries themselves too (:func:`entry_args`), the same script stores
-the fetch's new ones as a *pending batch* (``Keys.pending``: id -> a
-:class:`~scrapy_whittle.service.deliveries.Batch`'s JSON line; ``Keys.pending_since``: id ->
-Redis's time when stored or last renewed; the id from the counter ``Keys.pending_next``,
-unique across the cluster) and returns its id (0: no new entry). An entry is thus never
-remembered as seen without being pending in the same step: a worker killed, or a reply lost
-to a dropped connection, leaves its batch in Redis. The worker deletes it once its items
-passed the pipelines, and renews it while they have not (:data:`RENEW`); a batch nobody
-renewed for a lease is taken by a live worker (:data:`RECLAIM`), which hands it to its
-spider again. Times are Redis's (``TIME``): the processes' clocks may differ.
+file journal): a pending batch is a field of ``Keys.pending(tag)`` (id -> a
+:class:`~scrapy_whittle.service.deliveries.Batch`'s JSON line) and a member of
+``Keys.pending_since(tag)`` (id -> Redis's time when stored or last renewed); its id is
+``n * SPREAD + tag``, ``n`` from the tag's counter ``Keys.pending_next(tag)``: unique across
+the cluster, and telling its tag. A worker killed, or a reply lost to a dropped connection,
+leaves its batch in Redis. The worker deletes it once its items passed the pipelines, and
+renews it while they have not (:data:`RENEW`); a batch nobody renewed for a lease is taken by
+a live worker (:data:`RECLAIM`), which hands it to its spider again. Times are Redis's
+(``TIME``, of the shard holding the tag): the processes' clocks may differ.
 """
 
 from __future__ import annotations
@@ -44,13 +50,26 @@ import json
 
 import xxhash
 
+from scrapy_whittle.cluster.keys import BUCKET, SPREAD
 from scrapy_whittle.cluster.stories import STORY_LUA
 from scrapy_whittle.feeds.parse import FeedEntry
 
-DEDUPE = """
-local old = redis.call('HGET', KEYS[1], ARGV[1])
+#: KEYS: the source's entry string, ``pending``, ``pending:since``, ``pending:next`` (of its
+#: tag); ARGV: the source's place in the string, ``max_entries_per_source``, the least slack,
+#: the packed hashes, the tag, then :func:`entry_args`'s (none: no batch)
+ENTRIES = f"""
+local slot = tonumber(ARGV[1])
+local head = redis.call('GETRANGE', KEYS[1], 0, {4 * BUCKET - 1})
+local pos, len = {4 * BUCKET + 1}, 0
+if #head == {4 * BUCKET} then
+  for i = 0, slot - 1 do pos = pos + struct.unpack('<I4', head, 4 * i + 1) end
+  len = struct.unpack('<I4', head, 4 * slot + 1)
+else
+  head = nil
+end
+local old = len > 0 and redis.call('GETRANGE', KEYS[1], pos - 1, pos + len - 2) or nil
 local maxn = tonumber(ARGV[2])
-local cap, known, oldlist = 0, {}, {}
+local cap, known, oldlist = 0, {{}}, {{}}
 if old then
   cap = struct.unpack('<I4', old)
   for i = 5, #old - 7, 8 do
@@ -61,35 +80,93 @@ if old then
 end
 local shown = ARGV[4]
 local n = math.min(math.floor(#shown / 8), maxn)
-local flags, seen, vis, at = {}, {}, {}, {}
+local flags, seen, vis = {{}}, {{}}, {{}}
 for i = 1, n do
   local h = string.sub(shown, (i - 1) * 8 + 1, i * 8)
-  if not seen[h] then
+  if seen[h] then
+    flags[i] = '-'
+  else
     seen[h] = true
     vis[#vis + 1] = h
-    at[#vis] = i
-    flags[#flags + 1] = known[h] and '0' or '1'
+    flags[i] = known[h] and '0' or '1'
   end
 end
 local visible = #vis
 local had = cap
 cap = math.min(math.max(cap, visible + math.max(tonumber(ARGV[3]), math.floor(visible / 8))), maxn)
-if cap ~= had then redis.call('INCRBY', KEYS[5], cap - had) end
-local out = {}
+local out = {{}}
 for _, h in ipairs(oldlist) do
   if not seen[h] then out[#out + 1] = h end
 end
 for i = #vis, 1, -1 do out[#out + 1] = vis[i] end
 local first = math.max(1, #out - cap + 1)
-redis.call('HSET', KEYS[1], ARGV[1], struct.pack('<I4', cap) .. table.concat(out, '', first, #out))
+local rec = struct.pack('<I4', cap) .. table.concat(out, '', first, #out)
+if head and #rec == len then
+  redis.call('SETRANGE', KEYS[1], pos - 1, rec)
+else
+  -- the string rewritten: the header with the record's new length, the others as they were
+  local s = head and redis.call('GET', KEYS[1]) or string.rep('\\0', {4 * BUCKET})
+  local h = string.sub(s, 1, 4 * slot) .. struct.pack('<I4', #rec) ..
+            string.sub(s, 4 * slot + 5, {4 * BUCKET})
+  redis.call('SET', KEYS[1], h .. string.sub(s, {4 * BUCKET + 1}, pos - 1) .. rec ..
+             string.sub(s, pos + len))
+end
+local batch = 0
+if #ARGV > 8 then
+  -- ARGV[6..8]: the source's URL (JSON), id, the time found; then per entry shown its JSON
+  -- record and value: the new ones are the pending batch
+  local es, vs = {{}}, {{}}
+  for i = 1, n do
+    if flags[i] == '1' and ARGV[8 + 2 * i] then
+      es[#es + 1] = ARGV[7 + 2 * i]
+      vs[#vs + 1] = ARGV[8 + 2 * i]
+    end
+  end
+  if #es > 0 then
+    batch = redis.call('INCR', KEYS[4]) * {SPREAD} + tonumber(ARGV[5])
+    redis.call('HSET', KEYS[2], batch, '{{"b":' .. batch .. ',"u":' .. ARGV[6] .. ',"s":' ..
+               ARGV[7] .. ',"t":' .. ARGV[8] .. ',"v":[' .. table.concat(vs, ',') ..
+               '],"e":[' .. table.concat(es, ',') .. ']}}')
+    local t = redis.call('TIME')
+    redis.call('ZADD', KEYS[3], tonumber(t[1]) + tonumber(t[2]) / 1000000, batch)
+  end
+end
+return {{#oldlist, table.concat(flags), batch, cap - had}}
+"""
+
+#: KEYS: ``entries:capacity``, the story shards (:func:`~scrapy_whittle.cluster.stories.
+#: story_args`), then (with a report) the results and tasks streams; ARGV: :data:`ENTRIES`'s
+#: flags, the stories ("": per feed), the report (:func:`report_arg`; "": none), the change
+#: of the capacity, how many entries the feed had remembered
+REPORT = """
+local r = nil
+if #ARGV[3] > 0 then
+  -- ARGV[3] is report_arg's JSON (t: the task's id, f: the result's other fields, v and p:
+  -- each entry shown's value and publication time); KEYS[#KEYS - 1], KEYS[#KEYS]: the
+  -- results and tasks streams. A task acknowledged already was reported already.
+  r = cjson.decode(ARGV[3])
+  if r.t ~= '' then      -- a WebSub delivery's report answers no task
+    if redis.call('XACK', KEYS[#KEYS], 'workers', r.t) == 0 then return {0, ''} end
+    redis.call('XDEL', KEYS[#KEYS], r.t)
+  end
+end
+local shownflags = ARGV[1]
+local n = #shownflags
+local flags, at = {}, {}
+for i = 1, n do
+  local c = string.sub(shownflags, i, i)
+  if c ~= '-' then
+    flags[#flags + 1] = c
+    at[#flags] = i
+  end
+end
+local vis = flags
+local delta = tonumber(ARGV[4])
+if delta ~= 0 then redis.call('INCRBY', KEYS[1], delta) end
 """ + STORY_LUA + """
-if #ARGV[6] > 0 then
-  -- the fetch's result, in the same step: ARGV[6] is report_arg's JSON (t: the task's
-  -- id, f: the result's other fields, v and p: each distinct entry's value and publication
-  -- time); KEYS[#KEYS - 1], KEYS[#KEYS]: the results and tasks streams
-  local r = cjson.decode(ARGV[6])
+if r then
   local newn, repeats, reward, pub = 0, 0, 0, {}
-  for j = 1, #vis do
+  for j = 1, #flags do
     if flags[j] == '1' then
       newn = newn + 1
       reward = reward + tonumber(r.v[at[j]])
@@ -98,39 +175,16 @@ if #ARGV[6] > 0 then
       repeats = repeats + 1
     end
   end
-  local full = (#oldlist > 0 and #vis > 0 and newn + repeats == #vis) and '1' or '0'
+  local full = (tonumber(ARGV[5]) > 0 and #flags > 0 and newn + repeats == #flags) and '1'
+               or '0'
   local f = r.f
   for _, x in ipairs({'new', tostring(newn), 'reward', string.format('%.17g', reward),
                       'full', full, 'published', '[' .. table.concat(pub, ',') .. ']'}) do
     f[#f + 1] = x
   end
   redis.call('XADD', KEYS[#KEYS - 1], '*', unpack(f))
-  if r.t ~= '' then      -- a push answers no task
-    redis.call('XACK', KEYS[#KEYS], 'workers', r.t)
-    redis.call('XDEL', KEYS[#KEYS], r.t)
-  end
 end
-local batch = 0
-if #ARGV > 9 then
-  -- ARGV[7..9]: the source's URL (JSON), id, the time found; then per distinct entry shown
-  -- its JSON record and value: the new ones are the pending batch
-  local es, vs = {}, {}
-  for j = 1, #vis do
-    if flags[j] == '1' and ARGV[9 + 2 * at[j]] then
-      es[#es + 1] = ARGV[8 + 2 * at[j]]
-      vs[#vs + 1] = ARGV[9 + 2 * at[j]]
-    end
-  end
-  if #es > 0 then
-    batch = redis.call('INCR', KEYS[4])
-    redis.call('HSET', KEYS[2], batch, '{"b":' .. batch .. ',"u":' .. ARGV[7] .. ',"s":' ..
-               ARGV[8] .. ',"t":' .. ARGV[9] .. ',"v":[' .. table.concat(vs, ',') ..
-               '],"e":[' .. table.concat(es, ',') .. ']}')
-    local t = redis.call('TIME')
-    redis.call('ZADD', KEYS[3], tonumber(t[1]) + tonumber(t[2]) / 1000000, batch)
-  end
-end
-return {#oldlist, table.concat(flags), batch}
+return {1, table.concat(flags)}
 """
 
 #: renew the batches a live worker holds: KEYS = [pending_since], ARGV = batch ids
@@ -176,9 +230,9 @@ def packed_hashes(entries: list[FeedEntry]) -> tuple[list[FeedEntry], bytes]:
 
 def report_arg(task_id: str, fields: dict, values: list[float],
                entries: list[FeedEntry]) -> str:
-    """:data:`DEDUPE`'s report (ARGV[6]): the task to acknowledge, the result's fields but
+    """:data:`REPORT`'s report (ARGV[3]): the task to acknowledge, the result's fields but
     those the script fills in (:func:`~scrapy_whittle.cluster.tasks.report_fields`), and per
-    distinct entry (as :func:`packed_hashes` gives them) its value and publication time
+    entry shown (as :func:`packed_hashes` gives them) its value and publication time
     (exact: as text)."""
     flat = [str(x) for kv in fields.items() for x in kv]
     return json.dumps({"t": task_id, "f": flat, "v": [repr(float(v)) for v in values],
@@ -188,7 +242,7 @@ def report_arg(task_id: str, fields: dict, values: list[float],
 
 def entry_args(url: str, source: int, found_at: float, entries: list[FeedEntry],
                values: list[float]) -> list:
-    """The arguments after the packed hashes that make :data:`DEDUPE` store the new ones of
+    """The arguments after the tag that make :data:`ENTRIES` store the new ones of
     ``entries`` (the distinct ones, as :func:`packed_hashes` gives them; ``values``: theirs)
     as a pending batch, in :class:`~scrapy_whittle.service.deliveries.Batch`'s line format."""
     def dump(x) -> str:

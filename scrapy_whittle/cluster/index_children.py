@@ -2,21 +2,24 @@
 store's ``sitemap_children`` (:mod:`scrapy_whittle.service.index_children`), for a cluster's
 planner.
 
-``Keys.children`` is a hash: a child's source id -> ``"<index> <misses> <listed_at>
-<dropped>"`` (the index that listed it last, that index's fetches in a row that have not
-listed it since, when it was last listed, whether it retired for that). The planner's
-checkpoint writes the rows of the children changed since the last one, in the transaction
-that acknowledges the results they were learnt from (:class:`~scrapy_whittle.cluster.state.
-RedisStateStore`), so a new planner restores what the last one had checkpointed and learns
-the rest again from the results still pending.
+``Keys.children(t)`` is a hash per tag: a child's source id -> ``"<index> <misses>
+<listed_at> <dropped>"`` (the index that listed it last, that index's fetches in a row that
+have not listed it since, when it was last listed, whether it retired for that). A child's
+row is under its own tag, beside its record (which holds its retirement), and the planner's
+checkpoint writes the rows of the children changed since the last one in the transaction of
+that tag's records (:class:`~scrapy_whittle.cluster.state.RedisStateStore`): a new planner
+restores a child's row and its retirement together, and learns the rest again from the
+results still pending.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from scrapy_whittle.cluster.keys import SPREAD
 
 if TYPE_CHECKING:
     from scrapy_whittle.cluster.keys import Keys
@@ -39,21 +42,29 @@ def decode(raw: bytes | str) -> tuple[int, int, float, int]:
     return row
 
 
-def write(pipe, keys: Keys, rows: Iterable[tuple[int, int, int, float, int]]) -> None:
-    """Queue on ``pipe`` the (child, index, misses, listed_at, dropped) ``rows``."""
-    mapping = {child: encode(*rest) for child, *rest in rows}
-    if mapping:
-        pipe.hset(keys.children, mapping=mapping)
+def write(at: Callable[[int], Any], keys: Keys,
+          rows: Iterable[tuple[int, int, int, float, int]]) -> None:
+    """Queue the (child, index, misses, listed_at, dropped) ``rows``, each on ``at(child)``
+    (the pipeline of the child's tag)."""
+    by_tag: dict[int, dict[int, str]] = {}
+    for child, *rest in rows:
+        by_tag.setdefault(keys.tag_of(child), {})[child] = encode(*rest)
+    for t, mapping in by_tag.items():
+        at(next(iter(mapping))).hset(keys.children(t), mapping=mapping)
 
 
 def saved_rows(client, keys: Keys) -> list[tuple[int, int, int, float, int]]:
-    """The children's rows in Redis (a synchronous client), for the planner's store; an
-    unreadable value is skipped with a warning (that child is known again at its index's
-    next listing)."""
+    """The children's rows in Redis (a synchronous client; every tag's, in one pipeline), for
+    the planner's store; an unreadable value is skipped with a warning (that child is known
+    again at its index's next listing)."""
+    pipe = client.pipeline(transaction=False)
+    for t in range(SPREAD):
+        pipe.hgetall(keys.children(t))
     rows = []
-    for key, raw in client.hgetall(keys.children).items():
-        try:
-            rows.append((int(key), *decode(raw)))
-        except (ValueError, UnicodeDecodeError) as exc:
-            logger.warning("a damaged child sitemap's row skipped (%r: %s)", key, exc)
+    for tag in pipe.execute():
+        for key, raw in tag.items():
+            try:
+                rows.append((int(key), *decode(raw)))
+            except (ValueError, UnicodeDecodeError) as exc:
+                logger.warning("a damaged child sitemap's row skipped (%r: %s)", key, exc)
     return rows

@@ -1,13 +1,33 @@
-"""The Redis keys of one crawl, all under one prefix (``WHITTLE_REDIS_PREFIX``)."""
+"""The Redis keys of one crawl, all under one prefix (``WHITTLE_REDIS_PREFIX``).
+
+Two kinds of keys. The **crawl-wide** ones (the planner's lock, the meta, the streams, the
+in-flight records, the story memory, ...) are ``<prefix>:<name>``. The **per-source** families
+(records, URLs, ETags, last new entries, entry memory) and the pending batches are spread over
+``SPREAD`` *tags*: source ``sid`` belongs to group ``sid // CHUNK`` and to tag
+``group % SPREAD`` (:meth:`Keys.tag_of`); its keys are ``<tag prefix>:<name>``
+(:meth:`Keys.tag`). On a Redis Cluster the prefix is a hash tag (``{whittle:news}``,
+:func:`~scrapy_whittle.cluster.connect.key_prefix`) and each tag prefix a hash tag of its own
+(``{whittle:news:t5}``): the crawl-wide keys share one slot, and each tag's keys another, so
+that a script or a transaction touching one tag's keys (a fetch's entry memory with its
+pending batch; a checkpoint's records of one tag) runs on one shard while the sources spread
+over all of them. On one Redis the tags are plain name parts and cost nothing; a prefix that
+carries its own hash tag (``{tenant}:news``) keeps every key in that tag's slot.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 #: sources per chunk of packed per-source records (a chunk is allocated whole when first
-#: written, so Redis keeps no growth slack in it), and per hash of entry memories / ETags
+#: written, so Redis keeps no growth slack in it) and per URL list, and per string of entry
+#: memories / hash of ETags
 CHUNK = 512
 BUCKET = 64
+#: tags the per-source families spread over (a Redis Cluster's shards share them out)
+SPREAD = 128
+#: the layout of the keys a crawl writes (``meta``'s ``keys_layout``): a crawl written in
+#: another is refused at start-up (docs/upgrading.md)
+LAYOUT = 2
 
 
 @dataclass(frozen=True)
@@ -17,6 +37,24 @@ class Keys:
     def _k(self, name: str) -> str:
         return f"{self.prefix}:{name}"
 
+    # -- the tags of the per-source families ----------------------------------------------------
+    @staticmethod
+    def tag_of(sid: int) -> int:
+        """The tag of source ``sid``'s keys (and of its pending batches)."""
+        return (sid // CHUNK) % SPREAD
+
+    def tag(self, t: int) -> str:
+        """The prefix of tag ``t``'s keys: a hash tag of its own where the crawl's prefix is
+        one that :func:`~scrapy_whittle.cluster.connect.key_prefix` added, else a name part."""
+        p = self.prefix
+        if p.startswith("{") and p.endswith("}") and p.count("{") == 1 and p.count("}") == 1:
+            return f"{{{p[1:-1]}:t{t}}}"
+        return f"{p}:t{t}"
+
+    def _s(self, sid: int, name: str) -> str:
+        return f"{self.tag(self.tag_of(sid))}:{name}"
+
+    # -- crawl-wide -----------------------------------------------------------------------------
     @property
     def planner(self) -> str:        # the planner's lock: a token with a time-to-live
         return self._k("planner")
@@ -26,15 +64,8 @@ class Keys:
         return self._k("meta")
 
     @property
-    def urls(self) -> str:           # list: URL of source id i at index i
-        return self._k("urls")
-
-    @property
     def aliases(self) -> str:        # hash: a moved source's old URL -> its id
         return self._k("aliases")
-
-    def alive(self, sid: int) -> str:  # string: CHUNK doubles, each source's last new entry
-        return self._k(f"alive:{sid // CHUNK}")
 
     @property
     def hosts(self) -> str:          # hash: a throttled host -> its allowance (JSON)
@@ -43,15 +74,6 @@ class Keys:
     @property
     def categories(self) -> str:     # hash: id -> category (sources that have one)
         return self._k("categories")
-
-    def rows(self, sid: int) -> str:  # string: packed records of CHUNK sources
-        return self._k(f"rows:{sid // CHUNK}")
-
-    def etags(self, sid: int) -> str:  # hash: id -> ETag, BUCKET sources a hash
-        return self._k(f"etag:{sid // BUCKET}")
-
-    def entries(self, sid: int) -> str:  # hash: id -> entry hashes, BUCKET sources a hash
-        return self._k(f"entries:{sid // BUCKET}")
 
     @property
     def entry_capacity(self) -> str:  # counter: hashes all sources' entry memories may hold
@@ -97,25 +119,46 @@ class Keys:
         return self._k("totals")
 
     @property
-    def inbox(self) -> str:          # list: messages to the planner (delays, values, ...)
+    def inbox(self) -> str:          # list: messages to the planner (sources, delays, ...)
         return self._k("inbox")
-
-    @property
-    def pending(self) -> str:        # hash: batch id -> a Batch's JSON line, not delivered
-        return self._k("pending")
-
-    @property
-    def pending_since(self) -> str:  # sorted set: batch id -> when its holder last renewed it
-        return self._k("pending:since")
-
-    @property
-    def pending_next(self) -> str:   # counter: the last batch id given
-        return self._k("pending:next")
-
-    @property
-    def children(self) -> str:       # hash: a child sitemap's id -> its index's listing of it
-        return self._k("children")
 
     @property
     def websub(self) -> str:         # hash: callback key -> a WebSub subscription (JSON)
         return self._k("websub")
+
+    # -- per source, under its tag --------------------------------------------------------------
+    def urls(self, sid: int) -> str:  # list: the URLs of a chunk's sources, in id order
+        return self._s(sid, f"urls:{sid // CHUNK}")
+
+    def alive(self, sid: int) -> str:  # string: CHUNK doubles, each source's last new entry
+        return self._s(sid, f"alive:{sid // CHUNK}")
+
+    def rows(self, sid: int) -> str:  # string: packed records of CHUNK sources
+        return self._s(sid, f"rows:{sid // CHUNK}")
+
+    def etags(self, sid: int) -> str:  # hash: id -> ETag, BUCKET sources a hash
+        return self._s(sid, f"etag:{sid // BUCKET}")
+
+    def entries(self, sid: int) -> str:  # string: BUCKET sources' entry memories, packed
+        return self._s(sid, f"entries:{sid // BUCKET}")
+
+    # -- per tag --------------------------------------------------------------------------------
+    def pending(self, t: int) -> str:        # hash: batch id -> a Batch's JSON line
+        return f"{self.tag(t)}:pending"
+
+    def pending_since(self, t: int) -> str:  # sorted set: batch id -> when last renewed
+        return f"{self.tag(t)}:pending:since"
+
+    def pending_next(self, t: int) -> str:   # counter: the tag's last batch number
+        return f"{self.tag(t)}:pending:next"
+
+    def checkpoint(self, t: int) -> str:     # hash: the tag's part of the last checkpoint
+        return f"{self.tag(t)}:checkpoint"
+
+    def children(self, t: int) -> str:       # hash: a child sitemap's id -> its index's
+        return f"{self.tag(t)}:children"     # listing of it (the tag's children)
+
+
+def batch_tag(batch: int) -> int:
+    """The tag whose keys hold pending batch ``batch`` (ids are ``number * SPREAD + tag``)."""
+    return batch % SPREAD

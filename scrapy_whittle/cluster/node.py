@@ -6,8 +6,9 @@ middleware reports to: a :class:`~scrapy_whittle.service.types.CrawlSink` like t
 service, its reports coroutines. The entries of a fetched feed are told new or old by the
 shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and judged by the service's own
 code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what the fetch showed goes to
-``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one transaction with
-the acknowledgement of the task. Every Redis call goes through a
+``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one atomic step with
+the acknowledgement of the task (a script for a fetched feed, after the one that told its
+entries; a transaction for a 304 or a failure). Every Redis call goes through a
 :class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does not end it.
 
 During an outage the node hands the downloader no crawl (its report could not be made), and a
@@ -19,11 +20,12 @@ progress) ends. At close, the last words to Redis (tasks given back, the planner
 checkpoint) are tried once each when Redis is gone.
 
 At-least-once items: the script that tells a fetch's entries new also stores them as a
-pending batch in Redis (:mod:`scrapy_whittle.cluster.entries`), whose id goes with the
-response (``FetchResult.batch``) to ``DeliveryMiddleware``; :meth:`ClusterNode.delivered`
-deletes it once its items passed the pipelines. Until then the node renews the batches it
-holds every third of the lease (``WHITTLE_REDIS_LEASE``'s value); a batch not renewed for a
-lease (its worker killed, or the script's reply lost with the connection) is reclaimed by a
+pending batch in Redis, under the source's tag (:mod:`scrapy_whittle.cluster.entries`), whose
+id goes with the response (``FetchResult.batch``) to ``DeliveryMiddleware``;
+:meth:`ClusterNode.delivered` deletes it once its items passed the pipelines. Until then the
+node renews the batches it holds every third of the lease (``WHITTLE_REDIS_LEASE``'s value); a
+batch not renewed for a lease (its worker killed, or a script's reply lost with the
+connection) is reclaimed by a
 live node and replayed by its scheduler (:meth:`take_replay`). At a graceful stop the
 batches still held are released at once to the others.
 
@@ -63,14 +65,15 @@ from scrapy_whittle.cluster.connect import (
 )
 from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
 from scrapy_whittle.cluster.entries import (
-    DEDUPE,
+    ENTRIES,
     RECLAIM,
     RENEW,
+    REPORT,
     entry_args,
     packed_hashes,
     report_arg,
 )
-from scrapy_whittle.cluster.keys import BUCKET, Keys
+from scrapy_whittle.cluster.keys import BUCKET, SPREAD, Keys, batch_tag
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
 from scrapy_whittle.cluster.stories import StoryHashes, story_args
@@ -89,7 +92,7 @@ from scrapy_whittle.cluster.tasks import (
 from scrapy_whittle.cluster.websub import HubsFound
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.config import WhittleConfig, is_cluster
 from scrapy_whittle.service.deliveries import Batch
 from scrapy_whittle.service.index_children import Listing
 from scrapy_whittle.service.once_log import OnceLog
@@ -157,7 +160,10 @@ class ClusterNode:
         self.planner = Planner(self, lock_ttl=lock_ttl, lease=lease, backlog=backlog,
                                hosts=ClusterHosts(host_concurrency, download_delay,
                                                   self.slot_delays))
-        self._dedupe = self.redis.register_script(DEDUPE)
+        #: a Redis Cluster: scripts on many tags go out concurrently, not in a pipeline
+        self.cluster = is_cluster(redis_url)
+        self._entries = self.redis.register_script(ENTRIES)
+        self._report = self.redis.register_script(REPORT)
         #: the stories across feeds (``WHITTLE_DEDUP = "link"``; None: entries per feed)
         self.stories = StoryHashes(config.dedup_drop_params) if config.dedup == "link" \
             else None
@@ -234,7 +240,7 @@ class ClusterNode:
         """Tasks taken but not started go back to the stream for the other workers."""
         if not self.queue:
             return
-        pipe = self.redis.pipeline(transaction=True)
+        pipe = await self.transaction()
         for crawl, task_id in self.queue:
             pipe.xadd(self.keys.tasks, task_fields(crawl))
             pipe.xack(self.keys.tasks, "workers", task_id)
@@ -246,8 +252,10 @@ class ClusterNode:
         """Batches held and not delivered (the crawl closed first): renewed to time 0, so
         that a live node reclaims them at once."""
         if self.held:
-            await self.redis.zadd(self.keys.pending_since, dict.fromkeys(self.held, 0),
-                                  xx=True)
+            pipe = self.redis.pipeline(transaction=False)
+            for t, ids in _by_tag(self.held).items():
+                pipe.zadd(self.keys.pending_since(t), dict.fromkeys(ids, 0), xx=True)
+            await pipe.execute()
             self.held.clear()
             self.replays.clear()
 
@@ -347,19 +355,54 @@ class ClusterNode:
                 logger.debug("cluster node %s: pending batches not kept this round (%s)",
                              self.consumer, exc)
 
+    async def transaction(self):
+        """A transaction (a pipeline) of the asyncio client. On a Redis Cluster the client is
+        initialised first: redis-py queues each command of a cluster transaction through
+        ``asyncio.run`` in a thread of its own, where the client's initialisation (due after
+        a shard failed) would open its connections on a loop closed at once, and closing
+        them later fail ("Event loop is closed")."""
+        if self.cluster:
+            await self.redis.initialize()
+        return self.redis.pipeline(transaction=True)
+
+    async def _per_tag(self, script, calls: list[tuple[list, list]]) -> list:
+        """``script`` run once per (keys, args) of ``calls`` (each on one tag's keys): in one
+        pipeline on one Redis; on a Redis Cluster, which pipelines no script, a few at once."""
+        if not calls:
+            return []
+        if not self.cluster:
+            pipe = self.redis.pipeline(transaction=False)
+            for keys, args in calls:
+                await script(keys=keys, args=args, client=pipe)
+            return await pipe.execute()
+        gate = asyncio.Semaphore(8)
+
+        async def one(keys, args):
+            async with gate:
+                return await script(keys=keys, args=args)
+
+        return list(await asyncio.gather(*(one(k, a) for k, a in calls)))
+
     async def _renew_and_reclaim(self) -> None:
         k = self.keys
-        held = list(self.held)
-        for i in range(0, len(held), 1000):
-            chunk = held[i:i + 1000]
-            await self.retry(lambda chunk=chunk: self._renew(keys=[k.pending_since],
-                                                             args=chunk),
-                             "renewing pending batches", within=self.wait)
+        renewals = [([k.pending_since(t)], ids[i:i + 1000])
+                    for t, ids in _by_tag(self.held).items() for i in range(0, len(ids), 1000)]
+        await self.retry(lambda: self._per_tag(self._renew, renewals),
+                         "renewing pending batches", within=self.wait)
         if len(self.replays) >= RECLAIM_BATCHES:
             return
-        lines = await self.retry(lambda: self._reclaim(
-            keys=[k.pending, k.pending_since], args=[self.lease, RECLAIM_BATCHES]),
-            "reclaiming pending batches", within=self.wait)
+
+        async def reclaim() -> list:
+            pipe = self.redis.pipeline(transaction=False)
+            for t in range(SPREAD):                   # the tags holding batches
+                pipe.zcard(k.pending_since(t))
+            busy = [t for t, n in enumerate(await pipe.execute()) if n]
+            got = await self._per_tag(self._reclaim, [
+                ([k.pending(t), k.pending_since(t)], [self.lease, RECLAIM_BATCHES])
+                for t in busy])
+            return [line for lines in got for line in lines]
+
+        lines = await self.retry(reclaim, "reclaiming pending batches", within=self.wait)
         batches = []
         for line in lines:
             try:
@@ -400,9 +443,12 @@ class ClusterNode:
         batches, self._delivered, self._forgetting = self._delivered, [], False
 
         async def forget():
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hdel(k.pending, *batches)
-            pipe.zrem(k.pending_since, *batches)
+            # each tag's batch before its renewal time (the two on one shard, in this order):
+            # a renewal time left by a failure between is dropped by the next reclaim
+            pipe = self.redis.pipeline(transaction=False)
+            for t, ids in _by_tag(batches).items():
+                pipe.hdel(k.pending(t), *ids)
+                pipe.zrem(k.pending_since(t), *ids)
             return await pipe.execute()
 
         try:
@@ -448,14 +494,26 @@ class ClusterNode:
             hints=hints.encode() if hints else "", latency=latency, hub=hub, topic=topic,
             **listing_fields(listing)))
         report = report_arg(task_id, template, values, shown)
-        keys, args = self.dedupe_call(crawl.source, shown, packed, journal, report)
+        keys, args = self.entry_call(crawl.source, packed, journal)
         try:
-            had, flags, batch = await self.retry(lambda: self._dedupe(keys=keys, args=args),
-                                                 "reporting a fetch", within=self.wait)
+            had, shown_flags, batch, grown = await self.retry(
+                lambda: self._entries(keys=keys, args=args), "telling new entries",
+                within=self.wait)
+            shown_flags = _text(shown_flags)
+            keys, args = self.report_call(shown, shown_flags, int(grown), int(had), report)
+            told, flags = await self.retry(lambda: self._report(keys=keys, args=args),
+                                           "reporting a fetch", within=self.wait)
         except RedisUnavailable as exc:
+            # (a batch stored meanwhile is not held: it is reclaimed after the lease)
             self._dropped(crawl, exc)
             return FetchResult([], [], False)
-        flags = flags.decode() if isinstance(flags, bytes) else flags
+        if not int(told):
+            # reported already (a reply lost, the retry finding the task acknowledged; a
+            # task the planner took back): nothing emitted here, the batch left to be
+            # reclaimed and replayed after the lease
+            self.stats.inc("cluster/reported_already")
+            return FetchResult([], [], False)
+        flags = _text(flags)
         new = [e for e, flag in zip(distinct, flags, strict=False) if flag == "1"]
         repeats = flags.count("2")
         if repeats:                     # stories another feed (or entry) brought first
@@ -471,9 +529,9 @@ class ClusterNode:
     async def pushed(self, source: int, entries: list[FeedEntry], *,
                      now: float | None = None) -> FetchResult:
         """A WebSub delivery of ``source`` (its URL and weight in ``push_sources``)
-        received here at ``now``: its entries told new by the shared entry memory's script,
+        received here at ``now``: its entries told new by the shared entry memory's scripts,
         as a fetch's, the new ones a pending batch, and its result (kind ``push``: no task,
-        no budget) added to the results stream in the same step
+        no budget) added to the results stream by the report's step
         (:mod:`scrapy_whittle.cluster.websub`)."""
         now = self.clock.now() if now is None else now
         distinct, packed = packed_hashes(entries)
@@ -484,16 +542,21 @@ class ClusterNode:
             else []
         report = report_arg("", report_fields(CrawlResult(source, "", 0, now, now, PUSH)),
                             values, shown)
-        keys, args = self.dedupe_call(source, shown, packed, journal, report)
+        keys, args = self.entry_call(source, packed, journal)
         try:
-            _had, flags, batch = await self.retry(lambda: self._dedupe(keys=keys, args=args),
-                                                  "reporting a push", within=self.wait)
+            had, shown_flags, batch, grown = await self.retry(
+                lambda: self._entries(keys=keys, args=args), "telling pushed entries",
+                within=self.wait)
+            keys, args = self.report_call(shown, _text(shown_flags), int(grown), int(had),
+                                          report)
+            _told, flags = await self.retry(lambda: self._report(keys=keys, args=args),
+                                            "reporting a push", within=self.wait)
         except RedisUnavailable as exc:
             self.stats.inc("cluster/reports_dropped")
             logger.info("cluster node %s: a WebSub delivery of source %d not reported (%s); "
                         "its entries are found by a poll", self.consumer, source, exc)
             return FetchResult([], [], False)
-        flags = flags.decode() if isinstance(flags, bytes) else flags
+        flags = _text(flags)
         new = [e for e, flag in zip(distinct, flags, strict=False) if flag == "1"]
         new_values = [v for v, flag in zip(values, flags, strict=False) if flag == "1"]
         repeats = flags.count("2")
@@ -510,21 +573,27 @@ class ClusterNode:
             found = found._replace(batch=int(batch))
         return found
 
-    def dedupe_call(self, source: int, distinct: list[FeedEntry], packed: bytes,
-                    journal: list, report: str = "") -> tuple[list[str], list]:
-        """The keys and arguments of the dedupe script
-        (:data:`~scrapy_whittle.cluster.entries.DEDUPE`) for a fetch of ``source`` that
-        showed ``distinct`` entries (``packed``: their hashes; ``journal``: ``entry_args``'s
-        or nothing; ``report``: ``report_arg``'s or nothing)."""
+    def entry_call(self, source: int, packed: bytes, journal: list) -> tuple[list[str], list]:
+        """The keys and arguments of :data:`~scrapy_whittle.cluster.entries.ENTRIES` for a
+        fetch of ``source`` that showed the entries whose hashes are ``packed``
+        (``journal``: ``entry_args``'s or nothing)."""
+        k, t = self.keys, Keys.tag_of(source)
+        return ([k.entries(source), k.pending(t), k.pending_since(t), k.pending_next(t)],
+                [source % BUCKET, self.config.max_entries_per_source, 4, packed, t,
+                 *journal])
+
+    def report_call(self, shown: list[FeedEntry], flags: str, grown: int, had: int,
+                    report: str = "") -> tuple[list[str], list]:
+        """The keys and arguments of :data:`~scrapy_whittle.cluster.entries.REPORT` for a
+        fetch that showed ``shown`` (``flags``, ``grown``, ``had``: what
+        :data:`~scrapy_whittle.cluster.entries.ENTRIES` said; ``report``: ``report_arg``'s
+        or nothing)."""
         k = self.keys
         shards, spec = [], b""
-        if self.stories is not None:
-            shards, spec = story_args(distinct, self.stories, k.stories)
+        if self.stories is not None and "1" in flags:
+            shards, spec = story_args(shown, self.stories, k.stories)
         streams = [k.results, k.tasks] if report else []
-        return ([k.entries(source), k.pending, k.pending_since, k.pending_next,
-                 k.entry_capacity, *shards, *streams],
-                [source % BUCKET, self.config.max_entries_per_source, 4, packed, spec,
-                 report, *journal])
+        return [k.entry_capacity, *shards, *streams], [flags, spec, report, grown, had]
 
     async def not_modified(self, crawl: Crawl, *, etag: str | None = None,
                            last_modified: str | None = None,
@@ -570,7 +639,7 @@ class ClusterNode:
         message = result_fields(result)
 
         async def send():
-            pipe = self.redis.pipeline(transaction=True)
+            pipe = await self.transaction()
             pipe.xadd(k.results, message)
             pipe.xack(k.tasks, "workers", task_id)
             pipe.xdel(k.tasks, task_id)
@@ -635,3 +704,15 @@ class ClusterNode:
                     "published": published, "at": self.clock.now() if at is None else at,
                     "base_value": base_value})
         return True
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _by_tag(batches) -> dict[int, list[int]]:
+    """Batch ids by the tag whose keys hold them."""
+    out: dict[int, list[int]] = {}
+    for b in batches:
+        out.setdefault(batch_tag(b), []).append(b)
+    return out

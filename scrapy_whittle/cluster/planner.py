@@ -119,7 +119,8 @@ class Planner:
         self.in_flight: dict[int, str] = {}       # source id -> crawl id
         self.deadline: dict[int, float] = {}
         self._acks: list[str] = []
-        self._learnt: list[int] = []     # sources whose result was learnt since the checkpoint
+        #: (source, crawl id) of the results learnt since the checkpoint
+        self._learnt: list[tuple[int, str]] = []
         self._seq = 0
         self._renewed = 0.0
         self._reclaimed = 0.0
@@ -218,7 +219,11 @@ class Planner:
         for sid_raw, value in flights.items():
             sid = int(sid_raw)
             deadline, cid = value.decode().split(" ", 1)
-            if sid < len(service.sources):
+            if (sid, cid) in store.applied:
+                # learnt by a checkpoint cut short (its source's record has it): the crawl
+                # is over, its record ends with the next checkpoint
+                self._learnt.append((sid, cid))
+            elif sid < len(service.sources):
                 self.in_flight[sid] = cid
                 self.deadline[sid] = float(deadline)
                 service.sources.dispatched(sid, float(deadline))
@@ -292,7 +297,7 @@ class Planner:
         a command per task and three for the batch."""
         k, cost = self.keys, self.service.sources.cost
         spent: dict[int, float] = defaultdict(float)
-        pipe = self.node.redis.pipeline(transaction=True)
+        pipe = await self.node.transaction()
         for crawl, _deadline in tasks:
             pipe.xadd(k.tasks, task_fields(crawl))
             spent[crawl.epoch] += cost.item(crawl.source)
@@ -323,7 +328,7 @@ class Planner:
                 again.append((entry_id, None))
         if again:
             async def resend():
-                pipe = r.pipeline(transaction=True)
+                pipe = await self.node.transaction()
                 for entry_id, fields in again:
                     if fields is not None:
                         pipe.xadd(k.tasks, {key.decode(): v for key, v in fields.items()})
@@ -384,11 +389,17 @@ class Planner:
 
     def _learn_all(self, entries: list) -> int:
         done = []
+        applied = self.service.store.applied     # learnt by a checkpoint cut short
         for entry_id, fields in entries:
-            sid = self._learn(fields)
+            key = _learnt_key(fields) if applied else None
+            if key in applied:          # acknowledged only (its crawl ended at the restore)
+                applied.discard(key)
+                sid = None
+            else:
+                sid = self._learn(fields)
             self._acks.append(entry_id.decode() if isinstance(entry_id, bytes) else entry_id)
             if sid is not None:
-                done.append(sid)
+                done.append((sid, fields[b"cid"].decode()))
         # their in-flight records go with the checkpoint that acknowledges their results: a
         # planner killed before it leaves both, and the next one learns them again
         self._learnt += done
@@ -482,12 +493,13 @@ class Planner:
         acks, self._acks = self._acks, []
         learnt, self._learnt = self._learnt, []
         # (a source handed out again since keeps its new record)
-        done = [sid for sid in dict.fromkeys(learnt) if sid not in self.in_flight]
+        done = [sid for sid in dict.fromkeys(sid for sid, _ in learnt)
+                if sid not in self.in_flight]
         store = self.service.store
         epoch = self.service.epoch_of(self.service.clock.now())
 
         def write():
-            store.write(cp, acks=acks, done=done)
+            store.write(cp, acks=acks, done=done, learnt=learnt)
             old = [e for e in self.node.sync_redis.hkeys(self.keys.spent)
                    if int(e) < epoch - 1]
             if old:
@@ -516,3 +528,11 @@ class Planner:
             self.service.stats.set("budget_used", used)
         self.service = None
         self.websub = None
+
+
+def _learnt_key(fields: dict) -> tuple[int, str] | None:
+    """(source, crawl id) of a result's fields; None when a worker sent garbage."""
+    try:
+        return int(fields[b"sid"]), fields[b"cid"].decode()
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None

@@ -2,28 +2,38 @@
 
 The planner's re-crawl service checkpoints here exactly as a single process does into
 ``JOBDIR/whittle.sqlite`` (same ``Checkpoint``, same ``SavedState``), so a planner elected
-after another died restores what the last one learned. Layout (``keys.Keys``), sized for a
-million sources at a few hundred bytes each:
+after another died restores what the last one learned. Layout (``keys.Keys``), sized for
+millions of sources at a few hundred bytes each:
 
 * each source is a fixed-size record (book-keeping, validators, counters, then the policy's
   per-source row) inside a string of ``CHUNK`` records, written in place with SETRANGE: a
   checkpoint costs one command per changed source and Redis stores no per-source key;
-* the URLs are a list (index = source id); ETags and categories small hashes;
+* the URLs are a list per chunk (index = source id modulo CHUNK); ETags and categories small
+  hashes;
 * the policy's global state one string; the epochs' aggregates a hash;
 * what the service keeps of moved, dead and limited sources and hosts, as the SQLite store
-  does: the moved sources' old URLs (``Keys.aliases``: URL -> id; the ``urls`` entry of a
-  moved source is its new URL), each source's last new entry (``Keys.alive``: CHUNK
-  doubles a string, written when it changed; 0: not known, as a crawl of an older version
-  left it), the throttled hosts' allowances (``Keys.hosts``). A source's retirement and its
-  run of 404s are in its record's flags. The WebSub subscriptions (``Keys.websub``) are
-  read here, written by the planner as they change (:mod:`scrapy_whittle.cluster.websub`),
-  not with the checkpoint. The child sitemaps of the sitemap indexes (``Keys.children``,
-  :mod:`scrapy_whittle.cluster.index_children`) are written with the checkpoint, a row per
-  child changed.
+  does: the moved sources' old URLs (``Keys.aliases``: URL -> id; the URL of a moved source
+  is its new URL), each source's last new entry (``Keys.alive``: CHUNK doubles a string,
+  written when it changed; 0: not known), the throttled hosts' allowances (``Keys.hosts``).
+  A source's retirement and its run of 404s are in its record's flags. The WebSub
+  subscriptions (``Keys.websub``) are read here, written by the planner as they change
+  (:mod:`scrapy_whittle.cluster.websub`), not with the checkpoint. The child sitemaps of the
+  sitemap indexes (``Keys.children``, :mod:`scrapy_whittle.cluster.index_children`) are
+  written with the checkpoint, a row per child changed, in its tag with its record.
 
-A checkpoint is one MULTI/EXEC transaction, with the acknowledgement of the results it
-learned from: a planner that dies between two checkpoints leaves those results pending in
-the stream, and the next planner learns them again from the restored state.
+The per-source keys (records, URLs, ETags, last new entries) are under their sources' tags
+(:mod:`scrapy_whittle.cluster.keys`), the rest under the crawl's prefix. On one Redis a
+checkpoint is one MULTI/EXEC transaction, with the acknowledgement of the results it learned
+from: a planner that dies between two checkpoints leaves those results pending in the stream,
+and the next planner learns them again from the restored state. On a Redis Cluster, where a
+transaction touches one slot, it is one transaction per tag, then the crawl-wide one (the
+policy's global state, the aggregates, the meta, the acknowledgements); each tag's
+transaction also records which results (source and crawl id) its records learnt, with the
+checkpoint's number (``Keys.checkpoint``). A planner that dies after some tags' transactions
+leaves tags a checkpoint ahead of the meta: the next one restores them as written and takes
+those results for learnt (:attr:`RedisStateStore.applied`) rather than learning them twice;
+what it loses is that one checkpoint's crawl-wide part (the policy's global state and the
+epochs' aggregates stay at the previous checkpoint's).
 
 The calls are blocking (the ``redis`` client's synchronous API): the planner runs them in a
 thread, never on the reactor.
@@ -39,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.cluster import index_children
-from scrapy_whittle.cluster.keys import BUCKET, CHUNK, Keys
+from scrapy_whittle.cluster.keys import BUCKET, CHUNK, LAYOUT, SPREAD, Keys
 from scrapy_whittle.cluster.websub import saved_rows
 from scrapy_whittle.core.columns import dtype_from_descr
 from scrapy_whittle.service.store import Checkpoint, SavedState
@@ -56,54 +66,82 @@ class RedisStateStore:
     """``StateStore``'s interface (``load``, ``write``, ``close``, ``path``) on Redis."""
 
     def __init__(self, client, keys: Keys, label: str = "redis") -> None:
+        from redis.cluster import RedisCluster
+
         self.client = client
         self.keys = keys
         self.path = f"{label} ({keys.prefix})"
         self.moved_aside = None
+        #: a transaction per tag (a Redis Cluster), or one for everything (one Redis)
+        self.per_tag = isinstance(client, RedisCluster)
+        #: the last checkpoint's number (the next one writes it plus one)
+        self.seq = 0
+        #: (source, crawl id) of the results a checkpoint cut short learnt into its tags'
+        #: records (``load``): acknowledged, not learnt again
+        self.applied: set[tuple[int, str]] = set()
         #: each source's last new entry as written (NaN: none), so that a checkpoint writes
         #: only those that changed
         self._alive = np.full(0, np.nan)
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint, acks: list[str] | None = None,
-              done: list[int] | None = None) -> None:
+              done: list[int] | None = None,
+              learnt: list[tuple[int, str]] | None = None) -> None:
         """Commit ``cp`` with the acknowledgement of the results ``acks`` it learnt from and
-        the end of the crawls ``done`` (source ids: their in-flight records), atomically."""
+        the end of the crawls ``done`` (source ids: their in-flight records), atomically on
+        one Redis, tag by tag then crawl-wide on a Redis Cluster (``learnt``: the learnt
+        results' source and crawl id, recorded with their tags)."""
         k = self.keys
-        pipe = self.client.pipeline(transaction=True)
+        seq = self.seq + 1
+        crawl = self.client.pipeline(transaction=True)
+        tags: dict[int, Any] = {}
+
+        def at(sid: int):
+            """The pipeline of ``sid``'s tag."""
+            if not self.per_tag:
+                return crawl
+            t = Keys.tag_of(sid)
+            if t not in tags:
+                tags[t] = self.client.pipeline(transaction=True)
+            return tags[t]
+
         layout = None
         if cp.policy is not None:
             name, layout, blob = cp.policy
-            pipe.set(k.global_state, blob)
-            pipe.hset(k.meta, mapping={"policy_name": name, "layout": layout})
+            crawl.set(k.global_state, blob)
+            crawl.hset(k.meta, mapping={"policy_name": name, "layout": layout})
         else:
             layout = self.client.hget(k.meta, "layout")
             layout = layout.decode() if isinstance(layout, bytes) else layout
         row_size = _row_size(layout)
         record = HEADER.size + row_size
         for sid, url, _title, category, weight, min_interval in cp.new_sources():
+            pipe = at(sid)
             if sid % CHUNK == 0:       # a new chunk: its whole length at once, no slack
+                # (what a checkpoint cut short left there goes first)
+                pipe.delete(k.rows(sid), k.alive(sid), k.urls(sid))
                 pipe.setrange(k.rows(sid), CHUNK * record - 1, b"\0")
                 pipe.setrange(k.alive(sid), CHUNK * 8 - 1, b"\0")
-            pipe.rpush(k.urls, url)
+            pipe.rpush(k.urls(sid), url)
             if category:
-                pipe.hset(k.categories, sid, category)
+                crawl.hset(k.categories, sid, category)
             pipe.setrange(k.rows(sid), (sid % CHUNK) * record + STATE_PART,
                           struct.pack("<ff", weight, min_interval))
         for sid, url in cp.moves:
-            pipe.lset(k.urls, sid, url)
+            at(sid).lset(k.urls(sid), sid % CHUNK, url)
         if cp.aliases:
-            pipe.hset(k.aliases, mapping=dict(cp.aliases))
+            crawl.hset(k.aliases, mapping=dict(cp.aliases))
         if cp.hosts is not None:
-            pipe.delete(k.hosts)
+            crawl.delete(k.hosts)
             if cp.hosts:
-                pipe.hset(k.hosts, mapping={h: json.dumps([a, c if math.isfinite(c) else None,
-                                                           t]) for h, a, c, t in cp.hosts})
+                crawl.hset(k.hosts, mapping={h: json.dumps([a, c if math.isfinite(c) else None,
+                                                            t]) for h, a, c, t in cp.hosts})
         alive, written = self._alive, []
         for row in cp.source_rows():
             (last_crawl, retry_at, failures, flags, etag, modified, crawls, errors,
              new_items, utility, _rate, _half, _value, policy_row, _entries, alive_at,
              sid) = row
+            pipe = at(sid)
             if alive_at is not None and not (sid < alive.shape[0] and alive[sid] == alive_at):
                 pipe.setrange(k.alive(sid), (sid % CHUNK) * 8, struct.pack("<d", alive_at))
                 written.append((sid, alive_at))
@@ -116,24 +154,37 @@ class RedisStateStore:
                 pipe.setrange(k.rows(sid), offset + HEADER.size, policy_row)
             if etag:
                 pipe.hset(k.etags(sid), sid, etag)
-        index_children.write(pipe, k, cp.sitemap_children)
+        index_children.write(at, k, cp.sitemap_children)
+        if self.per_tag:
+            learnt_by_tag: dict[int, list[str]] = {}
+            for sid, cid in learnt or ():
+                learnt_by_tag.setdefault(Keys.tag_of(sid), []).append(f"{sid} {cid}")
+            for t in learnt_by_tag:
+                if t not in tags:
+                    tags[t] = self.client.pipeline(transaction=True)
+            for t, pipe in tags.items():
+                pipe.hset(k.checkpoint(t), mapping={
+                    "seq": seq, "learnt": "\n".join(learnt_by_tag.get(t, ()))})
         for sid, block, data in cp.blocks:
-            pipe.hset(k.blocks, f"{block}:{sid}", data)
+            crawl.hset(k.blocks, f"{block}:{sid}", data)
         for epoch, *values in cp.epochs:          # increments since the last checkpoint
             for name, value in zip(EPOCH_FIELDS, values, strict=True):
                 if value:
-                    pipe.hincrbyfloat(k.epochs, f"{epoch}:{name}", value)
+                    crawl.hincrbyfloat(k.epochs, f"{epoch}:{name}", value)
         for epoch, kind, count in cp.epoch_errors:
-            pipe.hincrby(k.epoch_errors, f"{epoch}:{kind}", count)
-        pipe.hset(k.meta, mapping={key: json.dumps(value) for key, value in
-                                   {**cp.meta, "checkpoint_at": cp.taken_at}.items()})
-        pipe.hincrby(k.meta, "checkpoint_seq", 1)
+            crawl.hincrby(k.epoch_errors, f"{epoch}:{kind}", count)
+        crawl.hset(k.meta, mapping={key: json.dumps(value) for key, value in
+                                    {**cp.meta, "checkpoint_at": cp.taken_at}.items()})
+        crawl.hset(k.meta, mapping={"checkpoint_seq": seq, "keys_layout": LAYOUT})
         if acks:
-            pipe.xack(k.results, "planner", *acks)
-            pipe.xdel(k.results, *acks)
+            crawl.xack(k.results, "planner", *acks)
+            crawl.xdel(k.results, *acks)
         if done:
-            pipe.hdel(k.in_flight, *done)
-        pipe.execute()
+            crawl.hdel(k.in_flight, *done)
+        for pipe in tags.values():      # each tag's records before the crawl-wide part
+            pipe.execute()
+        crawl.execute()
+        self.seq = seq
         if written:                 # committed: what the next checkpoint compares with
             top = max(sid for sid, _ in written) + 1
             if top > alive.shape[0]:
@@ -154,13 +205,15 @@ class RedisStateStore:
         meta = {_s(key): _s(value) for key, value in raw_meta.items()}
         if "origin" not in meta:
             return None
+        check_layout(meta, self.keys.prefix)
+        self.seq = int(meta.get("checkpoint_seq") or 0)
         parsed: dict[str, Any] = {}
         for key, value in meta.items():
             try:
                 parsed[key] = json.loads(value)
             except (TypeError, ValueError):
                 parsed[key] = value
-        urls = self._urls()
+        urls = self.urls()
         n = len(urls)
         layout = meta.get("layout")
         row_size = _row_size(layout)
@@ -169,8 +222,8 @@ class RedisStateStore:
             n_chunks = -(-n // CHUNK)
             packed = bytearray()
             for first in range(0, n_chunks, 256):        # a page of chunks at a time
-                got = self.client.mget([k.alive(c * CHUNK)
-                                        for c in range(first, min(n_chunks, first + 256))])
+                got = self._gets([k.alive(c * CHUNK)
+                                  for c in range(first, min(n_chunks, first + 256))])
                 packed += b"".join((c or b"").ljust(CHUNK * 8, b"\0")[:CHUNK * 8] for c in got)
             alive = np.frombuffer(bytes(packed), dtype="<f8", count=n).copy()
             alive[alive == 0.0] = np.nan               # not known
@@ -213,6 +266,7 @@ class RedisStateStore:
                 EPOCH_FIELDS.index(name)] = float(value)
         epochs = sorted((e, *v) for e, v in by_epoch.items())
         aliases = [(_s(u), int(i)) for u, i in self.client.hgetall(k.aliases).items()]
+        self.applied = self._applied()
         hosts = []
         for host, raw in self.client.hgetall(k.hosts).items():
             allowance, ceiling, throttles = json.loads(raw)
@@ -223,15 +277,41 @@ class RedisStateStore:
                           hosts=hosts, websub=saved_rows(self.client, k),
                           sitemap_children=index_children.saved_rows(self.client, k))
 
-    def _urls(self, page: int = 1_000_000) -> list[str]:
-        """The URL list, read a page at a time (a bounded reply for ten million)."""
+    def _gets(self, names: list[str]) -> list:
+        """GET of each key (a pipeline: on a Redis Cluster they are on many shards)."""
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.get(name)
+        return pipe.execute()
+
+    def urls(self, page: int = 256) -> list[str]:
+        """The URLs, a chunk's list after another up to the first that is not full, read a
+        page of chunks at a time (a bounded reply for ten million)."""
         urls: list[str] = []
         while True:
-            got = self.client.lrange(self.keys.urls, len(urls), len(urls) + page - 1)
-            text = b"\n".join(got).decode("utf-8", "surrogatepass").split("\n")
-            urls += text if len(text) == len(got) else [_s(u) for u in got]
-            if len(got) < page:
-                return urls
+            pipe = self.client.pipeline(transaction=False)
+            first = len(urls) // CHUNK
+            for c in range(first, first + page):
+                pipe.lrange(self.keys.urls(c * CHUNK), 0, CHUNK - 1)
+            for got in pipe.execute():
+                text = b"\n".join(got).decode("utf-8", "surrogatepass").split("\n")
+                urls += text if len(text) == len(got) and got else [_s(u) for u in got]
+                if len(got) < CHUNK:
+                    return urls
+
+    def _applied(self) -> set[tuple[int, str]]:
+        """The results the tags a checkpoint ahead of the meta learnt (a planner died in
+        the middle of that checkpoint's transactions)."""
+        pipe = self.client.pipeline(transaction=False)
+        for t in range(SPREAD):
+            pipe.hmget(self.keys.checkpoint(t), "seq", "learnt")
+        out = set()
+        for seq, learnt in pipe.execute():
+            if seq is not None and int(seq) == self.seq + 1 and learnt:
+                for line in _s(learnt).split("\n"):
+                    sid, cid = line.split(" ", 1)
+                    out.add((int(sid), cid))
+        return out
 
     def _records(self, n: int, layout: str | None, page: int = 256) -> np.ndarray:
         """The N fixed records as one structured array (``record_dtype``), read a page of
@@ -242,8 +322,8 @@ class RedisStateStore:
         raw = out.view(np.uint8)
         n_chunks = -(-n // CHUNK)
         for first in range(0, n_chunks, page):
-            got = self.client.mget([self.keys.rows(c * CHUNK)
-                                    for c in range(first, min(n_chunks, first + page))])
+            got = self._gets([self.keys.rows(c * CHUNK)
+                              for c in range(first, min(n_chunks, first + page))])
             for j, chunk in enumerate(got):
                 if chunk:
                     at = (first + j) * size
@@ -252,6 +332,23 @@ class RedisStateStore:
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""
+
+
+class LayoutMismatch(ValueError):
+    """The crawl's keys in Redis are of another layout than this version writes."""
+
+
+def check_layout(meta: dict[str, str], prefix: str) -> None:
+    """Raise LayoutMismatch when the crawl whose meta is ``meta`` (decoded; a crawl begun)
+    was written in another key layout than :data:`~scrapy_whittle.cluster.keys.LAYOUT`."""
+    found = meta.get("keys_layout")
+    if "origin" in meta and found != str(LAYOUT):
+        raise LayoutMismatch(
+            f"the crawl under WHITTLE_REDIS_PREFIX {prefix!r} was begun by an earlier "
+            f"scrapy-whittle whose Redis keys are laid out otherwise (layout "
+            f"{found or 1}, this version reads {LAYOUT}): finish it with that version, or "
+            f"start it afresh under another WHITTLE_REDIS_PREFIX (or after deleting its keys, "
+            f"{prefix}:*); see docs/upgrading.md")
 
 
 def _s(value) -> str:

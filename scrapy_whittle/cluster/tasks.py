@@ -116,7 +116,7 @@ def result_fields(result: CrawlResult) -> dict:
                 "partial": int(not result.complete)} if result.children is not None else {})}
 
 
-#: the fields of a fetched result the dedupe script fills in (it tells the new entries)
+#: the fields of a fetched result the report script fills in (it tells the new entries)
 JUDGED = ("new", "reward", "full", "published")
 
 

@@ -78,7 +78,8 @@ def crawl_start(crawler: Crawler) -> CrawlStart:
     start = _checked.get(crawler)
     if start is None:
         with refuse_to_start():
-            start = check_start(crawler.settings, spider=crawler.spider)
+            start = check_start(crawler.settings, spider=crawler.spider,
+                                spider_name=getattr(crawler.spidercls, "name", None))
         _checked[crawler] = start
     return start
 
@@ -92,9 +93,11 @@ def forget_sources(crawler: Crawler) -> None:
         _checked[crawler] = dataclasses.replace(start, sources=[])
 
 
-def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
+def check_start(settings: BaseSettings, spider: Any = None,
+                spider_name: str | None = None) -> CrawlStart:
     """Validate everything a crawl reads at start-up; raise InvalidSetting, warn about an
-    unreachable budget."""
+    unreachable budget. (``spider_name``: what ``{spider}`` in ``WHITTLE_REDIS_PREFIX``
+    stands for; the spider's name when not given.)"""
     config = WhittleConfig.from_settings(settings)
     sources = _sources("WHITTLE_SOURCES", config.sources)
     spider_sources = getattr(spider, "whittle_sources", None) or None
@@ -121,18 +124,20 @@ def check_start(settings: BaseSettings, spider: Any = None) -> CrawlStart:
     check_policy_build(config, lambda: len({s.url for s in [*sources, *extra]}))
     warn_unreachable_budget(settings, config, sources)
     if config.redis_url:
-        check_cluster(config)
+        check_cluster(config, spider_name or getattr(spider, "name", None) or "crawl")
     return CrawlStart(config=config, sources=sources, oracle=oracle,
                       skipped=len(sources.skipped) + len(getattr(extra, "skipped", ())))
 
 
-def check_cluster(config: WhittleConfig) -> None:
-    """A cluster crawl (``WHITTLE_REDIS_URL``) needs the Redis client installed and Redis
-    answering within ``WHITTLE_REDIS_WAIT`` seconds: else the crawl does not start."""
-    from scrapy_whittle.cluster.connect import check_client, reach
+def check_cluster(config: WhittleConfig, spider_name: str = "crawl") -> None:
+    """A cluster crawl (``WHITTLE_REDIS_URL``) needs the Redis client installed, Redis
+    answering within ``WHITTLE_REDIS_WAIT`` seconds, and the crawl's keys there (if any) in
+    the layout this version reads: else the crawl does not start."""
+    from scrapy_whittle.cluster.connect import check_client, check_layout, reach
 
     check_client(config.redis_url)
     reach(config.redis_url, config.redis_wait)
+    check_layout(config.redis_url, config.redis_prefix.format(spider=spider_name))
 
 
 def _sources(name: str, value: Any) -> SourceList:

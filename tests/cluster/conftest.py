@@ -15,6 +15,7 @@ import redis.cluster
 
 from scrapy_whittle.cluster.connect import key_prefix
 from scrapy_whittle.cluster.keys import Keys
+from scrapy_whittle.cluster.state import RedisStateStore
 from tests.waiting import wait_for
 
 
@@ -80,6 +81,11 @@ class RedisServer:
     def keys(self, prefix: str) -> Keys:
         """The key names of the crawl ``prefix`` here."""
         return Keys(key_prefix(prefix, self.url))
+
+
+def source_urls(client, keys: Keys) -> list[str]:
+    """The URLs of the crawl's sources in Redis (a chunk's list after another)."""
+    return RedisStateStore(client, keys).urls()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest_twisted
 from twisted.internet.defer import Deferred
 
 from scrapy_whittle.cluster.node import ClusterNode
-from scrapy_whittle.cluster.tasks import task_crawl
+from scrapy_whittle.cluster.tasks import task_crawl, task_fields
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
@@ -68,6 +68,18 @@ class Cluster:
         for node in self.nodes:
             await node.redis.aclose()
             node.sync_redis.close()
+
+
+async def take(node: ClusterNode, crawl) -> str:
+    """``crawl`` made a task on the stream and taken by ``node`` (its report acknowledges a
+    task that is pending, as a real one is); returns the task's id."""
+    await node._ensure_groups()
+    await node.redis.xadd(node.keys.tasks, task_fields(crawl))
+    got = await node.redis.xreadgroup("workers", node.consumer, {node.keys.tasks: ">"},
+                                      count=1)
+    task_id = got[0][1][0][0].decode()
+    node.taken[crawl.cid] = task_id
+    return task_id
 
 
 def entries(*keys):

@@ -19,12 +19,14 @@ import numpy as np
 import pytest
 import redis as redis_py
 
-from tests.cluster.conftest import RedisClusterServers, RedisServer
+from scrapy_whittle.cluster.keys import CHUNK, Keys
+from tests.cluster.conftest import RedisClusterServers, RedisServer, source_urls
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.waiting import wait_for
 
 N_FEEDS = 30
+N_WIDE = 2 * CHUNK + 30
 BUDGET = 10
 PREFIX = "test:feeds"
 LONG = 300.0          # CLOSESPIDER_TIMEOUT of a crawl the test stops itself
@@ -38,9 +40,19 @@ def web():
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def wide_web():
+    """A web of more feeds than two chunks of sources (``keys.CHUNK``): a crawl of it has
+    keys under the crawl's prefix and three tags, on the three shards of the test cluster."""
+    server = Server("--scenario", "news-mix", "--n", str(N_WIDE), "--speed", "36000",
+                    "--latency", "0.02", "--seed", "3")
+    yield server
+    server.stop()
+
+
 def start(redis: RedisServer | RedisClusterServers, web, tmp: Path, name: str,
-          seconds: float = LONG, **settings) -> subprocess.Popen:
-    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N_FEEDS),
+          seconds: float = LONG, feeds: int = N_FEEDS, **settings) -> subprocess.Popen:
+    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(feeds),
                   str(tmp / f"{name}.jsonl"), str(seconds), json.dumps(settings)],
                  log=tmp / f"{name}.log", cwd=ROOT)
 
@@ -181,7 +193,7 @@ def test_killed_processes_lose_nothing(redis_server, web, tmp_path):
     assert sorted(stats) == survivors and "took over" in log(tmp_path, heir)
     # the heir took over (and maybe the other, when the first closed before it)
     assert 1 <= sum(s.get("whittle/cluster/takeovers", 0) for s in stats.values()) <= 2
-    assert client.llen(f"{PREFIX}:urls") == N_FEEDS                  # no source lost
+    assert len(source_urls(client, Keys(PREFIX))) == N_FEEDS                  # no source lost
     # each crawl held was handed out again, or forgotten once its deadline passed
     assert sum(s.get("whittle/cluster/reclaimed", 0) + s.get("whittle/cluster/lost_crawls", 0)
                for s in stats.values()) >= held, stats
@@ -219,19 +231,20 @@ def test_a_redis_restart_pauses_the_crawl_then_it_resumes(redis_server, web, tmp
 
 @pytest.mark.slow
 def test_on_a_redis_cluster_a_shard_restart_pauses_the_crawl_then_it_resumes(
-        redis_cluster, web, tmp_path):
-    """Two processes on a three-node Redis Cluster: the crawl's keys on one shard (their hash
-    tag), that shard restarted mid-crawl (its data and slots kept); the crawl goes on, and no
-    entry is emitted twice."""
+        redis_cluster, wide_web, tmp_path):
+    """Two processes on a three-node Redis Cluster: the crawl's keys on all three shards
+    (their tags), the shard of its crawl-wide keys restarted mid-crawl (its data and slots
+    kept); the crawl goes on, and no entry is emitted twice."""
     names = ["w0", "w1"]
-    procs = [start(redis_cluster, web, tmp_path, n) for n in names]
+    procs = [start(redis_cluster, wide_web, tmp_path, n, feeds=N_WIDE) for n in names]
     keys = redis_cluster.keys(PREFIX)
     wait_for(lambda: all(len(emitted(tmp_path, n)) >= 20 for n in names), timeout=60,
              what="20 items from each process")
-    shard = redis_cluster.shard_of(keys.urls)
-    with redis_cluster.client() as client:     # every key of the crawl on that shard
-        assert {redis_cluster.shard_of(k.decode()).port
-                for k in client.scan_iter(match=keys.prefix + ":*")} == {shard.port}
+    shard = redis_cluster.shard_of(keys.meta)
+    with redis_cluster.client() as client:     # the crawl's keys on every shard
+        # (the prefix "{whittle:...}" and the tags' "{whittle:...:t5}")
+        assert {redis_cluster.shard_of(k.decode()).port for k in client.scan_iter(
+            match=keys.prefix[:-1] + "*")} == {s.port for s in redis_cluster.servers}
     shard.stop()
     wait_for(lambda: all("Redis unreachable" in log(tmp_path, n) for n in names),
              timeout=60, what="each process finding the shard gone")
@@ -249,7 +262,7 @@ def test_on_a_redis_cluster_a_shard_restart_pauses_the_crawl_then_it_resumes(
     assert sorted(stats) == names
     assert all(s["whittle/fetched"] > 0 for s in stats.values()), stats
     with redis_cluster.client() as client:
-        assert client.llen(keys.urls) == N_FEEDS                   # no source lost
+        assert len(source_urls(client, keys)) == N_WIDE                    # no source lost
     for name in names:
         assert "Traceback" not in log(tmp_path, name)
         assert stats[name]["whittle/cluster/redis_outages"] >= 1, name

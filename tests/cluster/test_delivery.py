@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scrapy_whittle.cluster.keys import SPREAD
 from scrapy_whittle.service.deliveries import Batch
 from tests.cluster.conftest import RedisServer
 from tests.processes import spawn
@@ -83,8 +84,9 @@ def test_a_killed_process_loses_no_item_in_its_pipelines(any_redis, web, tmp_pat
     assert any(i["replayed"] for i in replayed)
     assert "handed out again" in (tmp_path / "w1.log").read_text()
     # nothing lost: what was found and not received is pending in Redis for a next process
-    pending = {(b.url, e.key) for b in map(Batch.from_line,
-                                          client.hvals(any_redis.keys(PREFIX).pending).copy())
+    keys = any_redis.keys(PREFIX)
+    pending = {(b.url, e.key) for t in range(SPREAD)
+               for b in map(Batch.from_line, client.hvals(keys.pending(t)).copy())
                for e in b.entries}
     everything = found(tmp_path, "w0") | found(tmp_path, "w1")
     assert everything - received(tmp_path, names) <= pending

@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from tests.cluster.conftest import free_port
+from scrapy_whittle.cluster.keys import Keys
+from tests.cluster.conftest import free_port, source_urls
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.scrapy.test_startup import error_lines, project, scrapy  # noqa: F401 (fixture)
@@ -69,6 +70,24 @@ def test_without_the_redis_client_the_crawl_says_what_to_install(project):  # no
     assert "WHITTLE_REDIS_URL ('redis://127.0.0.1:1/0') needs the package 'redis'" in line
     assert "pip install 'scrapy-whittle[cluster]'" in line
     assert "Traceback" not in result.stderr and "Spider opened" not in result.stderr
+
+
+def test_a_crawl_begun_in_an_older_key_layout_stops_at_start_saying_what_to_do(
+        project, redis_server):  # noqa: F811
+    with redis_server.client() as client:         # what an earlier version left there
+        client.hset("whittle:news:meta", mapping={"origin": "1700000000.0",
+                                                  "checkpoint_seq": 3})
+        client.rpush("whittle:news:urls", "https://a.example/feed.xml")
+    result = scrapy(project, "crawl", "news",
+                    *settings_args(f"WHITTLE_REDIS_URL={redis_server.url}"), timeout=60)
+    assert result.returncode == 1, result.stderr[-3000:]
+    (line,) = error_lines(result.stderr)
+    assert "the crawl under WHITTLE_REDIS_PREFIX 'whittle:news' was begun by an earlier " \
+           "scrapy-whittle" in line and "docs/upgrading.md" in line, line
+    assert "Traceback" not in result.stderr and "Spider opened" not in result.stderr
+    with redis_server.client() as client:         # nothing of it touched
+        assert client.hgetall("whittle:news:meta") == {b"origin": b"1700000000.0",
+                                                       b"checkpoint_seq": b"3"}
 
 
 def test_a_crawl_closes_on_time_while_redis_is_gone(redis_server, tmp_path):
@@ -160,7 +179,7 @@ def test_a_cluster_reads_a_source_list_at_a_url(redis_server, web, tmp_path):
              what="items from half the listed sources")
     for proc in procs:
         stop(proc)
-    assert client.llen("test:feeds:urls") == N_FEEDS
+    assert len(source_urls(client, Keys("test:feeds"))) == N_FEEDS
     logs = "".join((tmp_path / f"{name}.log").read_text() for name in names)
     assert f"{N_FEEDS} sources joined" in logs
     assert "Traceback" not in logs and not error_lines(logs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from scrapy_whittle.cluster import index_children
+from scrapy_whittle.cluster.keys import CHUNK
 from scrapy_whittle.cluster.tasks import (
     CrawlResult,
     read_result,
@@ -191,11 +192,14 @@ def test_a_damaged_row_in_redis_is_skipped(redis_server):
     client = redis_server.client()
     try:
         pipe = client.pipeline()
-        index_children.write(pipe, keys, [(5, 0, 2, 1234.5, 0), (6, 0, 0, 99.0, 1)])
+        far = CHUNK * 3                              # a child under another tag
+        index_children.write(lambda sid: pipe, keys,
+                             [(5, 0, 2, 1234.5, 0), (6, 0, 0, 99.0, 1), (far, 0, 1, 7.0, 0)])
         pipe.execute()
-        client.hset(keys.children, mapping={7: "0 1 nan 0", 8: "garbage"})
+        assert client.hkeys(keys.children(keys.tag_of(far))) == [str(far).encode()]
+        client.hset(keys.children(0), mapping={7: "0 1 nan 0", 8: "garbage"})
         assert sorted(index_children.saved_rows(client, keys)) == [
-            (5, 0, 2, 1234.5, 0), (6, 0, 0, 99.0, 1)]
+            (5, 0, 2, 1234.5, 0), (6, 0, 0, 99.0, 1), (far, 0, 1, 7.0, 0)]
     finally:
         client.close()
 

@@ -18,6 +18,7 @@ import pytest
 
 from scrapy_whittle.cluster import index_children
 from scrapy_whittle.cluster.keys import Keys
+from scrapy_whittle.cluster.state import RedisStateStore
 from tests.cluster.test_cluster import PREFIX, log, planner, results
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
@@ -68,7 +69,7 @@ def test_children_retire_and_come_back_across_a_killed_planner(redis_server, tmp
             procs[name].send_signal(signal.SIGTERM)
         for name in survivors:
             procs[name].wait(120)
-        urls = [u.decode() for u in client.lrange(keys.urls, 0, -1)]
+        urls = RedisStateStore(client, keys).urls()
     finally:
         for proc in procs.values():
             if proc.poll() is None:

@@ -23,6 +23,7 @@ from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.conftest import RedisServer
+from tests.cluster.harness import take
 
 START = 1_700_000_000.0
 SETTINGS = {"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 600.0, "WHITTLE_POLICY": "round_robin",
@@ -87,7 +88,7 @@ async def _node_fetches(config, url, clock):
         found = []
         for n, entries in enumerate(FETCHES):
             crawl = Crawl(0, "https://s.example/feed.xml", n, clock.now(), {}, f"c{n}", 1.5)
-            node.taken[crawl.cid] = f"{n + 1}-0"
+            await take(node, crawl)
             found.append(await node.feed_fetched(crawl, entries))
         sent = await node.redis.xrange(node.keys.results)
         assert stats.get("fetched") == len(FETCHES)

@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 
 import pytest_twisted
+from redis.exceptions import ConnectionError
 from twisted.internet.defer import Deferred
 
 from scrapy_whittle.cluster.entries import entry_args, packed_hashes
+from scrapy_whittle.cluster.keys import SPREAD, Keys, batch_tag
 from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.deliveries import Batch
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.conftest import RedisServer
+from tests.cluster.harness import take
 from tests.cluster.test_node_outcomes import FETCHES, SETTINGS
 
 URL = "https://s.example/feed.xml"
@@ -44,14 +47,20 @@ async def _close(*nodes: ClusterNode) -> None:
 
 async def _fetch(node: ClusterNode, n: int, entries):
     crawl = Crawl(0, URL, n, node.clock.now(), {}, f"c{n}", 1.5)
-    node.taken[crawl.cid] = f"{n + 1}-0"
+    await take(node, crawl)
     return await node.feed_fetched(crawl, entries)
 
 
 async def _pending(node: ClusterNode) -> dict[int, Batch]:
-    raw = await node.redis.hgetall(node.keys.pending)
-    since = {int(m) for m in await node.redis.zrange(node.keys.pending_since, 0, -1)}
+    """Every tag's pending batches (source 0's tag holds them all)."""
+    raw, since = {}, set()
+    for t in range(SPREAD):
+        got = await node.redis.hgetall(node.keys.pending(t))
+        assert t == Keys.tag_of(0) or not got
+        raw.update(got)
+        since |= {int(m) for m in await node.redis.zrange(node.keys.pending_since(t), 0, -1)}
     assert since == {int(k) for k in raw}            # the two keys hold the same batches
+    assert all(batch_tag(int(k)) == Keys.tag_of(0) for k in raw)
     return {int(k): Batch.from_line(v) for k, v in raw.items()}
 
 
@@ -128,12 +137,12 @@ async def _lost_reply(url: str) -> None:
     node, plain = _node(url), _node(url, journal=False)
     try:
         await node._ensure_groups()
-        # the script ran, its reply was lost with the connection: the retry finds it seen
+        # the entry script ran, its reply was lost with the connection: the retry finds
+        # the entries seen
         distinct, packed = packed_hashes(FETCHES[0])
-        keys, args = node.dedupe_call(0, distinct, packed,
-                                      entry_args(URL, 0, node.clock.now(), distinct,
-                                                 [1.0, 2.0]))
-        await node._dedupe(keys=keys, args=args)
+        keys, args = node.entry_call(0, packed, entry_args(URL, 0, node.clock.now(), distinct,
+                                                           [1.0, 2.0]))
+        await node._entries(keys=keys, args=args)
         again = await _fetch(node, 0, FETCHES[0])
         assert again.entries == [] and again.batch is None
         await asyncio.sleep(LEASE * 1.2)
@@ -146,3 +155,46 @@ async def _lost_reply(url: str) -> None:
         assert set(await _pending(node)) == {replay.id}
     finally:
         await _close(node, plain)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_lost_report_reply_leaves_the_batch_to_be_reclaimed(tmp_path):
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    try:
+        await _on_reactor(_lost_report(server.url))
+    finally:
+        server.stop()
+
+
+async def _lost_report(url: str) -> None:
+    node = _node(url)
+    try:
+        # both scripts ran, the report's reply was lost with the connection: the retry
+        # finds the task acknowledged, emits nothing and holds nothing; the batch the
+        # entry script stored is reclaimed after the lease, not lost
+        crawl = Crawl(0, URL, 0, node.clock.now(), {}, "c0", 1.5)
+        await take(node, crawl)
+        report = node._report
+        calls = []
+
+        async def lost_once(keys, args):
+            got = await report(keys=keys, args=args)
+            calls.append(got)
+            if len(calls) == 1:
+                raise ConnectionError("the reply lost")
+            return got
+
+        node._report = lost_once
+        found = await node.feed_fetched(crawl, FETCHES[0])
+        assert [int(c[0]) for c in calls] == [1, 0]
+        assert found.entries == [] and found.batch is None and node.held == set()
+        assert node.stats.get("cluster/reported_already") == 1
+        sent = await node.redis.xrange(node.keys.results)
+        assert len(sent) == 1                           # the result sent once
+        await asyncio.sleep(LEASE * 1.2)
+        await node._renew_and_reclaim()
+        replay = node.take_replay()
+        assert [e.key for e in replay.entries] == ["a", "b"]
+    finally:
+        await _close(node)

@@ -1,5 +1,6 @@
-"""Connecting to a Redis Cluster: the start-up check, every key of a crawl in one slot (its
-scripts and transactions need it), the round trips counted on the cluster clients."""
+"""Connecting to a Redis Cluster: the start-up check, a crawl's keys spread over slots by tag
+(what one script or transaction touches in one), the round trips counted on the cluster
+clients."""
 
 from __future__ import annotations
 
@@ -8,26 +9,42 @@ from redis.cluster import key_slot
 
 from scrapy_whittle.cluster.connect import key_prefix, reach, sync_client
 from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
-from scrapy_whittle.cluster.keys import Keys
+from scrapy_whittle.cluster.keys import CHUNK, SPREAD, Keys
 from scrapy_whittle.service.config import InvalidSetting
 from tests.cluster.conftest import free_port
 
 
-def _all_keys(keys: Keys) -> list[str]:
-    names = [getattr(keys, name) for name, value in vars(Keys).items()
-             if isinstance(value, property)]
-    for sid in (0, 63, 64, 511, 512, 10**6):
-        names += [keys.rows(sid), keys.alive(sid), keys.etags(sid), keys.entries(sid)]
-    return names + [keys.stories(i) for i in range(8)]
+def _crawl_keys(keys: Keys) -> list[str]:
+    return [getattr(keys, name) for name, value in vars(Keys).items()
+            if isinstance(value, property)] + [keys.stories(i) for i in range(8)]
 
 
-def test_on_a_cluster_every_key_of_a_crawl_is_in_one_slot_and_on_one_redis_unchanged():
+def _source_keys(keys: Keys, sid: int) -> list[str]:
+    t = Keys.tag_of(sid)
+    return [keys.rows(sid), keys.alive(sid), keys.etags(sid), keys.entries(sid),
+            keys.urls(sid), keys.pending(t), keys.pending_since(t), keys.pending_next(t),
+            keys.checkpoint(t)]
+
+
+def test_on_a_cluster_a_crawls_keys_spread_over_slots_by_tag_and_on_one_redis_unchanged():
     cluster = Keys(key_prefix("whittle:news", "redis+cluster://h:7000"))
-    assert cluster.rows(0) == "{whittle:news}:rows:0"
-    assert len({key_slot(k.encode()) for k in _all_keys(cluster)}) == 1
-    assert Keys(key_prefix("whittle:news", "redis://h:6379/0")).rows(0) == "whittle:news:rows:0"
-    # a prefix with its own hash tag is kept
-    assert key_prefix("{tenant}:news", "redis+cluster://h:7000") == "{tenant}:news"
+    assert cluster.meta == "{whittle:news}:meta"
+    assert cluster.rows(0) == "{whittle:news:t0}:rows:0"
+    assert cluster.rows(CHUNK * (SPREAD + 1)) == "{whittle:news:t1}:rows:129"
+    # what one script or transaction touches is in one slot: the crawl-wide keys, and each
+    # source's keys with its tag's pending batches and checkpoint record
+    assert len({key_slot(k.encode()) for k in _crawl_keys(cluster)}) == 1
+    for sid in (0, 63, 64, 511, 512, 10**6, 10**7 + 5):
+        assert len({key_slot(k.encode()) for k in _source_keys(cluster, sid)}) == 1
+    # the tags fall in every third of the slots (a three-node cluster's shards)
+    slots = {key_slot(cluster.tag(t).encode()) for t in range(SPREAD)}
+    assert len(slots) > SPREAD * 0.9 and {s * 3 // 16384 for s in slots} == {0, 1, 2}
+    one = Keys(key_prefix("whittle:news", "redis://h:6379/0"))
+    assert (one.meta, one.rows(0)) == ("whittle:news:meta", "whittle:news:t0:rows:0")
+    # a prefix with its own hash tag is kept: every key in that tag's slot
+    own = Keys(key_prefix("{tenant}:news", "redis+cluster://h:7000"))
+    assert own.prefix == "{tenant}:news"
+    assert len({key_slot(k.encode()) for k in _crawl_keys(own) + _source_keys(own, 10**6)}) == 1
 
 
 def test_the_start_up_check_reaches_a_cluster_and_names_one_that_does_not_answer(

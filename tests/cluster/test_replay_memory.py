@@ -1,7 +1,7 @@
 """A cluster's replay of undelivered batches forgets none of the entries a feed still shows
 (on a real redis-server). One process had that bug (a replayed journal batch moved its entries
 to the recent end of the bounded memory restored from the checkpoint, forgetting the oldest:
-``tests/service/test_deliveries.py``). A cluster's entry memory is written only by the dedupe
+``tests/service/test_deliveries.py``). A cluster's entry memory is written only by the entry
 script, with all the entries a fetch showed, in the step that stores the new ones as a pending
 batch; a batch reclaimed from a killed worker is handed to the spider again without touching
 it. So after the replay the memory is the fetch's, byte for byte, and the feed's next fetch
@@ -18,6 +18,7 @@ from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.conftest import RedisServer
+from tests.cluster.harness import take
 from tests.cluster.test_node_outcomes import entry
 from tests.cluster.test_pending import URL, _close, _on_reactor
 
@@ -35,16 +36,20 @@ def _node(url: str) -> ClusterNode:
 
 async def _fetch(node: ClusterNode, n: int, entries):
     crawl = Crawl(0, URL, n, node.clock.now(), {}, f"c{n}", 1.0)
-    node.taken[crawl.cid] = f"{n + 1}-0"
+    await take(node, crawl)
     return await node.feed_fetched(crawl, entries)
 
 
 async def _killed(node: ClusterNode) -> None:
     """``node`` killed: the batches it held are not renewed; a lease later they read as
-    renewed at time 0 (what ``pending:since`` holds is Redis's time, not the test's clock)."""
-    if node.held:
-        await node.redis.zadd(node.keys.pending_since, dict.fromkeys(node.held, 0), xx=True)
-    node.held.clear()
+    renewed long ago, as ``_release_batches`` leaves them (what ``pending:since`` holds is
+    Redis's time, not the test's clock)."""
+    await node._release_batches()
+
+
+async def _memory(node: ClusterNode) -> bytes:
+    """Source 0's entry memory as Redis holds it (its bucket's packed string)."""
+    return await node.redis.get(node.keys.entries(0))
 
 
 async def _replayed(node: ClusterNode) -> list[str]:
@@ -66,10 +71,10 @@ async def _oldest_first(url: str) -> None:
         shown = shown[6:] + [entry(f"b{i}") for i in range(6)]       # 6 new, 6 oldest gone
         found = await _fetch(a, 1, shown)
         assert [e.key for e in found.entries] == [f"b{i}" for i in range(6)]
-        memory = await a.redis.hget(a.keys.entries(0), 0)
+        memory = await _memory(a)
         await _killed(a)                                   # before their items' delivery
         assert await _replayed(b) == [f"b{i}" for i in range(6)]
-        assert await a.redis.hget(a.keys.entries(0), 0) == memory
+        assert await _memory(a) == memory
         again = await _fetch(b, 2, shown)                  # the unchanged feed
         assert again.entries == [] and again.batch is None
     finally:
@@ -83,10 +88,10 @@ async def _two_batches(url: str) -> None:
         old, new = [entry(f"a{i}") for i in range(20)], [entry(f"b{i}") for i in range(20)]
         assert len((await _fetch(a, 0, old)).entries) == 20
         assert len((await _fetch(a, 1, new)).entries) == 20
-        memory = await a.redis.hget(a.keys.entries(0), 0)
+        memory = await _memory(a)
         await _killed(a)                                   # neither batch delivered
         assert sorted(await _replayed(b)) == sorted(e.key for e in old + new)
-        assert await a.redis.hget(a.keys.entries(0), 0) == memory       # as the fetch left it
+        assert await _memory(a) == memory       # as the fetch left it
         again = await _fetch(b, 2, new)
         assert again.entries == [] and again.batch is None
     finally:

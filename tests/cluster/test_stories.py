@@ -10,14 +10,14 @@ import asyncio
 import pytest
 
 from scrapy_whittle.cluster.node import ClusterNode
-from scrapy_whittle.cluster.stories import PER_KEY, SHARD_MIN, SHARDS, StoryHashes
+from scrapy_whittle.cluster.stories import KEPT, PER_KEY, SHARD_MIN, SHARDS, StoryHashes
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
-from tests.cluster.harness import on_asyncio
+from tests.cluster.harness import on_asyncio, take
 from tests.cluster.test_node_outcomes import SETTINGS, START
 
 LINK = {**SETTINGS, "WHITTLE_DEDUP": "link"}
@@ -59,7 +59,7 @@ async def _close(*nodes: ClusterNode) -> None:
 
 async def _fetch(node: ClusterNode, n: int, sid: int, entries):
     crawl = Crawl(sid, URLS[sid], n, node.clock.now(), {}, f"c{n}-{id(node)}", 1.0)
-    node.taken[crawl.cid] = f"{n + 1}-0"
+    await take(node, crawl)
     return await node.feed_fetched(crawl, entries)
 
 
@@ -149,9 +149,10 @@ async def test_the_story_memory_keeps_its_bound_and_forgets_the_least_recent(red
                                       story(f"e{n + 1}", f"https://x.example/{n + 1}")])
         shard = await node.redis.hget(node.keys.stories(0), 0)
         assert int(await node.redis.get(node.keys.entry_capacity)) == 6
-        assert len(shard) == 8 * SHARD_MIN
-        kept = [int.from_bytes(shard[i:i + 8], "little") // SHARDS - 1
-                for i in range(0, len(shard), 8)]
+        # each story its hash's high 48 bits (the low 16 are the shard's number, 0 here)
+        assert len(shard) == KEPT * SHARD_MIN
+        kept = [int.from_bytes(shard[i:i + KEPT], "little") - 1
+                for i in range(0, len(shard), KEPT)]
         assert kept == list(range(12 - SHARD_MIN, 12))
         # story 4 is seen again (a repeat: moved to the recent end), then three new ones:
         # the least recently seen (5, 6, 7) go, 4 stays
@@ -208,12 +209,12 @@ def test_two_processes_emit_each_story_once_across_feeds(redis_server, tmp_path)
 
 @on_asyncio
 async def test_a_fetch_reported_in_the_script_carries_its_latency(redis_server):
-    # the fetch's result is written by the dedupe script: the download's latency (the
+    # the fetch's result is written by the report script: the download's latency (the
     # host throttle's slowing signal) reaches the planner with it
     node = _node(redis_server.url, SimulatedClock(start=START), PER_FEED)
     try:
         crawl = Crawl(0, URLS[0], 0, node.clock.now(), {}, "c-lat", 1.0)
-        node.taken[crawl.cid] = "1-0"
+        await take(node, crawl)
         await node.feed_fetched(crawl, [story("a1")], latency=0.25)
         sent = await node.redis.xrange(node.keys.results)
     finally:
