@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import secrets
 import time
 from collections import defaultdict
@@ -42,6 +41,9 @@ logger = logging.getLogger(__name__)
 #: inbox messages and results the planner reads at once
 INBOX = 500
 RESULTS = 1000
+#: seconds an idle planner's read waits at most for a result (an inbox message waits as
+#: long; a stop too)
+IDLE_READ = 0.5
 
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -115,8 +117,10 @@ class Planner:
         return self.service is not None
 
     # -- leadership ---------------------------------------------------------------------------
-    async def step(self) -> float:
-        """One round; returns how long to sleep before the next."""
+    async def step(self, block: float = 0.0) -> float:
+        """One round; returns how long to sleep before the next, or, leading, how long
+        nothing is due: the next round's ``block``, how long its read of the results may
+        wait for one (the first result ends the wait)."""
         r = self.node.redis
         if not self.leader:
             got = await self.retry(lambda: r.set(self.keys.planner, self.token, nx=True,
@@ -134,20 +138,34 @@ class Planner:
                 self.node.stats.inc("cluster/planner_lost")
                 return 0.0
             self._renewed = now
-        busy = await self._read_messages()
+        await self._read_messages(block)
         await self._tell_sources()
-        busy += await self._dispatch()
-        if now - self._reclaimed > min(self.lease / 4, 5.0):
-            busy += await self._reclaim()
+        await self._dispatch()
+        if now - self._reclaimed > self._reclaim_every():
+            await self._reclaim()
             self._reclaimed = now
         if self.service.checkpoint_due():
             await self.checkpoint()
         if self.service.finished:
             await self.retry(lambda: r.hset(self.keys.meta, "finished", 1), "finishing")
-        if busy:
-            return 0.0
-        wait = self.service.wake_at - self.service.clock.now()
-        return min(max(wait, 0.0), 0.05) if math.isfinite(wait) else 0.05
+        # busy or not, the next read may wait: results there end it at once, and what
+        # else can be done now (an epoch, a host free again) is due in ``_idle``
+        return self._idle()
+
+    def _reclaim_every(self) -> float:
+        return min(self.lease / 4, 5.0)
+
+    def _idle(self) -> float:
+        """Seconds until something is due (an epoch, a host's next crawl, the lock's renewal,
+        the leases' check, a checkpoint), at most ``IDLE_READ``. With the backlog full no
+        crawl is due before a result comes back."""
+        now = time.monotonic()
+        wait = min(IDLE_READ, self.node.config.checkpoint_interval,
+                   self._renewed + self.lock_ttl / 3 - now,
+                   self._reclaimed + self._reclaim_every() - now)
+        if len(self.in_flight) < self.backlog:
+            wait = min(wait, self.service.wake_at - self.service.clock.now())
+        return max(wait, 0.0)
 
     async def _holding_lock(self, work):
         """Await ``work`` (a take-over, an epoch's selection: at millions of sources they
@@ -343,15 +361,19 @@ class Planner:
             entries = got[0][1] if got else []
         return self._learn_all(entries)
 
-    async def _read_messages(self) -> int:
+    async def _read_messages(self, block: float = 0.0) -> int:
         """The inbox and the new results, read in one round trip (a pipeline: neither
-        needs the other's atomicity); both handled, the inbox first."""
+        needs the other's atomicity); both handled, the inbox first. With ``block``
+        (seconds), the read of the results waits that long for one if there is none: an
+        idle planner sleeps in Redis, woken by the first result, instead of polling."""
         r, k = self.node.redis, self.keys
+        wait_ms = int(block * 1000) or None        # (BLOCK 0 would wait for ever)
 
         async def read():
             pipe = r.pipeline(transaction=False)
             pipe.lpop(k.inbox, INBOX)
-            pipe.xreadgroup("planner", self.consumer, {k.results: ">"}, count=RESULTS)
+            pipe.xreadgroup("planner", self.consumer, {k.results: ">"}, count=RESULTS,
+                            block=wait_ms)
             return await pipe.execute()
 
         items, got = await self.retry(read, "reading the inbox and results")
