@@ -75,6 +75,8 @@ from scrapy_whittle.cluster.tasks import (
     task_crawl,
     task_fields,
 )
+from scrapy_whittle.cluster.writes import RUN as WRITES
+from scrapy_whittle.cluster.writes import Writes
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
@@ -154,6 +156,7 @@ class ClusterNode:
         self.stories = StoryHashes(config.dedup_drop_params) if config.dedup == "link" \
             else None
         self._renew = self.redis.register_script(RENEW)
+        self._writes = self.redis.register_script(WRITES)
         self._reclaim = self.redis.register_script(RECLAIM)
         #: store each fetch's new entries as a pending batch until delivered (set when
         #: something reports deliveries: DeliveryMiddleware)
@@ -221,13 +224,16 @@ class ClusterNode:
         """Tasks taken but not started go back to the stream for the other workers."""
         if not self.queue:
             return
-        pipe = self.redis.pipeline(transaction=True)
+        writes, tasks = Writes(), self.keys.tasks
         for crawl, task_id in self.queue:
-            pipe.xadd(self.keys.tasks, task_fields(crawl))
-            pipe.xack(self.keys.tasks, "workers", task_id)
-            pipe.xdel(self.keys.tasks, task_id)
+            writes.xadd(tasks, task_fields(crawl))
+            writes.add("XACK", tasks, "workers", task_id).add("XDEL", tasks, task_id)
         self.queue.clear()
-        await pipe.execute()
+        await self.write(writes)
+
+    async def write(self, writes: Writes) -> None:
+        """Run ``writes`` (write commands on the crawl's keys) as one atomic step."""
+        await writes.run(self._writes)
 
     async def _release_batches(self) -> None:
         """Batches held and not delivered (the crawl closed first): renewed to time 0, so
@@ -394,10 +400,8 @@ class ClusterNode:
         batches, self._delivered, self._forgetting = self._delivered, [], False
 
         async def forget():
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hdel(k.pending, *batches)
-            pipe.zrem(k.pending_since, *batches)
-            return await pipe.execute()
+            await self.write(Writes().variadic("HDEL", k.pending, batches)
+                             .variadic("ZREM", k.pending_since, batches))
 
         try:
             await self.retry(forget, "forgetting delivered batches", within=self.wait)
@@ -523,11 +527,9 @@ class ClusterNode:
         message = result_fields(result)
 
         async def send():
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.xadd(k.results, message)
-            pipe.xack(k.tasks, "workers", task_id)
-            pipe.xdel(k.tasks, task_id)
-            return await pipe.execute()
+            await self.write(Writes().xadd(k.results, message)
+                             .add("XACK", k.tasks, "workers", task_id)
+                             .add("XDEL", k.tasks, task_id))
 
         try:
             await self.retry(send, "sending a result", within=self.wait)

@@ -31,6 +31,7 @@ from collections import defaultdict
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
 from scrapy_whittle.cluster.tasks import FETCHED, NOT_MODIFIED, read_result, task_fields
+from scrapy_whittle.cluster.writes import Writes
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
@@ -281,21 +282,22 @@ class Planner:
             tasks.append((crawl._replace(cid=cid, weight=weight.item(crawl.source)), deadline))
         return tasks
 
-    async def _send_tasks(self, tasks: list[tuple[Crawl, float]]) -> list:
-        """The tasks, their in-flight records and the budget they spend: one transaction,
-        a command per task and three for the batch."""
+    async def _send_tasks(self, tasks: list[tuple[Crawl, float]]) -> None:
+        """The tasks, their in-flight records and the budget they spend: one atomic step
+        (:mod:`~scrapy_whittle.cluster.writes`), a command per task and three for the
+        batch."""
         k, cost = self.keys, self.service.sources.cost
         spent: dict[int, float] = defaultdict(float)
-        pipe = self.node.redis.pipeline(transaction=True)
+        writes = Writes()
         for crawl, _deadline in tasks:
-            pipe.xadd(k.tasks, task_fields(crawl))
+            writes.xadd(k.tasks, task_fields(crawl))
             spent[crawl.epoch] += cost.item(crawl.source)
-        pipe.hset(k.in_flight, mapping={crawl.source: f"{deadline} {crawl.cid}"
-                                        for crawl, deadline in tasks})
+        writes.hset(k.in_flight, {crawl.source: f"{deadline} {crawl.cid}"
+                                  for crawl, deadline in tasks})
         for epoch, total in spent.items():
-            pipe.hincrbyfloat(k.spent, epoch, total)
-        pipe.hincrby(k.totals, "crawls", len(tasks))
-        return await pipe.execute()
+            writes.add("HINCRBYFLOAT", k.spent, epoch, total)
+        writes.add("HINCRBY", k.totals, "crawls", len(tasks))
+        await self.node.write(writes)
 
     async def _reclaim(self) -> int:
         """Take back the tasks workers hold past the lease, hand them out again; forget the
@@ -317,13 +319,13 @@ class Planner:
                 again.append((entry_id, None))
         if again:
             async def resend():
-                pipe = r.pipeline(transaction=True)
+                writes = Writes()
                 for entry_id, fields in again:
                     if fields is not None:
-                        pipe.xadd(k.tasks, {key.decode(): v for key, v in fields.items()})
-                    pipe.xack(k.tasks, "workers", entry_id)
-                    pipe.xdel(k.tasks, entry_id)
-                return await pipe.execute()
+                        writes.xadd(k.tasks, {key.decode(): v for key, v in fields.items()})
+                    writes.add("XACK", k.tasks, "workers", entry_id)
+                    writes.add("XDEL", k.tasks, entry_id)
+                await self.node.write(writes)
 
             await self.retry(resend, "handing out again")
             self.node.stats.inc("cluster/reclaimed", sum(f is not None for _, f in again))
