@@ -11,11 +11,18 @@ spurious, and a hub may stop altogether. The evidence, per source:
   its way: it is evidence of nothing and is left out;
 * a push that brought no new entry (all its entries known: a duplicate, or a spurious ping).
 
+Only a poll sees what the hub lost, so a push is evidence only once a poll has checked its
+span: the pushes since the last poll (``pending``) wait, and the next poll counts them with
+the misses it found, in the share of the span its feed still listed (``listed_from``: a feed
+showing its newest K entries cannot show the misses older than those). Counting the pushes at
+once would compare every push with the misses of the checked spans only, and push p to 1 for
+a source seldom polled (every push counted, none of its misses seen).
+
 The share of new entries delivered by push is a Beta-Binomial mean,
 p = pushed / (prior_missed + pushed + polled), with ``prior_missed`` pseudo-entries seen by
-poll and none by push: a source with no push history is a source that does not push (p = 0).
-Every count is discounted by exp(-k / ``memory``) as k new entries are counted, so the
-estimate follows a hub whose quality changes, over about ``memory`` entries.
+poll and none by push: a source whose pushes no poll has checked yet is a source that does not
+push (p = 0). Every count is discounted by exp(-k / ``memory``) as k new entries are counted,
+so the estimate follows a hub whose quality changes, over about ``memory`` entries.
 
 ``reliability`` is the share the policy may rely on: p, except where the hub is
 
@@ -28,9 +35,9 @@ estimate follows a hub whose quality changes, over about ``memory`` entries.
 
 where it is 0 (the source goes back to full polling) until the hub's pushes are useful again.
 
-``pending``: the entries pushed since the source's last poll, which that poll's publishing-rate
-update adds to the entries it found itself (both are the source's arrivals over the span the
-poll covers).
+``pending``: the entries pushed since the source's last poll, which ``update_polls`` returns for
+that poll's publishing-rate update to add to the entries it found itself (both are the
+source's arrivals over the span the poll covers).
 """
 
 from __future__ import annotations
@@ -90,11 +97,12 @@ class PushReliability(VectorEstimator):
             bad |= ~(np.isfinite(c) & (c >= 0))
         return bad | np.isinf(self.last_push[ids])
 
-    def _fade(self, ids: np.ndarray, entries: np.ndarray) -> None:
-        """Discount the evidence of ``ids`` (distinct) before ``entries`` more are counted."""
+    def _fade(self, ids: np.ndarray, entries: np.ndarray, cols: tuple[np.ndarray, ...]
+              ) -> None:
+        """Discount the evidence ``cols`` of ``ids`` (distinct) before ``entries`` more are
+        counted."""
         f = np.exp(-entries / self.memory)
-        for col in (self.pushed, self.polled, self.pushes, self.empty, self.late_w,
-                    self.late_sum, self.late_sq):
+        for col in cols:
             col[ids] *= f
 
     # -- updates ----------------------------------------------------------------------------
@@ -114,9 +122,11 @@ class PushReliability(VectorEstimator):
             return ok
         used = ids[ok]
         uniq, inv = np.unique(used, return_inverse=True)
-        self._fade(uniq, np.bincount(inv, weights=new[ok], minlength=uniq.shape[0]))
-        np.add.at(self.pushed, used, new[ok])
-        np.add.at(self.pending, used, new[ok])
+        # the hub's behaviour (empty pushes, lateness) is discounted as pushes come; the share
+        # as polls check them (update_polls)
+        self._fade(uniq, np.bincount(inv, weights=new[ok], minlength=uniq.shape[0]),
+                   (self.pushes, self.empty, self.late_w, self.late_sum, self.late_sq))
+        np.add.at(self.pending, used, new[ok])     # evidence of p once a poll checks them
         np.add.at(self.pushes, used, 1.0)
         np.add.at(self.empty, used, (new[ok] == 0).astype(np.float64))
         useful = new[ok] > 0                     # an empty push says nothing of the hub's health
@@ -141,12 +151,18 @@ class PushReliability(VectorEstimator):
             np.add.at(self.late_sq, src, late[good] ** 2)
         return ok
 
-    def update_polls(self, sources, times, offsets, published) -> np.ndarray:
+    def update_polls(self, sources, times, offsets, published, since=None,
+                     listed_from=None) -> tuple[np.ndarray, np.ndarray]:
         """Polls: poll j of ``sources[j]`` (distinct) at ``times[j]`` found
         ``published[offsets[j]:offsets[j+1]]`` (publication times of the entries it saw
         first). Those older than the source's ``censor_age`` are entries the hub did not
         deliver; so are those of unknown age (NaN), whose chance of being on their way is not
-        worth a guess. Returns the accepted mask (time finite)."""
+        worth a guess. The entries pushed since the source's previous poll (at ``since[j]``)
+        are counted with them, in the share of that span the poll checked: from the oldest
+        entry its feed listed (``listed_from[j]``, new or known) on; all of them where either
+        time is unknown (NaN, or None for all). Returns (the accepted mask (time finite), the
+        entries pushed since each source's previous poll: for the rate update of this poll,
+        set back to 0 where accepted)."""
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
         t = as_column("times", times, k)
@@ -163,17 +179,27 @@ class PushReliability(VectorEstimator):
         counted = ok[owner] & (np.isnan(age) | (plausible(age)
                                                 & (age > self.censor_age(ids)[owner])))
         missed = np.bincount(owner[counted], minlength=k).astype(np.float64)
-        self._fade(ids[ok], missed[ok])
-        self.polled[ids[ok]] += missed[ok]
-        return ok
+        pending = np.where(ok, self.pending[ids], 0.0)
+        checked = pending * self._checked_share(t, since, listed_from, k)
+        used = ids[ok]
+        self._fade(used, missed[ok] + checked[ok], (self.pushed, self.polled))
+        self.polled[used] += missed[ok]
+        self.pushed[used] += checked[ok]
+        self.pending[used] = 0.0
+        return ok, pending
 
-    def take_pending(self, sources) -> np.ndarray:
-        """The entries pushed since each source's last poll (for the rate update of the poll
-        now made), set back to 0."""
-        ids = as_sources(sources, self.n)
-        out = self.pending[ids].copy()
-        self.pending[ids] = 0.0
-        return out
+    @staticmethod
+    def _checked_share(t, since, listed_from, k: int) -> np.ndarray:
+        """The share of the span (since, t] from the oldest entry listed on (pushes and
+        publications being uniform over a span of a Poisson stream); 1 where unknown."""
+        if since is None or listed_from is None:
+            return np.ones(k)
+        start = as_column("since", since, k)
+        oldest = as_column("listed_from", listed_from, k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = (t - np.maximum(start, oldest)) / (t - start)
+        known = plausible(start) & plausible(oldest) & (t > start)
+        return np.where(known, np.clip(np.nan_to_num(share, nan=1.0), 0.0, 1.0), 1.0)
 
     # -- estimates --------------------------------------------------------------------------
     def share_at(self, ids) -> np.ndarray:

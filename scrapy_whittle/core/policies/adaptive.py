@@ -526,6 +526,14 @@ class AdaptiveWhittlePolicy(Policy):
                                               extra=extra)
         self.last_missed = float(np.sum(missed))
         self.missed_total += self.last_missed
+        self._learn_values(src, t, reward, off, pub, val)
+
+    def _learn_values(self, src, t, reward, off, pub, val, blind_decay: bool = True) -> None:
+        """Base values (xi) and decay (mu) from captures: capture j of ``src[j]`` at ``t[j]``
+        was worth ``reward[j]``, its entries ``pub[off[j]:off[j+1]]`` (publication times),
+        ``val`` (base values, NaN unknown). A poll's and a push's alike: the same entries,
+        valued at their capture. ``blind_decay``: captures whose base values are unknown
+        teach mu too (their mean value at their mean age)."""
         counts = np.diff(off)
         unknown = np.isnan(val)
         if not unknown.all():           # (a feed without engagement: no value per item)
@@ -543,7 +551,8 @@ class AdaptiveWhittlePolicy(Policy):
             n_items = np.diff(b_off).astype(np.float64)
             a = np.where(np.isfinite(ages[b_idx]), ages[b_idx], np.nan)
             mean_age = segment_sum(np.nan_to_num(a), b_off) / n_items
-            self.decay.update(src[blind], reward[blind] / n_items, mean_age)
+            if blind_decay:
+                self.decay.update(src[blind], reward[blind] / n_items, mean_age)
             mu = self.decay.mean_at(np.repeat(src[blind], np.diff(b_off)))
             disc = segment_sum(np.exp(-mu * np.nan_to_num(a)), b_off)
             # items whose value has all but vanished say nothing reliable of their base value
@@ -588,10 +597,16 @@ class AdaptiveWhittlePolicy(Policy):
             off, idx = segment_rows(obs.item_offsets, keep)
             pub = obs.item_published[idx]
             late = np.repeat(obs.time[keep], np.diff(off)) - pub
-            val = obs.item_value[idx]
-            known = np.isfinite(val)
-            if known.any():
-                self.values.update(np.repeat(src, np.diff(off))[known], val[known])
+            # pushed entries valued at their delivery teach xi, and mu where their base
+            # values are known (the decay at their small age); where only their values at
+            # capture are, not mu: a push's value of one entry against a poll's mean value of
+            # several is biased by the spread of the base values (E log xi < log E xi)
+            useful = np.diff(off) > 0
+            if useful.any():
+                u_off, u_idx = segment_rows(off, useful)
+                self._learn_values(src[useful], obs.time[keep][useful],
+                                   obs.reward[keep][useful], u_off, pub[u_idx],
+                                   obs.item_value[idx][u_idx], blind_decay=False)
         self.push.update_pushes(rows, obs.time[keep], obs.new_items[keep], off, late)
         self._tick(None, None, float(np.max(obs.time[keep])))
         self._estimates_changed(distinct(src))
@@ -664,15 +679,18 @@ class AdaptiveWhittlePolicy(Policy):
         if not pushing.any():
             return None
         rows = self.push_rows.rows(src[pushing])
+        at = np.flatnonzero(sel)[pushing]
         if obs.item_offsets is not None:
-            off, idx = segment_rows(obs.item_offsets, np.flatnonzero(sel)[pushing])
-            self.push.update_polls(rows, t[pushing], off, obs.item_published[idx])
+            off, idx = segment_rows(obs.item_offsets, at)
+            published = obs.item_published[idx]
         else:                                   # counts only: every new entry is a miss
-            counts = obs.new_items[sel][pushing]
-            off = np.concatenate([[0], np.cumsum(counts)])
-            self.push.update_polls(rows, t[pushing], off, np.full(int(off[-1]), np.nan))
+            off = np.concatenate([[0], np.cumsum(obs.new_items[at])])
+            published = np.full(int(off[-1]), np.nan)
+        _, pushed = self.push.update_polls(rows, t[pushing], off, published,
+                                           since=self.rates.last_time[src[pushing]],
+                                           listed_from=obs.listed_from[at])
         extra = np.zeros(src.shape[0])
-        extra[pushing] = self.push.take_pending(rows)
+        extra[pushing] = pushed
         return extra
 
     # -- health -----------------------------------------------------------------------------
