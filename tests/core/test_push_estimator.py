@@ -157,21 +157,39 @@ def test_pushes_no_poll_checked_are_no_evidence_of_reliability():
     assert abs(est.share_at([0])[0] - 0.9) < 0.05
 
 
+def test_a_pusher_no_poll_checked_starts_from_the_pooled_share():
+    # sources 0-9 checked (a hub that loses a fifth); source 10 pushes, never polled since
+    # its pushes began: its share is the others' pooled one, not pushed / (pushed + 1);
+    # source 11's hub only pinged (nothing new): it is not trusted at all
+    rng = np.random.default_rng(12)
+    est = PushReliability(12, memory=1e6)
+    feed(est, np.full(10, 0.2), 300, rng)
+    for t in range(300):
+        est.update_pushes([10], [t + 0.5], [1])
+    est.update_pushes([11], [1.0], [0])
+    pooled = est.pooled_share()
+    assert abs(pooled - 0.8) < 0.03
+    share = est.share_at([10, 11])
+    assert share[0] == pytest.approx(pooled) and share[1] == 0.0
+
+
 def test_a_poll_checks_the_pushes_only_as_far_back_as_its_feed_listed():
-    # 100 entries since the previous poll at t = 0, 90 pushed; the feed lists its newest 20,
-    # of which 2 are the hub's misses: the 80 older entries were not checked, their pushes
-    # are no evidence (counting all 90 against the 2 misses seen would give p = 0.97)
+    # 100 entries since the previous poll at t = 0, 90 pushed from t = 10 on (the first push:
+    # the hub's deliveries begin); the feed lists its newest 20, of which 2 are the hub's
+    # misses: the older entries were not checked, their pushes are no evidence (counting all
+    # 90 against the 2 misses seen would give p = 0.97); the span checked is (80, 100] of
+    # the pushes' (10, 100]
     est = PushReliability(1)
-    est.update_pushes([0], [100.0], [90])
-    ok, pushed = est.update_polls([0], [100.0], [0, 2], [95.0, 99.0], since=[0.0],
+    est.update_pushes(np.zeros(90), 10.0 + np.arange(90), np.ones(90))
+    ok, pushed = est.update_polls([0], [100.0], [0, 3], [5.0, 95.0, 99.0], since=[0.0],
                                   listed_from=[80.0])
     assert pushed[0] == 90.0
-    assert est.pushed[0] == pytest.approx(18.0)
-    assert est.share_at([0])[0] == pytest.approx(18.0 / 21.0)
+    # (the entry published at 5, before the first push, is no miss of the hub's)
+    assert est.pushed[0] == pytest.approx(20.0) and est.polled[0] == 2.0
     # unknown (NaN) times: the whole span counts
     est.update_pushes([0], [150.0], [10])
     est.update_polls([0], [150.0], [0, 0], [], since=[100.0], listed_from=[np.nan])
-    assert est.pushed[0] > 18.0 * np.exp(-10 / est.memory) + 9.99
+    assert est.pushed[0] > 20.0 * np.exp(-10 / est.memory) + 9.99
 
 
 def test_state_round_trips():
