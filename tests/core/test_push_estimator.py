@@ -181,8 +181,8 @@ def test_a_poll_checks_the_pushes_only_as_far_back_as_its_feed_listed():
     # the pushes' (10, 100]
     est = PushReliability(1)
     est.update_pushes(np.zeros(90), 10.0 + np.arange(90), np.ones(90))
-    ok, pushed = est.update_polls([0], [100.0], [0, 3], [5.0, 95.0, 99.0], since=[0.0],
-                                  listed_from=[80.0])
+    _, pushed = est.update_polls([0], [100.0], [0, 3], [5.0, 95.0, 99.0], since=[0.0],
+                                 listed_from=[80.0])
     assert pushed[0] == 90.0
     # (the entry published at 5, before the first push, is no miss of the hub's)
     assert est.pushed[0] == pytest.approx(20.0) and est.polled[0] == 2.0

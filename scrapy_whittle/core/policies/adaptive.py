@@ -32,8 +32,9 @@ cost), which grows without bound, so every source is explored some day, the prom
 Pushes (WebSub, ``observe_push``; ``docs/push.md``): an entry a hub delivers is captured at
 no crawl cost, so what a poll of the source is worth is what the pushes miss. The share p_i of
 new entries its pushes deliver is learned (``PushReliability``, from the entries first seen by
-a poll and those first seen by push, these once a poll has checked their span), and the index is evaluated at the arrivals the polls
-still find, u_i (1 - p_i): a reliable pusher is polled little. A hub gone silent or lying
+a poll and those first seen by push, these once a poll has checked their span), and the index
+is evaluated at the arrivals the polls still find, u_i (1 - p_i): a reliable pusher is polled
+little. A hub gone silent or lying
 gives p_i = 0 (checked at every selection, for the sources that ever pushed): full polling
 again. Without any push the policy does exactly what it does without this paragraph.
 
