@@ -165,6 +165,8 @@ class AdaptiveWhittlePolicy(Policy):
         self._push_used: np.ndarray | None = None   # reliability in u (derived)
         # sources whose hub failed: (ids, p, epochs at their last useful push) (derived)
         self._push_failed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # sources whose hub failed and whose polls never taught their decay (derived)
+        self._relearn: np.ndarray | None = None
         self._clock: tuple[float, float, float] | None = None  # (epoch, poll time, push time)
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
@@ -304,7 +306,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.group[:] = self._groups_of(np.arange(self.n))
         self._pushers = None
         self._push_used = None
-        self._push_failed = None
+        self._push_failed = self._relearn = None
         if self.push.n:                          # the reliability at the last time known
             self._refresh_push(None)
 
@@ -347,6 +349,16 @@ class AdaptiveWhittlePolicy(Policy):
         since the last crawl would make one long gap between pushes of a silent hub look like
         hours of value waiting."""
         ids, share, since = self._push_failed
+        if self._relearn is not None:
+            # explored again as a source never crawled is, from its last poll on: the
+            # undecayed arrivals since then (its polls never taught its decay, and its
+            # pushes cannot: a push is seen at an age near 0)
+            back = self._relearn
+            k = epoch - self.last_epoch[back]
+            polled = np.isfinite(k)
+            x[back[polled]] = u[back[polled]] * np.maximum(k[polled], 0.0)
+            keep = ~np.isin(ids, back)
+            ids, share, since = ids[keep], share[keep], since[keep]
         k = epoch - self.last_epoch[ids]
         ok = np.isfinite(k) & np.isfinite(x[ids])
         if not ok.any():
@@ -408,6 +420,8 @@ class AdaptiveWhittlePolicy(Policy):
         if pages.any():
             ids = np.flatnonzero(pages)
             out[ids] |= self.changes.visits[self.page_rows.rows(ids)] > 0
+        if self._relearn is not None:
+            out[self._relearn] = False
         return out
 
     def priority(self, epoch: int) -> np.ndarray:
@@ -659,7 +673,7 @@ class AdaptiveWhittlePolicy(Policy):
         failed = lying | self.push.silent_at(rows, now, self.rates.mean_at(ids))
         share = np.nan_to_num(self.push.share_at(rows), nan=0.0)
         rel = np.where(failed, 0.0, share)
-        self._push_failed = None
+        self._push_failed = self._relearn = None
         if failed.any():
             # a silent hub delivered until its last useful push; a lying one is not believed
             # at all: its source is polled as if it did not push
@@ -667,6 +681,9 @@ class AdaptiveWhittlePolicy(Policy):
             since = np.where(lying[failed], np.inf,
                              (now - self.push.last_push[rows[failed]]) / period)
             self._push_failed = (ids[failed], share[failed], since)
+            blank = ~self.decay.learned_at(ids[failed])
+            if blank.any():
+                self._relearn = ids[failed][blank]
         moved = rel != self._push_used[ids]
         if moved.any():
             self._push_used[ids[moved]] = rel[moved]
