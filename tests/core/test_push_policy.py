@@ -200,3 +200,47 @@ def test_a_fallen_hub_s_sources_are_polled_within_two_usual_intervals():
         usual = 100 / len([e for e in plain[i] if 200 <= e < 300])
         first = min(e for e in polls[i] if e > 200)
         assert first - 200 <= 2 * usual, (i, first, usual)
+
+
+def test_a_fallen_hub_s_source_whose_decay_no_poll_taught_is_explored_again():
+    # values known only at capture (a crawl's engagement). Source 0 is polled once, at its
+    # first look (one capture at one age: the decay's intercept, not its slope), then pushes
+    # 2 entries an epoch until epoch 30; source 1 pushes 2 an epoch throughout and is polled
+    # every epoch (its polls find the tenth its hub loses); source 2 does not push, polled
+    # every epoch
+    policy = make_policy("whittle", Problem(n=3, cost=np.ones(3)), rng=0)
+
+    def poll(t, sources, pubs):
+        counts = [len(p) for p in pubs]
+        policy.observe(Observation(
+            epoch=t, sources=sources, time=float(t), new_items=counts,
+            reward=[np.exp(-0.1 * (t - p)).sum() for p in pubs],
+            item_offsets=np.concatenate([[0], np.cumsum(counts)]),
+            item_published=np.concatenate(pubs)))
+
+    first = -np.arange(1.0, 6.0)
+    poll(0, [0, 1, 2], [first, first, first])
+    for t in range(1, 41):
+        lost = t - np.array([0.5]) if t % 5 == 0 else np.zeros(0)
+        poll(t, [1, 2], [lost, t - np.array([0.3, 0.6])])
+        src = [0, 1, 0, 1] if t <= 30 else [1, 1]
+        when = t + np.sort(np.resize([0.3, 0.7], len(src)))
+        policy.observe_push(Observation(
+            epoch=t, sources=src, time=when, new_items=np.ones(len(src)),
+            reward=np.ones(len(src)), item_offsets=np.arange(len(src) + 1),
+            item_published=when - 0.01))
+    assert policy.decay.learned_at([0, 1, 2]).tolist() == [False, True, True]
+    policy.select(41, 1.0)                      # 11 epochs without a push from 0's hub
+    ids, _, _ = policy._push_failed
+    assert ids.tolist() == [0] and policy._relearn.tolist() == [0]
+    assert policy.explored().tolist() == [False, True, True]
+    x, _, u = policy.expected_state(41)
+    # priced as a source never crawled is: its undecayed arrivals since its last poll
+    assert x[0] == pytest.approx(41 * u[0])
+    assert policy.priority(41)[0] == pytest.approx(41 * u[0])
+    # once polls have taught its decay, it is ranked by its index again
+    poll(41, [0], [41 - np.array([0.2, 0.5, 3.0, 6.0])])
+    poll(42, [0], [42 - np.array([0.1, 0.9])])
+    policy.select(43, 1.0)
+    assert policy.decay.learned_at([0])[0] and policy._relearn is None
+    assert policy.explored()[0]
