@@ -200,3 +200,16 @@ def test_state_round_trips():
     copy.load_state_dict(est.state_dict())
     assert np.array_equal(copy.mean(), est.mean())
     assert np.array_equal(copy.last_push, est.last_push)
+
+
+def test_a_state_saved_before_first_push_was_kept_loads_and_counts_every_miss():
+    est = PushReliability(1)
+    est.update_pushes([0], [10.0], [3])
+    rows = est.export_rows([0])
+    old = rows[[name for name in rows.dtype.names if name != "first_push"]]
+    copy = PushReliability(1)
+    copy.import_rows([0], old)
+    assert copy.pending[0] == 3.0 and np.isnan(copy.first_push[0])
+    # the time its pushes began is unknown: every miss a poll finds counts
+    copy.update_polls([0], [20.0], [0, 2], [1.0, 15.0])
+    assert copy.polled[0] == 2.0 and copy.pushed[0] == 3.0
