@@ -20,8 +20,17 @@ simulated hours, a cost a real crawl with hourly epochs never sees. The web is o
 standing for many, so the per-host limit is lifted (in a cluster it holds across the
 processes, from dispatch until the planner has learned the result: on one host it caps the
 cluster's crawl rate at the limit over that round trip). Every process, the web and Redis
-share this machine's cores: the CPU each used per crawl is reported, and with it the crawl
-rate the cores could sustain.
+share this machine's cores.
+
+**CPU per crawl** (``cpu_per_crawl``, ``cpu_ratio``: the crawlers', K processes against one)
+divides the same CPU by the same crawls: the CPU each process (with its parse workers), the
+web and Redis used in the steady window, from ``--warmup`` seconds to a second before the
+close, over the feeds the web served in it, in the utility runs (the same budget: the same
+crawls, with as many new entries each). Start-up and close, which each of K processes pays
+once however long it crawls, are left out; they are in ``whole_run_cpu_per_crawl``. The
+throughput runs' figures (``throughput_cpu_per_crawl``) are reported with the new entries a
+crawl brought: there the cluster re-crawls each feed at its own rate, so its crawls are not
+the same work as one process's (more new entries each, fewer 304s, when it crawls slower).
 
 Also reported: entries emitted twice across the cluster (``duplicates``), budget use, Redis
 memory per source (``used_memory`` after the run against before, per feed), Redis
@@ -46,9 +55,11 @@ from statistics import mean
 from urllib.request import urlopen
 
 from sim.planner_load import info_sum, node_infos
-from sim.processes import RedisServer, reap
+from sim.processes import RedisServer, reap, tree_cpu
 
 PERIOD = 0.5
+#: seconds before a crawl's close at which its steady window ends
+END_MARGIN = 1.0
 
 
 class _Web:
@@ -94,6 +105,13 @@ def _redis_cpu(client) -> float:
                for info in node_infos(client, "cpu"))
 
 
+def _cpu_now(procs, web: _Web, redis_client) -> dict:
+    """CPU seconds used so far: the crawler processes (with their parse workers), the
+    simulated web, Redis."""
+    return {"crawlers": sum(tree_cpu(p.pid) for p in procs),
+            "server": tree_cpu(web.proc.pid), "redis": _redis_cpu(redis_client)}
+
+
 def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
            redis_client=None) -> dict:
     web = _Web(args)
@@ -108,6 +126,7 @@ def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
                 "WHITTLE_CHECKPOINT_INTERVAL": 2.0, "LOG_LEVEL": "WARNING",
                 "CLUSTER_FSYNC": False, **args.settings}
     procs = []
+    started = time.monotonic()
     for i in range(k):
         with open(tmp / f"{tag}-{i}.log", "w") as log:
             procs.append(subprocess.Popen(
@@ -117,7 +136,16 @@ def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
     # the utility captured once the processes are up (start-up, election and the first
     # registration of the sources in Redis excluded): sampled after --warmup seconds
     time.sleep(args.warmup)
-    warm = web.stats()["captured"]
+    warm_stats = web.stats()
+    warm = warm_stats["captured"]
+    # the steady window, from --warmup to a moment before the crawl's close: the CPU of
+    # each process (with its parse workers), the web and Redis, and the feeds the web
+    # served meanwhile (each a crawl); start-up and close, paid once per process however
+    # long it crawls, are outside it
+    at_warm = _cpu_now(procs, web, redis_client)
+    time.sleep(max(0.0, started + args.seconds - END_MARGIN - time.monotonic()))
+    at_end = _cpu_now(procs, web, redis_client)
+    window_crawls = web.stats()["requests"] - warm_stats["requests"]
     crawler_cpu = sum(reap(p, args.seconds * 4 + 120) for p in procs)
     truth = web.stats()
     server_cpu = web.stop()
@@ -145,11 +173,26 @@ def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
             "items": len(items),
             "duplicates": len(keys) - len(set(keys)), "budget_used": max(used, default=None),
             "exit_codes": [p.returncode for p in procs],
-            # CPU seconds per crawl: the crawler processes (start-up included), the simulated
-            # web and redis-server, which all share this machine's cores
-            "cpu_per_crawl": {"crawlers": crawler_cpu / max(fetched, 1),
-                              "server": server_cpu / max(fetched, 1),
-                              "redis": redis_cpu / max(fetched, 1)}}
+            # what a crawl brought: a crawl of more new entries costs more (parsing, items)
+            "items_per_crawl": len(items) / max(fetched, 1),
+            "not_modified_share": sum(s.get("whittle/not_modified", 0) for s in stats)
+            / max(fetched, 1),
+            # CPU seconds per crawl in the steady window: the crawler processes, the
+            # simulated web and redis-server, which all share this machine's cores
+            "steady_crawls": window_crawls,
+            "cpu_per_crawl": {what: (at_end[what] - at_warm[what]) / max(window_crawls, 1)
+                              for what in at_end},
+            # over the whole run, each process's start-up and close included
+            "whole_run_cpu_per_crawl": {"crawlers": crawler_cpu / max(fetched, 1),
+                                        "server": server_cpu / max(fetched, 1),
+                                        "redis": redis_cpu / max(fetched, 1)}}
+
+
+def _steady_cpu(runs: list[dict]) -> dict:
+    """CPU seconds per crawl of ``runs``' steady windows, all their crawls together."""
+    crawls = max(sum(r["steady_crawls"] for r in runs), 1)
+    return {what: sum(r["cpu_per_crawl"][what] * r["steady_crawls"] for r in runs) / crawls
+            for what in runs[0]["cpu_per_crawl"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the cluster runs on a three-node Redis Cluster (Redis's figures "
                          "summed over its nodes)")
     args = ap.parse_args(argv)
+    if args.warmup >= args.seconds - END_MARGIN:
+        ap.error(f"--warmup ({args.warmup:g}) must end before the last {END_MARGIN:g} s of "
+                 f"--seconds ({args.seconds:g})")
     budget = args.budget or max(1.0, args.feeds / 100)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     redis = RedisServer(tmp, nodes=3 if args.redis_cluster else 0)
@@ -212,12 +258,23 @@ def main(argv: list[str] | None = None) -> int:
         "single_crawls_per_s": single_t["crawls_per_s"],
         "speedup": cluster_t["crawls_per_s"] / max(single_t["crawls_per_s"], 1e-9),
         "duplicates": sum(c["duplicates"] for _, c in pairs) + cluster_t["duplicates"],
-        "cpu_per_crawl": {"single": single_t["cpu_per_crawl"],
-                          "cluster": cluster_t["cpu_per_crawl"]},
+        # the same budget (the utility runs; without them, the throughput runs), so the
+        # same crawls of the same feeds, with as many new entries each: CPU per crawl in
+        # the steady window, over all runs of a kind
+        "cpu_per_crawl": {"single": _steady_cpu([s for s, _ in pairs] or [single_t]),
+                          "cluster": _steady_cpu([c for _, c in pairs] or [cluster_t])},
+        # at a budget above what the machine fetches: the cluster re-crawls each feed at
+        # its own rate, so its crawls may bring more new entries each, and fewer 304s
+        "throughput_cpu_per_crawl": {"single": single_t["cpu_per_crawl"],
+                                     "cluster": cluster_t["cpu_per_crawl"]},
+        "throughput_items_per_crawl": {"single": single_t["items_per_crawl"],
+                                       "cluster": cluster_t["items_per_crawl"]},
         "cores": os.cpu_count(),
         "runs": {"utility": pairs, "single_throughput": single_t,
                  "cluster_throughput": cluster_t},
     }
+    report["cpu_ratio"] = report["cpu_per_crawl"]["cluster"]["crawlers"] / max(
+        report["cpu_per_crawl"]["single"]["crawlers"], 1e-12)
     if pairs:
         def avg(which, key):
             return mean([run[which][key] for run in pairs])
@@ -251,12 +308,22 @@ def main(argv: list[str] | None = None) -> int:
               f"{report['budget_used']}, single {report['single_budget_used']}")
     print(f"throughput (budget unbounded): cluster {report['crawls_per_s']:.1f} crawls/s, "
           f"single {report['single_crawls_per_s']:.1f}, speedup {report['speedup']:.2f}")
+    same = "at the same budget" if pairs else "at full speed"
     for name in ("single", "cluster"):
         c = report["cpu_per_crawl"][name]
-        total = sum(c.values())
-        print(f"CPU ms per crawl, {name}: crawlers {c['crawlers'] * 1e3:.2f}, simulated web "
-              f"{c['server'] * 1e3:.2f}, redis {c['redis'] * 1e3:.2f}; {report['cores']} "
-              f"cores allow at most {report['cores'] / max(total, 1e-9):.0f} crawls/s")
+        print(f"CPU ms per crawl {same} (after the first {args.warmup:g} s), {name}: "
+              f"crawlers {c['crawlers'] * 1e3:.2f}, simulated web {c['server'] * 1e3:.2f}, "
+              f"redis {c['redis'] * 1e3:.2f}")
+    print(f"crawler CPU per crawl, cluster / single: {report['cpu_ratio']:.2f}")
+    if pairs:
+        for name in ("single", "cluster"):
+            c = report["throughput_cpu_per_crawl"][name]
+            total = sum(c.values())
+            print(f"CPU ms per crawl at full speed, {name}: crawlers "
+                  f"{c['crawlers'] * 1e3:.2f}, simulated web {c['server'] * 1e3:.2f}, redis "
+                  f"{c['redis'] * 1e3:.2f} ({report['throughput_items_per_crawl'][name]:.1f} "
+                  f"items a crawl); {report['cores']} cores allow at most "
+                  f"{report['cores'] / max(total, 1e-9):.0f} crawls/s")
     print(f"duplicates {report['duplicates']}")
     if pairs:
         print(f"Redis: the crawl's keys {report['redis_bytes_per_source']:.0f} bytes per "

@@ -89,6 +89,24 @@ class RedisServer:
             proc.wait(20)
 
 
+def tree_cpu(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` and its descendants alive now
+    (a crawler's parse workers) or already waited for (Linux ``/proc``); 0.0 for a process
+    gone meanwhile."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        children = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children += f.read().split()
+    except OSError:
+        return 0.0
+    # utime, stime, cutime, cstime (children waited for): clock ticks
+    ticks = sum(int(v) for v in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK") + sum(tree_cpu(int(c)) for c in children)
+
+
 def reap(proc: subprocess.Popen, timeout: float) -> float:
     """Wait for ``proc`` (killed after ``timeout`` s); returns its user + system CPU seconds."""
     timer = threading.Timer(timeout, proc.kill)

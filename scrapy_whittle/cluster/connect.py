@@ -73,10 +73,41 @@ def async_client(url: str, **options):
     from scrapy_whittle.cluster.counting import with_connection_class
 
     address = cluster_address(url)
-    return with_connection_class(RedisCluster(
+    client = with_connection_class(RedisCluster(
         startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
         username=address.username, password=address.password, ssl=address.ssl, **options),
         closed_writes_fail_to_connect)
+    client.commands_parser = _reading_stream_keys(type(client.commands_parser))()
+    return client
+
+
+def stream_keys(args) -> list | None:
+    """The keys of an ``XREADGROUP`` or ``XREAD`` command (``args``: its name and
+    arguments): the first half of what follows ``STREAMS`` (the streams, then their ids);
+    None for another command."""
+    if str(args[0]).upper() not in ("XREADGROUP", "XREAD"):
+        return None
+    words = [a.upper() if isinstance(a, str) else a for a in args]
+    at = words.index("STREAMS") if "STREAMS" in words else words.index(b"STREAMS")
+    rest = args[at + 1:]
+    return list(rest[:len(rest) // 2])
+
+
+def _reading_stream_keys(base: type) -> type:
+    """``base`` (redis-py's parser of the commands' keys, which a cluster client asks which
+    slot a command goes to) finding the keys of the stream reads itself. redis-py asks the
+    server for the keys of a command whose keys move (``COMMAND GETKEYS``: a round trip
+    before every ``XREADGROUP``, the planner's and the workers' reads, on their own or in a
+    pipeline); they follow ``STREAMS``, as Redis's own ``xreadGetKeys`` finds them."""
+
+    class StreamKeysParser(base):
+        __slots__ = ()
+
+        async def get_keys(self, *args):
+            keys = stream_keys(args)
+            return keys if keys is not None else await super().get_keys(*args)
+
+    return StreamKeysParser
 
 
 def closed_writes_fail_to_connect(base: type) -> type:

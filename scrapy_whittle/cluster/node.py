@@ -90,6 +90,8 @@ from scrapy_whittle.cluster.tasks import (
     task_fields,
 )
 from scrapy_whittle.cluster.websub import HubsFound
+from scrapy_whittle.cluster.writes import RUN as WRITES
+from scrapy_whittle.cluster.writes import Writes
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig, is_cluster
@@ -104,6 +106,9 @@ logger = logging.getLogger(__name__)
 
 #: pending batches a node reclaims at once (more are taken a moment later)
 RECLAIM_BATCHES = 16
+#: milliseconds a worker's read of the tasks waits for one when there is none (a stop waits
+#: as long)
+TASK_WAIT = 500
 #: seconds a delivered batch waits for others to be forgotten with it (a tenth of the lease
 #: at most: it is no longer renewed)
 DELIVERY_GATHER = 0.05
@@ -150,6 +155,8 @@ class ClusterNode:
             retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
             socket_connect_timeout=wait), self.round_trips)
         self.stopping = False
+        self._stopped = asyncio.Event()                   # set with ``stopping``
+        self._room = asyncio.Event()                      # set when a task is reported
         self.finished = False
         self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
         self.taken: dict[str, str] = {}                    # crawl id -> task id, started
@@ -168,6 +175,7 @@ class ClusterNode:
         self.stories = StoryHashes(config.dedup_drop_params) if config.dedup == "link" \
             else None
         self._renew = self.redis.register_script(RENEW)
+        self._writes = self.redis.register_script(WRITES)
         self._reclaim = self.redis.register_script(RECLAIM)
         #: store each fetch's new entries as a pending batch until delivered (set when
         #: something reports deliveries: DeliveryMiddleware)
@@ -207,6 +215,7 @@ class ClusterNode:
         the client), give back the tasks not started (``unstarted``: taken ones the caller
         never downloaded), and let the planner resign."""
         self.stopping = True
+        self._stopped.set()
         for task in self._loops:
             try:
                 await asyncio.wait_for(asyncio.shield(task), 3)
@@ -240,13 +249,16 @@ class ClusterNode:
         """Tasks taken but not started go back to the stream for the other workers."""
         if not self.queue:
             return
-        pipe = await self.transaction()
+        writes, tasks = Writes(), self.keys.tasks
         for crawl, task_id in self.queue:
-            pipe.xadd(self.keys.tasks, task_fields(crawl))
-            pipe.xack(self.keys.tasks, "workers", task_id)
-            pipe.xdel(self.keys.tasks, task_id)
+            writes.xadd(tasks, task_fields(crawl))
+            writes.add("XACK", tasks, "workers", task_id).add("XDEL", tasks, task_id)
         self.queue.clear()
-        await pipe.execute()
+        await self.write(writes)
+
+    async def write(self, writes: Writes) -> None:
+        """Run ``writes`` (write commands on the crawl's keys) as one atomic step."""
+        await writes.run(self._writes)
 
     async def _release_batches(self) -> None:
         """Batches held and not delivered (the crawl closed first): renewed to time 0, so
@@ -260,15 +272,21 @@ class ClusterNode:
             self.replays.clear()
 
     async def _plan(self) -> None:
+        block = 0.0
         while not self.stopping:
             try:
-                wait = await self.planner.step()
+                wait = await self.planner.step(block)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("the planner failed a round; it tries again")
-                wait = 1.0
-            if wait:
+                block = 0.0
+                await asyncio.sleep(1.0)
+                continue
+            # a leader with nothing due waits for the workers' results in its next read
+            # (woken by the first); a follower sleeps until it tries the lock again
+            block = wait if self.planner.leader else 0.0
+            if wait and not block:
                 await asyncio.sleep(wait)
 
     # -- taking tasks ---------------------------------------------------------------------------
@@ -276,8 +294,10 @@ class ClusterNode:
         checked = 0.0
         while not self.stopping:
             free = self.capacity * 2 - len(self.queue) - len(self.taken)
-            if free <= 0:
-                await asyncio.sleep(0.01)
+            if free <= 0:                # woken by a report (or a stop, within a moment)
+                self._room.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._room.wait(), 0.5)
                 continue
             loop_time = asyncio.get_running_loop().time()
             state = loop_time - checked > 1.0        # the crawl's state too, once a second
@@ -310,12 +330,13 @@ class ClusterNode:
         k = self.keys
         if not state:
             got = await self.redis.xreadgroup("workers", self.consumer, {k.tasks: ">"},
-                                              count=count, block=200)
+                                              count=count, block=TASK_WAIT)
             return got, None
         pipe = self.redis.pipeline(transaction=False)
         pipe.hget(k.meta, "finished")
         pipe.hmget(k.totals, "crawls", "sources")
-        pipe.xreadgroup("workers", self.consumer, {k.tasks: ">"}, count=count, block=200)
+        pipe.xreadgroup("workers", self.consumer, {k.tasks: ">"}, count=count,
+                        block=TASK_WAIT)
         finished, (crawls, sources), got = await pipe.execute()
         return got, [finished, crawls, sources]
 
@@ -342,11 +363,9 @@ class ClusterNode:
     async def _keep_batches(self) -> None:
         """Every third of the lease: renew the batches held, reclaim stale ones."""
         every = max(0.05, min(self.lease / 3, 30.0))
-        loop = asyncio.get_running_loop()
         while not self.stopping:
-            due = loop.time() + every
-            while not self.stopping and loop.time() < due:    # a stop ends it at once
-                await asyncio.sleep(min(0.2, max(0.0, due - loop.time())))
+            with contextlib.suppress(TimeoutError):          # a stop ends it at once
+                await asyncio.wait_for(self._stopped.wait(), every)
             if self.stopping or self.retry.down_since is not None:
                 continue
             try:
@@ -465,6 +484,11 @@ class ClusterNode:
         # a cluster runs on the system clock: nothing jumps past a report
         return False
 
+    def _release(self, crawl: Crawl) -> str:
+        """The task id of ``crawl``, reported: its place is free for another task."""
+        self._room.set()
+        return self.taken.pop(crawl.cid)
+
     def _requeue(self, crawl: Crawl) -> None:
         """``crawl`` was taken but will not be downloaded: back to the queue given back."""
         task_id = self.taken.pop(crawl.cid, None)
@@ -478,7 +502,7 @@ class ClusterNode:
                            listing: Listing | None = None) -> FetchResult:
         """``listing``: the feed is a sitemap index listing those children; it goes to the
         planner with the result, whose service retires the children it lists no more."""
-        task_id = self.taken.pop(crawl.cid)
+        task_id = self._release(crawl)
         distinct, packed = packed_hashes(entries)
         maxn = self.config.max_entries_per_source
         shown = distinct[:maxn]
@@ -599,7 +623,7 @@ class ClusterNode:
                            last_modified: str | None = None,
                            hints: ServerHints | None = None, latency: float | None = None
                            ) -> None:
-        task_id = self.taken.pop(crawl.cid)
+        task_id = self._release(crawl)
         await self._send(task_id, CrawlResult.of(
             crawl, self.clock.now(), NOT_MODIFIED, moved=self._moves.pop(crawl.cid, ""),
             etag=etag or "",
@@ -611,7 +635,7 @@ class ClusterNode:
     async def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
                            retry_after: float | None = None) -> float:
         """Sent to the planner, whose service backs the source off (0 here: not known)."""
-        task_id = self.taken.pop(crawl.cid)
+        task_id = self._release(crawl)
         self._moves.pop(crawl.cid, None)
         await self._send(task_id, CrawlResult.of(crawl, self.clock.now(), kind,
                                                  cause=cause[:500],
@@ -639,11 +663,9 @@ class ClusterNode:
         message = result_fields(result)
 
         async def send():
-            pipe = await self.transaction()
-            pipe.xadd(k.results, message)
-            pipe.xack(k.tasks, "workers", task_id)
-            pipe.xdel(k.tasks, task_id)
-            return await pipe.execute()
+            await self.write(Writes().xadd(k.results, message)
+                             .add("XACK", k.tasks, "workers", task_id)
+                             .add("XDEL", k.tasks, task_id))
 
         try:
             await self.retry(send, "sending a result", within=self.wait)

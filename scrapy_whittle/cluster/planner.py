@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import secrets
 import time
 from collections import defaultdict
@@ -48,6 +47,7 @@ from scrapy_whittle.cluster.tasks import (
     task_fields,
 )
 from scrapy_whittle.cluster.websub import PlannerWebSub
+from scrapy_whittle.cluster.writes import Writes
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
@@ -58,6 +58,9 @@ logger = logging.getLogger(__name__)
 #: inbox messages and results the planner reads at once
 INBOX = 500
 RESULTS = 1000
+#: seconds an idle planner's read waits at most for a result (an inbox message waits as
+#: long; a stop too)
+IDLE_READ = 0.5
 
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -134,8 +137,10 @@ class Planner:
         return self.service is not None
 
     # -- leadership ---------------------------------------------------------------------------
-    async def step(self) -> float:
-        """One round; returns how long to sleep before the next."""
+    async def step(self, block: float = 0.0) -> float:
+        """One round; returns how long to sleep before the next, or, leading, how long
+        nothing is due: the next round's ``block``, how long its read of the results may
+        wait for one (the first result ends the wait)."""
         r = self.node.redis
         if not self.leader:
             got = await self.retry(lambda: r.set(self.keys.planner, self.token, nx=True,
@@ -153,22 +158,36 @@ class Planner:
                 self.node.stats.inc("cluster/planner_lost")
                 return 0.0
             self._renewed = now
-        busy = await self._read_messages()
+        await self._read_messages(block)
         await self._tell_sources()
-        busy += await self._dispatch()
+        await self._dispatch()
         if self.websub is not None:
             await self.websub.step(self.service.clock.now())
-        if now - self._reclaimed > min(self.lease / 4, 5.0):
-            busy += await self._reclaim()
+        if now - self._reclaimed > self._reclaim_every():
+            await self._reclaim()
             self._reclaimed = now
         if self.service.checkpoint_due():
             await self.checkpoint()
         if self.service.finished:
             await self.retry(lambda: r.hset(self.keys.meta, "finished", 1), "finishing")
-        if busy:
-            return 0.0
-        wait = self.service.wake_at - self.service.clock.now()
-        return min(max(wait, 0.0), 0.05) if math.isfinite(wait) else 0.05
+        # busy or not, the next read may wait: results there end it at once, and what
+        # else can be done now (an epoch, a host free again) is due in ``_idle``
+        return self._idle()
+
+    def _reclaim_every(self) -> float:
+        return min(self.lease / 4, 5.0)
+
+    def _idle(self) -> float:
+        """Seconds until something is due (an epoch, a host's next crawl, the lock's renewal,
+        the leases' check, a checkpoint), at most ``IDLE_READ``. With the backlog full no
+        crawl is due before a result comes back."""
+        now = time.monotonic()
+        wait = min(IDLE_READ, self.node.config.checkpoint_interval,
+                   self._renewed + self.lock_ttl / 3 - now,
+                   self._reclaimed + self._reclaim_every() - now)
+        if len(self.in_flight) < self.backlog:
+            wait = min(wait, self.service.wake_at - self.service.clock.now())
+        return max(wait, 0.0)
 
     async def _holding_lock(self, work):
         """Await ``work`` (a take-over, an epoch's selection: at millions of sources they
@@ -292,21 +311,22 @@ class Planner:
             tasks.append((crawl._replace(cid=cid, weight=weight.item(crawl.source)), deadline))
         return tasks
 
-    async def _send_tasks(self, tasks: list[tuple[Crawl, float]]) -> list:
-        """The tasks, their in-flight records and the budget they spend: one transaction,
-        a command per task and three for the batch."""
+    async def _send_tasks(self, tasks: list[tuple[Crawl, float]]) -> None:
+        """The tasks, their in-flight records and the budget they spend: one atomic step
+        (:mod:`~scrapy_whittle.cluster.writes`), a command per task and three for the
+        batch."""
         k, cost = self.keys, self.service.sources.cost
         spent: dict[int, float] = defaultdict(float)
-        pipe = await self.node.transaction()
+        writes = Writes()
         for crawl, _deadline in tasks:
-            pipe.xadd(k.tasks, task_fields(crawl))
+            writes.xadd(k.tasks, task_fields(crawl))
             spent[crawl.epoch] += cost.item(crawl.source)
-        pipe.hset(k.in_flight, mapping={crawl.source: f"{deadline} {crawl.cid}"
-                                        for crawl, deadline in tasks})
+        writes.hset(k.in_flight, {crawl.source: f"{deadline} {crawl.cid}"
+                                  for crawl, deadline in tasks})
         for epoch, total in spent.items():
-            pipe.hincrbyfloat(k.spent, epoch, total)
-        pipe.hincrby(k.totals, "crawls", len(tasks))
-        return await pipe.execute()
+            writes.add("HINCRBYFLOAT", k.spent, epoch, total)
+        writes.add("HINCRBY", k.totals, "crawls", len(tasks))
+        await self.node.write(writes)
 
     async def _reclaim(self) -> int:
         """Take back the tasks workers hold past the lease, hand them out again; forget the
@@ -328,13 +348,13 @@ class Planner:
                 again.append((entry_id, None))
         if again:
             async def resend():
-                pipe = await self.node.transaction()
+                writes = Writes()
                 for entry_id, fields in again:
                     if fields is not None:
-                        pipe.xadd(k.tasks, {key.decode(): v for key, v in fields.items()})
-                    pipe.xack(k.tasks, "workers", entry_id)
-                    pipe.xdel(k.tasks, entry_id)
-                return await pipe.execute()
+                        writes.xadd(k.tasks, {key.decode(): v for key, v in fields.items()})
+                    writes.add("XACK", k.tasks, "workers", entry_id)
+                    writes.add("XDEL", k.tasks, entry_id)
+                await self.node.write(writes)
 
             await self.retry(resend, "handing out again")
             self.node.stats.inc("cluster/reclaimed", sum(f is not None for _, f in again))
@@ -372,15 +392,19 @@ class Planner:
             entries = got[0][1] if got else []
         return self._learn_all(entries)
 
-    async def _read_messages(self) -> int:
+    async def _read_messages(self, block: float = 0.0) -> int:
         """The inbox and the new results, read in one round trip (a pipeline: neither
-        needs the other's atomicity); both handled, the inbox first."""
+        needs the other's atomicity); both handled, the inbox first. With ``block``
+        (seconds), the read of the results waits that long for one if there is none: an
+        idle planner sleeps in Redis, woken by the first result, instead of polling."""
         r, k = self.node.redis, self.keys
+        wait_ms = int(block * 1000) or None        # (BLOCK 0 would wait for ever)
 
         async def read():
             pipe = r.pipeline(transaction=False)
             pipe.lpop(k.inbox, INBOX)
-            pipe.xreadgroup("planner", self.consumer, {k.results: ">"}, count=RESULTS)
+            pipe.xreadgroup("planner", self.consumer, {k.results: ">"}, count=RESULTS,
+                            block=wait_ms)
             return await pipe.execute()
 
         items, got = await self.retry(read, "reading the inbox and results")

@@ -25,8 +25,10 @@ bound (twice the entry memory) spread over the shards, the least recently seen o
 forgotten first. So the memory is bounded, a story is about 6 bytes in Redis, and a lookup
 scans one short string.
 
-The node computes each entry's story hashes (a small cache keeps those of the entries a feed
-shows again and again) and names the shards they fall in: :func:`story_args`.
+The node computes each entry's story hashes (a feed's whole column of links at once when each
+entry has one key in its normal form, as one process does; else entry by entry, a small cache
+keeping those of the entries a feed shows again and again) and names the shards they fall in:
+:func:`story_args`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.feeds.story import DROP_PARAMS, ParamFilter, story_keys
+from scrapy_whittle.feeds.story import (
+    DROP_PARAMS,
+    ParamFilter,
+    story_key_column,
+    story_keys,
+)
 from scrapy_whittle.service.entry_memory import key_hashes
 
 #: shards of the story memory, and shards a Redis hash
@@ -117,9 +124,13 @@ class StoryHashes:
         self.params = ParamFilter(DROP_PARAMS if drop is None else drop)
         self.cache: dict[tuple, tuple[tuple[bytes, int, int], ...]] = {}
 
+    def key_hashes(self, keys: Sequence[str]) -> list[int]:
+        """The hashes of story keys (XXH3-64)."""
+        return key_hashes(keys)
+
     def hashes(self, entry: FeedEntry) -> tuple[int, ...]:
-        """The entry's story hashes (XXH3-64 of its story keys)."""
-        return tuple(key_hashes(story_keys(entry, self.params)))
+        """The entry's story hashes."""
+        return tuple(self.key_hashes(story_keys(entry, self.params)))
 
     def records(self, entry: FeedEntry) -> tuple[tuple[bytes, int, int], ...]:
         key = (entry.key, entry.link)
@@ -128,10 +139,24 @@ class StoryHashes:
             if len(self.cache) >= CACHE:          # the oldest half goes
                 for old in list(self.cache)[:CACHE // 2]:
                     del self.cache[old]
-            got = self.cache[key] = tuple(
-                (h.to_bytes(8, "little")[8 - KEPT:], h % SHARDS // PER_KEY, h % PER_KEY)
-                for h in self.hashes(entry))
+            got = self.cache[key] = tuple(map(_record, self.hashes(entry)))
         return got
+
+    def all_records(self, entries: Sequence[FeedEntry]
+                    ) -> list[tuple[tuple[bytes, int, int], ...]]:
+        """:meth:`records` of each of ``entries``: the feed's column of links at once when
+        each entry has one story key in its normal form (as one process does:
+        :func:`~scrapy_whittle.feeds.story.story_key_column`), else entry by entry."""
+        column = story_key_column(entries)
+        if column is None:
+            return [self.records(entry) for entry in entries]
+        return [(_record(h),) for h in self.key_hashes(column)]
+
+
+def _record(h: int) -> tuple[bytes, int, int]:
+    """A story hash as the script reads it: its high KEPT bytes (the low ones tell its
+    shard), its hash of shards, its field."""
+    return h.to_bytes(8, "little")[8 - KEPT:], h % SHARDS // PER_KEY, h % PER_KEY
 
 
 def story_args(entries: Sequence[FeedEntry], stories: StoryHashes, shard_key
@@ -141,9 +166,7 @@ def story_args(entries: Sequence[FeedEntry], stories: StoryHashes, shard_key
     ``shard_key(i)``: the Redis key of the ``i``-th hash of shards."""
     keys: dict[int, int] = {}
     out = bytearray()
-    records = stories.records
-    for entry in entries:
-        recs = records(entry)
+    for recs in stories.all_records(entries):
         out.append(len(recs))
         for raw, key, field in recs:
             place = keys.setdefault(key, len(keys) + 1)

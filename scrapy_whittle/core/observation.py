@@ -61,6 +61,9 @@ class Observation:
     item_offsets: np.ndarray | None = None  # int64[k+1]: entries of crawl j are [off[j], off[j+1])
     item_published: np.ndarray | None = None  # float64[total] publication times
     item_value: np.ndarray | None = None      # float64[total] observed base values (NaN unknown)
+    # float64[k]: publication time of the oldest entry each crawl's feed listed, new or known
+    # (NaN unknown): how far back the crawl could see what a hub lost
+    listed_from: np.ndarray = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         k = len(self.sources)
@@ -76,7 +79,10 @@ class Observation:
         full = (np.zeros(k, dtype=bool) if self.window_full is None
                 else np.asarray(self.window_full, dtype=bool))
         object.__setattr__(self, "window_full", full)
-        for name in ("time", "new_items", "reward", "ok", "window_full"):
+        listed = (np.full(k, np.nan) if self.listed_from is None
+                  else np.asarray(self.listed_from, dtype=np.float64))
+        object.__setattr__(self, "listed_from", listed)
+        for name in ("time", "new_items", "reward", "ok", "window_full", "listed_from"):
             if getattr(self, name).shape != (k,):
                 raise ValueError(f"Observation.{name} must have one value per crawled source")
         if self.item_offsets is not None:

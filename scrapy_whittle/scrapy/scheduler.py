@@ -232,6 +232,7 @@ class WhittleScheduler(BaseScheduler):
                 lambda: node.planner.service, config.sources, [], config.sources_url,
                 node.stats)
         await node.start()
+        freeze_startup_heap()              # as one process's (scrapy_whittle.service.gc_pause)
         node.stats.start()
         logger.info("cluster crawl %s on %s as %s", node.keys.prefix, node.redis_label,
                     node.consumer)

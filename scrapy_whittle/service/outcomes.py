@@ -67,6 +67,12 @@ def judge_fetch(new: list[FeedEntry], visible: int, had_before: bool, weight: fl
     return FetchResult(new, values, window_full)
 
 
+def oldest_date(entries: list[FeedEntry]) -> float | None:
+    """The publication time of the oldest dated entry of a feed (None: none dated)."""
+    dates = [e.published for e in entries if e.published is not None]
+    return min(dates) if dates else None
+
+
 def count_fetch(stats: Stats, new_items: int, reward: float, window_full: bool) -> None:
     """The stats of a successful fetch that found ``new_items`` entries worth ``reward``."""
     inc = stats.inc
@@ -156,7 +162,7 @@ class CrawlOutcomes:
         self.record_fetch(crawl, len(new), float(sum(found.values)), found.window_full,
                           [e.published for e in new], etag=etag,
                           last_modified=last_modified, now=self.clock.now(), hints=hints,
-                          latency=latency)
+                          latency=latency, listed_from=oldest_date(entries))
         if new and self.publications.enabled:
             self.publications.add(sid, new, found.values)
         return found
@@ -164,7 +170,10 @@ class CrawlOutcomes:
     def record_fetch(self, crawl: Crawl, new_items: int, reward: float, window_full: bool,
                      published: list[float | None], *, etag: str | None = None,
                      last_modified: str | None = None, now: float | None = None,
-                     hints: ServerHints | None = None, latency: float | None = None) -> None:
+                     hints: ServerHints | None = None, latency: float | None = None,
+                     listed_from: float | None = None) -> None:
+        """A fetch's outcome; ``listed_from``: the publication time of the oldest entry the
+        feed listed, new or known (None: unknown), how far back it showed what a hub lost."""
         sid = crawl.source
         now = self.clock.now() if now is None else now
         if new_items and published.__class__ is list \
@@ -174,7 +183,8 @@ class CrawlOutcomes:
                                                      window_full)
         if etag or last_modified:
             self._remember_validators(sid, etag, last_modified)
-        self._observe(crawl, now, True, *learned)
+        listed = listed_from if listed_from is not None and listed_from <= now else math.nan
+        self._observe(crawl, now, True, *learned, listed_from=listed)
         self.throttle.heard(crawl, latency=latency)
         if hints is not None:
             self._apply_hints(sid, hints, now)
@@ -278,12 +288,13 @@ class CrawlOutcomes:
         report_warnings(self.stats, self.log_once, crawl, warnings)
 
     def _observe(self, crawl: Crawl, now: float, ok: bool, new_items: int, reward: float,
-                 window_full: bool, published: list[float], at_least: float = 0.0) -> float:
+                 window_full: bool, published: list[float], at_least: float = 0.0,
+                 listed_from: float = math.nan) -> float:
         sid = crawl.source
         if not self.buffer:
             self.buffer_since = now
         self.buffer.append((crawl.epoch, sid, now - self.timeline.origin, new_items, reward,
-                            ok, window_full, published))
+                            ok, window_full, published, listed_from - self.timeline.origin))
         self.state.touch(sid)
         backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
                                           at_least=at_least)
@@ -433,7 +444,7 @@ class CrawlOutcomes:
         origin = self.timeline.origin
         t = time.perf_counter()
         for epoch in sorted(by_epoch):
-            _, sources, times, new_items, reward, ok, window_full, published = \
+            _, sources, times, new_items, reward, ok, window_full, published, listed = \
                 zip(*by_epoch[epoch], strict=True)
             offsets = np.zeros(len(sources) + 1, dtype=np.int64)
             np.cumsum(list(map(len, published)), out=offsets[1:])
@@ -442,7 +453,8 @@ class CrawlOutcomes:
             item_published -= origin
             obs = Observation(epoch=epoch, sources=sources, time=times, new_items=new_items,
                               reward=reward, ok=ok, window_full=window_full,
-                              item_offsets=offsets, item_published=item_published)
+                              item_offsets=offsets, item_published=item_published,
+                              listed_from=listed)
             self._observe_missed(policy, obs)
         if pushes:
             keeper.unchecked.update(row[0] for row in pushes)

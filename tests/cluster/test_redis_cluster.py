@@ -7,11 +7,18 @@ from __future__ import annotations
 import pytest
 from redis.cluster import key_slot
 
-from scrapy_whittle.cluster.connect import key_prefix, reach, sync_client
+from scrapy_whittle.cluster.connect import (
+    async_client,
+    key_prefix,
+    reach,
+    stream_keys,
+    sync_client,
+)
 from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
 from scrapy_whittle.cluster.keys import CHUNK, SPREAD, Keys
 from scrapy_whittle.service.config import InvalidSetting
 from tests.cluster.conftest import free_port
+from tests.cluster.harness import on_asyncio
 
 
 def _crawl_keys(keys: Keys) -> list[str]:
@@ -69,3 +76,33 @@ def test_round_trips_are_counted_on_a_cluster_client(redis_cluster):
         assert counter.count - before == 5
     finally:
         client.close()
+
+
+def test_the_keys_of_a_stream_read_are_what_follows_streams():
+    assert stream_keys(("XREADGROUP", "GROUP", "g", "c", "COUNT", 5, "BLOCK", 500,
+                        "STREAMS", "{a}:tasks", ">")) == ["{a}:tasks"]
+    assert stream_keys(("xread", "streams", b"s1", b"s2", "0-0", "0-0")) == [b"s1", b"s2"]
+    assert stream_keys(("GET", "k")) is None
+
+
+@on_asyncio
+async def test_a_stream_read_on_a_cluster_is_one_round_trip(redis_cluster):
+    """Alone or in a pipeline: the cluster client finds the stream's slot without asking the
+    server (``COMMAND GETKEYS``)."""
+    counter = RoundTrips()
+    client = count_round_trips(async_client(redis_cluster.url), counter)
+    stream = "{whittle:news}:results"
+    try:
+        await client.xgroup_create(stream, "planner", id="0", mkstream=True)
+        await client.xreadgroup("planner", "p", {stream: ">"}, count=10)   # connected
+        before = counter.count
+        await client.xadd(stream, {"a": 1})
+        got = await client.xreadgroup("planner", "p", {stream: ">"}, count=10)
+        pipe = client.pipeline(transaction=False)
+        pipe.lpop("{whittle:news}:inbox", 10)
+        pipe.xreadgroup("planner", "p", {stream: ">"}, count=10)
+        await pipe.execute()
+        assert counter.count - before == 3
+        assert got[0][1][0][1] == {b"a": b"1"}
+    finally:
+        await client.aclose()

@@ -12,6 +12,7 @@ import pytest
 from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.cluster.stories import KEPT, PER_KEY, SHARD_MIN, SHARDS, StoryHashes
 from scrapy_whittle.feeds.parse import FeedEntry
+from scrapy_whittle.feeds.story import story_key_column
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
@@ -133,8 +134,8 @@ async def test_two_nodes_at_once_emit_a_shared_story_once(redis_server):
 class _OneShard(StoryHashes):
     """Every story in shard 0 (hash = its number times SHARDS)."""
 
-    def hashes(self, entry):
-        return (int(entry.link.rsplit("/", 1)[1]) * SHARDS + SHARDS,)
+    def key_hashes(self, keys):
+        return [int(key.rsplit("/", 1)[1]) * SHARDS + SHARDS for key in keys]
 
 
 @on_asyncio
@@ -167,6 +168,22 @@ async def test_the_story_memory_keeps_its_bound_and_forgets_the_least_recent(red
         await _close(node)
     assert [e.key for e in forgotten.entries] == ["r1", "r5"]
     assert node.stats.get("dedup/repeats") == 2
+
+
+def test_a_feeds_column_of_links_gives_the_records_entry_by_entry_gives():
+    """The fast path (one story key an entry, in its normal form, the feed's links hashed
+    at once) and the entry-by-entry one agree; entries that need the slow path (a link to
+    normalise, an id that is another URL, no key) take it."""
+    fast = [story(f"k{j}", f"https://n.example/{j}") for j in range(30)]
+    slow = [story("a", "https://N.example/x?utm_source=y"),
+            story("https://n.example/y", "https://n.example/z"), story("no-key")]
+    assert story_key_column(fast) is not None            # the fast path is taken
+    for entries in (fast, fast + slow[:1], slow):
+        assert story_key_column(entries) is None or entries is fast
+        hashes = StoryHashes(None)
+        assert hashes.all_records(entries) == [StoryHashes(None).records(e) for e in entries]
+    records = StoryHashes(None).all_records(fast)
+    assert len(set(records)) == len(fast) and all(len(r) == 1 for r in records)
 
 
 def test_story_shards_spread_over_their_keys():

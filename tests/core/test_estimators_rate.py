@@ -122,3 +122,19 @@ def test_segment_rows_by_mask_or_by_row_numbers_in_their_order():
     assert new_off.tolist() == [0, 2, 5, 6] and idx.tolist() == [0, 1, 2, 3, 4, 5]
     new_off, idx = segment_rows(off, np.array([3, 0, 1]))
     assert new_off.tolist() == [0, 1, 3, 3] and idx.tolist() == [5, 0, 1]
+
+
+def test_pushed_entries_count_with_a_poll_but_not_against_a_full_window():
+    # 1 entry per unit of time; the previous poll at 0. Pushed since: 90 of the 100; the poll
+    # at 100 finds the other 10 (window not full): 100 entries over 100
+    est = RateEstimator(2, prior_rate=1.0, prior_exposure=1e-9)
+    est.last_time[:] = 0.0
+    pub = np.linspace(1.0, 100.0, 10)
+    est.observe_crawls([0], [100.0], [0, 10], pub, [False], extra=[90.0])
+    assert est.mean()[0] == pytest.approx(1.0, rel=1e-6)
+    # a hub that fell at 80: the 20 entries since are all the window shows (full); the 80
+    # pushed before were published before its oldest entry: they teach nothing of (80, 100]
+    # (counting them over it made the rate 5 times too large)
+    pub = np.linspace(81.0, 100.0, 20)
+    est.observe_crawls([1], [100.0], [0, 20], pub, [True], extra=[80.0])
+    assert est.mean()[1] == pytest.approx(1.0, rel=0.06)

@@ -116,7 +116,7 @@ def test_garbage_is_skipped_and_bad_state_reset():
     est = PushReliability(2)
     ok = est.update_pushes([0, 0, 1], [np.nan, 1.0, 2.0], [1, -1, 2])
     assert ok.tolist() == [False, False, True]
-    assert est.pushed[0] == 0.0 and est.pushed[1] == 2.0
+    assert est.pending[0] == 0.0 and est.pending[1] == 2.0
     est.pushed[1] = np.inf
     assert est.invalid([0, 1]).tolist() == [False, True]
     est.reset([1])
@@ -127,11 +127,69 @@ def test_garbage_is_skipped_and_bad_state_reset():
         PushReliability(1, lying_share=1.5)
 
 
-def test_pending_counts_the_pushes_since_the_last_poll():
+def test_a_poll_returns_the_pushes_since_the_previous_one():
     est = PushReliability(2)
     est.update_pushes([0, 0, 1], [1.0, 2.0, 3.0], [2, 1, 0])
-    assert est.take_pending([0, 1]).tolist() == [3.0, 0.0]
-    assert est.take_pending([0]).tolist() == [0.0]
+    ok, pushed = est.update_polls([0, 1], [4.0, 4.0], [0, 0, 0], [])
+    assert ok.all() and pushed.tolist() == [3.0, 0.0]
+    assert est.update_polls([0], [5.0], [0, 0], [])[1].tolist() == [0.0]
+    # a poll rejected (no usable time) leaves the pushes for the next one
+    est.update_pushes([1], [6.0], [2])
+    ok, pushed = est.update_polls([1], [np.nan], [0, 0], [])
+    assert not ok[0] and pushed[0] == 0.0 and est.pending[1] == 2.0
+
+
+def test_pushes_no_poll_checked_are_no_evidence_of_reliability():
+    # a hub that loses a tenth: the source is polled once, at its first look, then pushes
+    # for a long time; what it lost only a poll can show, so p stays where the checked
+    # evidence put it (the prior p = 0 here), not at pushed / (pushed + 1)
+    rng = np.random.default_rng(11)
+    est = PushReliability(1)
+    est.update_polls([0], [0.0], [0, 3], [-3.0, -2.0, -1.0])
+    for t in range(1, 200):
+        if rng.uniform() >= 0.1:
+            est.update_pushes([0], [t + 0.01], [1], [0, 1], [0.01])
+    assert est.pending[0] > 150
+    assert est.share_at([0])[0] == 0.0
+    # the next poll checks them with the misses it finds: about 0.9
+    lost = 199 - est.pending[0]
+    est.update_polls([0], [200.0], [0, int(lost)], 100.0 + np.arange(int(lost)))
+    assert abs(est.share_at([0])[0] - 0.9) < 0.05
+
+
+def test_a_pusher_no_poll_checked_starts_from_the_pooled_share():
+    # sources 0-9 checked (a hub that loses a fifth); source 10 pushes, never polled since
+    # its pushes began: its share is the others' pooled one, not pushed / (pushed + 1);
+    # source 11's hub only pinged (nothing new): it is not trusted at all
+    rng = np.random.default_rng(12)
+    est = PushReliability(12, memory=1e6)
+    feed(est, np.full(10, 0.2), 300, rng)
+    for t in range(300):
+        est.update_pushes([10], [t + 0.5], [1])
+    est.update_pushes([11], [1.0], [0])
+    pooled = est.pooled_share()
+    assert abs(pooled - 0.8) < 0.03
+    share = est.share_at([10, 11])
+    assert share[0] == pytest.approx(pooled) and share[1] == 0.0
+
+
+def test_a_poll_checks_the_pushes_only_as_far_back_as_its_feed_listed():
+    # 100 entries since the previous poll at t = 0, 90 pushed from t = 10 on (the first push:
+    # the hub's deliveries begin); the feed lists its newest 20, of which 2 are the hub's
+    # misses: the older entries were not checked, their pushes are no evidence (counting all
+    # 90 against the 2 misses seen would give p = 0.97); the span checked is (80, 100] of
+    # the pushes' (10, 100]
+    est = PushReliability(1)
+    est.update_pushes(np.zeros(90), 10.0 + np.arange(90), np.ones(90))
+    _, pushed = est.update_polls([0], [100.0], [0, 3], [5.0, 95.0, 99.0], since=[0.0],
+                                 listed_from=[80.0])
+    assert pushed[0] == 90.0
+    # (the entry published at 5, before the first push, is no miss of the hub's)
+    assert est.pushed[0] == pytest.approx(20.0) and est.polled[0] == 2.0
+    # unknown (NaN) times: the whole span counts
+    est.update_pushes([0], [150.0], [10])
+    est.update_polls([0], [150.0], [0, 0], [], since=[100.0], listed_from=[np.nan])
+    assert est.pushed[0] > 20.0 * np.exp(-10 / est.memory) + 9.99
 
 
 def test_state_round_trips():
@@ -142,3 +200,16 @@ def test_state_round_trips():
     copy.load_state_dict(est.state_dict())
     assert np.array_equal(copy.mean(), est.mean())
     assert np.array_equal(copy.last_push, est.last_push)
+
+
+def test_a_state_saved_before_first_push_was_kept_loads_and_counts_every_miss():
+    est = PushReliability(1)
+    est.update_pushes([0], [10.0], [3])
+    rows = est.export_rows([0])
+    old = rows[[name for name in rows.dtype.names if name != "first_push"]]
+    copy = PushReliability(1)
+    copy.import_rows([0], old)
+    assert copy.pending[0] == 3.0 and np.isnan(copy.first_push[0])
+    # the time its pushes began is unknown: every miss a poll finds counts
+    copy.update_polls([0], [20.0], [0, 2], [1.0, 15.0])
+    assert copy.polled[0] == 2.0 and copy.pushed[0] == 3.0

@@ -48,15 +48,43 @@ def test_pushed_entries_share_the_entry_memory_and_cost_no_budget():
     assert service.state.new_items[crawl.source] == 3
 
 
-def test_the_policy_learns_that_a_source_pushes():
+def poll(service, clock, sid, entries):
+    """Fetch source ``sid`` (the others' crawls handed out meanwhile answer 304), showing
+    ``entries``: what it found new."""
+    for _ in range(100):
+        crawl = service.next_crawl()
+        if crawl is None:
+            clock.advance_to(max(service.wake_at, clock.now() + 1.0)
+                             if np.isfinite(service.wake_at) else clock.now() + 600.0)
+        elif crawl.source != sid:
+            service.not_modified(crawl)
+        else:
+            return service.feed_fetched(crawl, entries)
+    raise AssertionError(f"source {sid} was never crawled")
+
+
+def test_the_policy_learns_that_a_source_pushes_once_a_poll_checks_it():
     service, clock = make(n=2)
+    old = [entry(f"o{j}", START - 100.0 * (j + 1)) for j in range(40)]     # a window of 40
+    poll(service, clock, 0, old)
+    t0 = clock.now()
     for k in range(30):
-        clock.advance_to(START + 60.0 * (k + 1))
+        clock.advance_to(t0 + 60.0 * (k + 1))
         service.pushed(0, [entry(f"p{k}", clock.now() - 2.0)])
     service.outcomes.flush()
+    # what the hub lost only a poll shows: pushes no poll checked are no evidence yet
+    assert service.policy.estimates()["push_share"][0] == 0.0
+    assert service.policy.push.n == 1
+    listed = [entry(f"p{k}", t0 + 60.0 * (k + 1) - 2.0) for k in range(29, -1, -1)]
+    lost = [entry("m0", t0 + 100.0), entry("m1", t0 + 1000.0)]
+    found = poll(service, clock, 0, sorted(listed + lost, key=lambda e: -e.published)
+                 + old[:8])
+    assert sorted(e.key for e in found.entries) == ["m0", "m1"]
+    service.outcomes.flush()
+    push = service.policy.push                   # one row: source 0's
+    assert push.pushed[0] == 30.0 and push.polled[0] == 2.0
     est = service.policy.estimates()
     assert est["push_share"][0] > 0.9 and est["push_share"][1] == 0.0
-    assert service.policy.push.n == 1
 
 
 def test_a_push_for_an_unknown_source_is_counted_and_dropped():
@@ -77,6 +105,7 @@ def test_push_state_survives_a_checkpoint(tmp_path):
     for k in range(10):
         clock.advance_to(START + 60.0 * (k + 1))
         assert [e.key for e in service.pushed(1, feed(k, clock.now())).entries] == [f"p{k}"]
+    poll(service, clock, 1, feed(9, START + 600.0))      # checks the pushes: nothing lost
     service.checkpoint()
     restored, _ = make(store=StateStore(tmp_path / FILE_NAME), clock=clock)
     share = restored.policy.estimates()["push_share"]

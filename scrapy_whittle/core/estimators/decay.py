@@ -447,6 +447,13 @@ class DecayEstimator(VectorEstimator):
     def half_life(self) -> np.ndarray:
         return LN2 / self.mean()
 
+    def learned_at(self, ids) -> np.ndarray:
+        """bool per source of ``ids``: some evidence bears on mu (a least-squares curvature
+        S_xx > 0, or ``update_span`` evidence); where none does, mu_hat is the prior's (one
+        capture of unknown base values at one age, say, fixes the intercept only)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        return (self._sums(ids)[0] > 0) | self.span_rows.has(ids)
+
     def std(self) -> np.ndarray:
         """Standard error of mu_hat: the inverse square root of the objective's curvature."""
         _, info = self._fit(np.arange(self.n))

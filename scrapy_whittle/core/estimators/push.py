@@ -11,11 +11,22 @@ spurious, and a hub may stop altogether. The evidence, per source:
   its way: it is evidence of nothing and is left out;
 * a push that brought no new entry (all its entries known: a duplicate, or a spurious ping).
 
-The share of new entries delivered by push is a Beta-Binomial mean,
-p = pushed / (prior_missed + pushed + polled), with ``prior_missed`` pseudo-entries seen by
-poll and none by push: a source with no push history is a source that does not push (p = 0).
-Every count is discounted by exp(-k / ``memory``) as k new entries are counted, so the
-estimate follows a hub whose quality changes, over about ``memory`` entries.
+Only a poll sees what the hub lost, so a push is evidence only once a poll has checked its
+span: the pushes since the last poll (``pending``) wait, and the next poll counts them with
+the misses it found, in the share of the span its feed still listed (``listed_from``: a feed
+showing its newest K entries cannot show the misses older than those). Counting the pushes at
+once would compare every push with the misses of the checked spans only, and push p to 1 for
+a source seldom polled (every push counted, none of its misses seen).
+
+The share of new entries delivered by push is a Beta-Binomial posterior mean with an
+empirical-Bayes prior: p = (pushed + m p0) / (pushed + polled + m), m = ``prior_entries``
+pseudo-entries at the prior share p0. For a source whose hub has delivered something new, p0 is
+the pooled share of every source's checked evidence (sum pushed / (sum pushed + sum polled +
+m)): hubs lose alike more often than not, and a source polled seldom starts from what the
+others showed instead of from nothing; for one whose hub never did (empty pings only), and
+while no poll has checked any push, p0 = 0: a source is not trusted to push until pushes were
+seen to deliver. Every count is discounted by exp(-k / ``memory``) as k new entries are
+counted, so the estimate follows a hub whose quality changes, over about ``memory`` entries.
 
 ``reliability`` is the share the policy may rely on: p, except where the hub is
 
@@ -28,9 +39,9 @@ estimate follows a hub whose quality changes, over about ``memory`` entries.
 
 where it is 0 (the source goes back to full polling) until the hub's pushes are useful again.
 
-``pending``: the entries pushed since the source's last poll, which that poll's publishing-rate
-update adds to the entries it found itself (both are the source's arrivals over the span the
-poll covers).
+``pending``: the entries pushed since the source's last poll, which ``update_polls`` returns for
+that poll's publishing-rate update to add to the entries it found itself (both are the
+source's arrivals over the span the poll covers).
 """
 
 from __future__ import annotations
@@ -48,7 +59,7 @@ from scrapy_whittle.core.estimators._base import (
 class PushReliability(VectorEstimator):
     """Per-source push reliability (see the module docstring).
 
-    prior_missed: pseudo-entries first seen by poll behind the prior p = 0 (> 0).
+    prior_entries: pseudo-entries behind the prior share (> 0).
     memory: entries over which old evidence fades (exp(-k / memory) as k are counted).
     silent_after: expected pushed entries since the last push beyond which the hub is silent.
     lying_share: share of pushes bringing nothing new beyond which the hub lies.
@@ -60,12 +71,12 @@ class PushReliability(VectorEstimator):
 
     per_source = {"pushed": 0.0, "polled": 0.0, "pushes": 0.0, "empty": 0.0,
                   "late_w": 0.0, "late_sum": 0.0, "late_sq": 0.0,
-                  "last_push": np.nan, "pending": 0.0}
+                  "last_push": np.nan, "pending": 0.0, "first_push": np.nan}
 
-    def __init__(self, n: int = 0, *, prior_missed: float = 1.0, memory: float = 200.0,
+    def __init__(self, n: int = 0, *, prior_entries: float = 1.0, memory: float = 200.0,
                  silent_after: float = 5.0, lying_share: float = 0.5,
                  min_pushes: float = 4.0, min_censor_age: float = 0.0) -> None:
-        for name, value in (("prior_missed", prior_missed), ("memory", memory),
+        for name, value in (("prior_entries", prior_entries), ("memory", memory),
                             ("silent_after", silent_after)):
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} ({value!r}) must be finite and > 0")
@@ -74,7 +85,7 @@ class PushReliability(VectorEstimator):
                 raise ValueError(f"{name} ({value!r}) must be finite and >= 0")
         if not 0 < lying_share < 1:
             raise ValueError(f"lying_share ({lying_share!r}) must lie in (0, 1)")
-        self.prior_missed = float(prior_missed)
+        self.prior_entries = float(prior_entries)
         self.memory = float(memory)
         self.silent_after = float(silent_after)
         self.lying_share = float(lying_share)
@@ -90,11 +101,12 @@ class PushReliability(VectorEstimator):
             bad |= ~(np.isfinite(c) & (c >= 0))
         return bad | np.isinf(self.last_push[ids])
 
-    def _fade(self, ids: np.ndarray, entries: np.ndarray) -> None:
-        """Discount the evidence of ``ids`` (distinct) before ``entries`` more are counted."""
+    def _fade(self, ids: np.ndarray, entries: np.ndarray, cols: tuple[np.ndarray, ...]
+              ) -> None:
+        """Discount the evidence ``cols`` of ``ids`` (distinct) before ``entries`` more are
+        counted."""
         f = np.exp(-entries / self.memory)
-        for col in (self.pushed, self.polled, self.pushes, self.empty, self.late_w,
-                    self.late_sum, self.late_sq):
+        for col in cols:
             col[ids] *= f
 
     # -- updates ----------------------------------------------------------------------------
@@ -114,10 +126,15 @@ class PushReliability(VectorEstimator):
             return ok
         used = ids[ok]
         uniq, inv = np.unique(used, return_inverse=True)
-        self._fade(uniq, np.bincount(inv, weights=new[ok], minlength=uniq.shape[0]))
-        np.add.at(self.pushed, used, new[ok])
-        np.add.at(self.pending, used, new[ok])
+        # the hub's behaviour (empty pushes, lateness) is discounted as pushes come; the share
+        # as polls check them (update_polls)
+        self._fade(uniq, np.bincount(inv, weights=new[ok], minlength=uniq.shape[0]),
+                   (self.pushes, self.empty, self.late_w, self.late_sum, self.late_sq))
+        np.add.at(self.pending, used, new[ok])     # evidence of p once a poll checks them
         np.add.at(self.pushes, used, 1.0)
+        first = np.full(uniq.shape[0], np.inf)
+        np.minimum.at(first, inv, t[ok])
+        self.first_push[uniq] = np.fmin(self.first_push[uniq], first)
         np.add.at(self.empty, used, (new[ok] == 0).astype(np.float64))
         useful = new[ok] > 0                     # an empty push says nothing of the hub's health
         if useful.any():
@@ -141,12 +158,20 @@ class PushReliability(VectorEstimator):
             np.add.at(self.late_sq, src, late[good] ** 2)
         return ok
 
-    def update_polls(self, sources, times, offsets, published) -> np.ndarray:
+    def update_polls(self, sources, times, offsets, published, since=None,
+                     listed_from=None) -> tuple[np.ndarray, np.ndarray]:
         """Polls: poll j of ``sources[j]`` (distinct) at ``times[j]`` found
         ``published[offsets[j]:offsets[j+1]]`` (publication times of the entries it saw
         first). Those older than the source's ``censor_age`` are entries the hub did not
         deliver; so are those of unknown age (NaN), whose chance of being on their way is not
-        worth a guess. Returns the accepted mask (time finite)."""
+        worth a guess; those published before the source's first push are no evidence (its
+        hub may not have been delivering yet: the entries a first poll after a subscription
+        finds). The entries pushed since the source's previous poll (at ``since[j]``) are
+        counted with them, in the share of that span the poll checked: from the oldest entry
+        its feed listed (``listed_from[j]``, new or known) on; all of them where either time
+        is unknown (NaN, or None for all). Returns (the accepted mask (time finite), the
+        entries pushed since each source's previous poll: for the rate update of this poll,
+        set back to 0 where accepted)."""
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
         t = as_column("times", times, k)
@@ -160,26 +185,47 @@ class PushReliability(VectorEstimator):
             raise ValueError("update_polls takes each source at most once per call")
         owner = np.repeat(np.arange(k), np.diff(off))
         age = t[owner] - pub
+        start = self.first_push[ids]
         counted = ok[owner] & (np.isnan(age) | (plausible(age)
-                                                & (age > self.censor_age(ids)[owner])))
+                                                & (age > self.censor_age(ids)[owner])
+                                                & ~(pub < start[owner])))
         missed = np.bincount(owner[counted], minlength=k).astype(np.float64)
-        self._fade(ids[ok], missed[ok])
-        self.polled[ids[ok]] += missed[ok]
-        return ok
+        pending = np.where(ok, self.pending[ids], 0.0)
+        since = np.full(k, np.nan) if since is None else as_column("since", since, k)
+        checked = pending * self._checked_share(t, np.fmax(since, start), listed_from, k)
+        used = ids[ok]
+        self._fade(used, missed[ok] + checked[ok], (self.pushed, self.polled))
+        self.polled[used] += missed[ok]
+        self.pushed[used] += checked[ok]
+        self.pending[used] = 0.0
+        return ok, pending
 
-    def take_pending(self, sources) -> np.ndarray:
-        """The entries pushed since each source's last poll (for the rate update of the poll
-        now made), set back to 0."""
-        ids = as_sources(sources, self.n)
-        out = self.pending[ids].copy()
-        self.pending[ids] = 0.0
-        return out
+    @staticmethod
+    def _checked_share(t, start, listed_from, k: int) -> np.ndarray:
+        """The share of the span (start, t] from the oldest entry listed on (pushes and
+        publications being uniform over a span of a Poisson stream); 1 where unknown."""
+        if listed_from is None:
+            return np.ones(k)
+        oldest = as_column("listed_from", listed_from, k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = (t - np.maximum(start, oldest)) / (t - start)
+        known = plausible(start) & plausible(oldest) & (t > start)
+        return np.where(known, np.clip(np.nan_to_num(share, nan=1.0), 0.0, 1.0), 1.0)
 
     # -- estimates --------------------------------------------------------------------------
+    def pooled_share(self) -> float:
+        """p0: the share of new entries first seen by push over every source's checked
+        evidence (0 with none)."""
+        pushed = float(self.pushed.sum())
+        return pushed / (pushed + float(self.polled.sum()) + self.prior_entries)
+
     def share_at(self, ids) -> np.ndarray:
-        """p: the (discounted, prior-shrunk) share of new entries first seen by push."""
+        """p: the (discounted) share of new entries first seen by push, shrunk to the prior
+        share: the pooled one where the hub has delivered something new, else 0."""
         pushed = self.pushed[ids]
-        return pushed / (self.prior_missed + pushed + self.polled[ids])
+        m = self.prior_entries
+        prior = np.where(np.isfinite(self.last_push[ids]), m * self.pooled_share(), 0.0)
+        return (pushed + prior) / (pushed + self.polled[ids] + m)
 
     def mean(self) -> np.ndarray:
         return self.share_at(slice(None))

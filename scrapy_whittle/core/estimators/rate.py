@@ -109,7 +109,10 @@ class RateEstimator(VectorEstimator):
         lists an entry older than it is read as if none were given (that source did publish
         before: a warm web's feed).
         ``extra[j]``: entries of the span crawl j covers that were seen otherwise first (pushed
-        since the source's previous crawl), counted with its own (None: none).
+        since the source's previous crawl), counted with its own (None: none); not where the
+        window was full: every entry it showed was new, so none of them was pushed in the span
+        it covers, (t_K, t], and those pushed before t_K fall in the interval that carries no
+        information.
         Returns (accepted, missed): which crawls were used, and the estimated number of
         entries lost to a full window per crawl (0 where the window was not full).
         A crawl is rejected when its time is not finite or not after the source's previous
@@ -155,7 +158,7 @@ class RateEstimator(VectorEstimator):
         if extra is not None:
             more = as_column("extra", extra, k)
             more = np.where(plausible(more) & (more > 0), more, 0.0)
-            c_upd = c_upd + more
+            c_upd = c_upd + np.where(full, 0.0, more)
         e_upd = np.where(plain, t - prev, t - boundary)
         # a full window whose entries carry no usable time: the plain count is a lower bound
         fallback = known & full & ~has_oldest

@@ -32,8 +32,9 @@ cost), which grows without bound, so every source is explored some day, the prom
 Pushes (WebSub, ``observe_push``; ``docs/push.md``): an entry a hub delivers is captured at
 no crawl cost, so what a poll of the source is worth is what the pushes miss. The share p_i of
 new entries its pushes deliver is learned (``PushReliability``, from the entries first seen by
-push and those first seen by a poll), and the index is evaluated at the arrivals the polls
-still find, u_i (1 - p_i): a reliable pusher is polled little. A hub gone silent or lying
+a poll and those first seen by push, these once a poll has checked their span), and the index
+is evaluated at the arrivals the polls still find, u_i (1 - p_i): a reliable pusher is polled
+little. A hub gone silent or lying
 gives p_i = 0 (checked at every selection, for the sources that ever pushed): full polling
 again. Without any push the policy does exactly what it does without this paragraph.
 
@@ -164,6 +165,8 @@ class AdaptiveWhittlePolicy(Policy):
         self._push_used: np.ndarray | None = None   # reliability in u (derived)
         # sources whose hub failed: (ids, p, epochs at their last useful push) (derived)
         self._push_failed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # sources whose hub failed and whose polls never taught their decay (derived)
+        self._relearn: np.ndarray | None = None
         self._clock: tuple[float, float, float] | None = None  # (epoch, poll time, push time)
 
     def _allocate_pages(self, ids: np.ndarray) -> np.ndarray:
@@ -303,7 +306,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.group[:] = self._groups_of(np.arange(self.n))
         self._pushers = None
         self._push_used = None
-        self._push_failed = None
+        self._push_failed = self._relearn = None
         if self.push.n:                          # the reliability at the last time known
             self._refresh_push(None)
 
@@ -346,6 +349,16 @@ class AdaptiveWhittlePolicy(Policy):
         since the last crawl would make one long gap between pushes of a silent hub look like
         hours of value waiting."""
         ids, share, since = self._push_failed
+        if self._relearn is not None:
+            # explored again as a source never crawled is, from its last poll on: the
+            # undecayed arrivals since then (its polls never taught its decay, and its
+            # pushes cannot: a push is seen at an age near 0)
+            back = self._relearn
+            k = epoch - self.last_epoch[back]
+            polled = np.isfinite(k)
+            x[back[polled]] = u[back[polled]] * np.maximum(k[polled], 0.0)
+            keep = ~np.isin(ids, back)
+            ids, share, since = ids[keep], share[keep], since[keep]
         k = epoch - self.last_epoch[ids]
         ok = np.isfinite(k) & np.isfinite(x[ids])
         if not ok.any():
@@ -407,6 +420,8 @@ class AdaptiveWhittlePolicy(Policy):
         if pages.any():
             ids = np.flatnonzero(pages)
             out[ids] |= self.changes.visits[self.page_rows.rows(ids)] > 0
+        if self._relearn is not None:
+            out[self._relearn] = False
         return out
 
     def priority(self, epoch: int) -> np.ndarray:
@@ -526,6 +541,14 @@ class AdaptiveWhittlePolicy(Policy):
                                               extra=extra)
         self.last_missed = float(np.sum(missed))
         self.missed_total += self.last_missed
+        self._learn_values(src, t, reward, off, pub, val)
+
+    def _learn_values(self, src, t, reward, off, pub, val, blind_decay: bool = True) -> None:
+        """Base values (xi) and decay (mu) from captures: capture j of ``src[j]`` at ``t[j]``
+        was worth ``reward[j]``, its entries ``pub[off[j]:off[j+1]]`` (publication times),
+        ``val`` (base values, NaN unknown). A poll's and a push's alike: the same entries,
+        valued at their capture. ``blind_decay``: captures whose base values are unknown
+        teach mu too (their mean value at their mean age)."""
         counts = np.diff(off)
         unknown = np.isnan(val)
         if not unknown.all():           # (a feed without engagement: no value per item)
@@ -543,7 +566,8 @@ class AdaptiveWhittlePolicy(Policy):
             n_items = np.diff(b_off).astype(np.float64)
             a = np.where(np.isfinite(ages[b_idx]), ages[b_idx], np.nan)
             mean_age = segment_sum(np.nan_to_num(a), b_off) / n_items
-            self.decay.update(src[blind], reward[blind] / n_items, mean_age)
+            if blind_decay:
+                self.decay.update(src[blind], reward[blind] / n_items, mean_age)
             mu = self.decay.mean_at(np.repeat(src[blind], np.diff(b_off)))
             disc = segment_sum(np.exp(-mu * np.nan_to_num(a)), b_off)
             # items whose value has all but vanished say nothing reliable of their base value
@@ -588,10 +612,16 @@ class AdaptiveWhittlePolicy(Policy):
             off, idx = segment_rows(obs.item_offsets, keep)
             pub = obs.item_published[idx]
             late = np.repeat(obs.time[keep], np.diff(off)) - pub
-            val = obs.item_value[idx]
-            known = np.isfinite(val)
-            if known.any():
-                self.values.update(np.repeat(src, np.diff(off))[known], val[known])
+            # pushed entries valued at their delivery teach xi, and mu where their base
+            # values are known (the decay at their small age); where only their values at
+            # capture are, not mu: a push's value of one entry against a poll's mean value of
+            # several is biased by the spread of the base values (E log xi < log E xi)
+            useful = np.diff(off) > 0
+            if useful.any():
+                u_off, u_idx = segment_rows(off, useful)
+                self._learn_values(src[useful], obs.time[keep][useful],
+                                   obs.reward[keep][useful], u_off, pub[u_idx],
+                                   obs.item_value[idx][u_idx], blind_decay=False)
         self.push.update_pushes(rows, obs.time[keep], obs.new_items[keep], off, late)
         self._tick(None, None, float(np.max(obs.time[keep])))
         self._estimates_changed(distinct(src))
@@ -643,7 +673,7 @@ class AdaptiveWhittlePolicy(Policy):
         failed = lying | self.push.silent_at(rows, now, self.rates.mean_at(ids))
         share = np.nan_to_num(self.push.share_at(rows), nan=0.0)
         rel = np.where(failed, 0.0, share)
-        self._push_failed = None
+        self._push_failed = self._relearn = None
         if failed.any():
             # a silent hub delivered until its last useful push; a lying one is not believed
             # at all: its source is polled as if it did not push
@@ -651,6 +681,9 @@ class AdaptiveWhittlePolicy(Policy):
             since = np.where(lying[failed], np.inf,
                              (now - self.push.last_push[rows[failed]]) / period)
             self._push_failed = (ids[failed], share[failed], since)
+            blank = ~self.decay.learned_at(ids[failed])
+            if blank.any():
+                self._relearn = ids[failed][blank]
         moved = rel != self._push_used[ids]
         if moved.any():
             self._push_used[ids[moved]] = rel[moved]
@@ -664,15 +697,18 @@ class AdaptiveWhittlePolicy(Policy):
         if not pushing.any():
             return None
         rows = self.push_rows.rows(src[pushing])
+        at = np.flatnonzero(sel)[pushing]
         if obs.item_offsets is not None:
-            off, idx = segment_rows(obs.item_offsets, np.flatnonzero(sel)[pushing])
-            self.push.update_polls(rows, t[pushing], off, obs.item_published[idx])
+            off, idx = segment_rows(obs.item_offsets, at)
+            published = obs.item_published[idx]
         else:                                   # counts only: every new entry is a miss
-            counts = obs.new_items[sel][pushing]
-            off = np.concatenate([[0], np.cumsum(counts)])
-            self.push.update_polls(rows, t[pushing], off, np.full(int(off[-1]), np.nan))
+            off = np.concatenate([[0], np.cumsum(obs.new_items[at])])
+            published = np.full(int(off[-1]), np.nan)
+        _, pushed = self.push.update_polls(rows, t[pushing], off, published,
+                                           since=self.rates.last_time[src[pushing]],
+                                           listed_from=obs.listed_from[at])
         extra = np.zeros(src.shape[0])
-        extra[pushing] = self.push.take_pending(rows)
+        extra[pushing] = pushed
         return extra
 
     # -- health -----------------------------------------------------------------------------
