@@ -78,6 +78,9 @@ class EntryMemory(PerSourceArrays):
         self.last_visible = 0           # distinct entries the last new_entries() call read
         self.used = 0                   # pool[:used] is allocated
         self.live = 0                   # of which in use by some source's capacity
+        #: source -> the room pushes and replays added to its block beyond the fetch rule's,
+        #: given back at its next fetch (:meth:`pushed`)
+        self.lent: dict[int, int] = {}
         self._init_arrays(n)
 
     def grow(self, n_new: int) -> None:
@@ -136,7 +139,25 @@ class EntryMemory(PerSourceArrays):
     # -- what a crawl saw -------------------------------------------------------------------
     def new_entries(self, source: int, entries: Sequence[FeedEntry]) -> list[FeedEntry]:
         """The entries not seen before (first occurrence of a key inside ``entries`` too), in
-        feed order; all of ``entries`` (up to ``max_per_source``) are remembered as seen."""
+        feed order; all of ``entries`` (up to ``max_per_source``) are remembered as seen. A
+        fetch: it shows what the feed lists, so the room pushes and replays lent the source
+        is given back, the least recently seen forgotten down to the fetch rule's size."""
+        lent = self.lent.pop(source, 0) if self.lent else 0
+        found = self._new_entries(source, entries)
+        if lent:
+            self._give_back(source, lent)
+        return found
+
+    def pushed(self, source: int, entries: Sequence[FeedEntry]) -> list[FeedEntry]:
+        """:meth:`new_entries` for a hub's delivery: nothing the memory holds is forgotten for
+        its entries (:meth:`recall`). A delivery may carry only the new entries (hubs of
+        PubSubHubbub 0.3 send those of an RSS or Atom feed), which are no view of the feed:
+        forgetting the least recently seen for them could drop entries the feed still shows
+        (a feed listed oldest first shows its oldest remembered ones), and the next fetch
+        would report those new a second time."""
+        return self.recall(source, entries)
+
+    def _new_entries(self, source: int, entries: Sequence[FeedEntry]) -> list[FeedEntry]:
         keys = [entry.key for entry in entries]
         if len(set(keys)) == len(keys):                # the usual case: no key twice
             distinct = entries
@@ -154,21 +175,41 @@ class EntryMemory(PerSourceArrays):
         return list(compress(distinct, fresh))
 
     def recall(self, source: int, entries: Sequence[FeedEntry]) -> list[FeedEntry]:
-        """:meth:`new_entries` for entries seen before a restart (a journaled batch handed out
-        again), except that nothing the memory holds is forgotten for them: the source's
-        block grows to hold them all (up to ``max_per_source``). A batch is only the new part
-        of what a fetch showed; the feed's other entries were not seen again with it, so
-        forgetting the least recently seen could drop entries the feed still shows (a feed
-        listed oldest first shows its oldest remembered ones), and its next fetch would
-        report them new a second time."""
+        """:meth:`new_entries` for entries seen before a restart (a journaled batch handed
+        out again), except that nothing the memory holds is forgotten for them: the source's
+        block grows to hold them all (up to ``max_per_source``), lent until its next fetch.
+        A batch is only the new part of what a fetch showed; the feed's other entries were
+        not seen again with it, so forgetting the least recently seen could drop entries the
+        feed still shows (a feed listed oldest first shows its oldest remembered ones), and
+        its next fetch would report them new a second time.
+        """
         keys = list(dict.fromkeys(entry.key for entry in entries))[:self.max_per_source]
         hashes = key_hashes(keys)
         size = self.size.item(source)
         known = set(self.keys(source).tolist()) if size else set()
         want = min(size + sum(h not in known for h in hashes), self.max_per_source)
-        if want > self.cap.item(source):
+        cap = self.cap.item(source)
+        if want > cap:
             self._relocate(source, want)
-        return self.new_entries(source, entries)
+            self.lent[source] = self.lent.get(source, 0) + want - cap
+        return self._new_entries(source, entries)
+
+    def _give_back(self, source: int, lent: int) -> None:
+        """The block of ``source`` loses the ``lent`` room (not below what the fetch that
+        just ran needs, :meth:`_reserve`'s rule): the least recently seen go."""
+        cap = self.cap.item(source)
+        visible = self.last_visible
+        want = min(visible + max(self.min_slack, visible // 8), self.max_per_source)
+        lower = max(cap - lent, want)
+        if lower >= cap:
+            return
+        size = self.size.item(source)
+        if size > lower:
+            s = self.start.item(source)
+            self.pool[s:s + lower] = self.pool[s + size - lower:s + size]
+            self.size[source] = lower
+        self.cap[source] = lower
+        self.live -= cap - lower
 
     def observe(self, source: int, hashes: list[int]) -> list[bool]:
         """A crawl of ``source`` showed the distinct ``hashes`` (Python ints, feed order,

@@ -344,7 +344,7 @@ class CrawlOutcomes:
         returned. No crawl was made: no budget is spent, and the source's crawl book-keeping
         (last fetch, back-off, host) is left alone. The policy learns the push at the next
         flush (``Policy.observe_push``; a push that brought nothing new teaches it too)."""
-        new = self.memory.new_entries(sid, entries)
+        new = self.memory.pushed(sid, entries)
         if new and self.stories is not None:
             new, repeats = self.stories.split(sid, new)
             if repeats:

@@ -570,8 +570,9 @@ class RecrawlService:
 
     def pushed(self, source: str | int, entries: list[FeedEntry], *,
                now: float | None = None) -> FetchResult:
-        """A hub pushed ``entries`` (feed order: the delivered feed document's, as a fetch's,
-        so that the entry memory follows the feed's window) of ``source`` (its URL or id) at
+        """A hub pushed ``entries`` (feed order: the delivered feed document's, the whole feed
+        or only its new entries: the entry memory forgets nothing for them,
+        :meth:`EntryMemory.pushed`) of ``source`` (its URL or id) at
         ``now`` (default: the clock's): the new ones, valued, are returned (and journaled for
         delivery, as a fetch's are), through the same entry memory and learning as a fetch's,
         at no budget (:meth:`CrawlOutcomes.pushed`). An unknown source is counted

@@ -184,3 +184,29 @@ def test_a_recalled_batch_forgets_nothing_the_memory_held():
                                                                        range(5)]
     assert mem.seen(0) == 30                             # the bound: the oldest 3 go
     assert keys(mem.new_entries(0, batch[5:])) == ["b5", "b6", "b7"]
+
+
+def test_a_push_forgets_nothing_and_the_next_fetch_gives_the_room_back():
+    # a feed of 20 entries listed oldest first (so its oldest remembered ones are those it
+    # still shows); a hub pushes only the 6 new ones; the next fetch shows 26 entries
+    mem = EntryMemory(1, max_per_source=100, min_slack=4)
+    shown = entries(range(20))[::-1]
+    mem.new_entries(0, shown)                            # capacity 24
+    push = entries(f"p{i}" for i in range(6))
+    assert mem.pushed(0, push) == push
+    assert mem.seen(0) == 26                             # nothing forgotten for the push
+    assert mem.pushed(0, push) == []                     # a duplicate delivery
+    assert mem.new_entries(0, shown + push[::-1]) == []  # the poll: nothing new twice
+    assert mem.cap[0] == 26 + max(4, 26 // 8)            # the fetch rule's room, no more
+    assert mem.lent == {}                                # the lent room is the fetch's now
+
+
+def test_the_room_a_push_lent_goes_back_to_the_fetch_rule_and_no_lower():
+    mem = EntryMemory(1, max_per_source=100, min_slack=4)
+    mem.new_entries(0, entries(range(10)))               # capacity 14
+    mem.pushed(0, entries(f"p{i}" for i in range(8)))    # 18: lent 4
+    assert mem.cap[0] == 18 and mem.lent == {0: 4}
+    wide = entries(range(40))                            # a fetch showing 40: needs 45
+    mem.new_entries(0, wide)
+    assert mem.cap[0] == 45 and mem.lent == {} and mem.seen(0) == 45
+    assert mem.used >= mem.live == 45

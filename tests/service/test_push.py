@@ -114,3 +114,15 @@ def test_push_state_survives_a_checkpoint(tmp_path):
     # the pushed entries are remembered: the same feed pushed again brings nothing new
     assert restored.pushed(1, feed(9, clock.now())).entries == []
     assert [e.key for e in restored.pushed(1, feed(10, clock.now())).entries] == ["p10"]
+
+
+def test_a_push_of_only_the_new_entries_makes_no_entry_new_twice():
+    # A hub may deliver only the new entries (PubSubHubbub 0.3 hubs do for RSS and Atom).
+    # The feed lists its 20 entries oldest first, so its oldest remembered ones are those it
+    # still shows: the push must not push them out of the source's memory.
+    service, clock = make(n=1)
+    listed = [entry(f"a{k}", START - 1000 + k) for k in range(20)]
+    assert len(poll(service, clock, 0, listed).entries) == 20
+    pushed = [entry(f"p{k}", clock.now() - 10 + k) for k in range(6)]
+    assert len(service.pushed(0, pushed).entries) == 6
+    assert poll(service, clock, 0, listed + pushed).entries == []
