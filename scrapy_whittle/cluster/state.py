@@ -19,7 +19,11 @@ million sources at a few hundred bytes each:
 
 A checkpoint is one MULTI/EXEC transaction, with the acknowledgement of the results it
 learned from: a planner that dies between two checkpoints leaves those results pending in
-the stream, and the next planner learns them again from the restored state.
+the stream, and the next planner learns them again from the restored state. The same
+transaction adds what it changed to the stream ``Keys.changes`` (the ids of the sources it
+registered or wrote, the moves, aliases and blocks, whether the policy's global state and
+the hosts changed; the last ``CHANGES_KEPT`` checkpoints), which a standby planner follows
+(:mod:`scrapy_whittle.cluster.standby`) with :meth:`RedisStateStore.load_sources`.
 
 The calls are blocking (the ``redis`` client's synchronous API): the planner runs them in a
 thread, never on the reactor.
@@ -44,6 +48,9 @@ STATE = "<ddiQIIIIf"
 HEADER = struct.Struct(STATE + "ff")
 STATE_PART = struct.calcsize(STATE)
 EPOCH_FIELDS = ("crawls", "cost", "new_items", "utility", "errors", "not_modified")
+#: checkpoints the stream ``Keys.changes`` keeps (about: it is trimmed by whole nodes); a
+#: standby that falls further behind restores the whole state again
+CHANGES_KEPT = 64
 
 
 class RedisStateStore:
@@ -75,7 +82,9 @@ class RedisStateStore:
             layout = layout.decode() if isinstance(layout, bytes) else layout
         row_size = _row_size(layout)
         record = HEADER.size + row_size
+        changed: list[int] = []
         for sid, url, _title, category, weight, min_interval in cp.new_sources():
+            changed.append(sid)
             if sid % CHUNK == 0:       # a new chunk: its whole length at once, no slack
                 pipe.setrange(k.rows(sid), CHUNK * record - 1, b"\0")
                 pipe.setrange(k.alive(sid), CHUNK * 8 - 1, b"\0")
@@ -98,6 +107,7 @@ class RedisStateStore:
             (last_crawl, retry_at, failures, flags, etag, modified, crawls, errors,
              new_items, utility, _rate, _half, _value, policy_row, _entries, alive_at,
              sid) = row
+            changed.append(sid)
             if alive_at is not None and not (sid < alive.shape[0] and alive[sid] == alive_at):
                 pipe.setrange(k.alive(sid), (sid % CHUNK) * 8, struct.pack("<d", alive_at))
                 written.append((sid, alive_at))
@@ -121,6 +131,13 @@ class RedisStateStore:
         pipe.hset(k.meta, mapping={key: json.dumps(value) for key, value in
                                    {**cp.meta, "checkpoint_at": cp.taken_at}.items()})
         pipe.hincrby(k.meta, "checkpoint_seq", 1)
+        pipe.xadd(k.changes, {
+            "ids": np.unique(np.asarray(changed + [sid for sid, _ in cp.moves],
+                                        dtype="<u4")).tobytes(),
+            "moves": json.dumps(cp.moves), "aliases": json.dumps(cp.aliases),
+            "blocks": json.dumps([f"{block}:{sid}" for sid, block, _ in cp.blocks]),
+            "policy": int(cp.policy is not None), "hosts": int(cp.hosts is not None)},
+            maxlen=CHANGES_KEPT, approximate=True)
         if acks:
             pipe.xack(k.results, "planner", *acks)
             pipe.xdel(k.results, *acks)
@@ -183,20 +200,8 @@ class RedisStateStore:
                 for i, e in bucket.items():
                     if int(i) < n:
                         etags[int(i)] = _s(e)
-        last_crawl = records["last_crawl"].astype(np.float64)
-        cols: dict[str, Any] = {
-            "id": range(n), "url": urls, "category": categories,
-            "weight": records["weight"], "min_interval": records["min_interval"],
-            "last_crawl": np.where(last_crawl < 0, np.nan, last_crawl),   # never: NULL
-            "retry_at": records["retry_at"], "failures": records["failures"],
-            "flags": records["flags"], "etag": etags, "modified": records["modified"],
-            "crawls": records["crawls"], "errors": records["errors"],
-            "new_items": records["new_items"], "utility": records["utility"],
-            # the policy's rows as one structured array (persistence imports it whole)
-            "policy_row": records["policy_row"] if row_size else [None] * n,
-            "entries": [None] * n, "alive_at": alive}
-        blocks = [(int(_s(key).rsplit(":", 1)[1]), _s(key).rsplit(":", 1)[0], value)
-                  for key, value in self.client.hgetall(k.blocks).items()]
+        cols = _columns(range(n), urls, categories, etags, alive, records, row_size)
+        blocks = [_block(key, value) for key, value in self.client.hgetall(k.blocks).items()]
         glob = self.client.get(k.global_state)
         policy = (meta.get("policy_name"), layout, glob) if glob is not None else None
         by_epoch: dict[int, list[float]] = {}
@@ -206,14 +211,84 @@ class RedisStateStore:
                 EPOCH_FIELDS.index(name)] = float(value)
         epochs = sorted((e, *v) for e, v in by_epoch.items())
         aliases = [(_s(u), int(i)) for u, i in self.client.hgetall(k.aliases).items()]
+        return SavedState(meta=parsed, sources=cols,
+                          blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
+                          hosts=self._hosts())
+
+    def _hosts(self) -> list[tuple[str, float, float, int]]:
         hosts = []
-        for host, raw in self.client.hgetall(k.hosts).items():
+        for host, raw in self.client.hgetall(self.keys.hosts).items():
             allowance, ceiling, throttles = json.loads(raw)
             hosts.append((_s(host), float(allowance),
                           math.inf if ceiling is None else float(ceiling), int(throttles)))
-        return SavedState(meta=parsed, sources=cols,
-                          blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
-                          hosts=hosts)
+        return hosts
+
+    def load_sources(self, ids: np.ndarray, n: int, moves: list[tuple[int, str]],
+                     aliases: list[tuple[str, int]], blocks: list[str], policy: bool,
+                     page: int = 20_000) -> SavedState:
+        """Part of what :meth:`load` reads, as it reads it: the sources ``ids`` (ascending;
+        those from ``n`` on registered since a restore of ``n`` sources: their URLs and
+        categories too; ``moves``: the URLs of those that moved), every throttled host, the
+        ``blocks`` named ("<block>:<id>"), the policy's global state if ``policy``. For a
+        standby following the checkpoints (``Keys.changes``): ``url`` is None for a source
+        that neither joined nor moved, ``aliases`` are passed through."""
+        k, client = self.keys, self.client
+        meta = {key: _s(value) for key, value in
+                zip(("layout", "policy_name"), client.hmget(k.meta, ["layout", "policy_name"]),
+                    strict=True) if value is not None}
+        layout = meta.get("layout")
+        row_size = _row_size(layout)
+        dtype = record_dtype(layout)
+        ids = np.asarray(ids, dtype=np.int64)
+        raw, alive_raw, etags = [], [], []
+        for first in range(0, ids.shape[0], page):
+            part = ids[first:first + page].tolist()
+            pipe = client.pipeline(transaction=False)
+            for sid in part:
+                at = (sid % CHUNK) * dtype.itemsize
+                pipe.getrange(k.rows(sid), at, at + dtype.itemsize - 1)
+                pipe.getrange(k.alive(sid), (sid % CHUNK) * 8, (sid % CHUNK) * 8 + 7)
+            buckets: dict[int, list[int]] = {}
+            for sid in part:
+                buckets.setdefault(sid // BUCKET, []).append(sid)
+            for members in buckets.values():
+                pipe.hmget(k.etags(members[0]), members)
+            got = pipe.execute()
+            raw += [(r or b"").ljust(dtype.itemsize, b"\0") for r in got[0:2 * len(part):2]]
+            alive_raw += [(a or b"").ljust(8, b"\0") for a in got[1:2 * len(part):2]]
+            etags += [_s(e) if e is not None else None
+                      for bucket in got[2 * len(part):] for e in bucket]
+        records = np.frombuffer(b"".join(raw), dtype=dtype, count=ids.shape[0])
+        alive = np.frombuffer(b"".join(alive_raw), dtype="<f8", count=ids.shape[0]).copy()
+        alive[alive == 0.0] = np.nan                   # not known
+        if ids.shape[0]:
+            top = int(ids[-1]) + 1
+            if top > self._alive.shape[0]:          # what the next checkpoint compares with
+                self._alive = np.concatenate([self._alive,
+                                              np.full(top - self._alive.shape[0], np.nan)])
+            self._alive[ids] = alive
+        joined = ids[ids >= n]
+        urls: list[str | None] = [None] * ids.shape[0]
+        categories = [""] * ids.shape[0]
+        if joined.size:
+            at = ids.shape[0] - joined.size
+            got = client.lrange(k.urls, int(joined[0]), int(joined[-1]))
+            urls[at:] = [_s(u) for u in got]
+            categories[at:] = [_s(c) if c is not None else ""
+                               for c in client.hmget(k.categories, joined.tolist())]
+        where = {sid: j for j, sid in enumerate(ids.tolist())}
+        for sid, url in moves:
+            if sid in where:
+                urls[where[sid]] = url
+        cols = _columns(ids, urls, categories, etags, alive, records, row_size)
+        found = client.hmget(k.blocks, blocks) if blocks else []
+        glob = client.get(k.global_state) if policy else None
+        return SavedState(
+            meta=meta, sources=cols,
+            blocks=[_block(key, value) for key, value in zip(blocks, found, strict=True)
+                    if value is not None],
+            policy=(meta.get("policy_name"), layout, glob) if glob is not None else None,
+            epochs=[], aliases=list(aliases), hosts=self._hosts())
 
     def _urls(self, page: int = 1_000_000) -> list[str]:
         """The URL list, read a page at a time (a bounded reply for ten million)."""
@@ -244,6 +319,30 @@ class RedisStateStore:
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""
+
+
+def _columns(ids, urls, categories, etags, alive, records: np.ndarray,
+             row_size: int) -> dict[str, Any]:
+    """The columns of a :class:`SavedState`'s sources from what Redis holds of them."""
+    n = len(ids)
+    last_crawl = records["last_crawl"].astype(np.float64)
+    return {
+        "id": ids, "url": urls, "category": categories,
+        "weight": records["weight"], "min_interval": records["min_interval"],
+        "last_crawl": np.where(last_crawl < 0, np.nan, last_crawl),   # never: NULL
+        "retry_at": records["retry_at"], "failures": records["failures"],
+        "flags": records["flags"], "etag": etags, "modified": records["modified"],
+        "crawls": records["crawls"], "errors": records["errors"],
+        "new_items": records["new_items"], "utility": records["utility"],
+        # the policy's rows as one structured array (persistence imports it whole)
+        "policy_row": records["policy_row"] if row_size else [None] * n,
+        "entries": [None] * n, "alive_at": alive}
+
+
+def _block(key, value) -> tuple[int, str, bytes]:
+    """(id, block, data) of the field ``<block>:<id>`` of ``Keys.blocks``."""
+    block, sid = _s(key).rsplit(":", 1)
+    return int(sid), block, value
 
 
 def _s(value) -> str:
