@@ -23,7 +23,11 @@ rate measured is the planner's, over ``--seconds`` after ``--warmup`` seconds of
 ``--takeover R``: R times, a planner process leads and hands out crawls while a second one
 waits; the first is killed with SIGKILL and the time until crawls are handed out again
 (``takeover_s``) is measured against ``--lock-ttl`` (``WHITTLE_REDIS_LOCK_TTL``), with the
-part the new planner spent restoring the state (``restore_s``).
+part the new planner spent restoring the state (``restore_s``). The second one keeps a
+standby (``WHITTLE_REDIS_STANDBY``: it restores the state while the first leads, follows its
+checkpoints, and is killed-over after ``--standby-follow`` seconds of them) with
+``--standby yes``, not with ``no``; ``both`` (the default) measures each, one after the
+other, on the same Redis.
 
 Every process shares this machine's cores: the load generator and Redis take CPU from the
 planner, so the rates are a floor for a planner on its own core.
@@ -81,7 +85,8 @@ def measure(args, n: int, tmp: Path) -> dict:
         if args.seconds > 0:
             row.update(rate(args, redis, prefix, settings, n, tmp, empty))
         if args.takeover:
-            row["takeovers"] = [takeover(args, redis, prefix, settings, n)
+            row["takeovers"] = [takeover(args, redis, prefix, settings, n, warm)
+                                for warm in _standbys(args.standby)
                                 for _ in range(args.takeover)]
     finally:
         redis.stop()
@@ -110,8 +115,21 @@ def rate(args, redis, prefix: str, settings: dict, n: int, tmp: Path, empty: int
     return row
 
 
-def takeover(args, redis, prefix: str, settings: dict, n: int) -> dict:
-    """Kill -9 a leading planner while another waits; seconds until crawls flow again."""
+def _standbys(choice: str) -> list[bool]:
+    return {"no": [False], "yes": [True], "both": [False, True]}[choice]
+
+
+def _wait_warm(standby: subprocess.Popen, seconds: float) -> None:
+    """Until the standby says its state is restored, then ``seconds`` more."""
+    event = next(_events(standby))
+    if event.get("event") != "standby":
+        raise RuntimeError(f"the standby planner said {event!r}")
+    time.sleep(seconds)
+
+
+def takeover(args, redis, prefix: str, settings: dict, n: int, warm: bool = False) -> dict:
+    """Kill -9 a leading planner while another waits (with ``warm``, keeping a standby);
+    seconds until crawls flow again."""
     common = ["--lock-ttl", str(args.lock_ttl), "--backlog", str(args.backlog),
               "--lease", str(args.lease)]
     workers = _module("workers", redis.url, prefix, str(n), "--workers", str(args.workers),
@@ -120,11 +138,13 @@ def takeover(args, redis, prefix: str, settings: dict, n: int) -> dict:
                     stderr=subprocess.DEVNULL)
     next(_events(first))
     standby = _module("planner", redis.url, prefix, json.dumps(settings), *common,
-                      stderr=subprocess.DEVNULL)
+                      *(["--standby"] if warm else []), stderr=subprocess.DEVNULL)
     try:
         start = _crawls(redis.client, prefix)
         while _crawls(redis.client, prefix) < start + 100:      # the first one hands out
             time.sleep(0.01)
+        if warm:        # restored, then following the first one's checkpoints a while
+            _wait_warm(standby, args.standby_follow)
         time.sleep(args.lock_ttl)           # the standby has tried the lock meanwhile
         os.kill(first.pid, signal.SIGKILL)
         killed = time.time()
@@ -139,7 +159,7 @@ def takeover(args, redis, prefix: str, settings: dict, n: int) -> dict:
         return {"takeover_s": resumed - killed, "lock_ttl": args.lock_ttl,
                 "ratio_to_ttl": (resumed - killed) / args.lock_ttl,
                 "elected_after_s": lead["elected_at"] - killed,
-                "restore_s": lead["restore_s"]}
+                "restore_s": lead["restore_s"], "standby": warm, "warm": lead["warm"]}
     finally:
         _stop(standby)
         _stop(workers)
@@ -164,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lease", type=float, default=60.0, help="WHITTLE_REDIS_LEASE")
     p.add_argument("--lock-ttl", type=float, default=10.0, help="WHITTLE_REDIS_LOCK_TTL")
     p.add_argument("--takeover", type=int, default=0, help="take-overs measured per N")
+    p.add_argument("--standby", choices=("no", "yes", "both"), default="both",
+                   help="take-overs by a process without a standby, with one, or each")
+    p.add_argument("--standby-follow", type=float, default=20.0,
+                   help="seconds the standby follows the checkpoints before the kill")
     p.add_argument("--no-profile", dest="profile", action="store_false")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
@@ -188,9 +212,10 @@ def report(row: dict) -> None:
     else:
         _report_rate(row)
     for t in row.get("takeovers", ()):
-        print(f"  take-over after kill -9: {t['takeover_s']:.2f} s = "
-              f"{t['ratio_to_ttl']:.2f} x lock TTL {t['lock_ttl']:g} s "
-              f"(restore {t['restore_s']:.2f} s)")
+        print(f"  take-over after kill -9 ({'a standby' if t['standby'] else 'no standby'}"
+              f"{', warm' if t['warm'] else ''}): {t['takeover_s']:.2f} s = "
+              f"{t['ratio_to_ttl']:.2f} x lock TTL {t['lock_ttl']:g} s (lock won after "
+              f"{t['elected_after_s']:.2f} s, restore {t['restore_s']:.2f} s)")
 
 
 def _report_rate(row: dict) -> None:

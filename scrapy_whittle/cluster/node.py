@@ -104,7 +104,7 @@ class ClusterNode:
                  stats, clock, oracle=None, slot_delays=None, lease: float = 600.0,
                  lock_ttl: float = 10.0, backlog: int = 256, capacity: int = 16,
                  host_concurrency: int = 8, download_delay: float = 0.0,
-                 wait: float = 10.0) -> None:
+                 wait: float = 10.0, standby: bool = False) -> None:
         self.config = config
         self.keys = Keys(key_prefix(prefix, redis_url))   # hash-tagged on a Redis Cluster
         self.redis_url = redis_url
@@ -143,7 +143,7 @@ class ClusterNode:
                              stopping=lambda: self.stopping)
         self.planner = Planner(self, lock_ttl=lock_ttl, lease=lease, backlog=backlog,
                                hosts=ClusterHosts(host_concurrency, download_delay,
-                                                  self.slot_delays))
+                                                  self.slot_delays), standby=standby)
         self._dedupe = self.redis.register_script(DEDUPE)
         #: the stories across feeds (``WHITTLE_DEDUP = "link"``; None: entries per feed)
         self.stories = StoryHashes(config.dedup_drop_params) if config.dedup == "link" \

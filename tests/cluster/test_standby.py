@@ -11,12 +11,12 @@ import pytest
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.standby import Standby
 from scrapy_whittle.cluster.state import RedisStateStore
+from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.state_codec import encode
 from tests.service.test_recrawl import START, PoissonFeeds
-from scrapy_whittle.service.clock import SimulatedClock
 
 N = 40
 BUDGET = 12
