@@ -20,6 +20,11 @@ rate measured is the planner's, over ``--seconds`` after ``--warmup`` seconds of
 * ``redis_commands_per_crawl`` (all clients: the planner's and the workers'), Redis CPU per
   crawl, and Redis ``used_memory`` per source after the load and after the run.
 
+With ``--rate-standby`` a second planner process keeping a standby (``WHITTLE_REDIS_STANDBY``)
+runs beside it from the first one's lead on: it restores the state during the warm-up and
+follows the checkpoints during the window (its commands are among Redis's; its CPU in
+``standby_cpu_s``).
+
 ``--takeover R``: R times, a planner process leads and hands out crawls while a second one
 waits; the first is killed with SIGKILL and the time until crawls are handed out again
 (``takeover_s``) is measured against ``--lock-ttl`` (``WHITTLE_REDIS_LOCK_TTL``), with the
@@ -105,7 +110,14 @@ def rate(args, redis, prefix: str, settings: dict, n: int, tmp: Path, empty: int
                       "--lease", str(args.lease), "--out", str(out),
                       *(["--profile"] if args.profile else []))
     lead = next(_events(planner))
+    standby = None
+    if args.rate_standby:       # a standby restoring, then following, during the window
+        standby = _module("planner", redis.url, prefix, json.dumps(settings), "--standby",
+                          "--lock-ttl", str(args.lock_ttl), "--backlog", str(args.backlog),
+                          "--lease", str(args.lease), stderr=subprocess.DEVNULL)
     planner.wait()
+    if standby is not None:
+        row["standby_cpu_s"] = _stop(standby)
     workers_cpu = _stop(workers)
     answered = next(_events(workers))["answered"]
     result = json.loads(out.read_text())
@@ -188,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="take-overs by a process without a standby, with one, or each")
     p.add_argument("--standby-follow", type=float, default=20.0,
                    help="seconds the standby follows the checkpoints before the kill")
+    p.add_argument("--rate-standby", action="store_true",
+                   help="a process keeping a standby runs beside the measured planner")
     p.add_argument("--no-profile", dest="profile", action="store_false")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")

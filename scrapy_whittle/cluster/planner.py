@@ -118,6 +118,7 @@ class Planner:
         self.standby = Standby(node.sync_redis, self.keys, self._new_service,
                                label=node.redis_label, stats=node.stats) if standby else None
         self._standing: asyncio.Future | None = None    # its restore or follow, in a thread
+        self._standby_failing = False
 
     @property
     def leader(self) -> bool:
@@ -131,10 +132,14 @@ class Planner:
             if self.standby is not None:
                 self._keep_standby()
                 # the lock tried as it expires, not up to a third of its life after
-                pipe = r.pipeline(transaction=False)
-                pipe.set(self.keys.planner, self.token, nx=True, px=int(self.lock_ttl * 1000))
-                pipe.pttl(self.keys.planner)
-                got, left = await self.retry(pipe.execute, "electing")
+                def elect():
+                    pipe = r.pipeline(transaction=False)
+                    pipe.set(self.keys.planner, self.token, nx=True,
+                             px=int(self.lock_ttl * 1000))
+                    pipe.pttl(self.keys.planner)
+                    return pipe.execute()
+
+                got, left = await self.retry(elect, "electing")
                 wait = min(self.lock_ttl / 3, max(left, 0) / 1000 + 0.01)
             else:
                 got = await self.retry(lambda: r.set(self.keys.planner, self.token, nx=True,
@@ -214,13 +219,19 @@ class Planner:
     def _keep_standby(self) -> None:
         """The standby's restore, then its following of the checkpoints, in a thread of its
         own (a daemon: a restore of millions of sources does not hold a closing process)."""
-        if self._standing is not None and not self._standing.done():
+        standing = self._standing
+        if standing is not None and not standing.done():
             return
-        if self._standing is not None and not self._standing.cancelled() \
-                and self._standing.exception() is not None:
-            logger.warning("planner %s: the standby could not follow the checkpoints (%s): "
-                           "it restores them again", self.token, self._standing.exception())
+        failed = standing is not None and not standing.cancelled() \
+            and standing.exception() is not None
+        if failed:
             self.standby.service = None
+            self.node.stats.inc("cluster/standby/failures")
+            if not self._standby_failing:       # once a run of failures (an outage)
+                logger.warning("planner %s: the standby could not follow the checkpoints "
+                               "(%s): it restores them again", self.token,
+                               standing.exception())
+        self._standby_failing = failed
         self._standing = _in_thread(self.standby.follow)
 
     async def _service_taken_over(self) -> RecrawlService:

@@ -5,17 +5,24 @@ what it would choose."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
+import pytest_twisted
+from twisted.internet.defer import Deferred
 
 from scrapy_whittle.cluster.keys import Keys
+from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.cluster.standby import Standby
 from scrapy_whittle.cluster.state import RedisStateStore
-from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.clock import SimulatedClock, SystemClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.state_codec import encode
+from scrapy_whittle.service.types import DictStats
+from sim.planner_load import load, settings_for
 from tests.service.test_recrawl import START, PoissonFeeds
 
 N = 40
@@ -167,3 +174,67 @@ def test_a_standby_waits_for_a_crawl_to_follow(client):
         _config("whittle"), store=store))
     assert not standby.open()
     assert not standby.ready
+
+
+# -- in a planner: following while another holds the lock, taking over ----------------------
+def _on_reactor(coro):
+    return Deferred.fromFuture(asyncio.ensure_future(coro))
+
+
+def _standby_node(redis_server, prefix: str, stats: DictStats) -> ClusterNode:
+    settings = settings_for(BUDGET, PERIOD)
+    load(redis_server.url, prefix, 300, 10, settings)
+    return ClusterNode(WhittleConfig.from_settings(settings), redis_url=redis_server.url,
+                       prefix=prefix, specs=[], stats=stats, clock=SystemClock(),
+                       lock_ttl=3.0, capacity=0, standby=True)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_standby_tries_the_lock_as_it_expires_and_takes_over_warm(redis_server):
+    stats = DictStats()
+    node = _standby_node(redis_server, "sbw", stats)
+    planner, client = node.planner, redis_server.client()
+    client.set(node.keys.planner, b"another", px=300)     # another planner, about to die
+    try:
+        wait = await _on_reactor(planner.step())
+        assert not planner.leader
+        assert wait <= 0.31                     # not a third of the TTL (1 s): its expiry
+        await _on_reactor(asyncio.wait([planner._standing]))
+        assert planner.standby.ready
+        client.delete(node.keys.planner)
+        await _on_reactor(planner.step())
+        assert planner.leader
+        assert stats.get("cluster/standby/takeovers") == 1
+        assert await _on_reactor(node.redis.xlen(node.keys.tasks)) > 0
+    finally:
+        client.close()
+        await _on_reactor(node.redis.aclose())
+        node.sync_redis.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_standby_that_cannot_follow_takes_over_by_a_restore(redis_server,
+                                                                     monkeypatch):
+    def broken(self):
+        raise RuntimeError("the standby's Redis connection broke")
+
+    monkeypatch.setattr(Standby, "follow", broken)
+    stats = DictStats()
+    node = _standby_node(redis_server, "sbf", stats)
+    planner, client = node.planner, redis_server.client()
+    client.set(node.keys.planner, b"another", px=5000)
+    try:
+        for _ in range(3):
+            await _on_reactor(planner.step())
+            await _on_reactor(asyncio.wait([planner._standing]))
+        assert stats.get("cluster/standby/failures") == 2    # the third one not seen yet
+        client.delete(node.keys.planner)
+        await _on_reactor(planner.step())
+        assert planner.leader
+        assert stats.get("cluster/standby/takeovers", 0) == 0
+        assert len(planner.service.sources) == 300
+        assert await _on_reactor(node.redis.xlen(node.keys.tasks)) > 0
+    finally:
+        client.close()
+        await _on_reactor(node.redis.aclose())
+        node.sync_redis.close()
