@@ -283,10 +283,9 @@ class RecrawlService:
             self.timeline.start(float(saved.meta["origin"]), self.clock.now())
             self.keeper.start(self._build_policy(len(self.sources)))
             self.persistence.restore(saved)
-            self.keeper.repair(None, cause="as restored")
+            self.keeper.repair(None, cause="as restored")     # (what it resets is dirty)
             if self.websub is not None:
                 self.websub.load(saved.websub)
-            self.state.dirty[:] = False         # what the store holds, as a fresh restore
             self.outcomes.start(len(self.sources))
             return True
 
