@@ -64,6 +64,7 @@ class Standby:
         #: the checkpoints applied: their count, the last entry of ``Keys.changes``
         self.seq = 0
         self.last_id = "0-0"
+        self._behind_logged = False
 
     @property
     def ready(self) -> bool:
@@ -108,14 +109,16 @@ class Standby:
         if seq == self.seq:
             return 0
         if len(entries) != seq - self.seq:
-            logger.warning("standby planner: %d checkpoints since its last, %d of them in "
-                           "%s: it restores the state again", seq - self.seq, len(entries),
-                           self.keys.changes)
+            # (a planner of a version that writes no changes would repeat it: logged once)
+            log = logger.debug if self._behind_logged else logger.warning
+            log("standby planner: %d checkpoints since its last, %d of them in %s: it "
+                "restores the state again", seq - self.seq, len(entries), self.keys.changes)
+            self._behind_logged = True
             self._inc("behind")
             self.service = None
             self.open()
             return 0
-        ids, moves, aliases, blocks, policy = [], [], [], set(), False
+        ids, moves, aliases, blocks, policy, hosts = [], [], [], set(), False, False
         for _, fields in entries:
             f = {_id(k): v for k, v in fields.items()}
             ids.append(np.frombuffer(f["ids"], dtype="<u4"))
@@ -123,9 +126,10 @@ class Standby:
             aliases += [(url, int(sid)) for url, sid in json.loads(f["aliases"])]
             blocks.update(json.loads(f["blocks"]))
             policy = policy or f["policy"] == b"1"
+            hosts = hosts or f["hosts"] == b"1"
         changed = np.unique(np.concatenate(ids)).astype(np.int64)
         saved = self.store.load_sources(changed, len(self.service.sources), moves, aliases,
-                                        sorted(blocks), policy)
+                                        sorted(blocks), policy, hosts)
         self.service.follow(saved)
         self.seq, self.last_id = seq, _id(entries[-1][0])
         self._inc("checkpoints", len(entries))

@@ -225,11 +225,12 @@ class RedisStateStore:
 
     def load_sources(self, ids: np.ndarray, n: int, moves: list[tuple[int, str]],
                      aliases: list[tuple[str, int]], blocks: list[str], policy: bool,
-                     page: int = 20_000) -> SavedState:
+                     hosts: bool, page: int = 20_000) -> SavedState:
         """Part of what :meth:`load` reads, as it reads it: the sources ``ids`` (ascending;
         those from ``n`` on registered since a restore of ``n`` sources: their URLs and
-        categories too; ``moves``: the URLs of those that moved), every throttled host, the
-        ``blocks`` named ("<block>:<id>"), the policy's global state if ``policy``. For a
+        categories too; ``moves``: the URLs of those that moved), the ``blocks`` named
+        ("<block>:<id>"), the policy's global state if ``policy``, every throttled host if
+        ``hosts`` (the throttled hosts only ever grow in number). For a
         standby following the checkpoints (``Keys.changes``): ``url`` is None for a source
         that neither joined nor moved, ``aliases`` are passed through."""
         k, client = self.keys, self.client
@@ -288,7 +289,7 @@ class RedisStateStore:
             blocks=[_block(key, value) for key, value in zip(blocks, found, strict=True)
                     if value is not None],
             policy=(meta.get("policy_name"), layout, glob) if glob is not None else None,
-            epochs=[], aliases=list(aliases), hosts=self._hosts())
+            epochs=[], aliases=list(aliases), hosts=self._hosts() if hosts else [])
 
     def _urls(self, page: int = 1_000_000) -> list[str]:
         """The URL list, read a page at a time (a bounded reply for ten million)."""
