@@ -241,7 +241,9 @@ async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: f
     elected, lead_at = await led
     took_over = {"event": "lead", "at": lead_at, "elected_at": elected,
                  "restore_s": lead_at - elected, "pid": os.getpid(),
-                 "warm": bool(stats.get("cluster/standby/takeovers", 0))}
+                 "warm": bool(stats.get("cluster/standby/takeovers", 0)),
+                 "followed": stats.get("cluster/standby/checkpoints", 0),
+                 "follow_failures": stats.get("cluster/standby/failures", 0)}
     _event(took_over, events)
     if seconds <= 0:                      # a standby or a victim: runs until told to stop
         stop = asyncio.Event()

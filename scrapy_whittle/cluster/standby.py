@@ -120,6 +120,8 @@ class Standby:
             return 0
         ids, moves, aliases, blocks, policy, hosts = [], [], [], set(), False, False
         for _, fields in entries:
+            if isinstance(fields, list):     # (a Redis Cluster's transaction: raw pairs)
+                fields = dict(zip(fields[::2], fields[1::2], strict=True))
             f = {_id(k): v for k, v in fields.items()}
             ids.append(np.frombuffer(f["ids"], dtype="<u4"))
             moves += [(int(sid), url) for sid, url in json.loads(f["moves"])]

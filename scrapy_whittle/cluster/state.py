@@ -51,6 +51,30 @@ EPOCH_FIELDS = ("crawls", "cost", "new_items", "utility", "errors", "not_modifie
 #: checkpoints the stream ``Keys.changes`` keeps (about: it is trimmed by whole nodes); a
 #: standby that falls further behind restores the whole state again
 CHANGES_KEPT = 64
+#: sources :meth:`RedisStateStore.load_sources` reads in one script call (Redis answers
+#: nothing else meanwhile: a few milliseconds)
+READ_PAGE = 2000
+
+#: The records, last new entries and ETags of some sources, in one call (a pipeline of three
+#: commands a source costs the client more than Redis). KEYS: per source, its records' chunk,
+#: its last-new-entry chunk, its ETags' bucket; ARGV: the record's size, then per source its
+#: place in its chunk and its id. Returns the records and the last new entries, each
+#: concatenated (zeros where nothing was written), and the ETags ("" for none).
+READ_SOURCES = """
+local size = tonumber(ARGV[1])
+local records, alive, etags = {}, {}, {}
+for i = 1, (#ARGV - 1) / 2 do
+  local at = tonumber(ARGV[2 * i])
+  local r = redis.call('GETRANGE', KEYS[3 * i - 2], at * size, at * size + size - 1)
+  if #r < size then r = r .. string.rep('\0', size - #r) end
+  records[i] = r
+  local a = redis.call('GETRANGE', KEYS[3 * i - 1], at * 8, at * 8 + 7)
+  if #a < 8 then a = a .. string.rep('\0', 8 - #a) end
+  alive[i] = a
+  etags[i] = redis.call('HGET', KEYS[3 * i], ARGV[2 * i + 1]) or ''
+end
+return {table.concat(records), table.concat(alive), etags}
+"""
 
 
 class RedisStateStore:
@@ -64,6 +88,7 @@ class RedisStateStore:
         #: each source's last new entry as written (NaN: none), so that a checkpoint writes
         #: only those that changed
         self._alive = np.full(0, np.nan)
+        self._read = None                # READ_SOURCES, registered at its first use
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint, acks: list[str] | None = None,
@@ -225,7 +250,7 @@ class RedisStateStore:
 
     def load_sources(self, ids: np.ndarray, n: int, moves: list[tuple[int, str]],
                      aliases: list[tuple[str, int]], blocks: list[str], policy: bool,
-                     hosts: bool, page: int = 20_000) -> SavedState:
+                     hosts: bool) -> SavedState:
         """Part of what :meth:`load` reads, as it reads it: the sources ``ids`` (ascending;
         those from ``n`` on registered since a restore of ``n`` sources: their URLs and
         categories too; ``moves``: the URLs of those that moved), the ``blocks`` named
@@ -241,24 +266,18 @@ class RedisStateStore:
         row_size = _row_size(layout)
         dtype = record_dtype(layout)
         ids = np.asarray(ids, dtype=np.int64)
+        if self._read is None:
+            self._read = client.register_script(READ_SOURCES)
         raw, alive_raw, etags = [], [], []
-        for first in range(0, ids.shape[0], page):
-            part = ids[first:first + page].tolist()
-            pipe = client.pipeline(transaction=False)
-            for sid in part:
-                at = (sid % CHUNK) * dtype.itemsize
-                pipe.getrange(k.rows(sid), at, at + dtype.itemsize - 1)
-                pipe.getrange(k.alive(sid), (sid % CHUNK) * 8, (sid % CHUNK) * 8 + 7)
-            buckets: dict[int, list[int]] = {}
-            for sid in part:
-                buckets.setdefault(sid // BUCKET, []).append(sid)
-            for members in buckets.values():
-                pipe.hmget(k.etags(members[0]), members)
-            got = pipe.execute()
-            raw += [(r or b"").ljust(dtype.itemsize, b"\0") for r in got[0:2 * len(part):2]]
-            alive_raw += [(a or b"").ljust(8, b"\0") for a in got[1:2 * len(part):2]]
-            etags += [_s(e) if e is not None else None
-                      for bucket in got[2 * len(part):] for e in bucket]
+        for first in range(0, ids.shape[0], READ_PAGE):
+            keys, args = [], [dtype.itemsize]
+            for sid in ids[first:first + READ_PAGE].tolist():
+                keys += (k.rows(sid), k.alive(sid), k.etags(sid))
+                args += (sid % CHUNK, sid)
+            records, alive, tags = self._read(keys=keys, args=args)
+            raw.append(records)
+            alive_raw.append(alive)
+            etags += [_s(e) or None for e in tags]
         records = np.frombuffer(b"".join(raw), dtype=dtype, count=ids.shape[0])
         alive = np.frombuffer(b"".join(alive_raw), dtype="<f8", count=ids.shape[0]).copy()
         alive[alive == 0.0] = np.nan                   # not known

@@ -292,9 +292,9 @@ class RecrawlService:
     def follow(self, saved: SavedState) -> None:
         """What the store's later checkpoints changed, applied to a standby's service (see
         :meth:`open_standby`): ``saved`` holds the sources they registered and those whose
-        rows they wrote (its ``id`` column: ascending), the aliases they made, every
-        throttled host, the policy's global state and the blocks they wrote. A restore from
-        the store would read the same."""
+        rows they wrote (its ``id`` column: ascending), the aliases they made, the
+        throttled hosts (if they changed), the policy's global state and the blocks they
+        wrote. A restore from the store would read the same."""
         with gc_paused():
             cols = saved.sources
             ids = np.asarray(cols["id"], dtype=np.int64)

@@ -114,6 +114,8 @@ def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_k
 
     lead = [e for e in _journal(tmp_path / "second.jsonl") if e["event"] == "lead"]
     assert len(lead) == 1 and lead[0]["warm"] is standby
+    if standby:                 # it followed the checkpoints, not restored them again
+        assert lead[0]["followed"] >= 2 and lead[0]["follow_failures"] == 0
     rows = _journal(journal)
     assert len(rows) > killed_at
     # every crawl is of a known source, at its URL

@@ -30,6 +30,7 @@ BUDGET = 12
 PERIOD = 600.0
 RATES = [1 / 600, 1 / 1800, 1 / 300, 1 / 7200, 1 / 900, 1 / 60, 1 / 3600, 1 / 120] * 8
 PREFIX = "sb"
+KEYS = Keys(PREFIX)
 
 
 def _specs(n: int = N) -> list[SourceSpec]:
@@ -50,9 +51,8 @@ def client(redis_server):
     c.close()
 
 
-def _service(client, policy: str, clock) -> RecrawlService:
-    return RecrawlService(_config(policy), clock=clock,
-                          store=RedisStateStore(client, Keys(PREFIX)))
+def _service(client, policy: str, clock, keys: Keys = KEYS) -> RecrawlService:
+    return RecrawlService(_config(policy), clock=clock, store=RedisStateStore(client, keys))
 
 
 def state_of(service: RecrawlService) -> dict:
@@ -107,13 +107,25 @@ def _crawl(service, clock, feeds, epoch: int, moves: dict[int, str]) -> None:
 
 @pytest.mark.parametrize("policy", ["whittle", "thompson-whittle", "round_robin"])
 def test_a_standby_taken_over_holds_what_a_fresh_restore_holds(client, policy):
+    _takes_over_as_a_fresh_restore(client, Keys(PREFIX), policy)
+
+
+def test_a_standby_on_a_redis_cluster_holds_what_a_fresh_restore_holds(redis_cluster):
+    client = redis_cluster.client()
+    try:
+        _takes_over_as_a_fresh_restore(client, redis_cluster.keys(PREFIX), "whittle")
+    finally:
+        client.close()
+
+
+def _takes_over_as_a_fresh_restore(client, keys: Keys, policy: str) -> None:
     clock = SimulatedClock(start=START)
     feeds = PoissonFeeds(RATES, seed=5)
-    planner = _service(client, policy, clock)
+    planner = _service(client, policy, clock, keys)
     planner.open(_specs())
     _crawl(planner, clock, feeds, 0, {})
     planner.checkpoint()
-    standby = Standby(client, Keys(PREFIX), lambda store: RecrawlService(
+    standby = Standby(client, keys, lambda store: RecrawlService(
         _config(policy), clock=clock, store=store))
     assert standby.open()
     moves = {2: "https://moved.example/2.xml",            # a move to a new host
@@ -127,14 +139,14 @@ def test_a_standby_taken_over_holds_what_a_fresh_restore_holds(client, policy):
         planner.checkpoint()
         if epoch % 3:                                     # sometimes two checkpoints at once
             applied += standby.follow()
-    assert applied > 0
+    assert applied > 0 and standby.seq == int(client.hget(keys.meta, "checkpoint_seq"))
     assert not moves and planner.stats.get("sources/merged", 0) == 1
     assert planner.sources.n_retired > 0                  # the 404s retired some
     if policy == "whittle":         # (the others' choices spread the 429s too thin)
         assert planner.throttle.rows()                    # the 429s throttled a host
     # the planner dies after its last checkpoint; the standby takes over
     taken = standby.take(_specs() + _specs(N + 8)[N:])
-    fresh = _service(client, policy, clock)
+    fresh = _service(client, policy, clock, keys)
     fresh.open(_specs() + _specs(N + 8)[N:])
     got, want = state_of(taken), state_of(fresh)
     assert got.keys() == want.keys()
