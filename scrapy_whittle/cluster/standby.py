@@ -24,8 +24,9 @@ trimmed past a standby that fell behind, or a planner that writes no changes), i
 again from scratch.
 
 **Cost.** The process holds a second copy of the planner's state (about 1 KB a source):
-one or two processes of a crawl keep a standby, not every worker. Following costs three
-Redis commands a changed source per checkpoint and the standby's CPU to apply them.
+one or two processes of a crawl keep a standby, not every worker. Following reads each
+source a checkpoint wrote back from Redis (three reads inside one script call per 2,000
+sources: ``state.READ_SOURCES``) and costs the standby's CPU to apply them.
 
 The calls are blocking (the ``redis`` client's synchronous API, numpy): the planner runs
 them in a thread (:class:`~scrapy_whittle.cluster.planner.Planner`).
