@@ -25,6 +25,11 @@ runs beside it from the first one's lead on: it restores the state during the wa
 follows the checkpoints during the window (its commands are among Redis's; its CPU in
 ``standby_cpu_s``).
 
+``--standby-parts M``: a standby's pieces alone, in the benchmark's own process (no
+planner, no worker; memory for one copy of the state): its restore, its following of a
+checkpoint that rewrote M random sources, its take-over (another such checkpoint followed,
+then the service resumed).
+
 ``--takeover R``: R times, a planner process leads and hands out crawls while a second one
 waits; the first is killed with SIGKILL and the time until crawls are handed out again
 (``takeover_s``) is measured against ``--lock-ttl`` (``WHITTLE_REDIS_LOCK_TTL``), with the
@@ -89,6 +94,9 @@ def measure(args, n: int, tmp: Path) -> dict:
         row["used_memory_per_source_loaded"] = (redis.used_memory() - empty) / n
         if args.seconds > 0:
             row.update(rate(args, redis, prefix, settings, n, tmp, empty))
+        if args.standby_parts:
+            row["standby_parts"] = standby_parts(redis, prefix, settings, n,
+                                                 args.standby_parts, args.seed)
         if args.takeover:
             row["takeovers"] = [takeover(args, redis, prefix, settings, n, warm)
                                 for warm in _standbys(args.standby)
@@ -124,6 +132,50 @@ def rate(args, redis, prefix: str, settings: dict, n: int, tmp: Path, empty: int
     row["workers_cpu_ms_per_crawl"] = 1e3 * workers_cpu / max(answered, 1)
     row.update(restore_s=lead["restore_s"], **result)
     row["used_memory_per_source_after"] = (redis.used_memory() - empty) / n
+    return row
+
+
+def standby_parts(redis, prefix: str, settings: dict, n: int, changed: int,
+                  seed: int) -> dict:
+    """A standby's pieces alone, in this process (no planner, no worker): its restore of the
+    N sources, its following of a checkpoint that rewrote ``changed`` random sources (as a
+    planner's checkpoint writes them, through ``RedisStateStore``), its take-over (following
+    another such checkpoint, then ``RecrawlService.resume``)."""
+    import numpy as np
+
+    from scrapy_whittle.cluster.connect import key_prefix, sync_client
+    from scrapy_whittle.cluster.keys import Keys
+    from scrapy_whittle.cluster.standby import Standby
+    from scrapy_whittle.cluster.state import RedisStateStore
+    from scrapy_whittle.service.config import WhittleConfig
+    from scrapy_whittle.service.recrawl import RecrawlService
+
+    client = sync_client(redis.url)
+    keys = Keys(key_prefix(prefix, redis.url))
+    config = WhittleConfig.from_settings(settings)
+    standby = Standby(client, keys, lambda store: RecrawlService(config, store=store))
+    writer = RedisStateStore(client, keys)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    standby.open()
+    row = {"restore_s": time.perf_counter() - t0}
+
+    def checkpoint() -> int:
+        """A checkpoint rewriting ``changed`` sources (the restored rows, marked dirty)."""
+        ids = np.unique(rng.integers(0, n, changed))
+        standby.service.state.dirty[ids] = True
+        writer.write(standby.service.prepare_checkpoint())
+        return int(ids.shape[0])
+
+    row["changed"] = checkpoint()
+    t0 = time.perf_counter()
+    standby.follow()
+    row["follow_s"] = time.perf_counter() - t0
+    checkpoint()
+    t0 = time.perf_counter()
+    standby.take([])
+    row["take_s"] = time.perf_counter() - t0
+    client.close()
     return row
 
 
@@ -202,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds the standby follows the checkpoints before the kill")
     p.add_argument("--rate-standby", action="store_true",
                    help="a process keeping a standby runs beside the measured planner")
+    p.add_argument("--standby-parts", type=int, default=0, metavar="M",
+                   help="a standby's restore, following of a checkpoint of M changed "
+                        "sources and take-over, alone in this process")
     p.add_argument("--no-profile", dest="profile", action="store_false")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
@@ -225,6 +280,11 @@ def report(row: dict) -> None:
               f"{row['used_memory_per_source_loaded']:.0f} B/source")
     else:
         _report_rate(row)
+    parts = row.get("standby_parts")
+    if parts:
+        print(f"  a standby alone: restore {parts['restore_s']:.1f} s, a checkpoint of "
+              f"{parts['changed']:,} changed sources followed in {parts['follow_s']:.2f} s, "
+              f"taken over (another followed, then resumed) in {parts['take_s']:.2f} s")
     for t in row.get("takeovers", ()):
         print(f"  take-over after kill -9 ({'a standby' if t['standby'] else 'no standby'}"
               f"{', warm' if t['warm'] else ''}): {t['takeover_s']:.2f} s = "
