@@ -21,7 +21,11 @@ entries after that one, and its sources are read again. A source is read again a
 checkpoint that wrote it, so once no planner writes, every source holds what Redis holds.
 When the entries since its position are fewer than the checkpoints counted (the stream
 trimmed past a standby that fell behind, or a planner that writes no changes), it restores
-again from scratch.
+again from scratch. On a Redis Cluster a planner killed between a checkpoint's tags'
+transactions and its crawl-wide one leaves tags a checkpoint ahead, and no entry in the
+changes: a standby taking over reads those tags' sources again and takes their results for
+learnt, as a restore does (``RedisStateStore.ahead_of``); a planner that restored instead
+names them in its next checkpoint's changes, so that a standby following reads them again.
 
 **Cost.** The process holds a second copy of the planner's state (about 1 KB a source):
 one or two processes of a crawl keep a standby, not every worker. Following reads each
@@ -148,7 +152,16 @@ class Standby:
         self.follow()
         if self.service is None:
             raise RuntimeError("the standby holds no state")
-        service, self.service, self.store = self.service, None, None
+        service, store = self.service, self.store
+        self.service, self.store = None, None
+        # the tags a checkpoint cut short wrote ahead of the meta, read as a restore reads
+        # them: their sources' records, their learnt results acknowledged only
+        store.applied, store.ahead, store.ahead_moves = store.ahead_of(
+            self.seq, len(service.sources))
+        if store.ahead:
+            service.follow(store.load_sources(
+                np.asarray(store.ahead), len(service.sources), store.ahead_moves, [], [],
+                True, False))       # (the policy's state: its rows are imported with it)
         service.resume(list(specs), listed=listed)
         return service
 

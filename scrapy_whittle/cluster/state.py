@@ -36,7 +36,10 @@ Each checkpoint also adds what it changed to the stream ``Keys.changes``, in its
 part (the ids of the sources it registered or wrote, the moves, aliases and blocks, whether
 the policy's global state and the hosts changed; the last ``CHANGES_KEPT`` checkpoints),
 which a standby planner follows (:mod:`scrapy_whittle.cluster.standby`) with
-:meth:`RedisStateStore.load_sources`.
+:meth:`RedisStateStore.load_sources`. Each tag's part records the ids and moves it wrote
+too: the sources of tags a checkpoint ahead (:attr:`RedisStateStore.ahead`) are read again
+by a standby taking over, and named in the next checkpoint's changes, so that a standby
+following holds what a restore reads.
 
 The calls are blocking (the ``redis`` client's synchronous API): the planner runs them in a
 thread, never on the reactor.
@@ -108,6 +111,10 @@ class RedisStateStore:
         #: (source, crawl id) of the results a checkpoint cut short learnt into its tags'
         #: records (``load``): acknowledged, not learnt again
         self.applied: set[tuple[int, str]] = set()
+        #: the sources of those tags (the records a restore reads a checkpoint ahead), which
+        #: the next checkpoint names in ``Keys.changes`` for the standbys following
+        self.ahead: list[int] = []
+        self.ahead_moves: list[tuple[int, str]] = []
         #: each source's last new entry as written (NaN: none), so that a checkpoint writes
         #: only those that changed
         self._alive = np.full(0, np.nan)
@@ -194,9 +201,17 @@ class RedisStateStore:
             for t in learnt_by_tag:
                 if t not in tags:
                     tags[t] = self.client.pipeline(transaction=True)
+            ids_by_tag: dict[int, list[int]] = {}
+            for sid in changed:
+                ids_by_tag.setdefault(Keys.tag_of(sid), []).append(sid)
+            moves_by_tag: dict[int, list[tuple[int, str]]] = {}
+            for sid, url in cp.moves:
+                moves_by_tag.setdefault(Keys.tag_of(sid), []).append((sid, url))
             for t, pipe in tags.items():
                 pipe.hset(k.checkpoint(t), mapping={
-                    "seq": seq, "learnt": "\n".join(learnt_by_tag.get(t, ()))})
+                    "seq": seq, "learnt": "\n".join(learnt_by_tag.get(t, ())),
+                    "ids": np.asarray(ids_by_tag.get(t, ()), dtype="<u4").tobytes(),
+                    "moves": json.dumps(moves_by_tag.get(t, []))})
         for sid, block, data in cp.blocks:
             crawl.hset(k.blocks, f"{block}:{sid}", data)
         for epoch, *values in cp.epochs:          # increments since the last checkpoint
@@ -208,11 +223,11 @@ class RedisStateStore:
         crawl.hset(k.meta, mapping={key: json.dumps(value) for key, value in
                                     {**cp.meta, "checkpoint_at": cp.taken_at}.items()})
         crawl.hset(k.meta, mapping={"checkpoint_seq": seq, "keys_layout": LAYOUT})
-        ids = np.unique(np.asarray(changed + [sid for sid, _ in cp.moves],
+        ids = np.unique(np.asarray(changed + [sid for sid, _ in cp.moves] + self.ahead,
                                    dtype="<u4"))
         crawl.xadd(k.changes, {
             "ids": ids.tobytes(),
-            "moves": json.dumps(cp.moves),
+            "moves": json.dumps(self.ahead_moves + list(cp.moves)),
             "aliases": json.dumps(cp.aliases),
             "blocks": json.dumps([f"{block}:{sid}" for sid, block, _ in cp.blocks]),
             "policy": int(cp.policy is not None), "hosts": int(cp.hosts is not None)},
@@ -226,6 +241,7 @@ class RedisStateStore:
             pipe.execute()
         crawl.execute()
         self.seq = seq
+        self.ahead, self.ahead_moves = [], []   # named in the changes: read again there
         if written:                 # committed: what the next checkpoint compares with
             top = max(sid for sid, _ in written) + 1
             if top > alive.shape[0]:
@@ -295,7 +311,7 @@ class RedisStateStore:
                 EPOCH_FIELDS.index(name)] = float(value)
         epochs = sorted((e, *v) for e, v in by_epoch.items())
         aliases = [(_s(u), int(i)) for u, i in self.client.hgetall(k.aliases).items()]
-        self.applied = self._applied()
+        self.applied, self.ahead, self.ahead_moves = self._ahead(n)
         return SavedState(meta=parsed, sources=cols,
                           blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
                           hosts=self._hosts(), websub=saved_rows(self.client, k))
@@ -393,6 +409,16 @@ class RedisStateStore:
         records, alive, etags = self._read(keys=keys, args=args)
         return records, alive, etags
 
+    def ahead_of(self, seq: int, n: int) -> tuple[set[tuple[int, str]], list[int],
+                                                  list[tuple[int, str]]]:
+        """What the tags a checkpoint ahead of checkpoint ``seq`` hold (a planner died in
+        the middle of that checkpoint's transactions), as :meth:`load` would take them with
+        ``n`` sources restored: the results they learnt, the ids of the sources they wrote
+        (those a restore reads: registered before ``n`` or in the URL lists it reads on)
+        and their moves. For a standby taking over."""
+        self.seq = seq
+        return self._ahead(self.count_from(n))
+
     def _gets(self, names: list[str]) -> list:
         """GET of each key (a pipeline: on a Redis Cluster they are on many shards)."""
         pipe = self.client.pipeline(transaction=False)
@@ -415,19 +441,36 @@ class RedisStateStore:
                 if len(got) < CHUNK:
                     return urls
 
-    def _applied(self) -> set[tuple[int, str]]:
-        """The results the tags a checkpoint ahead of the meta learnt (a planner died in
-        the middle of that checkpoint's transactions)."""
+    def _ahead(self, n: int) -> tuple[set[tuple[int, str]], list[int],
+                                      list[tuple[int, str]]]:
+        """What the tags a checkpoint ahead of the meta hold (a planner died in the middle
+        of that checkpoint's transactions): the results they learnt, the ids of the sources
+        they wrote (those below ``n``, the sources a restore reads) and their moves."""
         pipe = self.client.pipeline(transaction=False)
         for t in range(SPREAD):
-            pipe.hmget(self.keys.checkpoint(t), "seq", "learnt")
-        out = set()
-        for seq, learnt in pipe.execute():
-            if seq is not None and int(seq) == self.seq + 1 and learnt:
-                for line in _s(learnt).split("\n"):
-                    sid, cid = line.split(" ", 1)
-                    out.add((int(sid), cid))
-        return out
+            pipe.hmget(self.keys.checkpoint(t), "seq", "learnt", "ids", "moves")
+        learnt_all, ids, moves = set(), [], []
+        for seq, learnt, written, moved in pipe.execute():
+            if seq is None or int(seq) != self.seq + 1:
+                continue
+            for line in _s(learnt).split("\n") if learnt else ():
+                sid, cid = line.split(" ", 1)
+                learnt_all.add((int(sid), cid))
+            moved = [(int(sid), url) for sid, url in json.loads(moved or "[]") if sid < n]
+            moves += moved
+            ids += [sid for sid in np.frombuffer(written or b"", dtype="<u4").tolist()
+                    if sid < n] + [sid for sid, _ in moved]
+        return learnt_all, sorted(set(ids)), moves
+
+    def count_from(self, n: int) -> int:
+        """How many sources a restore reads (:meth:`urls`), knowing the first ``n``: the
+        URL lists' lengths from ``n``'s chunk up to the first that is not full."""
+        c = n // CHUNK
+        while True:
+            got = self.client.llen(self.keys.urls(c * CHUNK))
+            if got < CHUNK:
+                return max(n, c * CHUNK + got)
+            c += 1
 
     def _records(self, n: int, layout: str | None, page: int = 256) -> np.ndarray:
         """The N fixed records as one structured array (``record_dtype``), read a page of

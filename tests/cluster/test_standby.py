@@ -23,6 +23,7 @@ from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.state_codec import encode
 from scrapy_whittle.service.types import DictStats
 from sim.planner_load import load, settings_for
+from tests.cluster.test_sharded_state import CutShort
 from tests.service.test_recrawl import START, PoissonFeeds
 
 N = 40
@@ -250,3 +251,86 @@ async def test_a_standby_that_cannot_follow_takes_over_by_a_restore(redis_server
         client.close()
         await _on_reactor(node.redis.aclose())
         node.sync_redis.close()
+
+
+def _cut_short(planner, clock, feeds, epoch: int, moves: dict[int, str]) -> None:
+    """One epoch whose checkpoint a planner killed between its tags' transactions and the
+    crawl-wide one leaves: the tags a checkpoint ahead of the meta."""
+    _crawl(planner, clock, feeds, epoch, moves)
+    store = planner.store
+    store.client = CutShort(store.client)
+    with pytest.raises(RuntimeError, match="killed"):
+        planner.checkpoint()
+    store.client = store.client.client
+
+
+def _same(taken: RecrawlService, fresh: RecrawlService) -> None:
+    got, want = state_of(taken), state_of(fresh)
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == want[key], key
+    assert taken.store.applied == fresh.store.applied
+    assert taken.store.ahead == fresh.store.ahead
+    assert [c.source for c in iter(taken.next_crawl, None)] == \
+        [c.source for c in iter(fresh.next_crawl, None)]
+
+
+def test_a_standby_taking_over_after_a_checkpoint_cut_short_holds_a_fresh_restore(
+        redis_cluster):
+    client = redis_cluster.client()
+    keys = redis_cluster.keys("cut")
+    try:
+        clock = SimulatedClock(start=START)
+        feeds = PoissonFeeds(RATES, seed=7)
+        planner = _service(client, "whittle", clock, keys)
+        planner.open(_specs())
+        _crawl(planner, clock, feeds, 0, {})
+        planner.checkpoint()
+        standby = Standby(client, keys, lambda store: RecrawlService(
+            _config("whittle"), clock=clock, store=store))
+        assert standby.open()
+        for epoch in range(1, 4):
+            _crawl(planner, clock, feeds, epoch, {})
+            planner.checkpoint()
+        assert standby.follow() == 3
+        _cut_short(planner, clock, feeds, 4, {})
+        assert standby.follow() == 0               # nothing committed crawl-wide
+        taken = standby.take(_specs())
+        fresh = _service(client, "whittle", clock, keys)
+        fresh.open(_specs())
+        assert fresh.store.ahead                   # the tags' records a checkpoint ahead
+        _same(taken, fresh)
+    finally:
+        client.close()
+
+
+def test_a_standby_following_the_planner_after_a_checkpoint_cut_short_holds_a_fresh_restore(
+        redis_cluster):
+    client = redis_cluster.client()
+    keys = redis_cluster.keys("cutf")
+    try:
+        clock = SimulatedClock(start=START)
+        feeds = PoissonFeeds(RATES, seed=8)
+        planner = _service(client, "whittle", clock, keys)
+        planner.open(_specs())
+        _crawl(planner, clock, feeds, 0, {})
+        planner.checkpoint()
+        standby = Standby(client, keys, lambda store: RecrawlService(
+            _config("whittle"), clock=clock, store=store))
+        assert standby.open()
+        _cut_short(planner, clock, feeds, 1, {})
+        # the next planner restores (the tags as written), plans an epoch, checkpoints
+        planner = _service(client, "whittle", clock, keys)
+        planner.open(_specs())
+        ahead = set(planner.store.ahead)
+        assert ahead
+        planner.checkpoint()                       # its first, as a planner taking over
+        _crawl(planner, clock, feeds, 2, {})
+        planner.checkpoint()
+        assert standby.follow() == 2
+        taken = standby.take(_specs())
+        fresh = _service(client, "whittle", clock, keys)
+        fresh.open(_specs())
+        _same(taken, fresh)
+    finally:
+        client.close()
