@@ -31,7 +31,7 @@ names them in its next checkpoint's changes, so that a standby following reads t
 one or two processes of a crawl keep a standby, not every worker. Following reads each
 source a checkpoint wrote back from Redis (three reads inside one script call per 2,000
 sources, per tag on a Redis Cluster: ``state.READ_SOURCES``) and costs the standby's CPU to
-apply them.
+apply them. The WebSub subscriptions (few) are not followed: read at the take-over.
 
 The calls are blocking (the ``redis`` client's synchronous API, numpy): the planner runs
 them in a thread (:class:`~scrapy_whittle.cluster.planner.Planner`).
@@ -47,6 +47,7 @@ import numpy as np
 
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
+from scrapy_whittle.cluster.websub import saved_rows
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
 
@@ -162,6 +163,8 @@ class Standby:
             service.follow(store.load_sources(
                 np.asarray(store.ahead), len(service.sources), store.ahead_moves, [], [],
                 True, False))       # (the policy's state: its rows are imported with it)
+        if service.websub is not None:      # few: read as they are now, not followed
+            service.websub.load(saved_rows(self.client, self.keys))
         service.resume(list(specs), listed=listed)
         return service
 
