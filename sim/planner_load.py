@@ -212,7 +212,8 @@ def _redis_counts(client) -> dict:
 
 async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: float,
                       warmup: float, lock_ttl: float, lease: float, backlog: int,
-                      profile: bool, out: str | None) -> dict:
+                      profile: bool, out: str | None, standby: bool = False,
+                      events: str | None = None) -> dict:
     """Run a planner node for ``seconds`` (0: until killed); measure the window after
     ``warmup`` seconds of leading: crawls handed out, CPU, Redis commands."""
     from scrapy_whittle.cluster.connect import sync_client
@@ -226,7 +227,7 @@ async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: f
     stats = DictStats()
     node = ClusterNode(config, redis_url=redis_url, prefix=prefix, specs=[], stats=stats,
                        clock=SystemClock(), lease=lease, lock_ttl=lock_ttl, backlog=backlog,
-                       capacity=0)
+                       capacity=0, standby=standby)
     led = asyncio.get_running_loop().create_future()
     take_over = node.planner._take_over
 
@@ -237,10 +238,15 @@ async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: f
             led.set_result((elected, time.time()))
     node.planner._take_over = timed_take_over
     await node.start()
+    if standby:
+        await _standby_ready(node, led, events)
     elected, lead_at = await led
     took_over = {"event": "lead", "at": lead_at, "elected_at": elected,
-                 "restore_s": lead_at - elected, "pid": os.getpid()}
-    print(json.dumps(took_over), flush=True)
+                 "restore_s": lead_at - elected, "pid": os.getpid(),
+                 "warm": bool(stats.get("cluster/standby/takeovers", 0)),
+                 "followed": stats.get("cluster/standby/checkpoints", 0),
+                 "follow_failures": stats.get("cluster/standby/failures", 0)}
+    _event(took_over, events)
     if seconds <= 0:                      # a standby or a victim: runs until told to stop
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -265,6 +271,25 @@ async def run_planner(redis_url: str, prefix: str, settings: dict, *, seconds: f
             json.dump(result, f)
     print(json.dumps({k: v for k, v in result.items() if k != "profile"}), flush=True)
     return result
+
+
+def _event(event: dict, events: str | None) -> None:
+    """A line of JSON on stdout (and appended to the file ``events``, if given)."""
+    line = json.dumps(event)
+    print(line, flush=True)
+    if events:
+        with open(events, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+async def _standby_ready(node, led: asyncio.Future, events: str | None) -> None:
+    """Print a line once the node's standby holds the state (unless it leads first)."""
+    while not led.done():
+        if node.planner.standby.ready:
+            _event({"event": "standby", "at": time.time(),
+                    "sources": len(node.planner.standby.service.sources)}, events)
+            return
+        await asyncio.sleep(0.05)
 
 
 async def _window(node, stats, sync, seconds: float, backlog: int) -> dict:
@@ -396,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lease", type=float, default=60.0)
     p.add_argument("--backlog", type=int, default=256)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--standby", action="store_true",
+                   help="keep a standby while another plans (WHITTLE_REDIS_STANDBY)")
+    p.add_argument("--events", help="a file the lines of JSON are appended to as well")
     p.add_argument("--out")
     p = sub.add_parser("workers")
     p.add_argument("redis_url")
@@ -415,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(run_planner(args.redis_url, args.prefix, json.loads(args.settings),
                                 seconds=args.seconds, warmup=args.warmup,
                                 lock_ttl=args.lock_ttl, lease=args.lease,
-                                backlog=args.backlog, profile=args.profile, out=args.out))
+                                backlog=args.backlog, profile=args.profile, out=args.out,
+                                standby=args.standby, events=args.events))
     else:
         print(json.dumps(asyncio.run(run_workers(
             args.redis_url, args.prefix, args.n, workers=args.workers, take=args.take,

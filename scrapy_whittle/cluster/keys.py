@@ -99,6 +99,10 @@ class Keys:
         return self._k("epoch_errors")
 
     @property
+    def changes(self) -> str:        # stream: what each checkpoint changed (standby planners)
+        return self._k("changes")
+
+    @property
     def tasks(self) -> str:          # stream of crawls to fetch; group "workers"
         return self._k("tasks")
 

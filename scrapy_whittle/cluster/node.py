@@ -125,7 +125,7 @@ class ClusterNode:
                  stats, clock, oracle=None, slot_delays=None, lease: float = 600.0,
                  lock_ttl: float = 10.0, backlog: int = 256, capacity: int = 16,
                  host_concurrency: int = 8, download_delay: float = 0.0,
-                 wait: float = 10.0) -> None:
+                 wait: float = 10.0, standby: bool = False) -> None:
         self.config = config
         self.keys = Keys(key_prefix(prefix, redis_url))   # hash-tagged on a Redis Cluster
         self.redis_url = redis_url
@@ -166,7 +166,7 @@ class ClusterNode:
                              stopping=lambda: self.stopping)
         self.planner = Planner(self, lock_ttl=lock_ttl, lease=lease, backlog=backlog,
                                hosts=ClusterHosts(host_concurrency, download_delay,
-                                                  self.slot_delays))
+                                                  self.slot_delays), standby=standby)
         #: a Redis Cluster: scripts on many tags go out concurrently, not in a pipeline
         self.cluster = is_cluster(redis_url)
         self._entries = self.redis.register_script(ENTRIES)

@@ -16,7 +16,10 @@ flight across the cluster, its delay), and the learning from the workers' result
 * **Leases.** A task a worker has held longer than ``lease`` seconds without an answer (the
   worker died) is taken back with XAUTOCLAIM and handed out again.
 * **Take-over.** A new planner restores the last checkpoint (``RedisStateStore``), the
-  crawls in flight, the epoch's spent budget and the pending results.
+  crawls in flight, the epoch's spent budget and the pending results. A process with a
+  standby (``WHITTLE_REDIS_STANDBY``: :mod:`scrapy_whittle.cluster.standby`) keeps the
+  checkpointed state warm while it waits for the lock, following each checkpoint, and tries
+  the lock as it expires: taking over, it only reads the last checkpoints' changes.
 * **Sitemap indexes.** A fetched index's result carries its listing (its children's URLs,
   whether it was read whole): the service retires the children it lists no more as one
   process does (:mod:`scrapy_whittle.service.index_children`; a 304 repeats the previous
@@ -33,10 +36,12 @@ import asyncio
 import json
 import logging
 import secrets
+import threading
 import time
 from collections import defaultdict
 
 from scrapy_whittle.cluster.keys import Keys
+from scrapy_whittle.cluster.standby import Standby
 from scrapy_whittle.cluster.state import RedisStateStore
 from scrapy_whittle.cluster.tasks import (
     FETCHED,
@@ -107,7 +112,7 @@ class ClusterHosts:
 
 class Planner:
     def __init__(self, node, *, lock_ttl: float, lease: float, backlog: int,
-                 hosts: ClusterHosts) -> None:
+                 hosts: ClusterHosts, standby: bool = False) -> None:
         self.node = node
         self.keys: Keys = node.keys
         self.lock_ttl = lock_ttl
@@ -131,6 +136,11 @@ class Planner:
         self._selecting: asyncio.Future | None = None   # an epoch's selection, in a thread
         self._sources_told = -1          # the source count last written to Keys.totals
         self.retry = node.retry          # one outage, logged once per process
+        #: the warm state kept while another process plans (None: no standby here)
+        self.standby = Standby(node.sync_redis, self.keys, self._new_service,
+                               label=node.redis_label, stats=node.stats) if standby else None
+        self._standing: asyncio.Future | None = None    # its restore or follow, in a thread
+        self._standby_failing = False
 
     @property
     def leader(self) -> bool:
@@ -143,10 +153,25 @@ class Planner:
         wait for one (the first result ends the wait)."""
         r = self.node.redis
         if not self.leader:
-            got = await self.retry(lambda: r.set(self.keys.planner, self.token, nx=True,
-                                                 px=int(self.lock_ttl * 1000)), "electing")
+            if self.standby is not None:
+                self._keep_standby()
+                # the lock tried as it expires, not up to a third of its life after
+                def elect():
+                    pipe = r.pipeline(transaction=False)
+                    pipe.set(self.keys.planner, self.token, nx=True,
+                             px=int(self.lock_ttl * 1000))
+                    pipe.pttl(self.keys.planner)
+                    return pipe.execute()
+
+                got, left = await self.retry(elect, "electing")
+                wait = min(self.lock_ttl / 3, max(left, 0) / 1000 + 0.01)
+            else:
+                got = await self.retry(lambda: r.set(self.keys.planner, self.token, nx=True,
+                                                     px=int(self.lock_ttl * 1000)),
+                                       "electing")
+                wait = self.lock_ttl / 3
             if not got:
-                return self.lock_ttl / 3
+                return wait
             await self._holding_lock(self._take_over())
         now = time.monotonic()
         if now - self._renewed > self.lock_ttl / 3:
@@ -225,15 +250,57 @@ class Planner:
         self.service = None
         self.websub = None
 
+    def _new_service(self, store: RedisStateStore) -> RecrawlService:
+        node = self.node
+        return RecrawlService(node.config, clock=node.clock, store=store,
+                              oracle=node.oracle, slot_delays=node.slot_delays,
+                              download_delay=node.download_delay, max_flight=self.lease * 3,
+                              stats=PrefixedStats(node.stats, "planner/"))
+
+    def _keep_standby(self) -> None:
+        """The standby's restore, then its following of the checkpoints, in a thread of its
+        own (a daemon: a restore of millions of sources does not hold a closing process)."""
+        standing = self._standing
+        if standing is not None and not standing.done():
+            return
+        failed = standing is not None and not standing.cancelled() \
+            and standing.exception() is not None
+        if failed:
+            self.standby.service = None
+            self.node.stats.inc("cluster/standby/failures")
+            if not self._standby_failing:       # once a run of failures (an outage)
+                logger.warning("planner %s: the standby could not follow the checkpoints "
+                               "(%s): it restores them again", self.token,
+                               standing.exception())
+        self._standby_failing = failed
+        self._standing = _in_thread(self.standby.follow)
+
+    async def _service_taken_over(self) -> RecrawlService:
+        """The standby's service if it holds one (level with the last checkpoint), else a
+        service restored from Redis."""
+        node = self.node
+        if self.standby is not None and self._standing is not None:
+            await asyncio.wait([self._standing])        # a restore or follow under way
+            if not self._standing.cancelled() and self._standing.exception() is not None:
+                self.standby.service = None             # (logged by the restore below)
+            if self.standby.ready:
+                try:
+                    service = await _in_thread(self.standby.take, node.specs)
+                    node.stats.inc("cluster/standby/takeovers")
+                    return service
+                except Exception as exc:
+                    logger.warning("planner %s: the standby's state could not be taken "
+                                   "over (%s): restored from Redis", self.token, exc)
+                    self.standby.service = None
+        store = RedisStateStore(node.sync_redis, self.keys, label=node.redis_label)
+        service = self._new_service(store)
+        await asyncio.to_thread(service.open, node.specs)
+        return service
+
     async def _take_over(self) -> None:
         node, r, k = self.node, self.node.redis, self.keys
-        store = RedisStateStore(node.sync_redis, k, label=node.redis_label)
-        service = RecrawlService(node.config, clock=node.clock, store=store,
-                                 oracle=node.oracle, slot_delays=node.slot_delays,
-                                 download_delay=node.download_delay,
-                                 max_flight=self.lease * 3,
-                                 stats=PrefixedStats(node.stats, "planner/"))
-        await asyncio.to_thread(service.open, node.specs)
+        service = await self._service_taken_over()
+        store = service.store
         flights = await self.retry(lambda: r.hgetall(k.in_flight), "restoring")
         for sid_raw, value in flights.items():
             sid = int(sid_raw)
@@ -560,3 +627,30 @@ def _learnt_key(fields: dict) -> tuple[int, str] | None:
         return int(fields[b"sid"]), fields[b"cid"].decode()
     except (KeyError, ValueError, UnicodeDecodeError):
         return None
+
+
+def _in_thread(fn, *args) -> asyncio.Future:
+    """``fn(*args)`` in a daemon thread; its result (or exception) as a future of the
+    running loop."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result, exc) -> None:
+        if not future.done():
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def run() -> None:
+        try:
+            result, exc = fn(*args), None
+        except BaseException as e:
+            result, exc = None, e
+        try:
+            loop.call_soon_threadsafe(settle, result, exc)
+        except RuntimeError:            # the loop closed meanwhile: nobody awaits it
+            pass
+
+    threading.Thread(target=run, daemon=True, name="whittle-standby").start()
+    return future

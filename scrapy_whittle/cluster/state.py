@@ -34,6 +34,14 @@ leaves tags a checkpoint ahead of the meta: the next one restores them as writte
 those results for learnt (:attr:`RedisStateStore.applied`) rather than learning them twice;
 what it loses is that one checkpoint's crawl-wide part (the policy's global state and the
 epochs' aggregates stay at the previous checkpoint's).
+Each checkpoint also adds what it changed to the stream ``Keys.changes``, in its crawl-wide
+part (the ids of the sources it registered or wrote, the moves, aliases and blocks, whether
+the policy's global state and the hosts changed; the last ``CHANGES_KEPT`` checkpoints),
+which a standby planner follows (:mod:`scrapy_whittle.cluster.standby`) with
+:meth:`RedisStateStore.load_sources`. Each tag's part records the ids and moves it wrote
+too: the sources of tags a checkpoint ahead (:attr:`RedisStateStore.ahead`) are read again
+by a standby taking over, and named in the next checkpoint's changes, so that a standby
+following holds what a restore reads.
 
 The calls are blocking (the ``redis`` client's synchronous API): the planner runs them in a
 thread, never on the reactor.
@@ -60,6 +68,33 @@ STATE = "<ddiQIIIIf"
 HEADER = struct.Struct(STATE + "ff")
 STATE_PART = struct.calcsize(STATE)
 EPOCH_FIELDS = ("crawls", "cost", "new_items", "utility", "errors", "not_modified")
+#: checkpoints the stream ``Keys.changes`` keeps (about: it is trimmed by whole nodes); a
+#: standby that falls further behind restores the whole state again
+CHANGES_KEPT = 64
+#: sources :meth:`RedisStateStore.load_sources` reads in one script call (Redis answers
+#: nothing else meanwhile: a few milliseconds)
+READ_PAGE = 2000
+
+#: The records, last new entries and ETags of some sources, in one call (a pipeline of three
+#: commands a source costs the client more than Redis). KEYS: per source, its records' chunk,
+#: its last-new-entry chunk, its ETags' bucket; ARGV: the record's size, then per source its
+#: place in its chunk and its id. Returns the records and the last new entries, each
+#: concatenated (zeros where nothing was written), and the ETags ("" for none).
+READ_SOURCES = """
+local size = tonumber(ARGV[1])
+local records, alive, etags = {}, {}, {}
+for i = 1, (#ARGV - 1) / 2 do
+  local at = tonumber(ARGV[2 * i])
+  local r = redis.call('GETRANGE', KEYS[3 * i - 2], at * size, at * size + size - 1)
+  if #r < size then r = r .. string.rep('\0', size - #r) end
+  records[i] = r
+  local a = redis.call('GETRANGE', KEYS[3 * i - 1], at * 8, at * 8 + 7)
+  if #a < 8 then a = a .. string.rep('\0', 8 - #a) end
+  alive[i] = a
+  etags[i] = redis.call('HGET', KEYS[3 * i], ARGV[2 * i + 1]) or ''
+end
+return {table.concat(records), table.concat(alive), etags}
+"""
 
 
 class RedisStateStore:
@@ -79,9 +114,14 @@ class RedisStateStore:
         #: (source, crawl id) of the results a checkpoint cut short learnt into its tags'
         #: records (``load``): acknowledged, not learnt again
         self.applied: set[tuple[int, str]] = set()
+        #: the sources of those tags (the records a restore reads a checkpoint ahead), which
+        #: the next checkpoint names in ``Keys.changes`` for the standbys following
+        self.ahead: list[int] = []
+        self.ahead_moves: list[tuple[int, str]] = []
         #: each source's last new entry as written (NaN: none), so that a checkpoint writes
         #: only those that changed
         self._alive = np.full(0, np.nan)
+        self._read = None                # READ_SOURCES, registered at its first use
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint, acks: list[str] | None = None,
@@ -115,8 +155,10 @@ class RedisStateStore:
             layout = layout.decode() if isinstance(layout, bytes) else layout
         row_size = _row_size(layout)
         record = HEADER.size + row_size
+        changed: list[int] = []
         for sid, url, _title, category, weight, min_interval in cp.new_sources():
             pipe = at(sid)
+            changed.append(sid)
             if sid % CHUNK == 0:       # a new chunk: its whole length at once, no slack
                 # (what a checkpoint cut short left there goes first)
                 pipe.delete(k.rows(sid), k.alive(sid), k.urls(sid))
@@ -142,6 +184,7 @@ class RedisStateStore:
              new_items, utility, _rate, _half, _value, policy_row, _entries, alive_at,
              sid) = row
             pipe = at(sid)
+            changed.append(sid)
             if alive_at is not None and not (sid < alive.shape[0] and alive[sid] == alive_at):
                 pipe.setrange(k.alive(sid), (sid % CHUNK) * 8, struct.pack("<d", alive_at))
                 written.append((sid, alive_at))
@@ -162,9 +205,17 @@ class RedisStateStore:
             for t in learnt_by_tag:
                 if t not in tags:
                     tags[t] = self.client.pipeline(transaction=True)
+            ids_by_tag: dict[int, list[int]] = {}
+            for sid in changed:
+                ids_by_tag.setdefault(Keys.tag_of(sid), []).append(sid)
+            moves_by_tag: dict[int, list[tuple[int, str]]] = {}
+            for sid, url in cp.moves:
+                moves_by_tag.setdefault(Keys.tag_of(sid), []).append((sid, url))
             for t, pipe in tags.items():
                 pipe.hset(k.checkpoint(t), mapping={
-                    "seq": seq, "learnt": "\n".join(learnt_by_tag.get(t, ()))})
+                    "seq": seq, "learnt": "\n".join(learnt_by_tag.get(t, ())),
+                    "ids": np.asarray(ids_by_tag.get(t, ()), dtype="<u4").tobytes(),
+                    "moves": json.dumps(moves_by_tag.get(t, []))})
         for sid, block, data in cp.blocks:
             crawl.hset(k.blocks, f"{block}:{sid}", data)
         for epoch, *values in cp.epochs:          # increments since the last checkpoint
@@ -176,6 +227,15 @@ class RedisStateStore:
         crawl.hset(k.meta, mapping={key: json.dumps(value) for key, value in
                                     {**cp.meta, "checkpoint_at": cp.taken_at}.items()})
         crawl.hset(k.meta, mapping={"checkpoint_seq": seq, "keys_layout": LAYOUT})
+        ids = np.unique(np.asarray(changed + [sid for sid, _ in cp.moves] + self.ahead,
+                                   dtype="<u4"))
+        crawl.xadd(k.changes, {
+            "ids": ids.tobytes(),
+            "moves": json.dumps(self.ahead_moves + list(cp.moves)),
+            "aliases": json.dumps(cp.aliases),
+            "blocks": json.dumps([f"{block}:{sid}" for sid, block, _ in cp.blocks]),
+            "policy": int(cp.policy is not None), "hosts": int(cp.hosts is not None)},
+            maxlen=CHANGES_KEPT, approximate=True)
         if acks:
             crawl.xack(k.results, "planner", *acks)
             crawl.xdel(k.results, *acks)
@@ -185,6 +245,7 @@ class RedisStateStore:
             pipe.execute()
         crawl.execute()
         self.seq = seq
+        self.ahead, self.ahead_moves = [], []   # named in the changes: read again there
         if written:                 # committed: what the next checkpoint compares with
             top = max(sid for sid, _ in written) + 1
             if top > alive.shape[0]:
@@ -243,20 +304,8 @@ class RedisStateStore:
                 for i, e in bucket.items():
                     if int(i) < n:
                         etags[int(i)] = _s(e)
-        last_crawl = records["last_crawl"].astype(np.float64)
-        cols: dict[str, Any] = {
-            "id": range(n), "url": urls, "category": categories,
-            "weight": records["weight"], "min_interval": records["min_interval"],
-            "last_crawl": np.where(last_crawl < 0, np.nan, last_crawl),   # never: NULL
-            "retry_at": records["retry_at"], "failures": records["failures"],
-            "flags": records["flags"], "etag": etags, "modified": records["modified"],
-            "crawls": records["crawls"], "errors": records["errors"],
-            "new_items": records["new_items"], "utility": records["utility"],
-            # the policy's rows as one structured array (persistence imports it whole)
-            "policy_row": records["policy_row"] if row_size else [None] * n,
-            "entries": [None] * n, "alive_at": alive}
-        blocks = [(int(_s(key).rsplit(":", 1)[1]), _s(key).rsplit(":", 1)[0], value)
-                  for key, value in self.client.hgetall(k.blocks).items()]
+        cols = _columns(range(n), urls, categories, etags, alive, records, row_size)
+        blocks = [_block(key, value) for key, value in self.client.hgetall(k.blocks).items()]
         glob = self.client.get(k.global_state)
         policy = (meta.get("policy_name"), layout, glob) if glob is not None else None
         by_epoch: dict[int, list[float]] = {}
@@ -266,16 +315,114 @@ class RedisStateStore:
                 EPOCH_FIELDS.index(name)] = float(value)
         epochs = sorted((e, *v) for e, v in by_epoch.items())
         aliases = [(_s(u), int(i)) for u, i in self.client.hgetall(k.aliases).items()]
-        self.applied = self._applied()
+        self.applied, self.ahead, self.ahead_moves = self._ahead(n)
+        return SavedState(meta=parsed, sources=cols,
+                          blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
+                          hosts=self._hosts(), websub=saved_rows(self.client, k),
+                          sitemap_children=index_children.saved_rows(self.client, k))
+
+    def _hosts(self) -> list[tuple[str, float, float, int]]:
         hosts = []
-        for host, raw in self.client.hgetall(k.hosts).items():
+        for host, raw in self.client.hgetall(self.keys.hosts).items():
             allowance, ceiling, throttles = json.loads(raw)
             hosts.append((_s(host), float(allowance),
                           math.inf if ceiling is None else float(ceiling), int(throttles)))
-        return SavedState(meta=parsed, sources=cols,
-                          blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
-                          hosts=hosts, websub=saved_rows(self.client, k),
-                          sitemap_children=index_children.saved_rows(self.client, k))
+        return hosts
+
+    def load_sources(self, ids: np.ndarray, n: int, moves: list[tuple[int, str]],
+                     aliases: list[tuple[str, int]], blocks: list[str], policy: bool,
+                     hosts: bool) -> SavedState:
+        """Part of what :meth:`load` reads, as it reads it: the sources ``ids`` (ascending;
+        those from ``n`` on registered since a restore of ``n`` sources: their URLs and
+        categories too; ``moves``: the URLs of those that moved), the ``blocks`` named
+        ("<block>:<id>"), the policy's global state if ``policy``, every throttled host if
+        ``hosts`` (the throttled hosts only ever grow in number). For a
+        standby following the checkpoints (``Keys.changes``): ``url`` is None for a source
+        that neither joined nor moved, ``aliases`` are passed through."""
+        k, client = self.keys, self.client
+        meta = {key: _s(value) for key, value in
+                zip(("layout", "policy_name"), client.hmget(k.meta, ["layout", "policy_name"]),
+                    strict=True) if value is not None}
+        layout = meta.get("layout")
+        row_size = _row_size(layout)
+        dtype = record_dtype(layout)
+        ids = np.asarray(ids, dtype=np.int64)
+        records = np.zeros(ids.shape[0], dtype=dtype)
+        alive = np.zeros(ids.shape[0], dtype="<f8")
+        etags: list[str | None] = [None] * ids.shape[0]
+        for at in self._read_pages(ids):
+            got_records, got_alive, got_etags = self._read_page(ids[at], dtype.itemsize)
+            records[at] = np.frombuffer(got_records, dtype=dtype, count=at.shape[0])
+            alive[at] = np.frombuffer(got_alive, dtype="<f8", count=at.shape[0])
+            for j, e in zip(at.tolist(), got_etags, strict=True):
+                etags[j] = _s(e) or None
+        alive[alive == 0.0] = np.nan                   # not known
+        if ids.shape[0]:
+            top = int(ids[-1]) + 1
+            if top > self._alive.shape[0]:          # what the next checkpoint compares with
+                self._alive = np.concatenate([self._alive,
+                                              np.full(top - self._alive.shape[0], np.nan)])
+            self._alive[ids] = alive
+        joined = ids[ids >= n]
+        urls: list[str | None] = [None] * ids.shape[0]
+        categories = [""] * ids.shape[0]
+        if joined.size:
+            at = ids.shape[0] - joined.size
+            pipe = client.pipeline(transaction=False)
+            first, last = int(joined[0]), int(joined[-1])
+            for c in range(first // CHUNK, last // CHUNK + 1):    # their chunks' lists
+                pipe.lrange(k.urls(c * CHUNK), max(first - c * CHUNK, 0),
+                            min(last - c * CHUNK, CHUNK - 1))
+            urls[at:] = [_s(u) for got in pipe.execute() for u in got]
+            categories[at:] = [_s(c) if c is not None else ""
+                               for c in client.hmget(k.categories, joined.tolist())]
+        where = {sid: j for j, sid in enumerate(ids.tolist())}
+        for sid, url in moves:
+            if sid in where:
+                urls[where[sid]] = url
+        cols = _columns(ids, urls, categories, etags, alive, records, row_size)
+        found = client.hmget(k.blocks, blocks) if blocks else []
+        glob = client.get(k.global_state) if policy else None
+        return SavedState(
+            meta=meta, sources=cols,
+            blocks=[_block(key, value) for key, value in zip(blocks, found, strict=True)
+                    if value is not None],
+            policy=(meta.get("policy_name"), layout, glob) if glob is not None else None,
+            epochs=[], aliases=list(aliases), hosts=self._hosts() if hosts else [])
+
+    def _read_pages(self, ids: np.ndarray) -> list[np.ndarray]:
+        """Where in ``ids`` each call of ``READ_SOURCES`` reads (at most ``READ_PAGE``
+        sources): on a Redis Cluster the sources of one tag (one script touches one slot)."""
+        if not self.per_tag:
+            return [np.arange(first, min(first + READ_PAGE, ids.shape[0]))
+                    for first in range(0, ids.shape[0], READ_PAGE)]
+        tags = (ids // CHUNK) % SPREAD
+        pages = []
+        for t in np.unique(tags).tolist():
+            at = np.flatnonzero(tags == t)
+            pages += [at[first:first + READ_PAGE] for first in range(0, at.shape[0], READ_PAGE)]
+        return pages
+
+    def _read_page(self, ids: np.ndarray, size: int) -> tuple[bytes, bytes, list]:
+        if self._read is None:
+            self._read = self.client.register_script(READ_SOURCES)
+        k = self.keys
+        keys, args = [], [size]
+        for sid in ids.tolist():
+            keys += (k.rows(sid), k.alive(sid), k.etags(sid))
+            args += (sid % CHUNK, sid)
+        records, alive, etags = self._read(keys=keys, args=args)
+        return records, alive, etags
+
+    def ahead_of(self, seq: int, n: int) -> tuple[set[tuple[int, str]], list[int],
+                                                  list[tuple[int, str]]]:
+        """What the tags a checkpoint ahead of checkpoint ``seq`` hold (a planner died in
+        the middle of that checkpoint's transactions), as :meth:`load` would take them with
+        ``n`` sources restored: the results they learnt, the ids of the sources they wrote
+        (those a restore reads: registered before ``n`` or in the URL lists it reads on)
+        and their moves. For a standby taking over."""
+        self.seq = seq
+        return self._ahead(self.count_from(n))
 
     def _gets(self, names: list[str]) -> list:
         """GET of each key (a pipeline: on a Redis Cluster they are on many shards)."""
@@ -299,19 +446,36 @@ class RedisStateStore:
                 if len(got) < CHUNK:
                     return urls
 
-    def _applied(self) -> set[tuple[int, str]]:
-        """The results the tags a checkpoint ahead of the meta learnt (a planner died in
-        the middle of that checkpoint's transactions)."""
+    def _ahead(self, n: int) -> tuple[set[tuple[int, str]], list[int],
+                                      list[tuple[int, str]]]:
+        """What the tags a checkpoint ahead of the meta hold (a planner died in the middle
+        of that checkpoint's transactions): the results they learnt, the ids of the sources
+        they wrote (those below ``n``, the sources a restore reads) and their moves."""
         pipe = self.client.pipeline(transaction=False)
         for t in range(SPREAD):
-            pipe.hmget(self.keys.checkpoint(t), "seq", "learnt")
-        out = set()
-        for seq, learnt in pipe.execute():
-            if seq is not None and int(seq) == self.seq + 1 and learnt:
-                for line in _s(learnt).split("\n"):
-                    sid, cid = line.split(" ", 1)
-                    out.add((int(sid), cid))
-        return out
+            pipe.hmget(self.keys.checkpoint(t), "seq", "learnt", "ids", "moves")
+        learnt_all, ids, moves = set(), [], []
+        for seq, learnt, written, moved in pipe.execute():
+            if seq is None or int(seq) != self.seq + 1:
+                continue
+            for line in _s(learnt).split("\n") if learnt else ():
+                sid, cid = line.split(" ", 1)
+                learnt_all.add((int(sid), cid))
+            moved = [(int(sid), url) for sid, url in json.loads(moved or "[]") if sid < n]
+            moves += moved
+            ids += [sid for sid in np.frombuffer(written or b"", dtype="<u4").tolist()
+                    if sid < n] + [sid for sid, _ in moved]
+        return learnt_all, sorted(set(ids)), moves
+
+    def count_from(self, n: int) -> int:
+        """How many sources a restore reads (:meth:`urls`), knowing the first ``n``: the
+        URL lists' lengths from ``n``'s chunk up to the first that is not full."""
+        c = n // CHUNK
+        while True:
+            got = self.client.llen(self.keys.urls(c * CHUNK))
+            if got < CHUNK:
+                return max(n, c * CHUNK + got)
+            c += 1
 
     def _records(self, n: int, layout: str | None, page: int = 256) -> np.ndarray:
         """The N fixed records as one structured array (``record_dtype``), read a page of
@@ -349,6 +513,30 @@ def check_layout(meta: dict[str, str], prefix: str) -> None:
             f"{found or 1}, this version reads {LAYOUT}): finish it with that version, or "
             f"start it afresh under another WHITTLE_REDIS_PREFIX (or after deleting its keys, "
             f"{prefix}:*); see docs/upgrading.md")
+
+
+def _columns(ids, urls, categories, etags, alive, records: np.ndarray,
+             row_size: int) -> dict[str, Any]:
+    """The columns of a :class:`SavedState`'s sources from what Redis holds of them."""
+    n = len(ids)
+    last_crawl = records["last_crawl"].astype(np.float64)
+    return {
+        "id": ids, "url": urls, "category": categories,
+        "weight": records["weight"], "min_interval": records["min_interval"],
+        "last_crawl": np.where(last_crawl < 0, np.nan, last_crawl),   # never: NULL
+        "retry_at": records["retry_at"], "failures": records["failures"],
+        "flags": records["flags"], "etag": etags, "modified": records["modified"],
+        "crawls": records["crawls"], "errors": records["errors"],
+        "new_items": records["new_items"], "utility": records["utility"],
+        # the policy's rows as one structured array (persistence imports it whole)
+        "policy_row": records["policy_row"] if row_size else [None] * n,
+        "entries": [None] * n, "alive_at": alive}
+
+
+def _block(key, value) -> tuple[int, str, bytes]:
+    """(id, block, data) of the field ``<block>:<id>`` of ``Keys.blocks``."""
+    block, sid = _s(key).rsplit(":", 1)
+    return int(sid), block, value
 
 
 def _s(value) -> str:

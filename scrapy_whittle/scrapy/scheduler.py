@@ -522,4 +522,5 @@ def _cluster_node(crawler: Crawler, config: WhittleConfig, stats: WhittleStats, 
         lease=config.redis_lease or max_flight, lock_ttl=config.redis_lock_ttl,
         backlog=config.redis_backlog, capacity=settings.getint("CONCURRENT_REQUESTS"),
         host_concurrency=settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
-        download_delay=settings.getfloat("DOWNLOAD_DELAY"), wait=config.redis_wait)
+        download_delay=settings.getfloat("DOWNLOAD_DELAY"), wait=config.redis_wait,
+        standby=config.redis_standby)

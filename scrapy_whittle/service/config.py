@@ -533,6 +533,10 @@ SETTINGS: tuple[Setting, ...] = (
             "takes over"),
     Setting("WHITTLE_REDIS_BACKLOG", 256, number(minimum=1, integer=True),
             "crawls in flight across the cluster, at most"),
+    Setting("WHITTLE_REDIS_STANDBY", False, boolean,
+            "keep the planner's state warm in this process while another plans (a second "
+            "copy: about 1 KB a source), so that it takes over within the lock's TTL at "
+            "millions of sources; set it in one or two processes"),
     Setting("WHITTLE_REDIS_WAIT", 10.0, number(minimum=0, strict=True),
             "seconds a process waits for an unreachable Redis: at start-up, before the crawl "
             "stops with an error; mid-crawl, before a fetch waiting to report is dropped (the "
@@ -667,6 +671,7 @@ class WhittleConfig:
     redis_lease: float | None = DEFAULTS["WHITTLE_REDIS_LEASE"]
     redis_lock_ttl: float = DEFAULTS["WHITTLE_REDIS_LOCK_TTL"]
     redis_backlog: int = DEFAULTS["WHITTLE_REDIS_BACKLOG"]
+    redis_standby: bool = DEFAULTS["WHITTLE_REDIS_STANDBY"]
     redis_wait: float = DEFAULTS["WHITTLE_REDIS_WAIT"]
     websub_callback: str | None = DEFAULTS["WHITTLE_WEBSUB_CALLBACK"]
     websub_listen: tuple[str, int] | None = DEFAULTS["WHITTLE_WEBSUB_LISTEN"]
@@ -715,6 +720,7 @@ class WhittleConfig:
             redis_url=v["WHITTLE_REDIS_URL"], redis_prefix=v["WHITTLE_REDIS_PREFIX"],
             redis_lease=v["WHITTLE_REDIS_LEASE"], redis_lock_ttl=v["WHITTLE_REDIS_LOCK_TTL"],
             redis_backlog=v["WHITTLE_REDIS_BACKLOG"], redis_wait=v["WHITTLE_REDIS_WAIT"],
+            redis_standby=v["WHITTLE_REDIS_STANDBY"],
             websub_callback=v["WHITTLE_WEBSUB_CALLBACK"],
             websub_listen=v["WHITTLE_WEBSUB_LISTEN"], websub_lease=v["WHITTLE_WEBSUB_LEASE"],
             parsing=ParsingConfig(

@@ -177,7 +177,12 @@ class IndexChildren:
         return [self.children[sid].row(sid) for sid in sorted(changed)]
 
     def load(self, rows: Iterable[tuple]) -> None:
-        """The children as stored (a restore); rows naming unknown sources are skipped."""
+        """The children as stored (a restore); rows naming unknown sources are skipped. What
+        was known before is forgotten (a cluster's standby reads them again as it takes
+        over: they are not followed)."""
+        self.children.clear()
+        self.by_parent.clear()
+        self.changed.clear()
         n = len(self.sources)
         for sid, parent, misses, listed_at, dropped in rows:
             if 0 <= sid < n and 0 <= parent < n:

@@ -159,8 +159,19 @@ class StatePersistence:
     def restore(self, saved: SavedState) -> None:
         """The stored sources' book-keeping, validators, counters, entries seen and the
         policy's state (the sources themselves are registered already)."""
-        cols, n = saved.sources, saved.n_sources
-        ids = np.arange(n)
+        self.restore_rows(saved)
+        if self.stories is not None:
+            self.stories.load(self.store.stories())
+        self.keeper.touched = False
+        logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
+                    saved.n_sources, self.store.path, saved.meta.get("checkpoint_seq"))
+
+    def restore_rows(self, saved: SavedState) -> None:
+        """The rows of the sources ``saved`` holds (its ``id`` column: every source, or
+        those a checkpoint changed, as a standby planner follows them), the hosts'
+        allowances and the policy's global state and blocks."""
+        cols = saved.sources
+        ids = np.asarray(cols["id"], dtype=np.int64)
         src, st = self.sources, self.state
 
         def array(name, fill, dtype=np.float64):
@@ -172,21 +183,16 @@ class StatePersistence:
         src.failures[ids] = array("failures", 0, np.int64)
         src.set_flags(ids, array("flags", 0, np.int64))
         src.alive_at[ids] = array("alive_at", np.nan)
-        for sid, etag in enumerate(cols["etag"]):
+        for sid, etag in zip(ids.tolist(), cols["etag"], strict=True):
             if etag:
                 st.etag.set(sid, etag)
         st.modified[ids] = array("modified", 0, np.int64)
         for name in ("crawls", "errors", "new_items", "utility"):
             getattr(st, name)[ids] = array(name, 0)
         self.memory.import_keys(ids, cols["entries"])
-        if self.stories is not None:
-            self.stories.load(self.store.stories())
         self.throttle.load_rows(saved.hosts)
         self.hosts_stored = self.throttle.rows()
-        self._restore_policy(saved)
-        self.keeper.touched = False
-        logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
-                    n, self.store.path, saved.meta.get("checkpoint_seq"))
+        self._restore_policy(saved, ids)
 
     def repair_bookkeeping(self, now: float) -> None:
         """Restored book-keeping that would block a source for ever (a back-off or a last
@@ -214,7 +220,7 @@ class StatePersistence:
         logger.warning("re-crawl service: the stored book-keeping of %d sources was out of "
                        "range (back-off, last crawl or utility): repaired", ids.size)
 
-    def _restore_policy(self, saved: SavedState) -> None:
+    def _restore_policy(self, saved: SavedState, ids: np.ndarray) -> None:
         if saved.policy is None:
             return
         name, layout, blob = saved.policy
@@ -229,12 +235,12 @@ class StatePersistence:
             blobs = saved.sources["policy_row"]
             if isinstance(blobs, np.ndarray):       # a store that reads them as one array
                 if blobs.shape[0] and dtype.itemsize:
-                    policy.import_rows(np.arange(blobs.shape[0]), blobs)
+                    policy.import_rows(ids, blobs)
             else:
                 with_rows = [i for i, b in enumerate(blobs) if b is not None]
                 if with_rows and dtype.itemsize:
                     raw = b"".join(blobs[i] for i in with_rows)
-                    policy.import_rows(with_rows, np.frombuffer(raw, dtype=dtype))
+                    policy.import_rows(ids[with_rows], np.frombuffer(raw, dtype=dtype))
             blocks: dict[str, tuple[list[int], list[bytes]]] = defaultdict(lambda: ([], []))
             for sid, block, data in saved.blocks:
                 blocks[block][0].append(sid)

@@ -75,7 +75,7 @@ from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import Checkpoint, StateStore, StoreError
+from scrapy_whittle.service.store import Checkpoint, SavedState, StateStore, StoreError
 from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import (  # noqa: F401  (the service's public types)
     FLUSH_AFTER,
@@ -232,16 +232,7 @@ class RecrawlService:
 
     def _open(self, specs: list[SourceSpec], listed: bool) -> None:
         saved = self.persistence.load()
-        if saved is not None:
-            cols = saved.sources
-            if list(cols["id"]) != list(range(saved.n_sources)):
-                raise StoreError(f"{self.store.path}: source ids are not 0..n-1")
-            self._grow_parts(self.sources.add_columns(
-                list(cols["url"]), cols["weight"], cols["min_interval"],
-                [c or "" for c in cols["category"]])[1])
-            for url, sid in saved.aliases:      # before the list: an old URL finds its source
-                if 0 <= sid < saved.n_sources:
-                    self.sources.registry.add_alias(url, sid)
+        self._register_stored(saved)
         ids = self._register(list(specs))
         now = self.clock.now()
         origin = float(saved.meta["origin"]) if saved and "origin" in saved.meta else now
@@ -255,6 +246,25 @@ class RecrawlService:
             self.keeper.repair(None, cause="as restored")
             if self.websub is not None:
                 self.websub.load(saved.websub)
+        self._start(ids, listed, now)
+
+    def _register_stored(self, saved: SavedState | None) -> None:
+        """The sources of the store, under their ids, and their old URLs (aliases)."""
+        if saved is None:
+            return
+        cols = saved.sources
+        if list(cols["id"]) != list(range(saved.n_sources)):
+            raise StoreError(f"{self.store.path}: source ids are not 0..n-1")
+        self._grow_parts(self.sources.add_columns(
+            list(cols["url"]), cols["weight"], cols["min_interval"],
+            [c or "" for c in cols["category"]])[1])
+        for url, sid in saved.aliases:      # before the list: an old URL finds its source
+            if 0 <= sid < saved.n_sources:
+                self.sources.registry.add_alias(url, sid)
+
+    def _start(self, ids: list[int], listed: bool, now: float) -> None:
+        """The end of an opening: the source list (``ids``: its sources), the deliveries a
+        killed run left, what the policy and the planner set up for every source."""
         if listed and ids:
             self._sync_list(ids)
         if self.store is not None and self.journal_deliveries:
@@ -266,6 +276,75 @@ class RecrawlService:
         logger.info("re-crawl service: %d sources, policy %s, budget %g per %g s%s",
                     len(self.sources), self.config.policy, self.config.budget,
                     self.config.period, f", state in {self.store.path}" if self.store else "")
+
+    # -- a standby: the stored state kept warm, taken over at once --------------------------
+    def open_standby(self) -> bool:
+        """Restore the stored state as :meth:`open` does, for a process that may take the
+        crawl over (a cluster's standby planner): no source list yet, nothing repaired that
+        depends on the time. :meth:`follow` keeps it level with the store's checkpoints,
+        :meth:`resume` makes it the crawl's. False (and nothing done) when the store holds
+        no crawl yet."""
+        with gc_paused():
+            saved = self.persistence.load()
+            if saved is None or "origin" not in saved.meta:
+                return False
+            self._register_stored(saved)
+            self.timeline.start(float(saved.meta["origin"]), self.clock.now())
+            self.keeper.start(self._build_policy(len(self.sources)))
+            self.persistence.restore(saved)
+            self.keeper.repair(None, cause="as restored")     # (what it resets is dirty)
+            if self.websub is not None:
+                self.websub.load(saved.websub)
+            self.outcomes.start(len(self.sources))
+            return True
+
+    def follow(self, saved: SavedState) -> None:
+        """What the store's later checkpoints changed, applied to a standby's service (see
+        :meth:`open_standby`): ``saved`` holds the sources they registered and those whose
+        rows they wrote (its ``id`` column: ascending), the aliases they made, the
+        throttled hosts (if they changed), the policy's global state and the blocks they
+        wrote. A restore from the store would read the same."""
+        with gc_paused():
+            cols = saved.sources
+            ids = np.asarray(cols["id"], dtype=np.int64)
+            n = len(self.sources)
+            new = np.flatnonzero(ids >= n)
+            if new.size:
+                if ids[new].tolist() != list(range(n, n + new.size)):
+                    raise StoreError(f"{self.store.path}: source ids are not 0..n-1")
+                self._grow_parts(self.sources.add_columns(
+                    [cols["url"][j] for j in new.tolist()],
+                    [cols["weight"][j] for j in new.tolist()],
+                    [cols["min_interval"][j] for j in new.tolist()],
+                    [cols["category"][j] or "" for j in new.tolist()])[1])
+                self.keeper.grow()
+            registry = self.sources.registry
+            for url, sid in saved.aliases:
+                registry.add_alias(url, sid)
+            moved = [(sid, url) for sid, url in zip(ids.tolist(), cols["url"], strict=True)
+                     if sid < n and url is not None and url != registry.url(sid)]
+            for sid, url in moved:
+                registry.move(sid, url)
+            self.sources.rehost([sid for sid, _ in moved])
+            self.persistence.restore_rows(saved)
+            self.state.dirty[ids] = False       # as the store holds them
+            self.keeper.touched = False
+            self.keeper.repair(ids, cause="as restored")
+
+    def resume(self, specs: list[SourceSpec] = (), *, listed: bool = True) -> None:
+        """A standby's service (:meth:`open_standby`, :meth:`follow`) becomes the crawl's, as
+        :meth:`open` would have made it now: ``specs`` registered (with ``listed``, the
+        source list), the book-keeping repaired as of now, the retired sources' probes,
+        every source new to the next selection."""
+        with gc_paused():
+            ids = self._register(list(specs), discover=False)
+            self.keeper.grow()
+            now = self.clock.now()
+            self.timeline.start(self.timeline.origin, now)
+            self.keeper.start(self.keeper.policy)
+            self.persistence.repair_bookkeeping(now)
+            self.retirement.restore(now)
+            self._start(ids, listed, now)
 
     def _recover_deliveries(self) -> None:
         """Open the delivery journal beside the state; what a killed run left undelivered
@@ -433,11 +512,11 @@ class RecrawlService:
                     self.websub.source_left(sid, self.clock.now())
         return back, leaving
 
-    def _register(self, specs: list[SourceSpec]) -> list[int]:
+    def _register(self, specs: list[SourceSpec], discover: bool = True) -> list[int]:
         sids, new = self.sources.add(specs)
         if new:
             self._grow_parts(new)
-            if self.keeper.policy is not None:      # once open; at the opening, all at once
+            if discover and self.keeper.policy is not None:  # at an opening, all at once
                 self.planner.discover(new, self.clock.now())
             if self.children.awaiting:         # a sitemap index listed them first
                 for sid in new:

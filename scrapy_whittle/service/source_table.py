@@ -258,6 +258,23 @@ class SourceTable(PerSourceArrays):
             self.n_left = int(np.count_nonzero(self.left))
         return target
 
+    def rehost(self, ids: list[int]) -> None:
+        """Sources ``ids`` moved (:meth:`move` keeps what they were registered with): their
+        host, group (without a category) and configured half-life from the URL they are at
+        now, as a restore registers them."""
+        if not ids:
+            return
+        kinds = {gid: key for key, gid in self.groups.items()}
+        hosts = [h or "" for h in url_hosts([self.url(sid) for sid in ids])]
+        for sid, host in zip(ids, hosts, strict=True):
+            self.host[sid] = self._host_id(host)
+            kind, name = kinds[int(self.group[sid])]
+            category = name if kind == "category" else ""
+            if not category:
+                self.group[sid] = self._group_id("", host)
+            if self.config.half_life is not None:
+                self.half_life[sid] = self.configured_half_life(self.url(sid), category)
+
     def set_retired(self, sid: int, retired: bool) -> None:
         if bool(self.retired[sid]) != retired:
             self.retired[sid] = retired

@@ -14,6 +14,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 
+import pytest
 import pytest_twisted
 import redis as redis_py
 from twisted.internet.defer import Deferred
@@ -39,10 +40,13 @@ PREFIX = "load"
 CHOICE = {"WHITTLE_POLICY": "uniform"}
 
 
-def _planner(server: RedisServer | RedisClusterServers, tmp, name: str):
+def _planner(server: RedisServer | RedisClusterServers, tmp, name: str,
+             standby: bool = False):
     settings = json.dumps(settings_for(BUDGET, PERIOD, **CHOICE))
     return spawn([sys.executable, "-m", "sim.planner_load", "planner", server.url, PREFIX,
-                  settings, "--lock-ttl", str(LOCK_TTL), "--lease", "60", "--backlog", "16"],
+                  settings, "--lock-ttl", str(LOCK_TTL), "--lease", "60", "--backlog", "16",
+                  "--events", str(tmp / f"{name}.jsonl"),
+                  *(["--standby"] if standby else [])],
                  log=tmp / f"{name}.log", cwd=ROOT)
 
 
@@ -52,8 +56,11 @@ def _journal(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
 
 
+@pytest.mark.parametrize("standby", [False, True], ids=["restored", "standby"])
 def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_kill(
-        any_redis, tmp_path):
+        any_redis, tmp_path, standby):
+    """The second planner restores the state when the lock falls to it, or (``standby``)
+    keeps it warm from its start, following the first one's checkpoints."""
     redis_server, keys = any_redis, any_redis.keys(PREFIX)
     client = redis_server.client()
     settings = settings_for(BUDGET, PERIOD, **CHOICE)
@@ -72,7 +79,13 @@ def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_k
     first_token = wait_for(lock, what="the first planner to take the lock", alive=first)
     wait_for(lambda: len(_journal(journal)) >= 300, timeout=120,
              what="300 crawls answered", alive=first)
-    standby = _planner(redis_server, tmp_path, "standby")
+    second = _planner(redis_server, tmp_path, "second", standby=standby)
+    if standby:         # restored, and following the first one's checkpoints
+        wait_for(lambda: (tmp_path / "second.jsonl").exists(), timeout=60,
+                 what="the standby to restore the state", alive=second)
+        seq = int(client.hget(keys.meta, "checkpoint_seq"))
+        wait_for(lambda: int(client.hget(keys.meta, "checkpoint_seq")) >= seq + 2,
+                 timeout=60, what="two checkpoints more", alive=first)
     origin = float(client.hget(keys.meta, "origin"))
 
     def epoch_started() -> bool:
@@ -89,16 +102,20 @@ def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_k
     killed_at = len(_journal(journal))
     second_token = wait_for(lambda: (lock() or first_token) != first_token and lock(),
                             timeout=60, what="the standby planner to take the lock",
-                            alive=standby)
+                            alive=second)
     second_cids = f"{second_token.decode()}:"
     wait_for(lambda: sum(r["cid"].startswith(second_cids) for r in _journal(journal)) >= 300,
-             timeout=120, what="300 crawls answered after the take-over", alive=standby)
-    standby.send_signal(signal.SIGTERM)
-    standby.wait(60)
+             timeout=120, what="300 crawls answered after the take-over", alive=second)
+    second.send_signal(signal.SIGTERM)
+    second.wait(60)
     workers.send_signal(signal.SIGTERM)
     workers.wait(60)
-    assert standby.returncode == 0 and workers.returncode == 0
+    assert second.returncode == 0 and workers.returncode == 0
 
+    lead = [e for e in _journal(tmp_path / "second.jsonl") if e["event"] == "lead"]
+    assert len(lead) == 1 and lead[0]["warm"] is standby
+    if standby:                 # it followed the checkpoints, not restored them again
+        assert lead[0]["followed"] >= 2 and lead[0]["follow_failures"] == 0
     rows = _journal(journal)
     assert len(rows) > killed_at
     # every crawl is of a known source, at its URL

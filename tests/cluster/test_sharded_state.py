@@ -4,6 +4,10 @@ checkpoint ahead, whose learnt results the next planner does not learn twice."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from scrapy_whittle.cluster.keys import SPREAD, Keys
 from tests.cluster.conftest import RedisClusterServers
 from tests.cluster.harness import Cluster, entries, on_asyncio
@@ -33,12 +37,19 @@ class CutShort:
         return getattr(self.client, name)
 
 
+@pytest.mark.parametrize("standby", [False, True], ids=["restore", "standby"])
 @on_asyncio
 async def test_a_checkpoint_cut_short_between_its_tags_and_the_crawl_is_not_learnt_twice(
-        redis_cluster):
+        redis_cluster, standby):
     cluster = Cluster(redis_cluster.url)
     try:
         a = await cluster.node(URLS)
+        if standby:         # a process keeping a standby, restored before the cut
+            b = await cluster.node(URLS, standby=True)
+            await a.planner.step()
+            await b.planner.step()
+            await asyncio.wait([b.planner._standing])
+            assert b.planner.standby.ready
         crawls = await cluster.crawls(a)
         assert sorted(crawls) == [0, 1]
         for sid, crawl in crawls.items():
@@ -61,9 +72,11 @@ async def test_a_checkpoint_cut_short_between_its_tags_and_the_crawl_is_not_lear
             assert client.xpending(k.results, "planner")["pending"] == 2  # not acknowledged
         # the planner is killed: its lock lives out its TTL, another process takes over
         await a.redis.delete(a.keys.planner)
-        b = await cluster.node(URLS)
+        if not standby:
+            b = await cluster.node(URLS)
         await b.planner.step()
         assert b.planner.leader
+        assert b.stats.get("cluster/standby/takeovers", 0) == int(standby)
         # the records as the tags' transactions wrote them, the results taken for learnt
         assert list(b.planner.service.state.new_items[:2]) == [2, 2]
         assert b.planner.service.store.applied == set()

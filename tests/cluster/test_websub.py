@@ -338,3 +338,45 @@ def test_a_garbled_word_from_a_callback_changes_nothing():
                 "topic": URLS[0], "at": 5.0, "lease": 60})
     assert websub.by_key[request.key].state == ACTIVE
     assert websub.by_key[request.key].expires_at == 65.0
+
+
+@on_asyncio
+async def test_a_standby_taking_over_holds_the_subscriptions_as_they_are_now(any_redis):
+    import asyncio
+
+    cluster = Cluster(any_redis.url, WEBSUB)
+    try:
+        a = await cluster.node(URLS)
+        b = await cluster.node(URLS)
+        c = await cluster.node(URLS, standby=True)
+        ext_a, ext_b = callback_of(a), callback_of(b)
+        callback_of(c)
+        await a.planner.step()
+        assert a.planner.leader
+        await subscribed(cluster, a, b, ext_a)
+        await c.planner.step()                   # its standby restores (a thread)
+        await asyncio.wait([c.planner._standing])
+        assert c.planner.standby.ready
+        assert {s.state for s in c.planner.standby.service.websub.by_key.values()} == {PENDING}
+        # the hub verifies them after the standby's restore: active in Redis
+        asked = list({form(r)["hub.topic"]: form(r) for r in ext_a.crawler.engine.requests}
+                     .values())
+        for f in asked:
+            key = f["hub.callback"].rsplit("/", 1)[1]
+            status, _ = await ext_b.verification(key, {
+                "hub.mode": "subscribe", "hub.topic": f["hub.topic"],
+                "hub.challenge": "c-" + key, "hub.lease_seconds": "7200"})
+            assert status == 200
+        await a.planner.step()
+        with any_redis.client() as client:
+            stored = {k.decode(): decode(v)[0] for k, v in
+                      client.hgetall(any_redis.keys("test").websub).items()}
+        assert {s.state for s in stored.values()} == {ACTIVE}
+        await a.planner.resign()
+        await c.planner.step()                   # takes over with its standby's state
+        assert c.planner.leader and c.stats.get("cluster/standby/takeovers") == 1
+        assert {s.key: (s.secret, s.state, s.lease_seconds)
+                for s in c.planner.service.websub.by_key.values()} == \
+            {k: (s.secret, s.state, s.lease_seconds) for k, s in stored.items()}
+    finally:
+        await cluster.close()
