@@ -3,7 +3,22 @@
 The same memory as :mod:`scrapy_whittle.service.entry_memory` (64-bit XXH3 hashes of entry keys,
 oldest first, capacity following the feed plus an eighth), kept per source in a string of
 ``BUCKET`` sources (``Keys.entries``, under the source's tag): a header of each source's
-record length (4 bytes each), then the records, each a 4-byte capacity and the packed hashes.
+record length (4 bytes each), then the records, each a 4-byte capacity (and the room lent,
+below) and the packed hashes.
+
+A WebSub delivery forgets nothing the record holds (as ``EntryMemory.pushed``): it may carry
+only the feed's new entries, no view of the feed, and forgetting the least recently seen for
+them would drop entries a feed listed oldest first still shows, which its next poll would
+report new again. The record grows instead, and the room it took is *lent* until the source's
+next fetch, which gives it back (the capacity back to the larger of what it was before the
+loans and what the fetch's rule asks, the least recently seen forgotten). The room lent is a
+second 4-byte word after the capacity, present only while some is lent: a record of 8 + 8k
+bytes has it, one of 4 + 8k bytes (every record written before loans existed) has nothing
+lent. So a record costs nothing more while nothing is lent, and grows only until the next
+fetch (a source that is only ever pushed grows up to ``max_entries_per_source``, as in one
+process); splitting the capacity's word would leave too few bits for capacities and loans up
+to the bound, and a word always there would cost 4 bytes a source.
+
 A fetch is told in two steps, each a Lua script on the keys of one hash tag (a Redis Cluster
 runs a script on one slot only; :mod:`scrapy_whittle.cluster.keys`):
 
@@ -13,7 +28,8 @@ runs a script on one slot only; :mod:`scrapy_whittle.cluster.keys`):
    same step. It returns how many entries the source had remembered before (a window is full
    only when there were some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`), a flag
    per entry shown ("1": new to the feed; "0": seen; "-": the same entry shown earlier in the
-   fetch), the batch's id (0: none) and the change of the feed's capacity.
+   fetch), the batch's id (0: none) and the change of the feed's capacity. A delivery is
+   told by the same script (:data:`PUSH_ENTRIES`), then reported as a fetch is.
 2. :data:`REPORT`, under the crawl's prefix: the task acknowledged, the stories of the entries
    new to their feed told ("2": a story the crawl has already, with ``WHITTLE_DEDUP =
    "link"``: :mod:`scrapy_whittle.cluster.stories`), the capacity counter

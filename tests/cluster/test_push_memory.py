@@ -9,10 +9,11 @@ from __future__ import annotations
 import struct
 
 from scrapy_whittle.cluster.entries import packed_hashes
-from scrapy_whittle.cluster.keys import BUCKET
+from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
+from scrapy_whittle.service.deliveries import Batch
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.harness import entries, on_asyncio, take
 from tests.cluster.test_entry_strings import record_of
@@ -118,5 +119,26 @@ async def test_a_record_written_before_lending_reads_as_nothing_lent(any_redis):
         assert await _fetch(node, 0, old + entries(*(f"p{k}" for k in range(4)))) == []
         assert (await record_of(node, 0))[:2] == (12, 0)
         assert (await node.redis.get(key)).endswith(record)
+    finally:
+        await _close(node)
+
+
+@on_asyncio
+async def test_a_journaled_push_stores_its_new_entries_as_a_pending_batch(any_redis):
+    """The batch's arguments follow the fetch-or-push flag: its line names the source and
+    holds the new entries of the delivery with their values."""
+    node = _node(any_redis.url)
+    node.journal_deliveries = True
+    node.push_sources[0] = (URL, 2.0)
+    try:
+        await node._ensure_groups()
+        await _fetch(node, 0, entries("a0", "a1"))
+        found = await node.pushed(0, entries("p0", "a0", "p1"), now=1_700_000_123.5)
+        raw = await node.redis.hget(node.keys.pending(Keys.tag_of(0)), str(found.batch))
+        batch = Batch.from_line(raw)
+        assert (batch.id, batch.url, batch.source, batch.found_at) == \
+            (found.batch, URL, 0, 1_700_000_123.5)
+        assert [e.key for e in batch.entries] == ["p0", "p1"]
+        assert batch.values == found.values and len(found.values) == 2
     finally:
         await _close(node)
