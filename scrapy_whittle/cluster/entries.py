@@ -3,7 +3,22 @@
 The same memory as :mod:`scrapy_whittle.service.entry_memory` (64-bit XXH3 hashes of entry keys,
 oldest first, capacity following the feed plus an eighth), kept per source in a string of
 ``BUCKET`` sources (``Keys.entries``, under the source's tag): a header of each source's
-record length (4 bytes each), then the records, each a 4-byte capacity and the packed hashes.
+record length (4 bytes each), then the records, each a 4-byte capacity (and the room lent,
+below) and the packed hashes.
+
+A WebSub delivery forgets nothing the record holds (as ``EntryMemory.pushed``): it may carry
+only the feed's new entries, no view of the feed, and forgetting the least recently seen for
+them would drop entries a feed listed oldest first still shows, which its next poll would
+report new again. The record grows instead, and the room it took is *lent* until the source's
+next fetch, which gives it back (the capacity back to the larger of what it was before the
+loans and what the fetch's rule asks, the least recently seen forgotten). The room lent is a
+second 4-byte word after the capacity, present only while some is lent: a record of 8 + 8k
+bytes has it, one of 4 + 8k bytes (every record written before loans existed) has nothing
+lent. So a record costs nothing more while nothing is lent, and grows only until the next
+fetch (a source that is only ever pushed grows up to ``max_entries_per_source``, as in one
+process); splitting the capacity's word would leave too few bits for capacities and loans up
+to the bound, and a word always there would cost 4 bytes a source.
+
 A fetch is told in two steps, each a Lua script on the keys of one hash tag (a Redis Cluster
 runs a script on one slot only; :mod:`scrapy_whittle.cluster.keys`):
 
@@ -13,7 +28,8 @@ runs a script on one slot only; :mod:`scrapy_whittle.cluster.keys`):
    same step. It returns how many entries the source had remembered before (a window is full
    only when there were some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`), a flag
    per entry shown ("1": new to the feed; "0": seen; "-": the same entry shown earlier in the
-   fetch), the batch's id (0: none) and the change of the feed's capacity.
+   fetch), the batch's id (0: none) and the change of the feed's capacity. A delivery is
+   told by the same script (:data:`PUSH_ENTRIES`), then reported as a fetch is.
 2. :data:`REPORT`, under the crawl's prefix: the task acknowledged, the stories of the entries
    new to their feed told ("2": a story the crawl has already, with ``WHITTLE_DEDUP =
    "link"``: :mod:`scrapy_whittle.cluster.stories`), the capacity counter
@@ -54,9 +70,14 @@ from scrapy_whittle.cluster.keys import BUCKET, SPREAD
 from scrapy_whittle.cluster.stories import STORY_LUA
 from scrapy_whittle.feeds.parse import FeedEntry
 
+#: :data:`ENTRIES`'s ARGV[6]: the entries a fetch showed (a view of the feed), or a WebSub
+#: delivery's (maybe only the new ones)
+FETCH_ENTRIES, PUSH_ENTRIES = "fetch", "push"
+
 #: KEYS: the source's entry string, ``pending``, ``pending:since``, ``pending:next`` (of its
-#: tag); ARGV: the source's place in the string, ``max_entries_per_source``, the least slack,
-#: the packed hashes, the tag, then :func:`entry_args`'s (none: no batch)
+#: tag); ARGV: [1] the source's place in the string, [2] ``max_entries_per_source``, [3] the
+#: least slack, [4] the packed hashes, [5] the tag, [6] :data:`FETCH_ENTRIES` or
+#: :data:`PUSH_ENTRIES`, then :func:`entry_args`'s (none: no batch)
 ENTRIES = f"""
 local slot = tonumber(ARGV[1])
 local head = redis.call('GETRANGE', KEYS[1], 0, {4 * BUCKET - 1})
@@ -69,10 +90,15 @@ else
 end
 local old = len > 0 and redis.call('GETRANGE', KEYS[1], pos - 1, pos + len - 2) or nil
 local maxn = tonumber(ARGV[2])
-local cap, known, oldlist = 0, {{}}, {{}}
+local cap, lent, known, oldlist = 0, 0, {{}}, {{}}
 if old then
   cap = struct.unpack('<I4', old)
-  for i = 5, #old - 7, 8 do
+  local at = 5
+  if #old % 8 == 0 then     -- 8 + 8k bytes: a second word, the room deliveries lent
+    lent = struct.unpack('<I4', old, 5)
+    at = 9
+  end
+  for i = at, #old - 7, 8 do
     local h = string.sub(old, i, i + 7)
     oldlist[#oldlist + 1] = h
     known[h] = true
@@ -80,7 +106,7 @@ if old then
 end
 local shown = ARGV[4]
 local n = math.min(math.floor(#shown / 8), maxn)
-local flags, seen, vis = {{}}, {{}}, {{}}
+local flags, seen, vis, fresh = {{}}, {{}}, {{}}, 0
 for i = 1, n do
   local h = string.sub(shown, (i - 1) * 8 + 1, i * 8)
   if seen[h] then
@@ -88,19 +114,37 @@ for i = 1, n do
   else
     seen[h] = true
     vis[#vis + 1] = h
-    flags[i] = known[h] and '0' or '1'
+    if known[h] then flags[i] = '0' else flags[i] = '1'; fresh = fresh + 1 end
   end
 end
 local visible = #vis
 local had = cap
-cap = math.min(math.max(cap, visible + math.max(tonumber(ARGV[3]), math.floor(visible / 8))), maxn)
+local rule = math.min(visible + math.max(tonumber(ARGV[3]), math.floor(visible / 8)), maxn)
+if ARGV[6] == '{PUSH_ENTRIES}' then
+  -- a delivery is no view of the feed (it may carry only the new entries): the record grows
+  -- to hold all it held and the new ones, forgetting nothing; the growth is lent
+  local want = math.min(#oldlist + fresh, maxn)
+  if want > cap then
+    lent = lent + want - cap
+    cap = want
+  end
+  cap = math.min(math.max(cap, rule), maxn)
+else
+  -- a fetch shows what the feed lists: the room lent goes back, down to the rule's size
+  cap = math.min(math.max(cap, rule), maxn)
+  if lent > 0 then
+    cap = math.max(cap - lent, rule)
+    lent = 0
+  end
+end
 local out = {{}}
 for _, h in ipairs(oldlist) do
   if not seen[h] then out[#out + 1] = h end
 end
 for i = #vis, 1, -1 do out[#out + 1] = vis[i] end
 local first = math.max(1, #out - cap + 1)
-local rec = struct.pack('<I4', cap) .. table.concat(out, '', first, #out)
+local rec = struct.pack('<I4', cap) .. (lent > 0 and struct.pack('<I4', lent) or '') ..
+            table.concat(out, '', first, #out)
 if head and #rec == len then
   redis.call('SETRANGE', KEYS[1], pos - 1, rec)
 else
@@ -112,20 +156,20 @@ else
              string.sub(s, pos + len))
 end
 local batch = 0
-if #ARGV > 8 then
-  -- ARGV[6..8]: the source's URL (JSON), id, the time found; then per entry shown its JSON
+if #ARGV > 9 then
+  -- ARGV[7..9]: the source's URL (JSON), id, the time found; then per entry shown its JSON
   -- record and value: the new ones are the pending batch
   local es, vs = {{}}, {{}}
   for i = 1, n do
-    if flags[i] == '1' and ARGV[8 + 2 * i] then
-      es[#es + 1] = ARGV[7 + 2 * i]
-      vs[#vs + 1] = ARGV[8 + 2 * i]
+    if flags[i] == '1' and ARGV[9 + 2 * i] then
+      es[#es + 1] = ARGV[8 + 2 * i]
+      vs[#vs + 1] = ARGV[9 + 2 * i]
     end
   end
   if #es > 0 then
     batch = redis.call('INCR', KEYS[4]) * {SPREAD} + tonumber(ARGV[5])
-    redis.call('HSET', KEYS[2], batch, '{{"b":' .. batch .. ',"u":' .. ARGV[6] .. ',"s":' ..
-               ARGV[7] .. ',"t":' .. ARGV[8] .. ',"v":[' .. table.concat(vs, ',') ..
+    redis.call('HSET', KEYS[2], batch, '{{"b":' .. batch .. ',"u":' .. ARGV[7] .. ',"s":' ..
+               ARGV[8] .. ',"t":' .. ARGV[9] .. ',"v":[' .. table.concat(vs, ',') ..
                '],"e":[' .. table.concat(es, ',') .. ']}}')
     local t = redis.call('TIME')
     redis.call('ZADD', KEYS[3], tonumber(t[1]) + tonumber(t[2]) / 1000000, batch)

@@ -66,6 +66,8 @@ from scrapy_whittle.cluster.connect import (
 from scrapy_whittle.cluster.counting import RoundTrips, count_round_trips
 from scrapy_whittle.cluster.entries import (
     ENTRIES,
+    FETCH_ENTRIES,
+    PUSH_ENTRIES,
     RECLAIM,
     RENEW,
     REPORT,
@@ -566,7 +568,7 @@ class ClusterNode:
             else []
         report = report_arg("", report_fields(CrawlResult(source, "", 0, now, now, PUSH)),
                             values, shown)
-        keys, args = self.entry_call(source, packed, journal)
+        keys, args = self.entry_call(source, packed, journal, push=True)
         try:
             had, shown_flags, batch, grown = await self.retry(
                 lambda: self._entries(keys=keys, args=args), "telling pushed entries",
@@ -597,14 +599,15 @@ class ClusterNode:
             found = found._replace(batch=int(batch))
         return found
 
-    def entry_call(self, source: int, packed: bytes, journal: list) -> tuple[list[str], list]:
+    def entry_call(self, source: int, packed: bytes, journal: list, *,
+                   push: bool = False) -> tuple[list[str], list]:
         """The keys and arguments of :data:`~scrapy_whittle.cluster.entries.ENTRIES` for a
-        fetch of ``source`` that showed the entries whose hashes are ``packed``
-        (``journal``: ``entry_args``'s or nothing)."""
+        fetch of ``source`` (``push``: a WebSub delivery, which forgets nothing) that showed
+        the entries whose hashes are ``packed`` (``journal``: ``entry_args``'s or nothing)."""
         k, t = self.keys, Keys.tag_of(source)
         return ([k.entries(source), k.pending(t), k.pending_since(t), k.pending_next(t)],
                 [source % BUCKET, self.config.max_entries_per_source, 4, packed, t,
-                 *journal])
+                 PUSH_ENTRIES if push else FETCH_ENTRIES, *journal])
 
     def report_call(self, shown: list[FeedEntry], flags: str, grown: int, had: int,
                     report: str = "") -> tuple[list[str], list]:
