@@ -62,12 +62,15 @@ PERIOD = 0.5
 END_MARGIN = 1.0
 
 
-class _Web:
-    def __init__(self, args) -> None:
+class Web:
+    """A ``sim.serve`` of ``args.feeds`` news-mix feeds (``args.speed``, ``args.seed``) with
+    ``serve_args`` more, on a free port (``url``)."""
+
+    def __init__(self, args, serve_args: list[str]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sim.serve", "--port", "0", "--scenario", "news-mix",
              "--n", str(args.feeds), "--speed", str(args.speed), "--seed", str(args.seed),
-             *args.serve_args], stdout=subprocess.PIPE, text=True)
+             *serve_args], stdout=subprocess.PIPE, text=True)
         for line in self.proc.stdout:
             if line.startswith("PORT "):
                 self.url = f"http://127.0.0.1:{int(line.split()[1])}"
@@ -105,7 +108,7 @@ def _redis_cpu(client) -> float:
                for info in node_infos(client, "cpu"))
 
 
-def _cpu_now(procs, web: _Web, redis_client) -> dict:
+def _cpu_now(procs, web: Web, redis_client) -> dict:
     """CPU seconds used so far: the crawler processes (with their parse workers), the
     simulated web, Redis."""
     return {"crawlers": sum(tree_cpu(p.pid) for p in procs),
@@ -114,7 +117,7 @@ def _cpu_now(procs, web: _Web, redis_client) -> dict:
 
 def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
            redis_client=None) -> dict:
-    web = _Web(args)
+    web = Web(args, args.serve_args)
     redis_before = _redis_cpu(redis_client)
     settings = {"WHITTLE_BUDGET": budget, "WHITTLE_PERIOD": PERIOD,
                 "WHITTLE_REDIS_PREFIX": f"bench-{tag}:{{spider}}",

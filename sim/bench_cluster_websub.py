@@ -30,10 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.request import urlopen
 
 import numpy as np
 
+from sim.bench_cluster import Web
 from sim.callback_proxy import CallbackProxy
 from sim.processes import RedisServer, free_port, reap
 from sim.websub_hub import parse_hub
@@ -42,29 +42,8 @@ PERIOD = 0.5
 UNIT = 3600.0                  # news-mix: seconds per scenario time unit
 
 
-class _Web:
-    def __init__(self, args, hub: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sim.serve", "--port", "0", "--scenario", "news-mix",
-             "--n", str(args.feeds), "--speed", str(args.speed), "--seed", str(args.seed),
-             *(["--hub", hub] if hub else [])], stdout=subprocess.PIPE, text=True)
-        for line in self.proc.stdout:
-            if line.startswith("PORT "):
-                self.url = f"http://127.0.0.1:{int(line.split()[1])}"
-                break
-
-    def stats(self) -> dict:
-        with urlopen(self.url + "/stats.json", timeout=10) as r:
-            return json.loads(r.read())
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        reap(self.proc, 20)
-        self.proc.stdout.close()
-
-
 def _crawl(args, tmp: Path, redis_url: str, hub: str, tag: str) -> dict[str, Any]:
-    web = _Web(args, hub)
+    web = Web(args, ["--hub", hub] if hub else [])
     ports = [free_port() for _ in range(args.workers)]
     proxy = CallbackProxy(ports, mirror=args.mirror)
     budget = args.budget or max(1.0, args.feeds / 20)

@@ -206,20 +206,7 @@ class CrawlOutcomes:
         (:mod:`scrapy_whittle.core.sanitize`). A burst teaches a plain count (no window
         censoring: the entries it leaves out were not lost)."""
         sid = crawl.source
-        if new_items.__class__ is not int or reward.__class__ is not float:
-            try:                               # from a worker, through Redis
-                new_items, reward = int(new_items), float(reward)
-            except (TypeError, ValueError, OverflowError):
-                new_items, reward = 0, 0.0
-        new_items = min(max(new_items, 0), self.memory.max_per_source)
-        top = new_items * sanitize.MAX_ENTRY_VALUE
-        if not 0.0 <= reward <= top:
-            self.stats.inc("clipped/value")
-            reward = min(reward, top) if reward > 0 else 0.0
-        if published.__class__ is not list or len(published) != new_items:
-            published = list(published)[:new_items] if isinstance(published, list | tuple) \
-                else []
-            published += [None] * (new_items - len(published))
+        new_items, reward, published = self._told(new_items, reward, published)
         state = self.state
         since = state.last_ok.item(sid)
         first = not math.isfinite(since)
@@ -364,19 +351,30 @@ class CrawlOutcomes:
         (a cluster's worker): ``new_items`` new, worth ``reward`` in all, published at
         ``published``; learnt and counted as :meth:`pushed` does, within
         :mod:`scrapy_whittle.core.sanitize`'s ranges."""
-        try:
-            new_items, reward = int(new_items), float(reward)
-        except (TypeError, ValueError, OverflowError):
-            new_items, reward = 0, 0.0
+        new_items, reward, published = self._told(new_items, reward, published)
+        self._push_learnt(sid, new_items, reward, published, now)
+        self._flush_due(now)
+
+    def _told(self, new_items, reward, published) -> tuple[int, float, list[float | None]]:
+        """What a worker told through Redis of a fetch or a push (new entries, their value
+        in all, their publication times), within the plausible ranges: a count from 0 to
+        ``max_per_source``, a value from 0 to the count's most (else clipped, counted under
+        ``clipped/value``), a publication time (or None) per new entry."""
+        if new_items.__class__ is not int or reward.__class__ is not float:
+            try:
+                new_items, reward = int(new_items), float(reward)
+            except (TypeError, ValueError, OverflowError):
+                new_items, reward = 0, 0.0
         new_items = min(max(new_items, 0), self.memory.max_per_source)
         top = new_items * sanitize.MAX_ENTRY_VALUE
         if not 0.0 <= reward <= top:
             self.stats.inc("clipped/value")
             reward = min(reward, top) if reward > 0 else 0.0
-        published = list(published)[:new_items] if isinstance(published, list | tuple) else []
-        published += [None] * (new_items - len(published))
-        self._push_learnt(sid, new_items, reward, published, now)
-        self._flush_due(now)
+        if published.__class__ is not list or len(published) != new_items:
+            published = list(published)[:new_items] if isinstance(published, list | tuple) \
+                else []
+            published += [None] * (new_items - len(published))
+        return new_items, reward, published
 
     def _push_learnt(self, sid: int, new_items: int, reward: float,
                      published: list[float | None], now: float) -> None:
