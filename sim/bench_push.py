@@ -53,15 +53,22 @@ SECONDS = 3600.0          # news-mix's time unit is the hour
 RUNS = ("no-push", "push", "push-blind", "hub-down")
 #: runs made only when asked for (``--runs``)
 EXTRA_RUNS = ("hub-down-blind",)
+VALUES = ("base", "capture")
 
 
 def run_crawl(params, budget: float, hub: HubModel | None, pushing: np.ndarray, seed: int,
               horizon: int, warmup: int, learn_push: bool = True,
-              down: float | None = None) -> dict[str, Any]:
+              down: float | None = None, values: str = "base") -> dict[str, Any]:
     """One run of the learned Whittle policy: rewards per epoch, polls per source (in the
     measured epochs, and in the second half of the epochs after time ``down``), the first
     poll after ``down``, the pushing sources' discovery delays, decision time. (``down`` only
-    marks the time: the hub given is the one that goes down, or not.)"""
+    marks the time: the hub given is the one that goes down, or not.) ``values``: what the
+    policy is told of each entry's value: ``"base"`` its base value (the model's own
+    observations), ``"capture"`` only the capture's total at its age, as a crawl is (a feed
+    tells no base value: ``RecrawlService`` observes none)."""
+    if values not in VALUES:
+        raise ValueError(f"values ({values!r}) must be one of {', '.join(VALUES)}")
+    blind = values == "capture"
     env = PushWeb(params, budget, hub, pushing=pushing, start="warm")
     env.reset(seed=seed)
     problem = env.problem.without_parameters()
@@ -84,9 +91,11 @@ def run_crawl(params, budget: float, hub: HubModel | None, pushing: np.ndarray, 
         obs, reward, _, _, info = env.step(action)
         pushes = info["pushes"]
         t2 = clock()
-        policy.observe(obs)
+        told, told_pushes = ((replace(obs, item_value=None), replace(pushes, item_value=None))
+                             if blind else (obs, pushes))
+        policy.observe(told)
         if learn_push:
-            policy.observe_push(pushes)
+            policy.observe_push(told_pushes)
         decision += (t1 - t0) + (clock() - t2)
         rewards[t] = reward
         if t >= warmup:
@@ -112,7 +121,8 @@ def run_crawl(params, budget: float, hub: HubModel | None, pushing: np.ndarray, 
 
 def evaluate(n: int = 10_000, budget: float | str = "2%", horizon: int = 720,
              warmup: int | None = None, seeds: int = 2, hub: HubModel | None = None,
-             down_at: float | None = None, runs: tuple[str, ...] = RUNS) -> dict[str, Any]:
+             down_at: float | None = None, runs: tuple[str, ...] = RUNS,
+             values: str = "base") -> dict[str, Any]:
     """Every run of ``runs`` on every seed; the result object ``--json`` prints."""
     if horizon < 2 or seeds < 1:
         raise ValueError("horizon must be >= 2 and seeds >= 1")
@@ -127,7 +137,8 @@ def evaluate(n: int = 10_000, budget: float | str = "2%", horizon: int = 720,
     down = (warmup + (horizon - warmup) // 2) * period if down_at is None else float(down_at)
     measured = horizon - warmup
     out: dict[str, Any] = {"n": n, "budget": m, "horizon": horizon, "warmup": warmup,
-                           "seeds": seeds, "hub": {**hub.__dict__, "down_at": down},
+                           "seeds": seeds, "values": values,
+                           "hub": {**hub.__dict__, "down_at": down},
                            "runs": {}}
     per_run: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
     pushers = []
@@ -147,7 +158,8 @@ def evaluate(n: int = 10_000, budget: float | str = "2%", horizon: int = 720,
             else:
                 kw["hub"], kw["learn_push"] = replace(hub, down_at=down), False
             per_run[name].append(run_crawl(params, m, pushing=pushing, seed=seed,
-                                           horizon=horizon, warmup=warmup, down=down, **kw))
+                                           horizon=horizon, warmup=warmup, down=down,
+                                           values=values, **kw))
     ref = per_run.get("no-push")
     for name, results in per_run.items():
         utility = [float(r["rewards"][warmup:].mean()) for r in results]
@@ -206,7 +218,7 @@ def format_results(report: dict[str, Any]) -> str:
     hub = report["hub"]
     lines = [f"news-mix N = {report['n']}, budget {report['budget']:g}/epoch, horizon "
              f"{report['horizon']} (measured after {report['warmup']}), {report['seeds']} "
-             f"seed(s); hub: {hub['share']:.0%} of sources push, loss {hub['loss']:g}, "
+             f"seed(s), values told: {report['values']}; hub: {hub['share']:.0%} of sources push, loss {hub['loss']:g}, "
              f"delay {hub['delay']} ("
              + (f"mean {hub['delay_mean'] * SECONDS:g} s, " if hub["delay"] == "exponential"
                 else "")
@@ -258,6 +270,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="hour the hub goes down in the hub-down run (default: the middle "
                         "of the measured epochs)")
     parser.add_argument("--runs", default=",".join(RUNS))
+    parser.add_argument("--values", choices=VALUES, default="base",
+                        help="what the policy is told of an entry's value: its base value, "
+                        "or only the capture's total at its age, as a crawl is")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
 
@@ -275,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                        spurious=args.spurious)
         report = evaluate(n=args.n, budget=args.budget, horizon=args.horizon,
                           warmup=args.warmup, seeds=args.seeds, hub=hub,
-                          down_at=args.down_at, runs=runs)
+                          down_at=args.down_at, runs=runs, values=args.values)
     except ValueError as exc:
         print(f"sim.bench_push: error: {exc}", file=sys.stderr)
         return 2

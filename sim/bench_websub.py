@@ -1,6 +1,7 @@
 """WebSub inside a real Scrapy crawl: ``sim.bench_push``'s question asked of the product.
 
     python -m sim.bench_websub [--n 200] [--budget 2%] [--horizon 168] [--seeds 1]
+        [--runs no-hub,hub,hub-down,faults] [--first-seed 0]
 
 A Scrapy crawl with the add-on (``scrapy_whittle.Addon``, its default learned policy) of
 ``sim.serve``'s news-mix feeds (warm start, epochs of one simulated hour) on a simulated
@@ -252,20 +253,18 @@ async def evaluate(args) -> dict[str, Any]:
                            "down_at": down, "seeds": args.seeds,
                            "hub": hub_spec(args), "faults": hub_spec(args, faults=True),
                            "per_seed": []}
-    for seed in range(args.seeds):
+    hubs = {"no-hub": None, "hub": hub_spec(args), "hub-down": hub_spec(args, down=down),
+            "faults": hub_spec(args, faults=True)}
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         kw = {"n": n, "budget": budget, "epochs": horizon, "seed": seed}
-        runs = {"no-hub": await crawl("no-hub", hub=None, **kw),
-                "hub": await crawl("hub", hub=hub_spec(args), **kw),
-                "hub-down": await crawl("hub-down", hub=hub_spec(args, down=down), **kw)}
-        if not args.no_faults:
-            runs["faults"] = await crawl("faults", hub=hub_spec(args, faults=True),
-                                         restart=True, **kw)
+        runs = {name: await crawl(name, hub=hubs[name], restart=name == "faults", **kw)
+                for name in args.runs}
         out["per_seed"].append(measure(runs, warmup, horizon, down))
     return out
 
 
 def measure(runs: dict[str, Crawl], warmup: int, horizon: int, down: float) -> dict:
-    pushing = runs["hub"].pushing
+    pushing = next(c.pushing for c in runs.values() if c.hub is not None)
     ref = runs["no-hub"]
     ref_util = value_captured(ref, warmup, horizon)
     ref_polls = polls(ref, warmup, horizon)
@@ -288,19 +287,9 @@ def measure(runs: dict[str, Crawl], warmup: int, horizon: int, down: float) -> d
         }
         if c.hub is not None:
             rows[name]["hub"] = c.hub
-    c = runs["hub-down"]
-    measured = horizon - warmup
-    usual = np.where(ref_polls >= 2, measured / np.maximum(ref_polls, 1), np.inf)
-    ok = pushing & np.isfinite(usual) & (down + 2 * usual <= horizon)
-    wait = first_poll_after(c, down)[ok] - down
-    rows["hub-down"]["after_down"] = {
-        "utility_vs_no_hub": value_captured(c, down, horizon) / value_captured(ref, down,
-                                                                               horizon),
-        "judged_sources": int(ok.sum()),
-        "polled_within_two_intervals": float(np.mean(wait <= 2 * usual[ok])) if ok.any()
-        else float("nan"),
-        "wait_over_interval_median": float(np.median(wait / usual[ok])) if ok.any()
-        else float("nan")}
+    if "hub-down" in runs:
+        rows["hub-down"]["after_down"] = fall_measures(runs["hub-down"], ref, ref_polls,
+                                                       pushing, warmup, horizon, down)
     if "faults" in runs:
         f = runs["faults"]
         first, second = f.stats
@@ -317,6 +306,23 @@ def measure(runs: dict[str, Crawl], warmup: int, horizon: int, down: float) -> d
             "second_push_new_items": second.get("push/new_items", 0),
             "first_verified": first.get("websub/verified", 0)}
     return rows
+
+
+def fall_measures(c: Crawl, ref: Crawl, ref_polls: np.ndarray, pushing: np.ndarray,
+                  warmup: int, horizon: int, down: float) -> dict[str, Any]:
+    """What the ``hub-down`` crawl ``c`` shows after the fall, against ``ref`` (no hub)."""
+    measured = horizon - warmup
+    usual = np.where(ref_polls >= 2, measured / np.maximum(ref_polls, 1), np.inf)
+    ok = pushing & np.isfinite(usual) & (down + 2 * usual <= horizon)
+    wait = first_poll_after(c, down)[ok] - down
+    return {
+        "utility_vs_no_hub": value_captured(c, down, horizon) / value_captured(ref, down,
+                                                                               horizon),
+        "judged_sources": int(ok.sum()),
+        "polled_within_two_intervals": float(np.mean(wait <= 2 * usual[ok])) if ok.any()
+        else float("nan"),
+        "wait_over_interval_median": float(np.median(wait / usual[ok])) if ok.any()
+        else float("nan")}
 
 
 def format_results(report: dict[str, Any]) -> str:
@@ -336,12 +342,13 @@ def format_results(report: dict[str, Any]) -> str:
                          f"{r['other_polls']:>12}{r['delay_median_s']:>12.1f}"
                          f"{r['delay_p90_s']:>9.0f}{r['pushed']:>8}{r['items']:>8}"
                          f"{r['emitted_twice']:>6}")
-        fall = rows["hub-down"]["after_down"]
-        lines.append(f"hub-down, after the fall: utility {fall['utility_vs_no_hub']:.4f} of "
-                     f"no-hub's (lost {1 - fall['utility_vs_no_hub']:+.2%}); first poll "
-                     f"within 2 usual intervals: {fall['polled_within_two_intervals']:.1%} of "
-                     f"{fall['judged_sources']} pushing sources (median wait "
-                     f"{fall['wait_over_interval_median']:.2f} intervals)")
+        fall = rows.get("hub-down", {}).get("after_down")
+        if fall is not None:
+            lines.append(f"hub-down, after the fall: utility {fall['utility_vs_no_hub']:.4f} of "
+                         f"no-hub's (lost {1 - fall['utility_vs_no_hub']:+.2%}); first poll "
+                         f"within 2 usual intervals: {fall['polled_within_two_intervals']:.1%} of "
+                         f"{fall['judged_sources']} pushing sources (median wait "
+                         f"{fall['wait_over_interval_median']:.2f} intervals)")
         if "faults" in rows:
             r = rows["faults"]["restart"]
             lines.append(
@@ -383,9 +390,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--bad-signature", type=float, default=0.05, help="faults run")
     ap.add_argument("--lease-h", type=float, default=None,
                     help="faults run: longest lease, hours (default a quarter of the horizon)")
-    ap.add_argument("--no-faults", action="store_true", help="leave the faults run out")
+    ap.add_argument("--runs", default=",".join(RUNS),
+                    help="the crawls to make, of " + ", ".join(RUNS) + " (no-hub always)")
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    unknown = sorted(set(runs) - set(RUNS))
+    if unknown:
+        ap.error(f"unknown runs {unknown}; known: {', '.join(RUNS)}")
+    args.runs = [r for r in RUNS if r in runs or r == "no-hub"]
+    if args.runs == ["no-hub"]:
+        ap.error("--runs needs a run with a hub")
     if args.lease_h is None:
         args.lease_h = max(1.0, args.horizon / 4)
     return args
