@@ -74,10 +74,13 @@ class CallbackProxy:
                     return None, b""
 
             def _answer(self, status: int, body: bytes = b"") -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass                 # the hub hung up meanwhile: nobody to answer
 
             def do_GET(self) -> None:
                 for port in proxy._order():          # the next process that is up answers
