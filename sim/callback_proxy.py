@@ -6,12 +6,15 @@ balancer. This is one, in a thread, for the tests and benchmarks: a hub's GET (a
 verification of intent) goes to one process in turn (the next one up if it is down), a POST
 (a delivery) to one in turn too, or with ``mirror`` to every process at once (a delivery that
 reaches several processes, racing each other). It counts the deliveries each process answered
-and those it could not take (the process down).
+and those it could not take (the process down), and notes when each delivery reached it
+(``received``: unix time, the entry and the hub's drawn delay that ``sim.websub_hub`` names
+in its headers), from which ``sim.bench_cluster_websub`` measures the crawl's own latency.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -27,6 +30,8 @@ class CallbackProxy:
         self.mirror = mirror
         self.answered: Counter = Counter()       # port -> deliveries it answered
         self.missed: Counter = Counter()         # port -> deliveries it could not take
+        #: (unix time a delivery reached the proxy, its X-Sim-Entry, its X-Sim-Delay)
+        self.received: list[tuple[float, str | None, str | None]] = []
         self._turn = 0
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -69,10 +74,13 @@ class CallbackProxy:
                     return None, b""
 
             def _answer(self, status: int, body: bytes = b"") -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass                 # the hub hung up meanwhile: nobody to answer
 
             def do_GET(self) -> None:
                 for port in proxy._order():          # the next process that is up answers
@@ -82,6 +90,10 @@ class CallbackProxy:
                 self._answer(502)
 
             def do_POST(self) -> None:
+                at = time.time()                     # the request line and headers read
+                with proxy._lock:
+                    proxy.received.append((at, self.headers.get("x-sim-entry"),
+                                           self.headers.get("x-sim-delay")))
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if not proxy.mirror:
                     for port in proxy._order():

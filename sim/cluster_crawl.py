@@ -3,10 +3,11 @@
 
 Crawls N feeds of a running ``sim.serve`` for SECONDS as one process of the cluster on
 REDIS_URL ("-": a single process, no Redis), appending every item to ITEMS (one JSON line,
-flushed and fsynced) and, at the end, the process's ``whittle/*`` stats as a last line
-``{"stats": {...}}`` (with setting ``CLUSTER_POLLS_AFTER``, seconds: also ``"polls"``, the
-polls of each source made that long after the start or later). SETTINGS_JSON overrides
-settings."""
+flushed and fsynced, with ``pushed``: whether a WebSub delivery brought it, and
+``piped_at``: the unix time it reached the pipeline) and, at the end, the process's
+``whittle/*`` stats as a last line ``{"stats": {...}}`` (with setting
+``CLUSTER_POLLS_AFTER``, seconds: also ``"polls"``, the polls of each source made that long
+after the start or later). SETTINGS_JSON overrides settings."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ class SyncedItems:
             self.polls[request.meta.get("whittle_source_url", request.url)] += 1
 
     def process_item(self, item):
-        self.file.write(json.dumps(dict(item)) + "\n")
+        row = {**item, "piped_at": time.time()}
+        self.file.write(json.dumps(row) + "\n")
         self.file.flush()
         if self.fsync:       # what a crash test reads must be on disk (benchmarks skip it)
             os.fsync(self.file.fileno())
@@ -58,6 +60,15 @@ class SyncedItems:
             last["polls"] = dict(self.polls)
         self.file.write(json.dumps(last) + "\n")
         self.file.close()
+
+
+class ClusterFeedSpider(FeedSpider):
+    """``FeedSpider`` whose items say whether a WebSub delivery brought them."""
+
+    def parse_entry(self, response, entry, value):
+        item = super().parse_entry(response, entry, value)
+        item["pushed"] = "whittle-push" in response.flags
+        return item
 
 
 def main(argv: list[str]) -> int:
@@ -80,7 +91,7 @@ def main(argv: list[str]) -> int:
     if extra:
         settings.update(json.loads(extra[0]))
     process = CrawlerProcess(settings)
-    process.crawl(FeedSpider)
+    process.crawl(ClusterFeedSpider)
     process.start()
     return 0
 

@@ -17,7 +17,9 @@ The protocol is the W3C WebSub Recommendation's, hub side:
   every active subscriber as a feed document listing it alone, with the feed's
   ``Content-Type``, the ``Link`` header and ``X-Hub-Signature: sha256=<hex HMAC-SHA256 of
   the body with the subscriber's secret>`` (none without a secret). A failed POST is not
-  retried.
+  retried. For the benchmarks, a delivery of an entry also names it (``X-Sim-Entry:
+  <source>:<seq>``) and the delay the hub drew for it (``X-Sim-Delay``, seconds of the
+  scenario: its lateness by design, before the hub's ``tick``); a subscriber ignores them.
 
 Faults, seeded (``sim.hub.HubModel`` for the shared ones, in the scenario's time unit):
 ``share`` of the sources push (``HubModel.pushers``); each entry is lost with probability
@@ -63,6 +65,9 @@ EPSILON = 1e-5             # real seconds: see ``WebSubHub.horizon``
 #: real seconds a verification or a delivery may take (the clock is held meanwhile)
 TIMEOUT = 10.0
 ATOM = "http://www.w3.org/2005/Atom"
+#: a delivery's headers for the benchmarks: the entry it brings ("source:seq") and the hub's
+#: drawn delay for it (seconds of the scenario)
+SIM_ENTRY, SIM_DELAY = b"x-sim-entry", b"x-sim-delay"
 #: the options of ``--hub`` (times in seconds of the scenario), and their defaults
 OPTIONS = {"share": 0.5, "loss": 0.0, "delay": "exponential", "delay_mean": 30.0,
            "delay_max": 300.0, "duplicate": 0.0, "spurious": 0.0, "bad_signature": 0.0,
@@ -157,6 +162,7 @@ class _Event:
     kind: str = field(compare=False)        # "entry", "duplicate", "spurious"
     item: object = field(compare=False, default=None)
     bad: bool = field(compare=False, default=False)
+    late: float = field(compare=False, default=0.0)      # the drawn delay (scenario units)
 
 
 class WebSubHub:
@@ -361,11 +367,11 @@ class WebSubHub:
                     self.counts["lost"] += 1
                     continue
                 delay = float(self.model.delays(self.rng, 1)[0])
-                self._push(self.clock.real(it.published + delay), i, "entry", it)
+                self._push(self.clock.real(it.published + delay), i, "entry", it, delay)
                 if self.rng.random() < self.model.duplicate:
                     again = float(self.model.delays(self.rng, 1)[0])
                     self._push(self.clock.real(it.published + delay + again), i,
-                               "duplicate", it)
+                               "duplicate", it, delay + again)
             while self.next_spurious[i] <= v:
                 if self.next_spurious[i] < down:
                     self._push(self.clock.real(self.next_spurious[i]), i, "spurious", None)
@@ -374,9 +380,9 @@ class WebSubHub:
         while self.events and self.events[0].at <= now:
             self._deliver(heapq.heappop(self.events))
 
-    def _push(self, at: float, i: int, kind: str, item) -> None:
+    def _push(self, at: float, i: int, kind: str, item, late: float = 0.0) -> None:
         bad = self.rng.random() < self.bad_signature
-        heapq.heappush(self.events, _Event(at, next(self._seq), i, kind, item, bad))
+        heapq.heappush(self.events, _Event(at, next(self._seq), i, kind, item, bad, late))
 
     def _expire(self, now: float) -> None:
         """Every lease ended by ``now`` (unix) is gone; a source left with no subscriber is
@@ -403,6 +409,9 @@ class WebSubHub:
         for sub in list(self.subs.get(i, {}).values()):
             headers = {b"content-type": [ctype.encode()],
                        b"link": [f'<{hub}>; rel="hub", <{topic}>; rel="self"'.encode()]}
+            if event.item is not None:            # for the benchmarks (see the docstring)
+                headers[SIM_ENTRY] = [f"{i}:{event.item.seq}".encode()]
+                headers[SIM_DELAY] = [f"{event.late * self.clock.unit:.3f}".encode()]
             if sub.secret is not None:
                 key = sub.secret if not event.bad else sub.secret + "x"
                 digest = hmac.new(key.encode(), body, hashlib.sha256).hexdigest()

@@ -10,9 +10,11 @@ and secrets), subscribing nothing anew."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -24,7 +26,7 @@ import pytest
 
 from scrapy_whittle.cluster.websub import decode
 from scrapy_whittle.service.websub import ACTIVE
-from sim.bench_cluster_websub import main
+from sim.bench_cluster_websub import main, real_clock
 from sim.callback_proxy import CallbackProxy
 from tests.cluster.conftest import RedisServer, free_port
 from tests.processes import spawn
@@ -191,3 +193,34 @@ def test_the_cluster_websub_benchmark_measures_both_runs():
     assert hub["twice"] == plain["twice"] == 0
     assert plain["pusher_polls"] + plain["other_polls"] > 0
     assert hub["pusher_polls_vs_no_hub"] == hub["pusher_polls"] / max(plain["pusher_polls"], 1)
+    # the crawl's own latency on the real clock: every pushed item of the window matched to
+    # the delivery that brought it
+    latency, pushed = hub["latency_ms"], hub["real_delay_pushed_s"]
+    assert hub["unmatched_pushed_items"] == 0
+    assert latency["count"] == pushed["count"] == hub["to_process_ms"]["count"] > 0
+    assert 0 < latency["median"] <= latency["p90"] <= latency["max"] < math.inf
+    assert hub["to_process_ms"]["max"] <= latency["max"]
+    # the hub's drawn delays (uniform up to 300 s) in seconds, plus that latency
+    assert 10 < pushed["max"] <= 300 + latency["max"] / 1000
+    assert plain["latency_ms"]["count"] == 0 and plain["real_delay_s"]["count"] > 0
+
+
+def test_a_pushed_item_is_matched_to_the_delivery_that_brought_it():
+    """The last delivery of its entry that reached the proxy before the process received it;
+    a polled item keeps its simulated delay; a pushed item with no such delivery is counted."""
+    run = {"received": [(100.0, "3:7", "40.0"), (100.5, "3:7", "90.0"), (103.0, "3:7", "9.0"),
+                        (100.2, None, None)]}
+    items = [{"pushed": True, "link": "http://w/item/3/7", "discovered_at": 101.0,
+              "piped_at": 101.25, "delay": 1.0},
+             {"pushed": True, "link": "http://w/item/3/8", "discovered_at": 101.0,
+              "piped_at": 101.5, "delay": 1.0},
+             {"pushed": False, "link": "http://w/item/3/9", "discovered_at": 99.0,
+              "piped_at": 99.0, "delay": 0.5}]
+    out = real_clock(run, items, argparse.Namespace(speed=3600.0))
+    assert out["unmatched_pushed_items"] == 1
+    assert out["latency_ms"]["count"] == 1
+    assert out["latency_ms"]["median"] == pytest.approx(750.0)
+    assert out["to_process_ms"]["median"] == pytest.approx(500.0)
+    assert out["real_delay_pushed_s"]["median"] == pytest.approx(90.75)
+    assert sorted([out["real_delay_s"]["median"], out["real_delay_s"]["max"]]) == \
+        pytest.approx([(90.75 + 1800.0) / 2, 1800.0])

@@ -141,6 +141,11 @@ async def test_subscription_verification_and_signed_deliveries_on_the_virtual_cl
         assert headers["x-hub-signature"] == f"sha256={digest}"
         assert headers["content-type"] == "application/rss+xml"
         assert body.count(b"<item>") == 1 and b'rel="hub"' in body
+        # for the benchmarks: the entry delivered and the delay drawn for it (seconds)
+        assert f"<guid isPermaLink=\"false\">urn:sim:{headers['x-sim-entry']}</guid>" \
+            in body.decode()
+        assert headers["x-sim-entry"].startswith("0:")
+        assert 0 < float(headers["x-sim-delay"]) <= 60
         # the hub down: no more subscriptions
         clock.advance_to(server.clock.real(10.0) + 1)
         assert (await post(f"{server.url}/hub", {
