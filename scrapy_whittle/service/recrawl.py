@@ -242,7 +242,7 @@ class RecrawlService:
             self.persistence.restore(saved)
             self.persistence.repair_bookkeeping(now)
             self.retirement.restore(now)
-            self.children.load(saved.sitemap_children)
+            self.children.load(saved.sitemap_children, saved.sitemap_indexes)
             self.keeper.repair(None, cause="as restored")
             if self.websub is not None:
                 self.websub.load(saved.websub)
@@ -265,6 +265,12 @@ class RecrawlService:
     def _start(self, ids: list[int], listed: bool, now: float) -> None:
         """The end of an opening: the source list (``ids``: its sources), the deliveries a
         killed run left, what the policy and the planner set up for every source."""
+        if self.children.awaiting:
+            # a sitemap index named them before the crawl stopped and the spider had not
+            # registered them yet: the index's next answer may be a 304 that names nobody
+            self._register([SourceSpec(url=url) for url in list(self.children.awaiting)],
+                           discover=False)
+            self.keeper.grow()
         if listed and ids:
             self._sync_list(ids)
         if self.store is not None and self.journal_deliveries:
@@ -754,6 +760,7 @@ class RecrawlService:
         cp = self.persistence.prepare_checkpoint()
         cp.journal_segment = self.deliveries.rotate()
         cp.sitemap_children = self.children.drain()
+        cp.sitemap_indexes = self.children.drain_indexes()
         if self.websub is not None and self.websub.changed:
             cp.websub, self.websub.changed = self.websub.rows(), False
         return cp
