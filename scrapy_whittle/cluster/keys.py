@@ -162,6 +162,9 @@ class Keys:
     def children(self, t: int) -> str:       # hash: a child sitemap's id -> its index's
         return f"{self.tag(t)}:children"     # listing of it (the tag's children)
 
+    def indexes(self, t: int) -> str:        # hash: a sitemap index's id -> its last
+        return f"{self.tag(t)}:indexes"      # listing (the tag's indexes)
+
 
 def batch_tag(batch: int) -> int:
     """The tag whose keys hold pending batch ``batch`` (ids are ``number * SPREAD + tag``)."""
