@@ -94,7 +94,7 @@ class IndexChildren:
         #: when each index's last listing was read
         self._listing_at: dict[int, float] = {}
         self.changed: set[int] = set()
-        #: indexes whose row (:meth:`index_rows`) changed since the last checkpoint
+        #: indexes listed since the last checkpoint (their rows: :meth:`index_rows`)
         self.changed_indexes: set[int] = set()
 
     # -- what an index's fetch showed ------------------------------------------------------
@@ -115,9 +115,6 @@ class IndexChildren:
         for url in urls:
             sid = id_of(url)
             if sid is None:
-                before_by = self.awaiting.get(url)
-                if before_by is not None and before_by[0] != parent:
-                    self.changed_indexes.add(before_by[0])    # it awaits with this one now
                 self.awaiting[url] = (parent, now)
                 waiting.append(url)
             elif sid != parent:
@@ -156,7 +153,6 @@ class IndexChildren:
         """Source ``sid`` was just registered at ``url``: a child listed before is one now."""
         found = self.awaiting.pop(url, None)
         if found is not None:
-            self.changed_indexes.add(found[0])
             self._listed(sid, found[0], found[1])
 
     def _listed(self, sid: int, parent: int, now: float) -> None:
@@ -198,15 +194,12 @@ class IndexChildren:
         return [self.children[sid].row(sid) for sid in sorted(changed)]
 
     def index_rows(self, parents: Iterable[int]) -> list[IndexRow]:
-        """The rows of indexes ``parents`` (see :data:`IndexRow`)."""
-        rows = []
-        for parent in parents:
-            awaiting = self.awaiting
-            waiting = tuple(u for u in self._awaiting_of.get(parent, ())
-                            if awaiting.get(u, (None,))[0] == parent)
-            rows.append((parent, int(parent in self._partial),
-                         self._listing_at.get(parent, 0.0), waiting))
-        return rows
+        """The rows of indexes ``parents`` (see :data:`IndexRow`): a row is the index's last
+        listing, written when the index is listed, not at each registration (a restore
+        skips the URLs registered since, and links those registered without their child's
+        row: a Redis Cluster's checkpoint cut short between two tags' transactions)."""
+        return [(parent, int(parent in self._partial), self._listing_at.get(parent, 0.0),
+                 tuple(self._awaiting_of.get(parent, ()))) for parent in parents]
 
     def drain_indexes(self) -> list[IndexRow]:
         """The rows of the indexes changed since the last call (for a checkpoint)."""
@@ -215,9 +208,11 @@ class IndexChildren:
 
     def load(self, rows: Iterable[tuple], indexes: Iterable[IndexRow] = ()) -> None:
         """The children and the indexes' last listings as stored (a restore); rows naming
-        unknown sources are skipped, and so are the URLs awaiting registration that are
-        sources already. What was known before is forgotten (a cluster's standby reads them
-        again as it takes over: they are not followed)."""
+        unknown sources are skipped. Of the URLs a listing named that were not sources then,
+        those that are not yet await their registration, and those that are and are no
+        index's child become the child of the index that named them last. What was known
+        before is forgotten (a cluster's standby reads them again as it takes over: they
+        are not followed)."""
         self.children.clear()
         self.by_parent.clear()
         self.changed.clear()
@@ -233,7 +228,8 @@ class IndexChildren:
                                                 bool(dropped))
                 self.by_parent.setdefault(int(parent), set()).add(int(sid))
         id_of = self.sources.id_of
-        # in the order of the listings: a URL two indexes named awaits with the later one
+        unlinked: dict[int, tuple[int, float]] = {}
+        # in the order of the listings: a URL two indexes named is the later one's
         for parent, partial, listed_at, waiting in sorted(indexes, key=lambda r: r[2]):
             if not 0 <= parent < n:
                 continue
@@ -241,8 +237,15 @@ class IndexChildren:
             self._listing_at[parent] = listed_at
             if partial:
                 self._partial.add(parent)
-            mine = [u for u in waiting if id_of(u) is None]
-            for url in mine:
-                self.awaiting[url] = (parent, listed_at)
+            mine = []
+            for url in waiting:
+                sid = id_of(url)
+                if sid is None:
+                    mine.append(url)
+                    self.awaiting[url] = (parent, listed_at)
+                elif sid not in self.children and sid != parent:
+                    unlinked[sid] = (parent, listed_at)
             if mine:
                 self._awaiting_of[parent] = mine
+        for sid, (parent, listed_at) in unlinked.items():
+            self._listed(sid, parent, listed_at)

@@ -230,3 +230,16 @@ def test_children_listed_before_the_spider_registered_them_survive_a_restart(tmp
     third = _reopen(again, clock, site)          # registered: not registered twice
     assert len(third.sources) == len(again.sources) and not third.children.awaiting
     third.close()
+
+
+def test_a_child_awaiting_registration_put_on_the_source_list_at_a_restart_is_linked(
+        tmp_path):
+    service, clock, site = start(tmp_path)
+    crawl_all(service, site)                     # lists C1, C2 (unknown yet), USER
+    service.checkpoint()                         # killed before the spider registered them
+    again = RecrawlService(service.config, clock=clock, store=StateStore(service.store.path))
+    again.open([_spec(INDEX), _spec(USER), _spec(C1)])      # C1 put on the list meanwhile
+    c1, c2 = again.source_id(C1), again.source_id(C2)
+    assert again.children.children[c1].parent == 0 == again.children.children[c2].parent
+    assert again.sources.listed[c1] and not again.children.awaiting
+    again.close()
