@@ -127,6 +127,10 @@ class Keys:
         return self._k("inbox")
 
     @property
+    def crawl_delays(self) -> str:   # hash: host -> its robots.txt Crawl-delay (seconds)
+        return self._k("crawl_delays")
+
+    @property
     def websub(self) -> str:         # hash: callback key -> a WebSub subscription (JSON)
         return self._k("websub")
 
