@@ -24,9 +24,9 @@ it is registered or the index's next listing.
 
 Both outlive a restart: each index's last listing (whether it was read in part, when, the
 children it named that are not registered yet) is a row of its own beside the children's
-(:meth:`IndexChildren.index_rows`), checkpointed when it changed. The children still awaiting
-their registration at a restore are registered by the service as it opens (the spider would
-have; the index's next answer may be a 304 that names nobody).
+(:meth:`IndexChildren.index_rows`), checkpointed after each listing. The children still
+awaiting their registration at a restore are registered by the service as it opens (the
+spider would have; the index's next answer may be a 304 that names nobody).
 """
 
 from __future__ import annotations

@@ -243,3 +243,14 @@ def test_a_child_awaiting_registration_put_on_the_source_list_at_a_restart_is_li
     assert again.children.children[c1].parent == 0 == again.children.children[c2].parent
     assert again.sources.listed[c1] and not again.children.awaiting
     again.close()
+
+
+def test_only_http_urls_awaiting_registration_are_registered_at_a_restart(tmp_path):
+    service, clock, site = start(tmp_path)
+    site.answer = [C1, "mailto:news@s0.example", "not a url"]   # (a worker's garbage)
+    crawl_all(service, site)
+    service.checkpoint()
+    again = _reopen(service, clock, site)
+    assert again.source_id(C1) is not None
+    assert len(again.sources) == 3               # the index, USER, C1
+    again.close()
