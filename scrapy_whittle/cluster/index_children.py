@@ -10,10 +10,18 @@ checkpoint writes the rows of the children changed since the last one in the tra
 that tag's records (:class:`~scrapy_whittle.cluster.state.RedisStateStore`): a new planner
 restores a child's row and its retirement together, and learns the rest again from the
 results still pending.
+
+``Keys.indexes(t)`` is a hash per tag too: an index's source id -> ``[<partial>,
+<listed_at>, [<URL>, ...]]`` (JSON: whether its last listing was read only in part, when it
+was read, the children it named whose registration the planner had not read yet), under the
+index's tag, written with the checkpoint when it changed. The registrations themselves ride
+the results stream after the index's result: those a killed planner had not checkpointed are
+read again by the next one, which links them to the index this row names.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Iterable
@@ -67,4 +75,49 @@ def saved_rows(client, keys: Keys) -> list[tuple[int, int, int, float, int]]:
                 rows.append((int(key), *decode(raw)))
             except (ValueError, UnicodeDecodeError) as exc:
                 logger.warning("a damaged child sitemap's row skipped (%r: %s)", key, exc)
+    return rows
+
+
+def encode_index(partial: int, listed_at: float, awaiting: Iterable[str]) -> str:
+    """An index's value in ``Keys.indexes``."""
+    return json.dumps([int(bool(partial)), float(listed_at), list(awaiting)],
+                      ensure_ascii=False)
+
+
+def decode_index(raw: bytes | str) -> tuple[int, float, tuple[str, ...]]:
+    """Inverse of :func:`encode_index`; ValueError: not an index's value."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    value = json.loads(text)
+    if not (isinstance(value, list) and len(value) == 3 and value[0] in (0, 1)
+            and isinstance(value[1], int | float) and math.isfinite(value[1])
+            and isinstance(value[2], list) and all(isinstance(u, str) for u in value[2])):
+        raise ValueError(f"not a sitemap index's row: {text[:100]!r}")
+    return int(value[0]), float(value[1]), tuple(value[2])
+
+
+def write_indexes(at: Callable[[int], Any], keys: Keys,
+                  rows: Iterable[tuple[int, int, float, tuple[str, ...]]]) -> None:
+    """Queue the (index, partial, listed_at, awaiting URLs) ``rows``, each on ``at(index)``
+    (the pipeline of the index's tag)."""
+    by_tag: dict[int, dict[int, str]] = {}
+    for parent, *rest in rows:
+        by_tag.setdefault(keys.tag_of(parent), {})[parent] = encode_index(*rest)
+    for t, mapping in by_tag.items():
+        at(next(iter(mapping))).hset(keys.indexes(t), mapping=mapping)
+
+
+def saved_indexes(client, keys: Keys) -> list[tuple[int, int, float, tuple[str, ...]]]:
+    """The indexes' rows in Redis, as :func:`saved_rows` reads the children's; an
+    unreadable value is skipped with a warning (the index's next listing writes it
+    again)."""
+    pipe = client.pipeline(transaction=False)
+    for t in range(SPREAD):
+        pipe.hgetall(keys.indexes(t))
+    rows = []
+    for tag in pipe.execute():
+        for key, raw in tag.items():
+            try:
+                rows.append((int(key), *decode_index(raw)))
+            except (ValueError, UnicodeDecodeError) as exc:
+                logger.warning("a damaged sitemap index's row skipped (%r: %s)", key, exc)
     return rows

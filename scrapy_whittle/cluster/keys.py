@@ -127,6 +127,10 @@ class Keys:
         return self._k("inbox")
 
     @property
+    def crawl_delays(self) -> str:   # hash: host -> its robots.txt Crawl-delay (seconds)
+        return self._k("crawl_delays")
+
+    @property
     def websub(self) -> str:         # hash: callback key -> a WebSub subscription (JSON)
         return self._k("websub")
 
@@ -161,6 +165,9 @@ class Keys:
 
     def children(self, t: int) -> str:       # hash: a child sitemap's id -> its index's
         return f"{self.tag(t)}:children"     # listing of it (the tag's children)
+
+    def indexes(self, t: int) -> str:        # hash: a sitemap index's id -> its last
+        return f"{self.tag(t)}:indexes"      # listing (the tag's indexes)
 
 
 def batch_tag(batch: int) -> int:

@@ -90,6 +90,7 @@ from scrapy_whittle.cluster.tasks import (
     source_fields,
     task_crawl,
     task_fields,
+    value_fields,
 )
 from scrapy_whittle.cluster.websub import HubsFound
 from scrapy_whittle.cluster.writes import RUN as WRITES
@@ -688,16 +689,17 @@ class ClusterNode:
                    "after its lease", self.consumer, crawl.source, self.wait, exc)
 
     # -- messages to the planner ---------------------------------------------------------------
-    async def tell_planner(self, message: dict) -> None:
-        try:
-            await self.retry(lambda: self.redis.rpush(self.keys.inbox, json.dumps(message)),
-                             "writing to the planner")
-        except RedisUnavailable as exc:           # the crawl closed during an outage
-            logger.info("cluster node %s: a %s message to the planner lost at close (%s)",
-                        self.consumer, message.get("type"), exc)
+    def _tell(self, write, what: str, subject: str) -> None:
+        """``write()`` (a Redis call) in the background, retried through an outage; given up
+        with a line in the log only when the crawl closes during one."""
+        async def tell() -> None:
+            try:
+                await self.retry(write, what)
+            except RedisUnavailable as exc:           # the crawl closed during an outage
+                logger.info("cluster node %s: %s %s lost at close (%s)", self.consumer, what,
+                            subject, exc)
 
-    def _post(self, message: dict) -> None:
-        task = asyncio.ensure_future(self.tell_planner(message))
+        task = asyncio.ensure_future(tell())
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
 
@@ -706,28 +708,34 @@ class ClusterNode:
         source_fields`: kept until the planner's checkpoint holds it, and after the result
         of the fetch that named it, a sitemap index's); the source's id is not known here
         yet."""
-        async def tell() -> None:
-            try:
-                await self.retry(lambda: self.redis.xadd(self.keys.results,
-                                                         source_fields(spec.url)),
-                                 "registering a source")
-            except RedisUnavailable as exc:           # the crawl closed during an outage
-                logger.info("cluster node %s: source %s not registered at close (%s)",
-                            self.consumer, spec.url, exc)
-
-        task = asyncio.ensure_future(tell())
-        self._posting.add(task)
-        task.add_done_callback(self._posting.discard)
+        fields = source_fields(spec.url)
+        self._tell(lambda: self.redis.xadd(self.keys.results, fields),
+                   "registering a source", spec.url)
 
     def set_crawl_delay(self, host: str, delay: float) -> bool:
-        self._post({"type": "crawl_delay", "host": host, "delay": delay})
+        """Kept in Redis (``Keys.crawl_delays``, which a planner taking over reads whole) and
+        told to the planner through its inbox, in one transaction: a planner killed after it
+        popped the message, or after its next checkpoint (which holds no crawl delay),
+        leaves the delay to the next."""
+        message = json.dumps({"type": "crawl_delay", "host": host, "delay": delay})
+
+        def both():
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hset(self.keys.crawl_delays, host, repr(float(delay)))
+            pipe.rpush(self.keys.inbox, message)
+            return pipe.execute()
+
+        self._tell(both, "telling the crawl delay of", host)
         return True
 
     def report_value(self, source, value, *, published, at=None, base_value=None) -> bool:
-        """Feedback from a pipeline, passed to the planner (True: sent, not yet judged)."""
-        self._post({"type": "value", "source": source, "value": value,
-                    "published": published, "at": self.clock.now() if at is None else at,
-                    "base_value": base_value})
+        """Feedback from a pipeline, passed to the planner on the results stream
+        (:func:`~scrapy_whittle.cluster.tasks.value_fields`: kept until the planner's
+        checkpoint holds what it taught; True: sent, not yet judged)."""
+        fields = value_fields(source, value, published,
+                              self.clock.now() if at is None else at, base_value)
+        self._tell(lambda: self.redis.xadd(self.keys.results, fields),
+                   "feeding back the value of an entry of", str(source))
         return True
 
 

@@ -12,7 +12,12 @@ flight across the cluster, its delay), and the learning from the workers' result
   them and acknowledges them, and ends their in-flight records, in the transaction of the
   next checkpoint, so a new planner learns again what the last one had not checkpointed
   (a worker's report of a moved or dead feed included). A result whose crawl id is not the
-  source's current one (a crawl taken back from a slow worker) is counted and dropped.
+  source's current one (a crawl taken back from a slow worker) is counted and dropped. The
+  sources the workers' spiders register and the entries' values their item pipelines feed
+  back ride the same stream, acknowledged the same way; a value a checkpoint cut short wrote
+  into its source's tag is recorded there as a result is, and not learnt twice. A
+  robots.txt ``Crawl-delay`` comes through the inbox, and is kept in ``Keys.crawl_delays``
+  by the worker that read it: a planner taking over reads them whole.
 * **Leases.** A task a worker has held longer than ``lease`` seconds without an answer (the
   worker died) is taken back with XAUTOCLAIM and handed out again.
 * **Take-over.** A new planner restores the last checkpoint (``RedisStateStore``), the
@@ -35,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import secrets
 import threading
 import time
@@ -47,7 +53,9 @@ from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
     PUSH,
+    VALUE,
     read_result,
+    read_value,
     source_url,
     task_fields,
 )
@@ -60,6 +68,8 @@ from scrapy_whittle.service.types import Crawl, PrefixedStats
 
 logger = logging.getLogger(__name__)
 
+#: the kind of a value fed back, as the results stream returns it
+VALUE_KIND = VALUE.encode()
 #: inbox messages and results the planner reads at once
 INBOX = 500
 RESULTS = 1000
@@ -129,6 +139,9 @@ class Planner:
         self._acks: list[str] = []
         #: (source, crawl id) of the results learnt since the checkpoint
         self._learnt: list[tuple[int, str]] = []
+        #: (source, "value:<message id>") of the values fed back since the checkpoint that
+        #: the policy took (recorded with their sources' tags, as results are)
+        self._valued: list[tuple[int, str]] = []
         self._seq = 0
         self._renewed = 0.0
         self._reclaimed = 0.0
@@ -247,6 +260,7 @@ class Planner:
         self.deadline.clear()
         self._acks.clear()
         self._learnt.clear()
+        self._valued.clear()
         self.service = None
         self.websub = None
 
@@ -316,6 +330,11 @@ class Planner:
                 self.hosts.in_flight[self._host(service, sid)] += 1
         spent = await self.retry(lambda: r.hgetall(k.spent), "restoring")
         service.resume_spent({int(e): float(c) for e, c in spent.items()})
+        # the robots.txt delays the workers found (no checkpoint holds them; a message in
+        # the inbox a dead planner popped is among them)
+        delays = await self.retry(lambda: r.hgetall(k.crawl_delays), "restoring")
+        for host, delay in delays.items():
+            self._crawl_delay(service, host.decode("utf-8", "replace"), delay)
         self.service = service
         if service.websub is not None:
             self.websub = PlannerWebSub(service.websub, lambda sid: (
@@ -482,6 +501,11 @@ class Planner:
         done = []
         applied = self.service.store.applied     # learnt by a checkpoint cut short
         for entry_id, fields in entries:
+            if fields.get(b"kind") == VALUE_KIND:
+                entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                self._value(fields, entry, applied)
+                self._acks.append(entry)
+                continue
             key = _learnt_key(fields) if applied else None
             if key in applied:          # acknowledged only (its crawl ended at the restore)
                 applied.discard(key)
@@ -495,6 +519,27 @@ class Planner:
         # planner killed before it leaves both, and the next one learns them again
         self._learnt += done
         return len(entries)
+
+    def _value(self, fields: dict, entry: str, applied: set) -> None:
+        """A value fed back from a worker's item pipelines (results stream entry ``entry``),
+        given to the service, unless a checkpoint cut short already wrote what it taught
+        (``applied``)."""
+        service = self.service
+        try:
+            told = read_value(fields)
+        except ValueError as exc:            # a worker's garbage
+            self.node.stats.inc("cluster/bad_results")
+            logger.debug("planner %s: feedback refused (%s)", self.token, exc)
+            return
+        source = told["source"]
+        sid = service.source_id(source) if isinstance(source, str) else source
+        key = (sid, f"value:{entry}")
+        if key in applied:
+            applied.discard(key)
+            return
+        if service.report_value(source, told["value"], published=told["published"],
+                                at=told["at"], base_value=told.get("base_value")):
+            self._valued.append(key)
 
     def _learn(self, f: dict) -> int | None:
         service = self.service
@@ -564,16 +609,26 @@ class Planner:
             if msg["type"] == "source":   # from a node of an earlier version
                 self.service.add_sources([SourceSpec(url=msg["url"])])
             elif msg["type"] == "crawl_delay":
-                self.service.set_crawl_delay(msg["host"], msg["delay"])
-                self.hosts.delays[msg["host"]] = max(self.hosts.delays.get(msg["host"], 0.0),
-                                                     msg["delay"])
+                self._crawl_delay(self.service, msg["host"], msg["delay"])
             elif msg["type"] == "websub":
                 if self.websub is not None:
                     self.websub.told(msg)
-            elif msg["type"] == "value":
+            elif msg["type"] == "value":      # from a node of an earlier version
                 self.service.report_value(msg["source"], msg["value"],
                                           published=msg["published"], at=msg["at"],
                                           base_value=msg.get("base_value"))
+
+    def _crawl_delay(self, service: RecrawlService, host: str, delay) -> None:
+        """A host's robots.txt ``Crawl-delay`` (seconds; garbage counted, not used)."""
+        try:
+            delay = float(delay)
+        except (TypeError, ValueError):
+            delay = math.nan
+        if not (math.isfinite(delay) and delay > 0):
+            self.node.stats.inc("cluster/bad_results")
+            return
+        service.set_crawl_delay(host, delay)
+        self.hosts.delays[host] = max(self.hosts.delays.get(host, 0.0), delay)
 
     # -- checkpoints ----------------------------------------------------------------------------
     async def checkpoint(self) -> None:
@@ -586,6 +641,8 @@ class Planner:
         # (a source handed out again since keeps its new record)
         done = [sid for sid in dict.fromkeys(sid for sid, _ in learnt)
                 if sid not in self.in_flight]
+        learnt += self._valued
+        self._valued = []
         store = self.service.store
         epoch = self.service.epoch_of(self.service.clock.now())
 

@@ -31,8 +31,8 @@ names them in its next checkpoint's changes, so that a standby following reads t
 one or two processes of a crawl keep a standby, not every worker. Following reads each
 source a checkpoint wrote back from Redis (three reads inside one script call per 2,000
 sources, per tag on a Redis Cluster: ``state.READ_SOURCES``) and costs the standby's CPU to
-apply them. The WebSub subscriptions (few) and the sitemap indexes' children are not
-followed: read at the take-over.
+apply them. The WebSub subscriptions (few), the sitemap indexes' children and the indexes'
+last listings are not followed: read at the take-over.
 
 The calls are blocking (the ``redis`` client's synchronous API, numpy): the planner runs
 them in a thread (:class:`~scrapy_whittle.cluster.planner.Planner`).
@@ -167,8 +167,10 @@ class Standby:
                 True, False))       # (the policy's state: its rows are imported with it)
         if service.websub is not None:      # few: read as they are now, not followed
             service.websub.load(saved_rows(self.client, self.keys))
-        # the sitemap indexes' children: read as they are now too, not followed
-        service.children.load(index_children.saved_rows(self.client, self.keys))
+        # the sitemap indexes' children and last listings: read as they are now too, not
+        # followed
+        service.children.load(index_children.saved_rows(self.client, self.keys),
+                              index_children.saved_indexes(self.client, self.keys))
         service.resume(list(specs), listed=listed)
         return service
 

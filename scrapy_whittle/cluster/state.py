@@ -19,7 +19,8 @@ millions of sources at a few hundred bytes each:
   subscriptions (``Keys.websub``) are read here, written by the planner as they change
   (:mod:`scrapy_whittle.cluster.websub`), not with the checkpoint. The child sitemaps of the
   sitemap indexes (``Keys.children``, :mod:`scrapy_whittle.cluster.index_children`) are
-  written with the checkpoint, a row per child changed, in its tag with its record.
+  written with the checkpoint, a row per child changed, in its tag with its record; so is
+  each index's last listing (``Keys.indexes``), in the index's tag.
 
 The per-source keys (records, URLs, ETags, last new entries) are under their sources' tags
 (:mod:`scrapy_whittle.cluster.keys`), the rest under the crawl's prefix. On one Redis a
@@ -198,6 +199,7 @@ class RedisStateStore:
             if etag:
                 pipe.hset(k.etags(sid), sid, etag)
         index_children.write(at, k, cp.sitemap_children)
+        index_children.write_indexes(at, k, cp.sitemap_indexes)
         if self.per_tag:
             learnt_by_tag: dict[int, list[str]] = {}
             for sid, cid in learnt or ():
@@ -319,7 +321,8 @@ class RedisStateStore:
         return SavedState(meta=parsed, sources=cols,
                           blocks=blocks, policy=policy, epochs=epochs, aliases=aliases,
                           hosts=self._hosts(), websub=saved_rows(self.client, k),
-                          sitemap_children=index_children.saved_rows(self.client, k))
+                          sitemap_children=index_children.saved_rows(self.client, k),
+                          sitemap_indexes=index_children.saved_indexes(self.client, k))
 
     def _hosts(self) -> list[tuple[str, float, float, int]]:
         hosts = []

@@ -1,6 +1,7 @@
 """The cluster's two messages: a crawl handed to the workers (the stream ``Keys.tasks``) and
 what a worker's fetch showed, sent back to the planner (the stream ``Keys.results``, which
-carries the sources the workers' spiders register too). Each is written and read here only,
+carries the sources the workers' spiders register and the values their item pipelines feed
+back too). Each is written and read here only,
 so the node and the planner cannot disagree on a field."""
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ PUSH = "push"
 #: the ``kind`` of a message of the results stream that registers a source (a spider's
 #: request, a sitemap index's child): :func:`source_fields`, no crawl's result
 SOURCE = "source"
+#: the ``kind`` of a message of the results stream that feeds an entry's value back from a
+#: worker's item pipelines: :func:`value_fields`, no crawl's result
+VALUE = "value"
 
 
 def task_fields(crawl: Crawl) -> dict:
@@ -92,6 +96,34 @@ def source_url(f: dict) -> str | None:
     if f.get(b"kind") != SOURCE.encode():
         return None
     return f.get(b"url", b"").decode("utf-8", "surrogatepass")
+
+
+def value_fields(source: str | int, value: float, published: float, at: float,
+                 base_value: float | None) -> dict:
+    """An entry's value fed back (``RecrawlService.report_value``'s arguments) as a message
+    of the results stream: acknowledged with the planner's checkpoint that holds what it
+    taught, as a result is, so that a planner killed before that checkpoint leaves it to
+    the next (an inbox message it had popped would be lost)."""
+    return {"kind": VALUE, "feedback": json.dumps({
+        "source": source if isinstance(source, str) else int(source), "value": value,
+        "published": published, "at": at, "base_value": base_value})}
+
+
+def read_value(f: dict) -> dict | None:
+    """The arguments of a message of :func:`value_fields` (the fields as Redis returns them,
+    bytes): ``source`` (URL or id), ``value``, ``published``, ``at``, ``base_value``; None:
+    another message. ValueError: a worker's garbage (the values themselves are judged by the
+    service, as a single process's are)."""
+    if f.get(b"kind") != VALUE.encode():
+        return None
+    try:
+        told = json.loads(f.get(b"feedback", b""))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"unreadable feedback: {exc}") from None
+    if not (isinstance(told, dict) and {"source", "value", "published", "at"} <= set(told)
+            and isinstance(told["source"], str | int) and not isinstance(told["source"], bool)):
+        raise ValueError(f"not a value's feedback: {str(told)[:100]!r}")
+    return told
 
 
 def listing_fields(listing: Listing | None) -> dict:

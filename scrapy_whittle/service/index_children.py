@@ -21,6 +21,12 @@ or broken XML) counts no miss: the children it lacks may be in the part not read
 on the ``WHITTLE_SOURCES`` list is never retired this way. A child listed before the spider
 registered it (its registration comes after the index's answer) is remembered by URL until
 it is registered or the index's next listing.
+
+Both outlive a restart: each index's last listing (whether it was read in part, when, the
+children it named that are not registered yet) is a row of its own beside the children's
+(:meth:`IndexChildren.index_rows`), checkpointed after each listing. The children still
+awaiting their registration at a restore are registered by the service as it opens (the
+spider would have; the index's next answer may be a 304 that names nobody).
 """
 
 from __future__ import annotations
@@ -62,6 +68,11 @@ class Child:
         return child, self.parent, self.misses, self.listed_at, int(self.dropped)
 
 
+#: an index's last listing as stored: (index, read in part (0/1), when it was listed, the
+#: URLs it named that are not registered yet)
+IndexRow = tuple[int, int, float, tuple[str, ...]]
+
+
 class IndexChildren:
     """The children of the sitemap indexes (see the module docstring); ``touch(ids)`` marks
     sources whose book-keeping the next checkpoint writes."""
@@ -80,7 +91,11 @@ class IndexChildren:
         self._awaiting_of: dict[int, list[str]] = {}
         #: indexes whose last listing was read only in part (a 304 repeats it: no miss)
         self._partial: set[int] = set()
+        #: when each index's last listing was read
+        self._listing_at: dict[int, float] = {}
         self.changed: set[int] = set()
+        #: indexes listed since the last checkpoint (their rows: :meth:`index_rows`)
+        self.changed_indexes: set[int] = set()
 
     # -- what an index's fetch showed ------------------------------------------------------
     def listed(self, parent: int, urls: Iterable[str], now: float, *,
@@ -90,6 +105,8 @@ class IndexChildren:
         for url in self._awaiting_of.pop(parent, ()):
             if self.awaiting.get(url, (None,))[0] == parent:
                 del self.awaiting[url]
+        self._listing_at[parent] = now
+        self.changed_indexes.add(parent)
         shown: set[int] = set()
         waiting = []
         id_of = self.sources.id_of
@@ -176,16 +193,59 @@ class IndexChildren:
         changed, self.changed = self.changed, set()
         return [self.children[sid].row(sid) for sid in sorted(changed)]
 
-    def load(self, rows: Iterable[tuple]) -> None:
-        """The children as stored (a restore); rows naming unknown sources are skipped. What
-        was known before is forgotten (a cluster's standby reads them again as it takes
-        over: they are not followed)."""
+    def index_rows(self, parents: Iterable[int]) -> list[IndexRow]:
+        """The rows of indexes ``parents`` (see :data:`IndexRow`): a row is the index's last
+        listing, written when the index is listed, not at each registration (a restore
+        skips the URLs registered since, and links those registered without their child's
+        row: a Redis Cluster's checkpoint cut short between two tags' transactions)."""
+        return [(parent, int(parent in self._partial), self._listing_at.get(parent, 0.0),
+                 tuple(self._awaiting_of.get(parent, ()))) for parent in parents]
+
+    def drain_indexes(self) -> list[IndexRow]:
+        """The rows of the indexes changed since the last call (for a checkpoint)."""
+        changed, self.changed_indexes = self.changed_indexes, set()
+        return self.index_rows(sorted(changed))
+
+    def load(self, rows: Iterable[tuple], indexes: Iterable[IndexRow] = ()) -> None:
+        """The children and the indexes' last listings as stored (a restore); rows naming
+        unknown sources are skipped. Of the URLs a listing named that were not sources then,
+        those that are not yet await their registration, and those that are and are no
+        index's child become the child of the index that named them last. What was known
+        before is forgotten (a cluster's standby reads them again as it takes over: they
+        are not followed)."""
         self.children.clear()
         self.by_parent.clear()
         self.changed.clear()
+        self.awaiting.clear()
+        self._awaiting_of.clear()
+        self._partial.clear()
+        self._listing_at.clear()
+        self.changed_indexes.clear()
         n = len(self.sources)
         for sid, parent, misses, listed_at, dropped in rows:
             if 0 <= sid < n and 0 <= parent < n:
                 self.children[int(sid)] = Child(int(parent), int(misses), float(listed_at),
                                                 bool(dropped))
                 self.by_parent.setdefault(int(parent), set()).add(int(sid))
+        id_of = self.sources.id_of
+        unlinked: dict[int, tuple[int, float]] = {}
+        # in the order of the listings: a URL two indexes named is the later one's
+        for parent, partial, listed_at, waiting in sorted(indexes, key=lambda r: r[2]):
+            if not 0 <= parent < n:
+                continue
+            parent, listed_at = int(parent), float(listed_at)
+            self._listing_at[parent] = listed_at
+            if partial:
+                self._partial.add(parent)
+            mine = []
+            for url in waiting:
+                sid = id_of(url)
+                if sid is None:
+                    mine.append(url)
+                    self.awaiting[url] = (parent, listed_at)
+                elif sid not in self.children and sid != parent:
+                    unlinked[sid] = (parent, listed_at)
+            if mine:
+                self._awaiting_of[parent] = mine
+        for sid, (parent, listed_at) in unlinked.items():
+            self._listed(sid, parent, listed_at)

@@ -74,7 +74,7 @@ from scrapy_whittle.service.policy_options import build_policy
 from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources import SourceSpec, url_host
 from scrapy_whittle.service.store import Checkpoint, SavedState, StateStore, StoreError
 from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import (  # noqa: F401  (the service's public types)
@@ -242,7 +242,7 @@ class RecrawlService:
             self.persistence.restore(saved)
             self.persistence.repair_bookkeeping(now)
             self.retirement.restore(now)
-            self.children.load(saved.sitemap_children)
+            self.children.load(saved.sitemap_children, saved.sitemap_indexes)
             self.keeper.repair(None, cause="as restored")
             if self.websub is not None:
                 self.websub.load(saved.websub)
@@ -265,6 +265,14 @@ class RecrawlService:
     def _start(self, ids: list[int], listed: bool, now: float) -> None:
         """The end of an opening: the source list (``ids``: its sources), the deliveries a
         killed run left, what the policy and the planner set up for every source."""
+        # the children a sitemap index named before the crawl stopped that the spider had not
+        # registered yet: the index's next answer may be a 304 that names nobody
+        awaiting = [url for url in self.children.awaiting if url_host(url)]
+        if awaiting:
+            self._register([SourceSpec(url=url) for url in awaiting], discover=False)
+            self.keeper.grow()
+            logger.info("re-crawl service: %d child sitemaps a sitemap index named before the "
+                        "crawl stopped registered now", len(awaiting))
         if listed and ids:
             self._sync_list(ids)
         if self.store is not None and self.journal_deliveries:
@@ -754,6 +762,7 @@ class RecrawlService:
         cp = self.persistence.prepare_checkpoint()
         cp.journal_segment = self.deliveries.rotate()
         cp.sitemap_children = self.children.drain()
+        cp.sitemap_indexes = self.children.drain_indexes()
         if self.websub is not None and self.websub.changed:
             cp.websub, self.websub.changed = self.websub.rows(), False
         return cp

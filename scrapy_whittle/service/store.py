@@ -1,6 +1,6 @@
 """The crawl's state in SQLite (``JOBDIR/whittle.sqlite``), written incrementally.
 
-Tables (schema version 6; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
+Tables (schema version 7; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
   ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
@@ -47,6 +47,9 @@ Tables (schema version 6; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   sitemap indexes (both sources): the index that listed the child last, the index's fetches
   in a row that have not listed it since, when it was last listed (unix seconds), and
   whether it retired for that (:mod:`scrapy_whittle.service.index_children`);
+* ``sitemap_indexes(parent, partial, listed_at, awaiting)``: each sitemap index's last
+  listing: whether it was read only in part (a 304 repeating it counts no miss), when it was
+  read, and the child URLs it named that were not registered yet (a JSON list);
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -65,7 +68,8 @@ empty until the crawl goes on; schema 4 ``aliases`` and ``alive_at``, which an u
 source starts with NULL: its clock of retirement starts at its next fetch, and ``stories``,
 ``story_sources`` and ``hosts``, empty until the crawl goes on; schema 5 ``websub``, empty;
 schema 6 ``sitemap_children``, empty: an index's children are known again at its next
-fetch), in one transaction.
+fetch; schema 7 ``sitemap_indexes``, empty: each index's is written at its next listing),
+in one transaction.
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "whittle.sqlite"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Schema 1 named the policies differently: its "whittle" is the oracle index policy
 #: ("oracle"), its "adaptive-whittle" the learned one ("whittle").
@@ -175,6 +179,14 @@ SCHEMA_6 = (
            listed_at REAL NOT NULL, dropped INTEGER NOT NULL)""",
 )
 
+#: what schema 7 added: each sitemap index's last listing
+#: (:mod:`scrapy_whittle.service.index_children`)
+SCHEMA_7 = (
+    """CREATE TABLE IF NOT EXISTS sitemap_indexes (
+           parent INTEGER PRIMARY KEY, partial INTEGER NOT NULL, listed_at REAL NOT NULL,
+           awaiting TEXT NOT NULL)""",
+)
+
 #: the columns of ``websub``, in the order of a subscription's row
 #: (:class:`scrapy_whittle.service.websub.Subscription`'s fields)
 WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "requested_at",
@@ -236,6 +248,9 @@ class Checkpoint:
     #: the (child, parent, misses, listed_at, dropped) rows of the child sitemaps that
     #: changed
     sitemap_children: list[tuple] = field(default_factory=list)
+    #: the (index, partial, listed_at, awaiting URLs) rows of the sitemap indexes whose last
+    #: listing changed
+    sitemap_indexes: list[tuple] = field(default_factory=list)
 
 
 #: columns of ``sources`` read back by a restore, in this order
@@ -261,6 +276,7 @@ class SavedState:
     hosts: list[tuple[str, float, float, int]] = field(default_factory=list)
     websub: list[tuple] = field(default_factory=list)
     sitemap_children: list[tuple] = field(default_factory=list)
+    sitemap_indexes: list[tuple] = field(default_factory=list)
 
     @property
     def n_sources(self) -> int:
@@ -295,7 +311,7 @@ class StateStore:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.executescript(SCHEMA)
             # SCHEMA has every column: of the upgrades, the tables it lacks
-            for statement in SCHEMA_3 + SCHEMA_4 + SCHEMA_5 + SCHEMA_6:
+            for statement in SCHEMA_3 + SCHEMA_4 + SCHEMA_5 + SCHEMA_6 + SCHEMA_7:
                 if "ADD COLUMN" not in statement:
                     db.execute(statement)
             db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
@@ -357,7 +373,7 @@ class StateStore:
             for statement in SCHEMA_4:
                 if not ("alive_at" in columns and "ADD COLUMN alive_at" in statement):
                     db.execute(statement)
-            for statement in SCHEMA_5 + SCHEMA_6:
+            for statement in SCHEMA_5 + SCHEMA_6 + SCHEMA_7:
                 db.execute(statement)
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                        (SCHEMA_VERSION,))
@@ -409,12 +425,17 @@ class StateStore:
             children = [] if self.schema_version < 6 else db.execute(
                 "SELECT child, parent, misses, listed_at, dropped FROM sitemap_children"
             ).fetchall()
+            indexes = [] if self.schema_version < 7 else [
+                (parent, partial, listed_at, _urls(awaiting))
+                for parent, partial, listed_at, awaiting in db.execute(
+                    "SELECT parent, partial, listed_at, awaiting FROM sitemap_indexes")]
         if self.schema_version < 2:      # a read-only file of schema 1
             meta["policy"] = SCHEMA_1_POLICY_NAMES.get(meta.get("policy"), meta.get("policy"))
             row = _schema_1_policy_row(row) if row is not None else None
         return SavedState(meta=meta, sources=dict(zip(LOAD_COLUMNS, columns, strict=True)),
                           blocks=blocks, policy=row, epochs=epochs, aliases=aliases,
-                          hosts=hosts, websub=websub, sitemap_children=children)
+                          hosts=hosts, websub=websub, sitemap_children=children,
+                          sitemap_indexes=indexes)
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, cp: Checkpoint) -> None:
@@ -449,6 +470,10 @@ class StateStore:
                 if cp.sitemap_children:
                     db.executemany("INSERT OR REPLACE INTO sitemap_children "
                                    "VALUES (?, ?, ?, ?, ?)", cp.sitemap_children)
+                if cp.sitemap_indexes:
+                    db.executemany("INSERT OR REPLACE INTO sitemap_indexes VALUES (?, ?, ?, ?)",
+                                   [(p, partial, at, json.dumps(list(urls), ensure_ascii=False))
+                                    for p, partial, at, urls in cp.sitemap_indexes])
                 if cp.blocks:
                     db.executemany("INSERT OR REPLACE INTO source_blocks VALUES (?, ?, ?)",
                                    cp.blocks)
@@ -537,6 +562,19 @@ def _schema_1_policy_row(row: tuple) -> tuple:
         state["policy"] = SCHEMA_1_POLICY_NAMES.get(state["policy"], state["policy"])
         blob = encode(state)
     return renamed, layout, blob
+
+
+def _urls(text: str) -> tuple[str, ...]:
+    """A ``sitemap_indexes.awaiting`` value read back (a damaged one: none, logged)."""
+    try:
+        urls = json.loads(text)
+        if isinstance(urls, list) and all(isinstance(u, str) for u in urls):
+            return tuple(urls)
+    except (TypeError, ValueError):
+        pass
+    logger.warning("a damaged sitemap index's row: its children awaiting registration are "
+                   "forgotten (%.100r)", text)
+    return ()
 
 
 def _meta_value(v: Any) -> Any:

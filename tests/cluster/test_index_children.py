@@ -3,8 +3,9 @@ redis-server (and a real three-node Redis Cluster): a worker's result carries wh
 lists, the planner's service retires a child the index has not listed for
 WHITTLE_SITEMAP_CHILD_MISSES fetches (a 304 repeats the previous listing, a listing read in
 part counts no miss) and brings it back when listed again, as one process does; the
-children's rows are kept in Redis with the checkpoint, so a planner killed or handing over
-leaves the next one counting on."""
+children's rows are kept in Redis with the checkpoint, and so is each index's last listing
+(read in part, the children awaiting their registration), so a planner killed or handing
+over leaves the next one counting on."""
 
 from __future__ import annotations
 
@@ -163,6 +164,79 @@ async def test_a_304_of_the_index_repeats_its_listing_and_a_partial_one_counts_n
         assert not b.planner.service.sources.retired[c2]
     finally:
         await cluster.close()
+
+
+@on_asyncio
+async def test_children_awaiting_registration_survive_a_planner_killed_after_its_checkpoint(
+        any_redis):
+    cluster = Cluster(any_redis.url, CHILDREN)
+    try:
+        a = await cluster.node(LIST)
+        crawls = await cluster.crawls(a)
+        await a.feed_fetched(crawls[0], [], listing=Listing((C1, C2, USER)))
+        await a.feed_fetched(crawls[1], entries("e1"))
+        await a.planner.step()                       # learnt: the children await their ids
+        await a.planner.checkpoint()                 # the index's answer is checkpointed
+        for url in (C1, C2):                         # the spider registers them
+            a.add_source(SourceSpec(url=url))
+        await asyncio.wait(list(a._posting))
+        await a.redis.delete(a.keys.planner)         # killed before it read them
+        b = await cluster.node(LIST)
+        await b.planner.step()
+        assert b.planner.leader
+        service = b.planner.service
+        c1, c2 = service.source_id(C1), service.source_id(C2)
+        assert child(b, c1).parent == 0 and child(b, c2).parent == 0
+        assert len(service.sources) == 4             # each once
+        rotated = Listing((C2, USER))                # the index drops C1: it retires
+        for _ in range(3):
+            await index_fetch(cluster, b, rotated)
+        assert service.sources.retired[c1] and not service.sources.retired[c2]
+    finally:
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_304_after_a_partial_listing_counts_no_miss_across_a_killed_planner(
+        redis_server):
+    cluster = Cluster(redis_server.url, CHILDREN)
+    try:
+        a = await cluster.node(LIST)
+        c1, _ = await registered(cluster, a)
+        await index_fetch(cluster, a, Listing((C2, USER)))                      # one miss
+        await index_fetch(cluster, a, Listing((C2, USER), complete=False))     # read in part
+        assert child(a, c1).misses == 1
+        await a.planner.checkpoint()
+        await a.redis.delete(a.keys.planner)         # killed
+        b = await cluster.node(LIST)
+        await b.planner.step()
+        assert b.planner.leader
+        for _ in range(3):                           # each repeats the partial listing
+            await index_fetch(cluster, b, "304")
+        assert child(b, c1).misses == 1 and not b.planner.service.sources.retired[c1]
+        await index_fetch(cluster, b, Listing((C2, USER)))                   # whole again
+        assert child(b, c1).misses == 2
+    finally:
+        await cluster.close()
+
+
+def test_the_indexes_listings_are_kept_under_their_tags_and_a_damaged_one_skipped(
+        redis_server):
+    keys = redis_server.keys("test")
+    client = redis_server.client()
+    try:
+        pipe = client.pipeline()
+        far = CHUNK * 3                              # an index under another tag
+        index_children.write_indexes(lambda sid: pipe, keys, [
+            (0, 1, 150.0, (C1, "https://a.example/é")), (far, 0, 7.5, ())])
+        pipe.execute()
+        assert client.hkeys(keys.indexes(keys.tag_of(far))) == [str(far).encode()]
+        client.hset(keys.indexes(0), mapping={7: "[1, NaN, []]", 8: "garbage",
+                                              9: '[0, 1.0, [3]]', 10: '[2, 1.0, []]'})
+        assert sorted(index_children.saved_indexes(client, keys)) == [
+            (0, 1, 150.0, (C1, "https://a.example/é")), (far, 0, 7.5, ())]
+    finally:
+        client.close()
 
 
 def test_a_result_carries_the_listing_and_garbage_carries_none():

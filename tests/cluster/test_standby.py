@@ -78,7 +78,9 @@ def state_of(service: RecrawlService) -> dict:
            "n_left": src.n_left, "n_retired": src.n_retired,
            "pending_grow": list(service.keeper.pending_grow),
            "grown_since_select": list(service.keeper.grown_since_select),
-           "children": {sid: c.row(sid) for sid, c in service.children.children.items()}}
+           "children": {sid: c.row(sid) for sid, c in service.children.children.items()},
+           "indexes": service.children.index_rows(range(n)),
+           "awaiting": dict(service.children.awaiting)}
     for part in (src, st):
         for name in type(part).per_source:
             if name not in ("host", "group"):             # by name above
@@ -360,4 +362,37 @@ def test_a_standby_taking_over_holds_the_sitemap_indexes_children_as_they_are_no
     fresh.open(_specs())
     assert set(fresh.children.children) == {2, 3, 4, 1}
     assert fresh.children.children[2].misses == 2
+    _same(taken, fresh)
+
+
+def test_a_standby_taking_over_holds_the_indexes_last_listings_as_they_are_now(client):
+    # an index's last listing read in part (a 304 repeating it counts no miss) and a child
+    # it named whose registration was not read yet: read at the take-over, as a restore does
+    clock = SimulatedClock(start=START)
+    feeds = PoissonFeeds(RATES, seed=9)
+    planner = _service(client, "whittle", clock)
+    planner.open(_specs())
+    specs = _specs()
+    planner.children.listed(0, [specs[1].url, specs[2].url], clock.now())
+    _crawl(planner, clock, feeds, 0, {})
+    planner.checkpoint()
+    standby = Standby(client, KEYS, lambda store: RecrawlService(
+        _config("whittle"), clock=clock, store=store))
+    assert standby.open()
+    planner.children.listed(0, [specs[1].url], clock.now())               # 2: one miss
+    _crawl(planner, clock, feeds, 1, {})
+    planner.checkpoint()
+    new = "https://h0.example/new-child.xml"
+    planner.children.listed(0, [specs[1].url, new], clock.now(), complete=False)
+    _crawl(planner, clock, feeds, 2, {})
+    planner.checkpoint()
+    assert standby.follow() == 2
+    taken = standby.take(_specs())
+    fresh = _service(client, "whittle", clock)
+    fresh.open(_specs())
+    for service in (taken, fresh):
+        sid = service.source_id(new)
+        assert sid == N and service.children.children[sid].parent == 0    # registered
+        service.children.unchanged(0, clock.now())        # a 304: repeats a partial listing
+        assert service.children.children[2].misses == 1
     _same(taken, fresh)

@@ -174,3 +174,83 @@ def test_an_index_naming_new_children_is_not_silent(tmp_path):
     assert not service.sources.retired[0]
     assert service.stats.get("sources/revived") == 1
     service.close()
+
+
+def _reopen(service, clock, site):
+    """The crawl started again on the same state file (a kill -9 after ``service``'s last
+    checkpoint, or a normal stop: whatever it wrote)."""
+    again = RecrawlService(service.config, clock=clock, store=StateStore(service.store.path))
+    again.open([_spec(INDEX), _spec(USER)])
+    site.service = again
+    return again
+
+
+def test_a_304_after_a_partial_listing_counts_no_miss_across_a_restart(tmp_path):
+    for stop in ("kill", "close"):
+        service, clock, site = start(tmp_path / stop)
+        crawl_all(service, site)
+        c1, _ = (service.add_source(_spec(u)) for u in (C1, C2))
+        site.answer = [C2, USER]
+        epoch(service, clock, site)                  # C1: one miss
+        site.answer = ("partial", [C2])              # read in part: C1 may be in the rest
+        epoch(service, clock, site)
+        assert service.children.children[c1].misses == 1
+        service.checkpoint() if stop == "kill" else service.close()
+        again = _reopen(service, clock, site)
+        site.answer = "304"                          # repeats the partial listing: no miss
+        for _ in range(3):
+            epoch(again, clock, site)
+        assert again.children.children[c1].misses == 1, stop
+        assert not again.sources.retired[c1]
+        site.answer = [C2, USER]                     # read whole again: misses count on
+        epoch(again, clock, site)
+        assert again.children.children[c1].misses == 2
+        again.close()
+
+
+def test_children_listed_before_the_spider_registered_them_survive_a_restart(tmp_path):
+    # the index's answer is checkpointed (its ETag with it: the next fetch may be a 304)
+    # before the spider registered the children it named; the crawl is killed then
+    service, clock, site = start(tmp_path)
+    crawl_all(service, site)                     # lists C1, C2 (unknown yet), USER
+    assert set(service.children.awaiting) == {C1, C2}
+    service.checkpoint()
+    again = _reopen(service, clock, site)
+    c1, c2 = again.source_id(C1), again.source_id(C2)
+    assert c1 is not None and c2 is not None     # registered at the restore
+    assert again.children.children[c1].parent == 0 == again.children.children[c2].parent
+    assert not again.children.awaiting
+    site.answer = "304"
+    assert {c1, c2} <= set(epoch(again, clock, site))     # crawled
+    site.answer = [C2, USER]                     # and retired once the index drops them
+    for _ in range(3):
+        epoch(again, clock, site)
+    assert again.sources.retired[c1] and not again.sources.retired[c2]
+    again.close()
+    third = _reopen(again, clock, site)          # registered: not registered twice
+    assert len(third.sources) == len(again.sources) and not third.children.awaiting
+    third.close()
+
+
+def test_a_child_awaiting_registration_put_on_the_source_list_at_a_restart_is_linked(
+        tmp_path):
+    service, clock, site = start(tmp_path)
+    crawl_all(service, site)                     # lists C1, C2 (unknown yet), USER
+    service.checkpoint()                         # killed before the spider registered them
+    again = RecrawlService(service.config, clock=clock, store=StateStore(service.store.path))
+    again.open([_spec(INDEX), _spec(USER), _spec(C1)])      # C1 put on the list meanwhile
+    c1, c2 = again.source_id(C1), again.source_id(C2)
+    assert again.children.children[c1].parent == 0 == again.children.children[c2].parent
+    assert again.sources.listed[c1] and not again.children.awaiting
+    again.close()
+
+
+def test_only_http_urls_awaiting_registration_are_registered_at_a_restart(tmp_path):
+    service, clock, site = start(tmp_path)
+    site.answer = [C1, "mailto:news@s0.example", "not a url"]   # (a worker's garbage)
+    crawl_all(service, site)
+    service.checkpoint()
+    again = _reopen(service, clock, site)
+    assert again.source_id(C1) is not None
+    assert len(again.sources) == 3               # the index, USER, C1
+    again.close()
