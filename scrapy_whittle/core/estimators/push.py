@@ -28,16 +28,27 @@ while no poll has checked any push, p0 = 0: a source is not trusted to push unti
 seen to deliver. Every count is discounted by exp(-k / ``memory``) as k new entries are
 counted, so the estimate follows a hub whose quality changes, over about ``memory`` entries.
 
-``reliability`` is the share the policy may rely on: p, except where the hub is
+The hub of a source is judged failed where it is
 
-* silent: no push that brought something new (``last_push``) for so long that, at the
-  source's publishing rate Lambda and p, more than ``silent_after`` pushed entries were
-  expected (Poisson: the chance of that silence by bad luck is exp(-silent_after)); a hub that
-  keeps pinging with nothing new is silent too;
+* silent: the posterior probability that its pushes have stopped (``failure_at``) is over a
+  half. The hub of a source, and the path every push takes (a hub shared by many feeds, the
+  crawler's own callback), each fail at the prior rate ``failure_rate`` per unit of time; a
+  working one delivers the source's new entries at the rate Lambda p (its publishing rate
+  times its share), so a silence of t since its last push that brought a new entry has the
+  probability exp(-Lambda p t) while it works, and the posterior odds of a failure within that
+  silence are h / (h + Lambda p) (exp((h + Lambda p) t) - 1). The shared path is judged by the
+  silence since the latest useful push of any source, at the others' summed rate: where they
+  share a hub, its fall is seen at the pace of all of them together, and a slow source need
+  not wait for its own silence to become unlikely; where their hubs are many, the others keep
+  speaking and say nothing of this one. q = 1 - 1 / ((1 + own odds) (1 + shared odds)). A hub
+  that keeps pinging with nothing new is silent too;
 * lying: more than ``lying_share`` of its (discounted) pushes brought nothing new, over at
   least ``min_pushes`` of them;
 
-where it is 0 (the source goes back to full polling) until the hub's pushes are useful again.
+``reliability_at`` is the share the policy may count on: p (1 - q), q the probability of a
+failure (1 where the hub lies); the expected share under the posterior (the index is linear in
+the arrivals, so this prices a poll at its expected worth). A push that brings something new
+ends the silence at once (p was kept).
 
 ``pending``: the entries pushed since the source's last poll, which ``update_polls`` returns for
 that poll's publishing-rate update to add to the entries it found itself (both are the
@@ -61,7 +72,8 @@ class PushReliability(VectorEstimator):
 
     prior_entries: pseudo-entries behind the prior share (> 0).
     memory: entries over which old evidence fades (exp(-k / memory) as k are counted).
-    silent_after: expected pushed entries since the last push beyond which the hub is silent.
+    failure_rate: prior rate at which a hub (or the path every push takes) fails, per unit of
+        time (> 0): the posterior odds of a failure start from it.
     lying_share: share of pushes bringing nothing new beyond which the hub lies.
     min_pushes: (discounted) pushes needed before ``lying_share`` is judged.
     min_censor_age: entries seen by a poll younger than this are never evidence (time unit of
@@ -74,10 +86,10 @@ class PushReliability(VectorEstimator):
                   "last_push": np.nan, "pending": 0.0, "first_push": np.nan}
 
     def __init__(self, n: int = 0, *, prior_entries: float = 1.0, memory: float = 200.0,
-                 silent_after: float = 5.0, lying_share: float = 0.5,
+                 failure_rate: float = 1e-3, lying_share: float = 0.5,
                  min_pushes: float = 4.0, min_censor_age: float = 0.0) -> None:
         for name, value in (("prior_entries", prior_entries), ("memory", memory),
-                            ("silent_after", silent_after)):
+                            ("failure_rate", failure_rate)):
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} ({value!r}) must be finite and > 0")
         for name, value in (("min_pushes", min_pushes), ("min_censor_age", min_censor_age)):
@@ -87,7 +99,7 @@ class PushReliability(VectorEstimator):
             raise ValueError(f"lying_share ({lying_share!r}) must lie in (0, 1)")
         self.prior_entries = float(prior_entries)
         self.memory = float(memory)
-        self.silent_after = float(silent_after)
+        self.failure_rate = float(failure_rate)
         self.lying_share = float(lying_share)
         self.min_pushes = float(min_pushes)
         self.min_censor_age = float(min_censor_age)
@@ -245,23 +257,48 @@ class PushReliability(VectorEstimator):
         mean, std = self.lateness_at(ids)
         return np.maximum(np.nan_to_num(mean + 3.0 * std, nan=0.0), self.min_censor_age)
 
+    def failure_at(self, ids, now: float, rate) -> np.ndarray:
+        """q: the posterior probability that the pushes of each source ``ids`` have stopped,
+        from its silence since its last useful push at ``rate`` (the publishing rate of every
+        row, entries per unit of time) times its share, and from the silence of all the others
+        together (a shared hub, the crawler's callback): q = 1 - (1 - q_own) (1 - q_shared)."""
+        last = self.last_push
+        speed = np.nan_to_num(np.asarray(rate, dtype=np.float64) * self.share_at(slice(None)),
+                              nan=0.0)
+        speed = np.where(np.isfinite(last), np.maximum(speed, 0.0), 0.0)
+        own = self._failure_odds(now - last, speed)
+        # the shared path: spoken through until the latest useful push of any source (this
+        # one's included); its silence since then is weighed at the others' summed speed
+        # (this source's own is counted in q_own)
+        spoke = np.isfinite(last)
+        latest = float(last[spoke].max()) if spoke.any() else np.nan
+        others = np.maximum(float(speed.sum()) - speed, 0.0)
+        shared = self._failure_odds(np.full(last.shape[0], now - latest), others)
+        return (1.0 - 1.0 / (1.0 + own) / (1.0 + shared))[ids]
+
+    def _failure_odds(self, silence, speed) -> np.ndarray:
+        """Posterior odds that a path delivering at ``speed`` failed within ``silence`` of no
+        delivery, its failure time exponential at ``failure_rate``: the prior odds of a
+        failure in a span of that length, weighed by the silence's likelihood either way."""
+        h = self.failure_rate
+        both = h + speed
+        with np.errstate(over="ignore", invalid="ignore"):
+            odds = h / both * np.expm1(both * np.maximum(silence, 0.0))
+        return np.where(np.isfinite(silence) & (speed > 0), np.nan_to_num(odds, nan=0.0,
+                                                                          posinf=np.inf), 0.0)
+
     def silent_at(self, ids, now: float, rate) -> np.ndarray:
-        """The hub of each source has been silent for longer than ``rate`` (its publishing
-        rate, entries per unit of time) and its share p make plausible."""
-        since = now - self.last_push[ids]
-        expected = np.asarray(rate, dtype=np.float64) * self.share_at(ids) * since
-        return np.isfinite(since) & (expected > self.silent_after)
+        """The pushes of each source have more likely stopped than not (``rate``: of every
+        row)."""
+        return self.failure_at(ids, now, rate) > 0.5
 
     def lying_at(self, ids) -> np.ndarray:
         """Most of each source's pushes brought nothing new."""
         pushes = self.pushes[ids]
         return (pushes >= self.min_pushes) & (self.empty[ids] > self.lying_share * pushes)
 
-    def failed_at(self, ids, now: float, rate) -> np.ndarray:
-        """The hub of each source is silent or lies: its pushes are not to be counted on."""
-        return self.silent_at(ids, now, rate) | self.lying_at(ids)
-
     def reliability_at(self, ids, now: float, rate) -> np.ndarray:
-        """The share of new entries the policy may count on push to deliver: p, or 0 where
-        the hub is silent or lies."""
-        return np.where(self.failed_at(ids, now, rate), 0.0, self.share_at(ids))
+        """The share of new entries the policy may count on push to deliver: p times the
+        probability the pushes still come (0 where the hub lies; ``rate``: of every row)."""
+        keep = 1.0 - self.failure_at(ids, now, rate)
+        return np.where(self.lying_at(ids), 0.0, self.share_at(ids) * keep)

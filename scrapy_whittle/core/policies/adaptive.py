@@ -33,10 +33,11 @@ Pushes (WebSub, ``observe_push``; ``docs/push.md``): an entry a hub delivers is 
 no crawl cost, so what a poll of the source is worth is what the pushes miss. The share p_i of
 new entries its pushes deliver is learned (``PushReliability``, from the entries first seen by
 a poll and those first seen by push, these once a poll has checked their span), and the index
-is evaluated at the arrivals the polls still find, u_i (1 - p_i): a reliable pusher is polled
-little. A hub gone silent or lying
-gives p_i = 0 (checked at every selection, for the sources that ever pushed): full polling
-again. Without any push the policy does exactly what it does without this paragraph.
+is evaluated at the arrivals the polls still find, u_i (1 - p_i (1 - q_i)), q_i the posterior
+probability that the source's pushes stopped (its silence and the other pushers', evaluated at
+every selection; 1 for a lying hub): a reliable pusher is polled little, one whose hub fell
+silent as much as before. Without any push the policy does exactly what it does without this
+paragraph.
 
 Time: ``obs.time`` and publication times are in the problem's unit (seconds in Scrapy, where
 ``problem.period`` is the epoch length in seconds; epochs of length 1 in the papers' examples);
@@ -106,7 +107,8 @@ class AdaptiveWhittlePolicy(Policy):
         of non-negative ints, or callable(ids) -> ints: OPML categories, hosts); default one
         group. Sources added later than an array covers are in group 0.
     push: keyword arguments of the ``PushReliability`` of the sources that push (its
-        ``min_censor_age`` defaults to a hundredth of an epoch).
+        ``min_censor_age`` defaults to a hundredth of an epoch, ``failure_rate`` to one per
+        thousand epochs).
     """
 
     name = "whittle"
@@ -158,14 +160,17 @@ class AdaptiveWhittlePolicy(Policy):
         self._population_cache: tuple[int, int, np.ndarray] | None = None
         self._population_stamp = 0
         # pushes: rows only for the sources that ever pushed (row push_rows.row[i])
-        self.push = PushReliability(0, **{"min_censor_age": 0.01 * period, **(push or {})})
+        self.push = PushReliability(0, **{"min_censor_age": 0.01 * period,
+                                          "failure_rate": 1e-3 / period, **(push or {})})
         self.push_rows = SparseRows(self._allocate_push)
         self.push_rows.grow(n)
         self._pushers: np.ndarray | None = None     # source of each push row (derived)
         self._push_used: np.ndarray | None = None   # reliability in u (derived)
-        # sources whose hub failed: (ids, p, epochs at their last useful push) (derived)
-        self._push_failed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        # sources whose hub failed and whose polls never taught their decay (derived)
+        # sources whose hub may have failed: (ids, p, epochs since their last useful push,
+        # probability of the failure) (derived)
+        self._push_failed: tuple[np.ndarray, ...] | None = None
+        # sources whose hub more likely failed than not and whose polls never taught their
+        # decay (derived)
         self._relearn: np.ndarray | None = None
         self._clock: tuple[float, float, float] | None = None  # (epoch, poll time, push time)
 
@@ -348,28 +353,42 @@ class AdaptiveWhittlePolicy(Policy):
         k). (u itself, their future arrivals, is the full one.) Counting the whole of them
         since the last crawl would make one long gap between pushes of a silent hub look like
         hours of value waiting."""
-        ids, share, since = self._push_failed
+        ids, share, since, doubt = self._push_failed
+        # u counts the share of the arrivals the pushes are expected to miss, p (1 - q) of
+        # them less; the full arrivals are u / (1 - that)
+        full = u / np.maximum(1.0 - self._push_used, 1e-12)
         if self._relearn is not None:
-            # explored again as a source never crawled is, from its last poll on: the
-            # undecayed arrivals since then (its polls never taught its decay, and its
-            # pushes cannot: a push is seen at an age near 0)
+            # explored again as a source never crawled is, for what the failure made unknown:
+            # the arrivals since the hub's last useful push, undecayed (its polls never taught
+            # its decay, and its pushes cannot: a push is seen at an age near 0), q p s; those
+            # the pushes missed before are what its polls always found, decayed at the
+            # estimate, (1 - p) G_k. Undecayed since the last poll, every such source would
+            # outrank every explored one at once when a hub serving many falls
             back = self._relearn
-            k = epoch - self.last_epoch[back]
+            at = np.flatnonzero(np.isin(ids, back))
+            k = np.maximum(epoch - self.last_epoch[ids[at]], 0.0)
+            s = np.clip(np.nan_to_num(since[at], nan=np.inf), 0.0, k)
             polled = np.isfinite(k)
-            x[back[polled]] = u[back[polled]] * np.maximum(k[polled], 0.0)
+            _, log_alpha, one_minus = self._alphas_at(ids[at], with_alpha=False)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                g_k = geometric_sum(k, log_alpha, one_minus)
+            waiting = (1.0 - share[at]) * g_k + doubt[at] * share[at] * s
+            x[ids[at][polled]] = full[ids[at][polled]] * waiting[polled]
             keep = ~np.isin(ids, back)
-            ids, share, since = ids[keep], share[keep], since[keep]
+            ids, share, since, doubt = ids[keep], share[keep], since[keep], doubt[keep]
         k = epoch - self.last_epoch[ids]
         ok = np.isfinite(k) & np.isfinite(x[ids])
         if not ok.any():
             return
-        ids, share, k = ids[ok], share[ok], np.maximum(k[ok], 0.0)
+        ids, share, doubt, k = ids[ok], share[ok], doubt[ok], np.maximum(k[ok], 0.0)
         s = np.clip(np.nan_to_num(since[ok], nan=np.inf), 0.0, k)
         _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             g_k = geometric_sum(k, log_alpha, one_minus)
             g_s = geometric_sum(s, log_alpha, one_minus)
-        x[ids] = u[ids] * ((1.0 - share) * g_k + share * g_s)
+        # working (1 - q): the polls' share alone, no push having come since s; failed (q):
+        # the pushes' share too since the last useful push
+        x[ids] = full[ids] * ((1.0 - share) * g_k + doubt * share * g_s)
 
     def _expected_polled(self, epoch: int, skip=None) -> tuple[np.ndarray, np.ndarray]:
         """``_expected`` but for the sources whose hub failed."""
@@ -432,6 +451,12 @@ class AdaptiveWhittlePolicy(Policy):
         ids = np.flatnonzero(self.explored())
         prio[ids] = self._table(ids, u[ids], cost[ids]).index(x[ids])
         return prio
+
+    #: probability of a hub's failure below which its source's waiting value is u G_k (the
+    #: pushes' share, never counted as waiting then, is at most this share of it)
+    PUSH_DOUBT = 1e-3
+    #: change of a pushing source's counted share below which its u is not computed again
+    PUSH_SHARE_STEP = 1e-3
 
     #: mean discount exp(-mu age) below which a crawl's items teach xi nothing
     MIN_DISCOUNT = 1e-6
@@ -670,21 +695,25 @@ class AdaptiveWhittlePolicy(Policy):
         rows = np.arange(ids.shape[0])
         now = self._now(epoch)
         lying = self.push.lying_at(rows)
-        failed = lying | self.push.silent_at(rows, now, self.rates.mean_at(ids))
+        doubt = np.where(lying, 1.0, self.push.failure_at(rows, now, self.rates.mean_at(ids)))
         share = np.nan_to_num(self.push.share_at(rows), nan=0.0)
-        rel = np.where(failed, 0.0, share)
+        rel = share * (1.0 - doubt)
         self._push_failed = self._relearn = None
-        if failed.any():
+        doubted = doubt > self.PUSH_DOUBT
+        if doubted.any():
             # a silent hub delivered until its last useful push; a lying one is not believed
             # at all: its source is polled as if it did not push
             period = float(self.problem.period)
-            since = np.where(lying[failed], np.inf,
-                             (now - self.push.last_push[rows[failed]]) / period)
-            self._push_failed = (ids[failed], share[failed], since)
-            blank = ~self.decay.learned_at(ids[failed])
+            since = np.where(lying[doubted], np.inf,
+                             (now - self.push.last_push[rows[doubted]]) / period)
+            self._push_failed = (ids[doubted], share[doubted], since, doubt[doubted])
+            blank = (doubt > 0.5) & ~self.decay.learned_at(ids)
             if blank.any():
-                self._relearn = ids[failed][blank]
-        moved = rel != self._push_used[ids]
+                self._relearn = ids[blank]
+        # u is computed again where the share counted on moved by more than a rounding: the
+        # probability of a failure moves a little at every selection for every silent source
+        moved = np.abs(rel - self._push_used[ids]) > self.PUSH_SHARE_STEP
+        moved |= (rel == 0.0) != (self._push_used[ids] == 0.0)
         if moved.any():
             self._push_used[ids[moved]] = rel[moved]
             self._estimates_changed(ids[moved])
