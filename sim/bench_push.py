@@ -38,6 +38,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -58,14 +59,16 @@ VALUES = ("base", "capture")
 
 def run_crawl(params, budget: float, hub: HubModel | None, pushing: np.ndarray, seed: int,
               horizon: int, warmup: int, learn_push: bool = True,
-              down: float | None = None, values: str = "base") -> dict[str, Any]:
+              down: float | None = None, values: str = "base",
+              adjust: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """One run of the learned Whittle policy: rewards per epoch, polls per source (in the
     measured epochs, and in the second half of the epochs after time ``down``), the first
     poll after ``down``, the pushing sources' discovery delays, decision time. (``down`` only
     marks the time: the hub given is the one that goes down, or not.) ``values``: what the
     policy is told of each entry's value: ``"base"`` its base value (the model's own
     observations), ``"capture"`` only the capture's total at its age, as a crawl is (a feed
-    tells no base value: ``RecrawlService`` observes none)."""
+    tells no base value: ``RecrawlService`` observes none). ``adjust(policy)``, when given,
+    is called on the policy before the first epoch (an experiment's change of it)."""
     if values not in VALUES:
         raise ValueError(f"values ({values!r}) must be one of {', '.join(VALUES)}")
     blind = values == "capture"
@@ -74,6 +77,8 @@ def run_crawl(params, budget: float, hub: HubModel | None, pushing: np.ndarray, 
     problem = env.problem.without_parameters()
     policy = make_policy("whittle", problem,
                          rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
+    if adjust is not None:
+        adjust(policy)
     n, period = env.n, params.period
     rewards = np.zeros(horizon)
     polls = np.zeros(n, dtype=np.int64)
@@ -218,7 +223,8 @@ def format_results(report: dict[str, Any]) -> str:
     hub = report["hub"]
     lines = [f"news-mix N = {report['n']}, budget {report['budget']:g}/epoch, horizon "
              f"{report['horizon']} (measured after {report['warmup']}), {report['seeds']} "
-             f"seed(s), values told: {report['values']}; hub: {hub['share']:.0%} of sources push, loss {hub['loss']:g}, "
+             f"seed(s), values told: {report['values']}; hub: {hub['share']:.0%} of sources "
+             f"push, loss {hub['loss']:g}, "
              f"delay {hub['delay']} ("
              + (f"mean {hub['delay_mean'] * SECONDS:g} s, " if hub["delay"] == "exponential"
                 else "")
