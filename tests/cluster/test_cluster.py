@@ -20,6 +20,7 @@ import pytest
 import redis as redis_py
 
 from scrapy_whittle.cluster.keys import CHUNK, Keys
+from scrapy_whittle.cluster.tasks import FETCHED, NOT_MODIFIED
 from tests.cluster.conftest import RedisClusterServers, RedisServer, source_urls
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
@@ -139,10 +140,14 @@ def test_two_processes_share_one_crawl(redis_server, web, tmp_path):
     costs = epochs_cost(redis_server)
     assert len(costs) >= 4 and max(costs.values()) <= BUDGET + 1e-9
     assert sum(costs.values()) == sum(s["whittle/planner/crawls/cost"] for s in planners)
-    # every result reached the learner, and no feed was fetched by two processes at once
+    # every result reached the learner or waits for the next planner in the results stream
+    # (a worker's last results may come after the planner's last read), and no feed was
+    # fetched by two processes at once
     fetched = sum(s.get("whittle/fetched", 0) for s in stats.values())
     learned = sum(s.get("whittle/planner/fetched", 0) for s in planners)
-    assert learned >= 0.9 * fetched
+    left = sum(f[b"kind"] in (FETCHED.encode(), NOT_MODIFIED.encode()) for _, f in
+               redis_server.client().xrange(redis_server.keys(PREFIX).results))
+    assert learned + left >= fetched > 0
     assert json.loads(_get(web.url + "/stats.json"))["max_concurrent_per_feed"] == 1
 
 
