@@ -231,10 +231,11 @@ def test_a_redis_restart_pauses_the_crawl_then_it_resumes(redis_server, web, tmp
 
 @pytest.mark.slow
 def test_on_a_redis_cluster_a_shard_restart_pauses_the_crawl_then_it_resumes(
-        redis_cluster, wide_web, tmp_path):
+        own_redis_cluster, wide_web, tmp_path):
     """Two processes on a three-node Redis Cluster: the crawl's keys on all three shards
     (their tags), the shard of its crawl-wide keys restarted mid-crawl (its data and slots
     kept); the crawl goes on, and no entry is emitted twice."""
+    redis_cluster = own_redis_cluster
     names = ["w0", "w1"]
     procs = [start(redis_cluster, wide_web, tmp_path, n, feeds=N_WIDE) for n in names]
     keys = redis_cluster.keys(PREFIX)
