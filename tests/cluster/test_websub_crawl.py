@@ -178,7 +178,7 @@ def test_subscriptions_survive_a_kill_of_every_process(redis_server, good_hub, t
 def test_the_cluster_websub_benchmark_measures_both_runs():
     """``sim.bench_cluster_websub``, short: the pushing sources' polls and delays are counted
     in both runs, only the hub's run pushes, one subscription per pushing source."""
-    args = ["--feeds", "20", "--budget", "4", "--seconds", "10", "--warmup", "3", "--json"]
+    args = ["--feeds", "20", "--budget", "4", "--seconds", "6", "--warmup", "2", "--json"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(args) == 0
