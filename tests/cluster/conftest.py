@@ -153,13 +153,43 @@ class RedisClusterServers:
         server.start()
         self.wait_ok()
 
+    def empty(self) -> None:
+        """As a cluster just created: every node without keys, Lua scripts or command
+        statistics, all slots served."""
+        self.wait_ok()
+        for server in self.servers:
+            with server.client() as client:
+                client.flushall()
+                client.script_flush()
+                client.config_resetstat()
+
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
 
 
+@pytest.fixture(scope="session")
+def shared_redis_cluster(tmp_path_factory):
+    """One Redis Cluster for the session: creating one takes seconds (the nodes meet, the
+    slots are assigned), emptying it a few milliseconds."""
+    cluster = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def redis_cluster(tmp_path):
+def redis_cluster(shared_redis_cluster):
+    """A three-node Redis Cluster, empty, for a test that does not stop its nodes (one that
+    does takes ``own_redis_cluster``)."""
+    shared_redis_cluster.empty()
+    yield shared_redis_cluster
+    # a test that stopped a node anyway would leave the next ones a broken cluster
+    shared_redis_cluster.wait_ok()
+
+
+@pytest.fixture
+def own_redis_cluster(tmp_path):
+    """A three-node Redis Cluster of the test's own, whose nodes it may stop and restart."""
     (tmp_path / "redis-cluster").mkdir()
     cluster = RedisClusterServers(tmp_path / "redis-cluster")
     yield cluster

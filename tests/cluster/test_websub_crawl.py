@@ -35,7 +35,7 @@ from tests.waiting import wait_for
 
 N_FEEDS = 20
 PREFIX = "test:feeds"          # sim.cluster_crawl's "test:{spider}"
-SPEED = 3600.0                 # simulated seconds per real second
+SPEED = 7200.0                 # simulated seconds per real second: two hours
 
 
 def start(redis: RedisServer, web: Server, proxy: CallbackProxy, port: int, tmp: Path, name: str,
@@ -81,9 +81,9 @@ def hub_web(hub: str) -> Server:
 
 @pytest.fixture
 def faulty_hub():
-    """A hub that delivers every entry (a third twice, a fifth badly signed) until 22 s of
+    """A hub that delivers every entry (a third twice, a fifth badly signed) until 12 s of
     the run, so that no delivery reaches a process as it closes."""
-    web = hub_web(f"loss=0,duplicate=0.3,bad_signature=0.2,down_at={22 * SPEED:g}")
+    web = hub_web(f"loss=0,duplicate=0.3,bad_signature=0.2,down_at={12 * SPEED:g}")
     yield web
     web.stop()
 
@@ -101,7 +101,7 @@ def test_two_processes_one_subscription_per_topic_no_entry_twice(redis_server, f
     ports = [free_port(), free_port()]
     proxy = CallbackProxy(ports, mirror=True)
     try:
-        procs = [start(redis, web, proxy, port, tmp_path, f"w{i}", 28)
+        procs = [start(redis, web, proxy, port, tmp_path, f"w{i}", 18)
                  for i, port in enumerate(ports)]
         for i, proc in enumerate(procs):
             stopped(proc, tmp_path, f"w{i}")
@@ -160,7 +160,7 @@ def test_subscriptions_survive_a_kill_of_every_process(redis_server, good_hub, t
         for proc in first:
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
-        second = [start(redis, web, proxy, port, tmp_path, f"b{i}", 12)
+        second = [start(redis, web, proxy, port, tmp_path, f"b{i}", 7)
                   for i, port in enumerate(ports)]
         for i, proc in enumerate(second):
             stopped(proc, tmp_path, f"b{i}")
@@ -180,7 +180,7 @@ def test_subscriptions_survive_a_kill_of_every_process(redis_server, good_hub, t
 def test_the_cluster_websub_benchmark_measures_both_runs():
     """``sim.bench_cluster_websub``, short: the pushing sources' polls and delays are counted
     in both runs, only the hub's run pushes, one subscription per pushing source."""
-    args = ["--feeds", "20", "--budget", "4", "--seconds", "10", "--warmup", "3", "--json"]
+    args = ["--feeds", "20", "--budget", "4", "--seconds", "6", "--warmup", "2", "--json"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(args) == 0
