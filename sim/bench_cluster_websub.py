@@ -13,8 +13,10 @@ process in turn, or with ``--mirror`` every delivery to every process at once.
 Reported per run, from ``--warmup`` seconds on (the subscriptions made and the policy's first
 lessons left out): the polls of the pushing sources and of the others, the pushing sources'
 median and 90th-percentile delay from publication to capture (simulated seconds), the items
-that came by push, entries emitted twice across the processes, the hub's counts, and the
-subscriptions the planner asked for (one per pushing source, whatever K). Every process,
+that came by push, entries emitted twice across the processes, the hub's counts, the
+subscriptions the planner asked for (one per pushing source, whatever K), the deliveries each
+process took, those found received already (``whittle/push/repeated``: with ``--mirror``, a
+copy another process took) and the pushes the planner learnt (one per delivery). Every process,
 the web, the proxy and Redis share this machine's cores; the web runs at ``--speed`` 3600
 (a simulated hour per second, an epoch half an hour).
 """
@@ -110,6 +112,8 @@ def _measure(run: dict, pushing: np.ndarray, args) -> dict[str, Any]:
             "subscribe_requests": int(total("websub/subscribe_requests")),
             "deliveries_taken": [int(s.get("whittle/websub/deliveries", 0))
                                  for s in run["stats"]],
+            "deliveries_repeated": int(total("push/repeated")),
+            "pushes_learnt": int(total("planner/push/deliveries")),
             "bad_signatures_counted": int(total("errors/push_signature")),
             "hub": run["hub"]}
 
@@ -166,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['subscribe_requests']:>11}")
     hub = report["runs"]["hub"]
     print(f"pushing sources' polls against no hub: {hub['pusher_polls_vs_no_hub']:.3f}; "
-          f"deliveries taken per process {hub['deliveries_taken']}; hub {hub['hub']}")
+          f"deliveries taken per process {hub['deliveries_taken']}, repeats "
+          f"{hub['deliveries_repeated']}, pushes the planner learnt {hub['pushes_learnt']}; "
+          f"hub {hub['hub']}")
     return 0
 
 
