@@ -13,8 +13,10 @@ process in turn, or with ``--mirror`` every delivery to every process at once.
 Reported per run, from ``--warmup`` seconds on (the subscriptions made and the policy's first
 lessons left out): the polls of the pushing sources and of the others, the items that came by
 push, entries emitted twice across the processes, the hub's counts, the subscriptions the
-planner asked for (one per pushing source, whatever K), and the pushing sources' delay from
-publication to capture, on two clocks:
+planner asked for (one per pushing source, whatever K), the deliveries each process took,
+those found received already (``whittle/push/repeated``: with ``--mirror``, a copy another
+process took), the pushes the planner learnt (one per delivery), and the pushing sources'
+delay from publication to capture, on two clocks:
 
 * **simulated** (``delay_median_s``, ``delay_p90_s``; columns "delay med s", "p90 s"): each
   item's ``delay`` (real seconds from the publication date its feed shows to its capture)
@@ -185,6 +187,8 @@ def _measure(run: dict, pushing: np.ndarray, args) -> dict[str, Any]:
             "subscribe_requests": int(total("websub/subscribe_requests")),
             "deliveries_taken": [int(s.get("whittle/websub/deliveries", 0))
                                  for s in run["stats"]],
+            "deliveries_repeated": int(total("push/repeated")),
+            "pushes_learnt": int(total("planner/push/deliveries")),
             "bad_signatures_counted": int(total("errors/push_signature")),
             **real_clock(run, counted, args), "hub": run["hub"]}
 
@@ -247,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['subscribe_requests']:>11}")
     hub = report["runs"]["hub"]
     print(f"pushing sources' polls against no hub: {hub['pusher_polls_vs_no_hub']:.3f}; "
-          f"deliveries taken per process {hub['deliveries_taken']}; hub {hub['hub']}")
+          f"deliveries taken per process {hub['deliveries_taken']}, repeats "
+          f"{hub['deliveries_repeated']}, pushes the planner learnt {hub['pushes_learnt']}; "
+          f"hub {hub['hub']}")
     lat, to, real = hub["latency_ms"], hub["to_process_ms"], hub["real_delay_pushed_s"]
     print(f"crawl's latency, hub's POST at the proxy -> item in the pipeline (real ms): "
           f"median {_fmt(lat['median'], '.1f')}, p90 {_fmt(lat['p90'], '.1f')}, "

@@ -30,6 +30,8 @@ that ``no-hub`` polled at least twice in the measured epochs (its usual interval
 left after the fall, whether its first poll after the fall came within 2 I. Over every
 crawl: entries emitted twice (items counted by entry id), and for ``faults`` the bad
 signatures the hub sent against those the crawl counted (``whittle/errors/push_signature``),
+the duplicates and spurious pings it sent against the pushes the crawl learnt, those that
+brought nothing new and the repeats it acknowledged (``whittle/push/repeated``),
 the subscriptions renewed (the hub's verified subscriptions beyond the first of each source,
 none expired), and the subscriptions the second start kept (the same callbacks and secrets in
 the state, none subscribed anew, deliveries taken).
@@ -304,7 +306,11 @@ def measure(runs: dict[str, Crawl], warmup: int, horizon: int, down: float) -> d
             "new_after": len(f.keys[1] - f.keys[0]),
             "second_renewals": second.get("websub/verified", 0),
             "second_push_new_items": second.get("push/new_items", 0),
-            "first_verified": first.get("websub/verified", 0)}
+            "first_verified": first.get("websub/verified", 0),
+            "duplicates_sent": f.hub["duplicates"], "spurious_sent": f.hub["spurious"],
+            "pushes": sum(s.get("push/deliveries", 0) for s in f.stats),
+            "empty_pushes": sum(s.get("push/empty", 0) for s in f.stats),
+            "repeated": sum(s.get("push/repeated", 0) for s in f.stats)}
     return rows
 
 
@@ -360,7 +366,10 @@ def format_results(report: dict[str, Any]) -> str:
                 f"state, {r['kept_after']} of them kept (same callback and secret) by the "
                 f"second start ({r['new_after']} sources subscribed anew), which verified "
                 f"{r['second_renewals']} subscriptions, "
-                f"{r['second_push_new_items']} entries pushed")
+                f"{r['second_push_new_items']} entries pushed; the hub sent "
+                f"{r['duplicates_sent']} duplicates and {r['spurious_sent']} spurious pings, "
+                f"the crawl learnt {r['pushes']} pushes ({r['empty_pushes']} bringing "
+                f"nothing new) and acknowledged {r['repeated']} repeats")
         lines.append("hub's failed POSTs: " + ", ".join(
             f"{name} {r['hub']['failed_posts']}" for name, r in rows.items() if "hub" in r))
         for name, r in rows.items():

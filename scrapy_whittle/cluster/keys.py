@@ -134,6 +134,9 @@ class Keys:
     def websub(self) -> str:         # hash: callback key -> a WebSub subscription (JSON)
         return self._k("websub")
 
+    def delivered(self, delivery: str) -> str:  # string: a WebSub delivery's first receipt,
+        return self._k(f"delivered:{delivery}")  # expiring (cluster.websub.DELIVERY)
+
     # -- per source, under its tag --------------------------------------------------------------
     def urls(self, sid: int) -> str:  # list: the URLs of a chunk's sources, in id order
         return self._s(sid, f"urls:{sid // CHUNK}")

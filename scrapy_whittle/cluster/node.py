@@ -92,7 +92,7 @@ from scrapy_whittle.cluster.tasks import (
     task_fields,
     value_fields,
 )
-from scrapy_whittle.cluster.websub import HubsFound
+from scrapy_whittle.cluster.websub import DELIVERY, HubsFound
 from scrapy_whittle.cluster.writes import RUN as WRITES
 from scrapy_whittle.cluster.writes import Writes
 from scrapy_whittle.feeds.hints import ServerHints
@@ -180,6 +180,8 @@ class ClusterNode:
         self._renew = self.redis.register_script(RENEW)
         self._writes = self.redis.register_script(WRITES)
         self._reclaim = self.redis.register_script(RECLAIM)
+        #: a WebSub delivery's subscription read, its receipt marked (cluster.websub)
+        self.delivery_script = self.redis.register_script(DELIVERY)
         #: store each fetch's new entries as a pending batch until delivered (set when
         #: something reports deliveries: DeliveryMiddleware)
         self.journal_deliveries = False

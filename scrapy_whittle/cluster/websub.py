@@ -24,6 +24,21 @@ is where each part runs:
   shared entry memory's script (:meth:`ClusterNode.pushed`), whose result goes to the
   planner on the results stream with kind ``push``: no task, no budget. So of a delivery
   sent to two processes, or one racing a poll, the entries are emitted once.
+* **A delivery is one delivery, however many processes receive it.** The call that reads
+  its subscription (:data:`DELIVERY`, a script) also marks its receipt
+  (``Keys.delivered``: the crawl's time of the first receipt, expiring), so the same
+  delivery received again within
+  :data:`~scrapy_whittle.service.websub.REPEAT_WINDOW` (a copy that reached another
+  process, a hub's retry landing anywhere) is answered 2xx and told to nobody: no entries
+  told, no push result, which the planner would learn as a push that brought nothing (the
+  lying-hub rule's evidence). The mark is under the crawl's prefix, the slot of
+  ``Keys.websub`` it is read with: one call as before, and on a Redis Cluster the shard that
+  every delivery reaches already (the subscription, the results stream); the source's tag
+  would need the source, known only once the subscription is read. It is keyed by the
+  signature (:func:`~scrapy_whittle.service.websub.delivery_id`), set before the signature
+  is checked: a forged delivery marks its own signature only. A process that marked a
+  delivery and died before reporting it loses the push to a poll, as a delivery made while
+  the crawl is down is.
 """
 
 from __future__ import annotations
@@ -34,7 +49,13 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from scrapy_whittle.service.websub import HubRequest, Subscription, Subscriptions
+from scrapy_whittle.service.websub import (
+    REPEAT_WINDOW,
+    HubRequest,
+    Subscription,
+    Subscriptions,
+    delivery_id,
+)
 
 if TYPE_CHECKING:
     from scrapy_whittle.cluster.keys import Keys
@@ -44,6 +65,24 @@ logger = logging.getLogger(__name__)
 #: seconds between the planner's looks for requests due to hubs (a lease's renewal is due
 #: days ahead; a retry minutes)
 CHECK_EVERY = 1.0
+
+#: a delivery's subscription, and whether the delivery is a repeat (the rule of
+#: ``RecentDeliveries``, on the crawl's clock: the processes' clocks agree within far less
+#: than the window). KEYS: ``Keys.websub``, the delivery's mark (``Keys.delivered``); ARGV:
+#: the callback key, the crawl's time now, the window, the mark's time-to-live (whole
+#: seconds of Redis's clock: the window's length, enough while the crawl's clock runs no
+#: slower than real time), "1" to mark (a delivery without a signature is not). Returns [] (no
+#: subscription there: nothing marked) or [the subscription's value, 1 if a repeat else 0].
+DELIVERY = """
+local row = redis.call('HGET', KEYS[1], ARGV[1])
+if not row then return {} end
+if ARGV[5] ~= '1' then return {row, 0} end
+local now = tonumber(ARGV[2])
+local first = tonumber(redis.call('GET', KEYS[2]) or '')
+if first and math.abs(now - first) < tonumber(ARGV[3]) then return {row, 1} end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', tonumber(ARGV[4]))
+return {row, 0}
+"""
 
 
 def encode(sub: Subscription, source: tuple[str, float]) -> str:
@@ -87,6 +126,29 @@ async def read(node, key: str) -> tuple[Subscription, str, float] | None:
         return decode(raw)
     except (ValueError, TypeError):
         return None
+
+
+async def read_delivery(node, key: str, signature: str | None, now: float
+                        ) -> tuple[tuple[Subscription, str, float] | None, bool]:
+    """For a delivery to callback ``key`` signed ``signature``, received at ``now``: the
+    subscription there, its source's URL and weight (None: none, or unreadable), and whether
+    the same delivery was received within the window (by any process; the receipt marked
+    otherwise, in the same call); waits for Redis at most ``WHITTLE_REDIS_WAIT``
+    (``RedisUnavailable``)."""
+    keys = node.keys
+    mark = delivery_id(key, signature) if signature else ""
+    args = [key, repr(float(now)), REPEAT_WINDOW, math.ceil(REPEAT_WINDOW),
+            "1" if signature else "0"]
+    got = await node.retry(lambda: node.delivery_script(keys=[keys.websub,
+                                                              keys.delivered(mark)],
+                                                        args=args),
+                           "reading WebSub", within=node.wait)
+    if not got:
+        return None, False
+    try:
+        return decode(got[0]), int(got[1]) == 1
+    except (ValueError, TypeError):
+        return None, False
 
 
 async def tell_planner(node, event: str, key: str, mode: str, topic: str, at: float,

@@ -17,7 +17,10 @@ state; this module moves HTTP:
   with its challenge only for a mode and topic this crawl asked for (else 404); a POST is a
   delivery: its ``X-Hub-Signature`` is checked against the subscription's secret, a bad or
   missing one is counted (``whittle/errors/push_signature``) and dropped (answered 202, as the
-  spec allows, so the hub does not insist), a good one becomes a request the scheduler serves
+  spec allows, so the hub does not insist), a good one received already within
+  ``REPEAT_WINDOW`` (a hub's retry: :class:`~scrapy_whittle.service.websub.RecentDeliveries`)
+  is counted (``whittle/push/repeated``) and answered 202, told to nobody; any other good one
+  becomes a request the scheduler serves
   first, answered by ``FeedObserverMiddleware`` without a download: the body is parsed by
   the same parse pool as a fetched feed, handed to ``RecrawlService.pushed`` (entry memory,
   values, delivery journal, the policy's ``observe_push``; no budget), and the spider gets a
@@ -27,8 +30,9 @@ In a cluster crawl (``WHITTLE_REDIS_URL``) every process serves the callback and
 subscriptions are the planner's (:mod:`scrapy_whittle.cluster.websub`): a hub's verification
 or delivery is checked against the subscription in Redis, a verification told to the planner
 through its inbox, a delivery's entries told new by the shared entry memory
-(``ClusterNode.pushed``); the requests to hubs are the planner's, sent by the process that
-plans (``ClusterNode.on_hub_requests``).
+(``ClusterNode.pushed``), a repeat told by Redis in the call that reads the subscription
+(whichever process received the first copy); the requests to hubs are the planner's, sent
+by the process that plans (``ClusterNode.on_hub_requests``).
 """
 
 from __future__ import annotations
@@ -51,10 +55,16 @@ from twisted.internet.task import LoopingCall
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
-from scrapy_whittle.cluster.websub import read, tell_planner
+from scrapy_whittle.cluster.websub import read, read_delivery, tell_planner
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.clock import SimulatedClock
-from scrapy_whittle.service.websub import SUBSCRIBE, check_signature, intended
+from scrapy_whittle.service.websub import (
+    SUBSCRIBE,
+    RecentDeliveries,
+    check_signature,
+    delivery_id,
+    intended,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -108,6 +118,8 @@ class WebSubSubscriber:
         self._sim_clock: SimulatedClock | None = None
         self._soon = False
         self._warned: set[str] = set()
+        #: one process's deliveries of the last REPEAT_WINDOW (a cluster's are in Redis)
+        self.recent = RecentDeliveries()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WebSubSubscriber:
@@ -279,7 +291,22 @@ class WebSubSubscriber:
         if not 0 <= sid < len(service.sources):
             service.stats.inc("errors/push_unknown_source")
             return 410
-        self._hand_out(Push(sid, body, content_type, service.clock.now()), service.url(sid))
+        now = service.clock.now()
+        if self.recent.repeated(delivery_id(key, signature), now):
+            return self._repeated(key)
+        self._hand_out(Push(sid, body, content_type, now), service.url(sid))
+        return 202
+
+    def _repeated(self, key: str) -> int:
+        """A delivery received already (a hub's retry, a copy that reached another process
+        first): acknowledged, so the hub stops, and told to nobody (its entries are known; a
+        push of nothing new would read as a hub that lies)."""
+        self.stats.inc("push/repeated")
+        if "push_repeated" not in self._warned:
+            self._warned.add("push_repeated")
+            logger.info("WebSub: a delivery to callback %s received again within %g s: "
+                        "acknowledged, not taken (counted in whittle/push/repeated)", key,
+                        self.recent.window)
         return 202
 
     def _dropped(self, key: str, verdict: str) -> int:
@@ -334,8 +361,9 @@ class WebSubSubscriber:
         from scrapy_whittle.cluster.retry import RedisUnavailable
 
         node = self.node
+        now = node.clock.now()
         try:
-            found = await read(node, key)
+            found, repeated = await read_delivery(node, key, signature, now)
         except RedisUnavailable:
             self.stats.inc("errors/websub_redis")
             return 503                   # the hub may send it again; a poll finds it anyway
@@ -344,8 +372,10 @@ class WebSubSubscriber:
         sub, url, weight = found
         if not check_signature(sub.secret, body, signature):
             return self._dropped(key, "push_signature")
+        if repeated:
+            return self._repeated(key)
         node.push_sources[sub.source] = (url, weight)
-        self._hand_out(Push(sub.source, body, content_type, node.clock.now()), url)
+        self._hand_out(Push(sub.source, body, content_type, now), url)
         return 202
 
 

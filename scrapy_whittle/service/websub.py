@@ -22,6 +22,10 @@ W3C WebSub (Recommendation, 2018-01-23) in the subscriber's part:
   ``X-Hub-Signature: <method>=<hex HMAC of the body with the secret>``, method among sha1,
   sha256, sha384, sha512 (:func:`check_signature`); a delivery without a valid signature is
   dropped (the spec: "MUST locally ignore the message as invalid").
+* **repeats**: the same delivery (same callback, same signature, so the same body) received
+  again within :data:`REPEAT_WINDOW` of its first receipt is a retry of the hub or a copy
+  that reached the crawl twice (:class:`RecentDeliveries`, :func:`delivery_id`): answered
+  2xx, so the hub stops, and told to nobody.
 
 The subscriptions are part of the crawl's state (:meth:`Subscriptions.rows`, the store's
 ``websub`` table) and are restored after a restart.
@@ -39,6 +43,8 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass, field, fields
 from urllib.parse import urljoin
 
+import xxhash
+
 #: the HMAC methods a hub may sign with (WebSub 8), by the name in X-Hub-Signature
 METHODS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha384": hashlib.sha384,
            "sha512": hashlib.sha512}
@@ -52,6 +58,16 @@ MAX_RETRY = 86400.0
 RENEW_SHARE = 0.1
 #: how much of a feed's body is searched for its hub (the links are at the top)
 DISCOVERY_BYTES = 16384
+#: seconds (of the crawl's clock) after a delivery's first receipt during which the same
+#: delivery again is a repeat, not news. What it must cover: a copy that reached two
+#: processes behind one callback (milliseconds apart) and a hub's retry after it timed out
+#: waiting for the answer (hubs retry within seconds to minutes, backing off). What it must
+#: not cover: a hub that sends the same document again and again with nothing new, which
+#: the lying-hub rule is there to catch; the same body within the window is counted once,
+#: so such a hub still shows one empty push per window, several an hour, more than a news
+#: feed publishes. An identical body brings no entry its first copy did not (they are in
+#: the entry memory), so a longer window would hide only that evidence.
+REPEAT_WINDOW = 600.0
 
 SUBSCRIBE, UNSUBSCRIBE = "subscribe", "unsubscribe"
 # the states of a subscription
@@ -141,6 +157,51 @@ def intended(sub: Subscription | None, mode: str, topic: str) -> bool:
     if mode == SUBSCRIBE:
         return sub.mode == SUBSCRIBE and sub.state in (PENDING, ACTIVE, WANTED)
     return mode == UNSUBSCRIBE and sub.state == LEAVING
+
+
+def delivery_id(key: str, signature: str) -> str:
+    """The identity of a delivery to callback ``key`` signed ``signature`` (its
+    ``X-Hub-Signature``; the HMAC of its body with the subscription's secret, so one per
+    body): 32 hex digits. The signature rather than a digest of the body: where the check
+    for a repeat comes before the signature's (a cluster's, in the one call that reads the
+    subscription), a forged delivery marks only its own forged signature, never the body a
+    genuine delivery will bring."""
+    method, _, digest = signature.strip().partition("=")
+    text = f"{key}\n{method.strip().lower()}={digest.strip().lower()}"
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+
+
+class RecentDeliveries:
+    """The deliveries received in the last ``window`` seconds, by :func:`delivery_id`: one
+    process's memory of them (a cluster keeps it in Redis, with the same rule:
+    :data:`scrapy_whittle.cluster.websub.DELIVERY`). Holds only what arrived within the
+    window: one entry per delivery of the last ``window`` seconds."""
+
+    def __init__(self, window: float = REPEAT_WINDOW) -> None:
+        if not (math.isfinite(window) and window > 0):
+            raise ValueError(f"window ({window!r}) must be finite and > 0")
+        self.window = float(window)
+        self.first: dict[str, float] = {}      # id -> first receipt, oldest first
+
+    def repeated(self, delivery: str, now: float) -> bool:
+        """Whether ``delivery`` was received within the window before ``now`` (then it is
+        a repeat, and its first receipt stays the window's start); else it is remembered as
+        received now."""
+        first = self.first
+        while first:                           # forget what left the window
+            oldest, at = next(iter(first.items()))
+            if now - at < self.window:
+                break
+            del first[oldest]
+        at = first.get(delivery)
+        if at is not None and abs(now - at) < self.window:
+            return True
+        first.pop(delivery, None)
+        first[delivery] = now
+        return False
+
+    def __len__(self) -> int:
+        return len(self.first)
 
 
 # -- discovery ---------------------------------------------------------------------------------

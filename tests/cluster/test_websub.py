@@ -3,7 +3,8 @@ Cluster): the planner owns the subscriptions and keeps them in Redis under the c
 one request per topic whatever the number of processes; any process verifies a hub's intent
 from Redis and takes a delivery checked against the secret there; a delivery sent to two
 processes, or racing a poll, brings its entries once; its learning reaches the planner on the
-results stream, at no budget; a new planner goes on with the same callbacks and secrets."""
+results stream, at no budget, once however many processes received it; a new planner goes on
+with the same callbacks and secrets."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from scrapy_whittle.service.websub import (
     DENIED,
     LEAVING,
     PENDING,
+    REPEAT_WINDOW,
     Subscriptions,
+    delivery_id,
     sign,
 )
 from tests.cluster.harness import SETTINGS, Cluster, entries, on_asyncio
@@ -166,27 +169,35 @@ async def test_a_delivery_to_two_processes_and_a_racing_poll_bring_each_entry_on
         sub = next(s for s in service.websub.by_key.values() if s.topic == URLS[1])
         body = b"<rss>one delivered document</rss>"
         budget = client.hgetall(spent)
-        # the same delivery (signed) reaches both processes; forged ones reach b
-        for ext in (ext_a, ext_b):
-            assert await ext.delivery(sub.key, body, sign(sub.secret, body),
-                                      "application/rss+xml") == 202
+        # forged copies reach b first: dropped, and they mark nothing a genuine one hits
         assert await ext_b.delivery(sub.key, body, sign("not the secret", body), None) == 202
         assert await ext_b.delivery(sub.key, body, None, None) == 202
         assert await ext_b.delivery("nobody", body, sign(sub.secret, body), None) == 410
         assert b.stats.get("errors/push_signature") == 2
         assert b.stats.get("errors/push_unknown_callback") == 1
-        assert a.stats.get("websub/deliveries") == b.stats.get("websub/deliveries") == 1
-        (req_a,), (req_b,) = ext_a.crawler.engine.requests[len(sent):], \
-            ext_b.crawler.engine.requests
-        assert req_a.url == req_b.url == URLS[1]
-        # both parse the body (here: its entries) and report it; the shared memory says which
-        # entries are new, to one of them
+        # the same delivery (signed) reaches both processes: both acknowledge it, the first
+        # takes it, the second finds it received already and tells nobody
+        for ext in (ext_a, ext_b):
+            assert await ext.delivery(sub.key, body, sign(sub.secret, body),
+                                      "application/rss+xml") == 202
+        assert (a.stats.get("websub/deliveries"), b.stats.get("websub/deliveries")) == (1, 0)
+        assert (a.stats.get("push/repeated"), b.stats.get("push/repeated")) == (0, 1)
+        assert ext_b.crawler.engine.requests == []
+        (req_a,) = ext_a.crawler.engine.requests[len(sent):]
+        assert req_a.url == URLS[1]
+        # another document with the same entries (a hub's later re-delivery) reaches b: taken,
+        # and the shared memory says which entries are new, to one of them
+        again = b"<rss>the same entries, another document</rss>"
+        assert await ext_b.delivery(sub.key, again, sign(sub.secret, again), None) == 202
+        (req_b,) = ext_b.crawler.engine.requests
+        assert req_b.url == URLS[1]
         delivered = entries("p1", "p2", "old")
         got_a = await a.pushed(sub.source, delivered, now=cluster.clock.now())
         got_b = await b.pushed(sub.source, delivered, now=cluster.clock.now())
         assert sorted(e.key for e in got_a.entries + got_b.entries) == ["p1", "p2"]
         assert not (got_a.entries and got_b.entries)
-        # the planner learns both pushes (one empty), at no budget
+        # the planner learns the two deliveries (the second brought nothing), not the repeat,
+        # at no budget
         await a.planner.step()
         assert service.stats.get("push/deliveries") == 2
         assert service.stats.get("push/new_items") == 2
@@ -205,6 +216,42 @@ async def test_a_delivery_to_two_processes_and_a_racing_poll_bring_each_entry_on
                 if crawl.source == sub.source:
                     polled = found
         assert polled is not None and polled.entries == []
+    finally:
+        client.close()
+        await cluster.close()
+
+
+@on_asyncio
+async def test_a_repeat_is_one_within_the_window_of_the_crawl_s_clock(redis_server):
+    """The window runs on the crawl's clock from the first receipt: the same delivery is a
+    repeat to any process until it ends, then taken again (a push of nothing new); Redis
+    forgets the mark after the window's length."""
+    cluster = Cluster(redis_server.url, WEBSUB)
+    client = redis_server.client()
+    try:
+        a = await cluster.node(URLS)
+        b = await cluster.node(URLS)
+        ext_a, ext_b = callback_of(a), callback_of(b)
+        await a.planner.step()
+        sent = await subscribed(cluster, a, b, ext_a)
+        sub = next(iter(a.planner.service.websub.by_key.values()))
+        body = b"<rss/>"
+        signature = sign(sub.secret, body)
+        t0 = cluster.clock.now()
+        assert await ext_a.delivery(sub.key, body, signature, None) == 202
+        mark = redis_server.keys("test").delivered(delivery_id(sub.key, signature))
+        assert float(client.get(mark)) == t0
+        assert 0 < client.ttl(mark) <= REPEAT_WINDOW
+        cluster.clock.advance_to(t0 + REPEAT_WINDOW - 1.0)
+        assert await ext_b.delivery(sub.key, body, signature, None) == 202
+        assert await ext_a.delivery(sub.key, body, signature, None) == 202
+        assert b.stats.get("push/repeated") == a.stats.get("push/repeated") == 1
+        cluster.clock.advance_to(t0 + REPEAT_WINDOW)
+        assert await ext_b.delivery(sub.key, body, signature, None) == 202
+        assert b.stats.get("websub/deliveries") == 1
+        assert float(client.get(mark)) == t0 + REPEAT_WINDOW
+        assert len(ext_a.crawler.engine.requests) - len(sent) == \
+            len(ext_b.crawler.engine.requests) == 1
     finally:
         client.close()
         await cluster.close()

@@ -2,11 +2,12 @@
 redis-server, against ``sim.serve``'s hub (``sim.websub_hub``). The crawl's public callback is
 a proxy in front of the processes' callback servers (``sim.callback_proxy``): it hands each
 verification of intent to one process in turn (a load balancer) and every delivery to all of
-them at once (a hub's delivery reaching two processes). So: one subscription per topic whatever the
-number of processes, any process verifies, 0 entries emitted twice however many processes a
-delivery reaches, every bad signature counted under ``whittle/errors/push_signature``; and
-after a kill -9 of every process, the new ones go on with the same subscriptions (callbacks
-and secrets), subscribing nothing anew."""
+them at once (a hub's delivery reaching two processes). So: one subscription per topic
+whatever the number of processes, any process verifies, 0 entries emitted twice however many
+processes a delivery reaches, each delivery learnt by the planner once (the other copy a
+repeat, ``whittle/push/repeated``), every bad signature counted under
+``whittle/errors/push_signature``; and after a kill -9 of every process, the new ones go on
+with the same subscriptions (callbacks and secrets), subscribing nothing anew."""
 
 from __future__ import annotations
 
@@ -120,16 +121,26 @@ def test_two_processes_one_subscription_per_topic_no_entry_twice(redis_server, f
         hub["pushing_sources"]
     assert sum(s.get("whittle/websub/verified", 0) for s in stats) == hub["subscribed"]
     assert len(subscriptions(redis)) == hub["pushing_sources"]
-    # every delivery reached both processes; each took its good ones and dropped the rest
+    # every delivery reached both processes; each took its good ones, dropped the badly
+    # signed ones and found the rest received already (by the other process, or an identical
+    # re-send of the hub's)
     assert hub["delivered"] > 0 and hub["bad_signatures"] > 0 and hub["duplicates"] > 0
     for port, s in zip(ports, stats, strict=True):
         assert proxy.answered[port] + proxy.missed[port] == hub["delivered"]
-        # each delivery a process answered it took, or dropped for its signature
         bad, taken = s.get("whittle/errors/push_signature", 0), s["whittle/websub/deliveries"]
-        assert bad + taken == proxy.answered[port]
+        assert bad + taken + s.get("whittle/push/repeated", 0) == proxy.answered[port]
         # (a process still starting when the first deliveries came missed them)
         assert hub["bad_signatures"] - proxy.missed[port] <= bad <= hub["bad_signatures"]
-    assert sum(proxy.missed.values()) < hub["delivered"] / 10
+    missed = sum(proxy.missed.values())
+    assert missed < hub["delivered"] / 10
+    # each good delivery reaches the planner once, however many processes received it: at
+    # most once, and at least once unless it was the hub's duplicate or both missed it
+    good = hub["delivered"] - hub["bad_signatures"]
+    taken = sum(s["whittle/websub/deliveries"] for s in stats)
+    learnt = sum(s.get("whittle/planner/push/deliveries", 0) for s in stats)
+    assert learnt == taken
+    assert good - hub["duplicates"] - missed <= learnt <= good
+    assert sum(s.get("whittle/push/repeated", 0) for s in stats) >= good - missed
     # no entry emitted twice across the processes, though every delivery reached both
     emitted = Counter((item["source"], item["entry_id"]) for item in items)
     assert max(emitted.values()) == 1
@@ -190,6 +201,8 @@ def test_the_cluster_websub_benchmark_measures_both_runs():
     assert plain["pushed_items"] == plain["subscribe_requests"] == 0 and plain["hub"] is None
     assert hub["subscribe_requests"] == hub["hub"]["subscribed"] == report["pushers"]
     assert hub["pushed_items"] > 0 and sum(hub["deliveries_taken"]) > 0
+    # the planner learns the deliveries taken (those taken as the run ends may go unlearnt)
+    assert 0 < hub["pushes_learnt"] <= sum(hub["deliveries_taken"])
     assert hub["twice"] == plain["twice"] == 0
     assert plain["pusher_polls"] + plain["other_polls"] > 0
     assert hub["pusher_polls_vs_no_hub"] == hub["pusher_polls"] / max(plain["pusher_polls"], 1)

@@ -20,8 +20,10 @@ from scrapy_whittle.service.websub import (
     LEAVING,
     PENDING,
     RETRY,
+    RecentDeliveries,
     Subscriptions,
     check_signature,
+    delivery_id,
     discover,
     renew_at,
     retry_wait,
@@ -152,6 +154,32 @@ def test_deliveries_are_told_apart():
     assert subs.delivery(key, body, sign("wrong", body)) == "push_signature"
     assert subs.delivery(key, body, None) == "push_signature"
     assert subs.delivery("nobody", body, sign(secret, body)) == "push_unknown_callback"
+
+
+def test_a_delivery_received_again_within_the_window_is_a_repeat():
+    recent = RecentDeliveries(600.0)
+    one, other = delivery_id("k1", "sha256=AB"), delivery_id("k1", "sha256=cd")
+    assert not recent.repeated(one, START)
+    assert recent.repeated(one, START)                      # a copy at the same time
+    assert not recent.repeated(other, START + 1)            # another body
+    assert recent.repeated(one, START + 599.9)              # a retry within the window
+    # the window runs from the first receipt: repeats do not extend it
+    assert not recent.repeated(one, START + 600.0)
+    assert recent.repeated(one, START + 700.0)
+    assert not recent.repeated(other, START + 601.0)
+    # what left the window is forgotten: one entry per delivery of the last window
+    recent.repeated(delivery_id("k2", "sha256=ef"), START + 1300.0)
+    assert len(recent) == 1
+    with pytest.raises(ValueError, match="window"):
+        RecentDeliveries(0.0)
+
+
+def test_a_delivery_s_identity_is_its_callback_and_signature():
+    sig = "sha256=" + "ab" * 32
+    assert delivery_id("k", sig) == delivery_id("k", f" SHA256={sig[7:].upper()} ")
+    assert delivery_id("k", sig) != delivery_id("k2", sig)
+    assert delivery_id("k", sig) != delivery_id("k", "sha1=" + "ab" * 32)
+    assert len(delivery_id("k", sig)) == 32
 
 
 def test_the_subscriptions_round_trip_through_their_rows():
