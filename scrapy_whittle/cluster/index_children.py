@@ -50,32 +50,45 @@ def decode(raw: bytes | str) -> tuple[int, int, float, int]:
     return row
 
 
+def _write(at: Callable[[int], Any], keys: Keys, key_of: Callable[[int], str],
+           values: Iterable[tuple[int, str]]) -> None:
+    """Queue each (source id, value) in the hash ``key_of(tag)`` of its tag, on ``at(id)``
+    (the pipeline of that tag)."""
+    by_tag: dict[int, dict[int, str]] = {}
+    for sid, value in values:
+        by_tag.setdefault(keys.tag_of(sid), {})[sid] = value
+    for t, mapping in by_tag.items():
+        at(next(iter(mapping))).hset(key_of(t), mapping=mapping)
+
+
+def _read(client, key_of: Callable[[int], str], decode_value: Callable, what: str) -> list:
+    """(source id, *decoded value) of every tag's hash ``key_of(tag)`` (a synchronous client;
+    one pipeline); an unreadable value is skipped with a warning."""
+    pipe = client.pipeline(transaction=False)
+    for t in range(SPREAD):
+        pipe.hgetall(key_of(t))
+    rows = []
+    for tag in pipe.execute():
+        for key, raw in tag.items():
+            try:
+                rows.append((int(key), *decode_value(raw)))
+            except (ValueError, UnicodeDecodeError) as exc:
+                logger.warning("a damaged %s's row skipped (%r: %s)", what, key, exc)
+    return rows
+
+
 def write(at: Callable[[int], Any], keys: Keys,
           rows: Iterable[tuple[int, int, int, float, int]]) -> None:
     """Queue the (child, index, misses, listed_at, dropped) ``rows``, each on ``at(child)``
     (the pipeline of the child's tag)."""
-    by_tag: dict[int, dict[int, str]] = {}
-    for child, *rest in rows:
-        by_tag.setdefault(keys.tag_of(child), {})[child] = encode(*rest)
-    for t, mapping in by_tag.items():
-        at(next(iter(mapping))).hset(keys.children(t), mapping=mapping)
+    _write(at, keys, keys.children, ((child, encode(*rest)) for child, *rest in rows))
 
 
 def saved_rows(client, keys: Keys) -> list[tuple[int, int, int, float, int]]:
     """The children's rows in Redis (a synchronous client; every tag's, in one pipeline), for
     the planner's store; an unreadable value is skipped with a warning (that child is known
     again at its index's next listing)."""
-    pipe = client.pipeline(transaction=False)
-    for t in range(SPREAD):
-        pipe.hgetall(keys.children(t))
-    rows = []
-    for tag in pipe.execute():
-        for key, raw in tag.items():
-            try:
-                rows.append((int(key), *decode(raw)))
-            except (ValueError, UnicodeDecodeError) as exc:
-                logger.warning("a damaged child sitemap's row skipped (%r: %s)", key, exc)
-    return rows
+    return _read(client, keys.children, decode, "child sitemap")
 
 
 def encode_index(partial: int, listed_at: float, awaiting: Iterable[str]) -> str:
@@ -99,25 +112,12 @@ def write_indexes(at: Callable[[int], Any], keys: Keys,
                   rows: Iterable[tuple[int, int, float, tuple[str, ...]]]) -> None:
     """Queue the (index, partial, listed_at, awaiting URLs) ``rows``, each on ``at(index)``
     (the pipeline of the index's tag)."""
-    by_tag: dict[int, dict[int, str]] = {}
-    for parent, *rest in rows:
-        by_tag.setdefault(keys.tag_of(parent), {})[parent] = encode_index(*rest)
-    for t, mapping in by_tag.items():
-        at(next(iter(mapping))).hset(keys.indexes(t), mapping=mapping)
+    _write(at, keys, keys.indexes,
+           ((parent, encode_index(*rest)) for parent, *rest in rows))
 
 
 def saved_indexes(client, keys: Keys) -> list[tuple[int, int, float, tuple[str, ...]]]:
     """The indexes' rows in Redis, as :func:`saved_rows` reads the children's; an
     unreadable value is skipped with a warning (the index's next listing writes it
     again)."""
-    pipe = client.pipeline(transaction=False)
-    for t in range(SPREAD):
-        pipe.hgetall(keys.indexes(t))
-    rows = []
-    for tag in pipe.execute():
-        for key, raw in tag.items():
-            try:
-                rows.append((int(key), *decode_index(raw)))
-            except (ValueError, UnicodeDecodeError) as exc:
-                logger.warning("a damaged sitemap index's row skipped (%r: %s)", key, exc)
-    return rows
+    return _read(client, keys.indexes, decode_index, "sitemap index")
