@@ -51,6 +51,7 @@ from scrapy_whittle.core.estimators._base import (
     as_sources,
     per_source_prior,
     plausible,
+    segment_rows,
     segment_sum,
 )
 
@@ -58,6 +59,25 @@ LN2 = float(np.log(2.0))
 SIGMA0_SQ = 0.25          # prior residual variance of log values (sigma_0 = 0.5)
 FIT_PASSES = 4
 NEWTON_STEPS = 12
+
+
+def log_mean_shortfall(k) -> np.ndarray:
+    """E log(S / k) for S a sum of k exponential values of mean 1 (Gamma(k, 1)):
+    psi(k) - log k, negative (-0.577 at k = 1, about -1 / 2k for large k). For real k > 0:
+    the recurrence psi(k) = psi(k + 1) - 1 / k up to k >= 6, then the asymptotic series."""
+    k = np.asarray(k, dtype=np.float64)
+    shift = np.zeros(k.shape)
+    x = k.copy()
+    for _ in range(6):
+        small = x < 6.0
+        if not small.any():
+            break
+        shift -= np.where(small, 1.0 / np.where(small, x, 1.0), 0.0)
+        x = np.where(small, x + 1.0, x)
+    inv2 = 1.0 / (x * x)
+    psi = (np.log(x) - 0.5 / x
+           - inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 / 240))))
+    return psi + shift - np.log(k)
 
 
 def prior_from_categories(categories, half_lives: Mapping, default: float) -> np.ndarray:
@@ -257,6 +277,49 @@ class DecayEstimator(VectorEstimator):
             a_eff = np.where(s > 0, segment_sum(w * a, off) / np.where(s > 0, s, 1.0), 0.0)
         ok &= a_eff > 0
         self._add_origin(ids[ok], a_eff[ok], mu[ok] * a_eff[ok], np.ones(int(ok.sum())))
+        return ok
+
+    def update_captures(self, sources, captured, offsets, ages) -> np.ndarray:
+        """Crawl j of ``sources[j]`` captured ``captured[j]`` from the items
+        ``[offsets[j], offsets[j+1])`` of ages ``ages``, whose base values are unknown (a
+        crawl: a feed tells values at capture only). Returns accepted.
+
+        E[R_j] = xi_bar D_j(mu), D_j(mu) = sum_n exp(-mu a_n). The crawl enters the fit with a
+        per-source intercept as one point: log D_j linearised at the current estimate mu_hat,
+        log D_j(mu) ~ log n_j + c_j - mu a_j, a_j = sum a w / sum w (w = exp(-mu_hat a): the
+        discount-weighted age) and c_j = log(mean w) + mu_hat a_j >= 0 (Jensen's gap, 0 when
+        the ages are equal); and the log of a sum of n_eff = (sum w)^2 / sum w^2 exponential
+        base values (the model's law) has mean log E R_j + psi(n_eff) - log n_eff, so the
+        point is (a_j, log(R_j / n_j) - c_j - psi(n_eff) + log n_eff). The plain mean age
+        with the mean value leaves out both terms, and both grow with the spread of the ages:
+        the slope comes out too small on old crawls (a fraction of mu where polls are several
+        half-lives apart), and few-item crawls (a pushing source's polls) read too low."""
+        ids = as_sources(sources, self.n)
+        k = ids.shape[0]
+        r = as_column("captured", captured, k)
+        off = np.asarray(offsets, dtype=np.int64)
+        a = np.asarray(ages, dtype=np.float64)
+        if off.shape != (k + 1,) or a.shape != (off[-1],):
+            raise ValueError("offsets must have k + 1 entries and ages off[-1]")
+        counts = np.diff(off)
+        bad_item = ~(plausible(a) & (a >= 0))
+        bad = segment_sum(bad_item.astype(np.float64), off) > 0
+        ok = ~bad & (counts > 0) & plausible(r) & (r > 0)
+        if not ok.any():
+            return ok
+        o_off, o_idx = segment_rows(off, ok)
+        aa = a[o_idx]
+        n_items = np.diff(o_off).astype(np.float64)
+        seg = np.repeat(np.arange(n_items.shape[0]), np.diff(o_off))
+        mu = self.mean_at(ids[ok])
+        a_min = np.minimum.reduceat(aa, o_off[:-1])
+        w = np.exp(-mu[seg] * (aa - a_min[seg]))          # scaled: the youngest weighs 1
+        sw = segment_sum(w, o_off)
+        a_eff = segment_sum(w * aa, o_off) / sw
+        gap = np.log(sw / n_items) + mu * (a_eff - a_min)
+        n_eff = sw * sw / segment_sum(w * w, o_off)
+        y = np.log(r[ok] / n_items) - gap - log_mean_shortfall(n_eff)
+        self.update(ids[ok], np.exp(y), a_eff)
         return ok
 
     def update_span(self, sources, captured, span) -> np.ndarray:
