@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.core.estimators import DecayEstimator
-from scrapy_whittle.core.estimators.decay import log_mean_shortfall
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.problem import Problem
@@ -26,15 +25,6 @@ def captured(rng, pub: np.ndarray, now: float, mu: float, xi: float) -> float:
 def poll(t: int, now: float, pub: np.ndarray, value: float) -> Observation:
     return Observation(epoch=t, sources=[0], time=now, new_items=[pub.shape[0]],
                        reward=[value], item_offsets=[0, pub.shape[0]], item_published=pub)
-
-
-def test_log_mean_shortfall_is_digamma_minus_log():
-    # psi(1) = -Euler's gamma, psi(2) = 1 - gamma, psi(10) = H_9 - gamma
-    gamma = 0.5772156649015329
-    h9 = sum(1.0 / j for j in range(1, 10))
-    np.testing.assert_allclose(log_mean_shortfall([1.0, 2.0, 10.0]),
-                               [-gamma, 1 - gamma - np.log(2), h9 - gamma - np.log(10)],
-                               rtol=1e-9)
 
 
 @pytest.mark.parametrize("mu", [0.05, 0.7])
@@ -119,3 +109,19 @@ def test_captures_alone_teach_the_policy_decay_and_value():
     est = policy.estimates()
     assert est["decay"][0] == pytest.approx(mu, rel=0.2)
     assert est["mean_utility"][0] == pytest.approx(xi, rel=0.2)
+
+
+def test_values_that_do_not_decay_teach_no_decay():
+    """A feed without engagement: every entry is worth the same at any age. Polled at
+    irregular intervals, its decay's estimate leaves the prior (4 epochs) for a half-life
+    far beyond the polls' spacing: the correction of the crawls' ages adds no decay of its
+    own."""
+    rng = np.random.default_rng(7)
+    policy = make_policy("whittle", Problem(n=1, cost=np.ones(1)), rng=0)
+    now, last = 0.0, -20.0
+    for t in range(300):
+        now += float(rng.choice([1, 2, 4, 8]))
+        pub = arrivals(rng, 2.0, last, now)
+        last = now
+        policy.observe(poll(t, now, pub, float(pub.shape[0])))
+    assert np.log(2) / policy.estimates()["decay"][0] > 100.0

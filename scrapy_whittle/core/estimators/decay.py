@@ -61,25 +61,6 @@ FIT_PASSES = 4
 NEWTON_STEPS = 12
 
 
-def log_mean_shortfall(k) -> np.ndarray:
-    """E log(S / k) for S a sum of k exponential values of mean 1 (Gamma(k, 1)):
-    psi(k) - log k, negative (-0.577 at k = 1, about -1 / 2k for large k). For real k > 0:
-    the recurrence psi(k) = psi(k + 1) - 1 / k up to k >= 6, then the asymptotic series."""
-    k = np.asarray(k, dtype=np.float64)
-    shift = np.zeros(k.shape)
-    x = k.copy()
-    for _ in range(6):
-        small = x < 6.0
-        if not small.any():
-            break
-        shift -= np.where(small, 1.0 / np.where(small, x, 1.0), 0.0)
-        x = np.where(small, x + 1.0, x)
-    inv2 = 1.0 / (x * x)
-    psi = (np.log(x) - 0.5 / x
-           - inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 / 240))))
-    return psi + shift - np.log(k)
-
-
 def prior_from_categories(categories, half_lives: Mapping, default: float) -> np.ndarray:
     """Per-source prior half-lives from a category per source and a half-life per category."""
     return np.array([float(half_lives.get(c, default)) for c in categories], dtype=np.float64)
@@ -288,12 +269,13 @@ class DecayEstimator(VectorEstimator):
         per-source intercept as one point: log D_j linearised at the current estimate mu_hat,
         log D_j(mu) ~ log n_j + c_j - mu a_j, a_j = sum a w / sum w (w = exp(-mu_hat a): the
         discount-weighted age) and c_j = log(mean w) + mu_hat a_j >= 0 (Jensen's gap, 0 when
-        the ages are equal); and the log of a sum of n_eff = (sum w)^2 / sum w^2 exponential
-        base values (the model's law) has mean log E R_j + psi(n_eff) - log n_eff, so the
-        point is (a_j, log(R_j / n_j) - c_j - psi(n_eff) + log n_eff). The plain mean age
-        with the mean value leaves out both terms, and both grow with the spread of the ages:
-        the slope comes out too small on old crawls (a fraction of mu where polls are several
-        half-lives apart), and few-item crawls (a pushing source's polls) read too low."""
+        the ages are equal), so the point is (a_j, log(R_j / n_j) - c_j). The mean value at
+        the mean age leaves c_j out; it grows with the spread of the ages, and the slope comes
+        out too small where a crawl's items span several half-lives (a third of mu when polls
+        are three half-lives apart). Left as it is: the log of a sum of random base values
+        reads low by an amount that depends on their law (-0.58 for one exponential value, 0
+        for equal ones, as where a feed shows no engagement), which is unknown; it cancels
+        between crawls of alike item counts."""
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
         r = as_column("captured", captured, k)
@@ -317,8 +299,7 @@ class DecayEstimator(VectorEstimator):
         sw = segment_sum(w, o_off)
         a_eff = segment_sum(w * aa, o_off) / sw
         gap = np.log(sw / n_items) + mu * (a_eff - a_min)
-        n_eff = sw * sw / segment_sum(w * w, o_off)
-        y = np.log(r[ok] / n_items) - gap - log_mean_shortfall(n_eff)
+        y = np.log(r[ok] / n_items) - gap
         self.update(ids[ok], np.exp(y), a_eff)
         return ok
 
