@@ -17,6 +17,11 @@ y = log(xi / value) = mu age. Three kinds of evidence, all reduced to least-squa
   and decreasing in mu, so Newton from mu = 0 climbs monotonically onto the root); the crawl
   enters as one point (a_eff, mu_j a_eff), a_eff = the value-weighted mean age at mu_j.
 
+* ``update_captures``: a crawl captured R = sum_n xi_n exp(-mu a_n) over items of unknown base
+  value (a crawl: a feed tells values at capture only): one point per crawl of the fit with a
+  per-source intercept, log sum exp(-mu a_n) linearised at the current estimate (the crawl's
+  discount-weighted age, and Jensen's gap between the log mean discount and the mean age).
+
 * ``update_span``: a crawl captured R from items of unknown base values that arrived as a
   Poisson stream over the last s units of time (the deterministic simulator; a count-only
   source): E[R] = A s g(mu s), A = Lambda xi_bar, g(z) = (1 - e^{-z}) / z. On a log grid of mu
@@ -271,11 +276,10 @@ class DecayEstimator(VectorEstimator):
         discount-weighted age) and c_j = log(mean w) + mu_hat a_j >= 0 (Jensen's gap, 0 when
         the ages are equal), so the point is (a_j, log(R_j / n_j) - c_j). The mean value at
         the mean age leaves c_j out; it grows with the spread of the ages, and the slope comes
-        out too small where a crawl's items span several half-lives (a third of mu when polls
-        are three half-lives apart). Left as it is: the log of a sum of random base values
-        reads low by an amount that depends on their law (-0.58 for one exponential value, 0
-        for equal ones, as where a feed shows no engagement), which is unknown; it cancels
-        between crawls of alike item counts."""
+        out too small where a crawl's items span several half-lives. Left as it is: the log
+        of a sum of random base values reads low by an amount that depends on their law
+        (-0.58 for one exponential value, 0 for equal ones, as where a feed shows no
+        engagement), which is unknown; it cancels between crawls of alike item counts."""
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
         r = as_column("captured", captured, k)

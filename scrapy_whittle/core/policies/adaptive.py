@@ -7,8 +7,10 @@ crawls the sources of largest index gamma_i(x_i) within the budget:
 
 * ephemeral content (observations with item arrays): Lambda_hat (``RateEstimator``, from entry
   counts and publication times, window overflow corrected), xi_hat (``ValueEstimator``, from
-  observed base values), mu_hat (``DecayEstimator``, from the value captured against the items'
-  ages and base values); alpha = exp(-mu_hat T), u = Lambda_hat xi_hat (1 - alpha) / mu_hat;
+  observed base values; where a crawl tells only its captured total, that total over its
+  items' discount at mu_hat, weighted by the discount), mu_hat (``DecayEstimator``, from the
+  value captured against the items' ages, and their base values where known);
+  alpha = exp(-mu_hat T), u = Lambda_hat xi_hat (1 - alpha) / mu_hat;
 * ephemeral content seen only through counts and captured value (no item arrays, e.g. the
   deterministic simulator): Lambda_hat from ``new_items`` over the time since the previous
   crawl, and (mu_hat, A_hat = (Lambda xi)_hat) from the value captured over that span
@@ -548,7 +550,7 @@ class AdaptiveWhittlePolicy(Policy):
         was worth ``reward[j]``, its entries ``pub[off[j]:off[j+1]]`` (publication times),
         ``val`` (base values, NaN unknown). A poll's and a push's alike: the same entries,
         valued at their capture. ``blind_decay``: captures whose base values are unknown
-        teach mu too (their mean value at their mean age)."""
+        teach mu too (``DecayEstimator.update_captures``)."""
         counts = np.diff(off)
         unknown = np.isnan(val)
         if not unknown.all():           # (a feed without engagement: no value per item)
@@ -563,9 +565,10 @@ class AdaptiveWhittlePolicy(Policy):
         # sum R / sum D(mu_hat), D = sum exp(-mu_hat a) over the items: a crawl's value
         # undone at mu_hat and weighted by its discount D. Weighted by the item count instead,
         # an old item found long after publication multiplies any error of mu_hat by
-        # exp((mu_hat - mu) a) (a thousandfold where mu_hat, at the prior, is ten times a slow
-        # source's); weighted by D, a crawl adds its captured value itself to xi's sum, and
-        # what a decayed capture says of xi counts as little as its discount
+        # exp((mu_hat - mu) a) (mu_hat is the prior's, often many times a slow source's mu,
+        # until crawls at different ages teach it); weighted by D, a crawl adds its captured
+        # value itself to xi's sum, and what a decayed capture says of xi counts as little as
+        # its discount
         blind = ~known & (counts > 0)
         if np.any(blind):
             b_off, b_idx = segment_rows(off, blind)
