@@ -578,7 +578,8 @@ class AdaptiveWhittlePolicy(Policy):
                 self.decay.update_captures(src[blind], reward[blind], b_off, a)
             mu = self.decay.mean_at(np.repeat(src[blind], np.diff(b_off)))
             disc = segment_sum(np.exp(-mu * a), b_off)
-            # items whose value has all but vanished say nothing of their base value
+            # items whose value has all but vanished weigh next to nothing, and R / D could
+            # overflow the value's sums: skipped
             clear = disc >= n_items * self.MIN_DISCOUNT
             self.values.update(src[blind][clear], reward[blind][clear] / disc[clear],
                                weight=disc[clear])
