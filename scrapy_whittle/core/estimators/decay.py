@@ -19,8 +19,8 @@ y = log(xi / value) = mu age. Three kinds of evidence, all reduced to least-squa
 
 * ``update_captures``: a crawl captured R = sum_n xi_n exp(-mu a_n) over items of unknown base
   value (a crawl: a feed tells values at capture only): one point per crawl of the fit with a
-  per-source intercept, log sum exp(-mu a_n) linearised at the current estimate (the crawl's
-  discount-weighted age, and Jensen's gap between the log mean discount and the mean age).
+  per-source intercept, log sum exp(-mu a_n) linearised at the current estimate (at the
+  crawl's discount-weighted age, with the tangent's intercept).
 
 * ``update_span``: a crawl captured R from items of unknown base values that arrived as a
   Poisson stream over the last s units of time (the deterministic simulator; a count-only
@@ -273,10 +273,13 @@ class DecayEstimator(VectorEstimator):
         E[R_j] = xi_bar D_j(mu), D_j(mu) = sum_n exp(-mu a_n). The crawl enters the fit with a
         per-source intercept as one point: log D_j linearised at the current estimate mu_hat,
         log D_j(mu) ~ log n_j + c_j - mu a_j, a_j = sum a w / sum w (w = exp(-mu_hat a): the
-        discount-weighted age) and c_j = log(mean w) + mu_hat a_j >= 0 (Jensen's gap, 0 when
-        the ages are equal), so the point is (a_j, log(R_j / n_j) - c_j). The mean value at
-        the mean age leaves c_j out; it grows with the spread of the ages, and the slope comes
-        out too small where a crawl's items span several half-lives. Left as it is: the log
+        discount-weighted age) and c_j = log(mean w) + mu_hat a_j <= 0 (the tangent's
+        intercept: log-sum-exp is convex in mu; 0 when the ages are equal), so the point is
+        (a_j, log(R_j / n_j) - c_j). The mean value at the mean age a_bar instead lies above
+        the line (mean w >= exp(-mu_hat a_bar), Jensen), the more so as the ages spread, and
+        the slope comes out too small where a crawl's items span several half-lives (its old
+        items also pull a_bar far out, where a single point steers the slope: a warm feed's
+        first poll). Left as it is: the log
         of a sum of random base values reads low by an amount that depends on their law
         (-0.58 for one exponential value, 0 for equal ones, as where a feed shows no
         engagement), which is unknown; it cancels between crawls of alike item counts."""
