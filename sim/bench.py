@@ -88,6 +88,8 @@ from sim.trace import TraceReplay, read_trace
 
 #: the learning curve's horizons (epochs from the start)
 CURVE_EPOCHS = (24, 48, 120, 480)
+#: what a policy is told of item values (``--values``)
+VALUES = ("base", "capture")
 
 # 97.5% quantiles of Student's t for 1..30 degrees of freedom
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -182,13 +184,19 @@ def sweep_step(env, action: np.ndarray):
 
 def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
                measures: UserMeasures | None = None, discovery: bool = False,
-               hosts: str = "allowance", **options: Any) -> tuple[np.ndarray, float]:
+               hosts: str = "allowance", values: str = "base",
+               **options: Any) -> tuple[np.ndarray, float]:
     """Rewards per epoch over ``horizon`` epochs, and the total decision time in seconds;
     ``measures`` collects the users' measures (stochastic simulators). ``discovery``: a
     discovery sweep at epoch 0 (``sweep_step``; for the policies that ``sweeps``), whose own
     capture is left out of the rewards and kept in ``run_policy.last_sweep``. On a scenario
     with hosts, ``hosts`` says how their limits are handled (``sim.hosts``), and what the
-    hosts saw is kept in ``run_policy.last_hosts``."""
+    hosts saw is kept in ``run_policy.last_hosts``. ``values``: what the policy is told of
+    each item's value (``VALUES``): ``"base"`` its base value where the simulator draws one,
+    ``"capture"`` only each crawl's captured total at the items' ages, as a crawl is (a feed
+    tells no base value)."""
+    if values not in VALUES:
+        raise ValueError(f"values ({values!r}) must be one of {', '.join(VALUES)}")
     gate = None
     if scenario.hosts is not None:
         if hosts == "costs":
@@ -221,7 +229,7 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
         else:
             obs, reward, _, _, info = env.step(action)
         t2 = clock()
-        policy.observe(obs)
+        policy.observe(replace(obs, item_value=None) if values == "capture" else obs)
         decision += (t1 - t0) + (clock() - t2)
         rewards[t] = reward
         if measures is not None:
@@ -264,8 +272,8 @@ def learning_curve(rewards: dict[str, list[np.ndarray]], bound: float,
 
 def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds: int = 5,
              warmup: int | None = None, curve: bool = False,
-             discovery: bool = False, hosts: tuple[str, ...] = ("allowance",)
-             ) -> dict[str, Any]:
+             discovery: bool = False, hosts: tuple[str, ...] = ("allowance",),
+             values: str = "base") -> dict[str, Any]:
     """Run every policy on ``seeds`` seeds; the result object printed by ``--json``.
     ``curve``: add the learning curve (and run the first-look oracle for it). ``discovery``:
     the learners sweep every source at epoch 0 outside the budget (``run_policy``); per
@@ -273,7 +281,8 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     seeds), which the rewards leave out. ``hosts``: on a scenario with hosts, each policy
     runs once per way of handling their limits (``sim.hosts.HANDLINGS``; the ones other
     than "allowance" named ``policy+handling``), and ``hosts`` reports what the hosts saw
-    (summed over seeds)."""
+    (summed over seeds). ``values``: what the learners are told of item values
+    (``run_policy``)."""
     if horizon < 1 or seeds < 1:
         raise ValueError("horizon and seeds must be >= 1")
     warmup = horizon // 4 if warmup is None else int(warmup)
@@ -299,7 +308,8 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
         for seed in range(seeds):
             ledger = UserMeasures() if has_items else None
             rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger,
-                                          discovery=discovery, hosts=handling)
+                                          discovery=discovery, hosts=handling,
+                                          values=values)
             swept.append(run_policy.last_sweep)
             host_seen.append(run_policy.last_hosts)
             long_run.append(rewards[warmup:].mean())
@@ -338,6 +348,7 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
         "horizon": horizon,
         "warmup": warmup,
         "seeds": seeds,
+        "values": values,
         "upper_bound": bound,
         "results": results,
     }
@@ -580,7 +591,10 @@ def format_results(report: dict[str, Any]) -> str:
     head = (f"scenario {report['scenario']}: N = {report['n']}, budget {report['budget']:g}, "
             f"{_arrivals(report)}, "
             f"horizon {report['horizon']} (warm-up {report['warmup']}), "
-            f"{report['seeds']} seed(s); upper bound {report['upper_bound']:.4f}")
+            f"{report['seeds']} seed(s)"
+            + ("" if report.get("values", "base") == "base"
+               else f", values told: {report['values']}")
+            + f"; upper bound {report['upper_bound']:.4f}")
     lines = [head, f"{'policy':<18}{'reward/epoch':>24}{'from empty':>12}{'ratio':>9}"
                    f"{'decision ms':>13}"]
     for r in report["results"]:
@@ -712,6 +726,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--perf", action="store_true",
                         help="measure decision time, simulator speed and memory at --n sources")
     parser.add_argument("--epochs", type=int, default=20, help="epochs measured by --perf")
+    parser.add_argument("--values", choices=VALUES, default="base",
+                        help="what a policy is told of an item's value: its base value, or "
+                        "only each crawl's captured total at the items' ages, as a crawl is")
     parser.add_argument("--volume-of", default=None, metavar="RULE",
                         help="budget = the mean crawls per epoch of policy RULE run unconstrained "
                         "on the same scenario and seeds (its own request volume)")
@@ -739,7 +756,8 @@ def main(argv: list[str] | None = None) -> int:
             scenario = replace(scenario, budget=volume)
         report = evaluate(scenario, policies, horizon=horizon, seeds=args.seeds,
                           warmup=args.warmup, curve=args.curve, discovery=args.discovery,
-                          hosts=tuple(h.strip() for h in args.hosts.split(",") if h.strip()))
+                          hosts=tuple(h.strip() for h in args.hosts.split(",") if h.strip()),
+                          values=args.values)
     except (ValueError, OSError) as exc:
         print(f"sim.bench: error: {exc}", file=sys.stderr)
         return 2

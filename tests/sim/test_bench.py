@@ -143,3 +143,21 @@ def test_a_fractional_budget_is_spent_through_a_credit():
             ledger = UserMeasures()
             run_policy(scn, name, horizon, 0, measures=ledger)
             assert ledger.crawls == crawls, name
+
+
+def test_values_capture_tells_the_learners_only_what_a_crawl_is_told(capsys):
+    """``--values capture``: the learners see each crawl's captured total at the items'
+    ages, no base value; the oracle, which needs none, earns the same."""
+    args = ["--scenario", "news-mix", "--n", "200", "--budget", "4", "--horizon", "80",
+            "--seeds", "1", "--stochastic", "--policy", "oracle,whittle", "--json"]
+    reports = {}
+    for values in ("base", "capture"):
+        assert main([*args, "--values", values]) == 0
+        reports[values] = json.loads(capsys.readouterr().out)
+        assert reports[values]["values"] == values
+    base, capture = ({r["policy"]: r["reward"] for r in reports[v]["results"]}
+                     for v in ("base", "capture"))
+    assert capture["oracle"] == base["oracle"]
+    assert capture["whittle"] != base["whittle"]
+    with pytest.raises(SystemExit):
+        main([*args, "--values", "engagement"])

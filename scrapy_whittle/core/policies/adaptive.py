@@ -7,8 +7,10 @@ crawls the sources of largest index gamma_i(x_i) within the budget:
 
 * ephemeral content (observations with item arrays): Lambda_hat (``RateEstimator``, from entry
   counts and publication times, window overflow corrected), xi_hat (``ValueEstimator``, from
-  observed base values), mu_hat (``DecayEstimator``, from the value captured against the items'
-  ages and base values); alpha = exp(-mu_hat T), u = Lambda_hat xi_hat (1 - alpha) / mu_hat;
+  observed base values; where a crawl tells only its captured total, that total over its
+  items' discount at mu_hat, weighted by the discount), mu_hat (``DecayEstimator``, from the
+  value captured against the items' ages, and their base values where known);
+  alpha = exp(-mu_hat T), u = Lambda_hat xi_hat (1 - alpha) / mu_hat;
 * ephemeral content seen only through counts and captured value (no item arrays, e.g. the
   deterministic simulator): Lambda_hat from ``new_items`` over the time since the previous
   crawl, and (mu_hat, A_hat = (Lambda xi)_hat) from the value captured over that span
@@ -573,7 +575,7 @@ class AdaptiveWhittlePolicy(Policy):
         was worth ``reward[j]``, its entries ``pub[off[j]:off[j+1]]`` (publication times),
         ``val`` (base values, NaN unknown). A poll's and a push's alike: the same entries,
         valued at their capture. ``blind_decay``: captures whose base values are unknown
-        teach mu too (their mean value at their mean age)."""
+        teach mu too (``DecayEstimator.update_captures``)."""
         counts = np.diff(off)
         unknown = np.isnan(val)
         if not unknown.all():           # (a feed without engagement: no value per item)
@@ -583,23 +585,29 @@ class AdaptiveWhittlePolicy(Policy):
         if np.any(known & (counts > 0)):
             k_off, k_idx = segment_rows(off, known)
             self.decay.update_batch(src[known], reward[known], k_off, ages[k_idx], val[k_idx])
-        # crawls whose items carry no base value: one (value per item, mean age) report with
-        # the base unknown, and xi estimated by undoing the decay at the current mu estimate
+        # crawls whose items carry no base value (a crawl's): mu from the captures at their
+        # ages (``DecayEstimator.update_captures``), then xi as the ratio estimator
+        # sum R / sum D(mu_hat), D = sum exp(-mu_hat a) over the items: a crawl's value
+        # undone at mu_hat and weighted by its discount D. Weighted by the item count instead,
+        # an old item found long after publication multiplies any error of mu_hat by
+        # exp((mu_hat - mu) a) (mu_hat is the prior's, often many times a slow source's mu,
+        # until crawls at different ages teach it); weighted by D, a crawl adds its captured
+        # value itself to xi's sum, and what a decayed capture says of xi counts as little as
+        # its discount
         blind = ~known & (counts > 0)
         if np.any(blind):
             b_off, b_idx = segment_rows(off, blind)
             n_items = np.diff(b_off).astype(np.float64)
-            a = np.where(np.isfinite(ages[b_idx]), ages[b_idx], np.nan)
-            mean_age = segment_sum(np.nan_to_num(a), b_off) / n_items
+            a = np.nan_to_num(np.where(np.isfinite(ages[b_idx]), ages[b_idx], 0.0))
             if blind_decay:
-                self.decay.update(src[blind], reward[blind] / n_items, mean_age)
+                self.decay.update_captures(src[blind], reward[blind], b_off, a)
             mu = self.decay.mean_at(np.repeat(src[blind], np.diff(b_off)))
-            disc = segment_sum(np.exp(-mu * np.nan_to_num(a)), b_off)
-            # items whose value has all but vanished say nothing reliable of their base value
-            # (undoing a decay of 10^6 amplifies any noise 10^6 times): skipped
+            disc = segment_sum(np.exp(-mu * a), b_off)
+            # items whose value has all but vanished weigh next to nothing, and R / D could
+            # overflow the value's sums: skipped
             clear = disc >= n_items * self.MIN_DISCOUNT
             self.values.update(src[blind][clear], reward[blind][clear] / disc[clear],
-                               weight=n_items[clear])
+                               weight=disc[clear])
 
     def _since(self, obs, src, t) -> np.ndarray:
         """Time since each source's previous crawl, in epochs (since it was added, first)."""
