@@ -139,7 +139,9 @@ class AdaptiveWhittlePolicy(Policy):
         n = problem.n
         self.rates = RateEstimator(n, prior_rate=self.prior_rate,
                                    prior_exposure=self.prior_exposure)
-        self.values = ValueEstimator(n, prior_mean=self.weights, prior_weight=self.prior_weight)
+        # the value prior on the unit the crawl's values come in (``ValueEstimator``, pooled)
+        self.values = ValueEstimator(n, prior_mean=self.weights, prior_weight=self.prior_weight,
+                                     pooled=True)
         self.decay = DecayEstimator(n, prior_half_life=self.prior_half_life,
                                     prior_weight=self.prior_weight,
                                     min_half_life=1e-3 * period, max_half_life=1e6 * period)
@@ -507,6 +509,14 @@ class AdaptiveWhittlePolicy(Policy):
         # one crawl per source per pass (Scrapy may report a source twice in one batch)
         for batch in one_per_source(obs.sources, obs.time, keep):
             self._observe_batch(obs, batch)
+        self._rescale_values()
+
+    def _rescale_values(self) -> None:
+        """The value prior follows the unit of the values observed (``ValueEstimator``,
+        pooled): where that unit moved, so did every source's u."""
+        if self.values.rescale():
+            self._u.forget()
+            self._population_stamp += 1
 
     def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
         src, t = obs.sources[sel], obs.time[sel]
@@ -658,6 +668,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.push.update_pushes(rows, obs.time[keep], obs.new_items[keep], off, late)
         self._tick(None, None, float(np.max(obs.time[keep])))
         self._estimates_changed(distinct(src))
+        self._rescale_values()
         return True
 
     def _tick(self, epoch, poll_time, push_time) -> None:
