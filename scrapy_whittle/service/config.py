@@ -502,7 +502,10 @@ SETTINGS: tuple[Setting, ...] = (
             "query parameters a link's story key leaves out (names; `utm_*`: every name with "
             "that prefix); None: the tracking parameters listed in [parsing.md](parsing.md)"),
     Setting("WHITTLE_ENGAGEMENT_SCALE", 1.0, number(minimum=0, strict=True),
-            "value of an entry = engagement / scale"),
+            "value of an entry = engagement / scale: how engagement compares with "
+            "`WHITTLE_ITEM_VALUE`, the value of an entry without it. Where every feed shows "
+            "engagement the scale changes no choice: the learned policy's value prior follows "
+            "the unit its values come in ([estimators.md](estimators.md), ValueEstimator)"),
     Setting("WHITTLE_ITEM_VALUE", 1.0, number(minimum=0),
             "value of an entry without engagement (times the source's weight)"),
     Setting("WHITTLE_LOGSTATS_INTERVAL", 60.0, number(minimum=0),
