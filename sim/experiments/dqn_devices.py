@@ -80,10 +80,12 @@ def one_run(name: str, device: str, slots: int, seed: int) -> dict[str, Any]:
 
 
 def resumed(name: str, saved_on: str, loaded_on: str, slots: int, seed: int
-            ) -> list[list[int]]:
+            ) -> tuple[list[list[int]], int]:
     """Decisions of slots ``slots // 2`` .. ``slots - 1`` after a checkpoint taken on
     ``saved_on`` half-way and loaded into a fresh policy on ``loaded_on`` (the simulated web
-    goes on from where it was)."""
+    goes on from where it was), and the gradient steps taken before the checkpoint (0: the
+    network saved is the initial one, and only the replay memory and the generator are
+    tested)."""
     scenario, env = _env(name)
     first = _policy(scenario, saved_on, seed)
     half = slots // 2
@@ -91,7 +93,7 @@ def resumed(name: str, saved_on: str, loaded_on: str, slots: int, seed: int
     state = first.global_state()
     second = _policy(scenario, loaded_on, seed + 1)   # another seed: all of it must come back
     second.load_global_state(state)
-    return _crawl(second, env, half, slots - half)[0]
+    return _crawl(second, env, half, slots - half)[0], first.updates
 
 
 def dqn_devices(devices: list[str], slots: int, seeds: tuple[int, ...] = (0,)
@@ -125,8 +127,9 @@ def dqn_devices(devices: list[str], slots: int, seeds: tuple[int, ...] = (0,)
         half = slots // 2
         for saved in devices:
             for loaded in devices:
-                rest = resumed(name, saved, loaded, slots, seed)
+                rest, updates = resumed(name, saved, loaded, slots, seed)
                 out[f"checkpoint_{saved}_to_{loaded}"] = {
+                    "updates_before": updates,
                     "first_difference_from_uninterrupted_" + saved:
                         _first_difference(rest, runs[saved][0]["decisions"][half:])}
         report["scenarios"][name] = out

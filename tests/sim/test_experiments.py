@@ -57,8 +57,10 @@ def test_dqn_devices_on_the_cpu_repeats_itself_and_resumes_from_a_checkpoint():
     pytest.importorskip("torch")
     from sim.experiments.dqn_devices import dqn_devices
 
-    report = dqn_devices(["cpu"], slots=120)
+    report = dqn_devices(["cpu"], slots=200)
     for name in ("icc2021-single", "icc2021-groups"):
         out = report["scenarios"][name]
         assert out["cpu"]["updates"] > 0 and out["cpu"]["repeats_itself"]
-        assert out["checkpoint_cpu_to_cpu"] == {"first_difference_from_uninterrupted_cpu": None}
+        resumed = out["checkpoint_cpu_to_cpu"]
+        assert resumed["updates_before"] > 0          # a trained network was saved
+        assert resumed["first_difference_from_uninterrupted_cpu"] is None
