@@ -24,21 +24,19 @@ is where each part runs:
   shared entry memory's script (:meth:`ClusterNode.pushed`), whose result goes to the
   planner on the results stream with kind ``push``: no task, no budget. So of a delivery
   sent to two processes, or one racing a poll, the entries are emitted once.
-* **A delivery is one delivery, however many processes receive it.** The call that reads
-  its subscription (:data:`DELIVERY`, a script) also marks its receipt
-  (``Keys.delivered``: the crawl's time of the first receipt, expiring), so the same
-  delivery received again within
-  :data:`~scrapy_whittle.service.websub.REPEAT_WINDOW` (a copy that reached another
-  process, a hub's retry landing anywhere) is answered 2xx and told to nobody: no entries
-  told, no push result, which the planner would learn as a push that brought nothing (the
-  lying-hub rule's evidence). The mark is under the crawl's prefix, the slot of
-  ``Keys.websub`` it is read with: one call as before, and on a Redis Cluster the shard that
-  every delivery reaches already (the subscription, the results stream); the source's tag
-  would need the source, known only once the subscription is read. It is keyed by the
-  signature (:func:`~scrapy_whittle.service.websub.delivery_id`), set before the signature
-  is checked: a forged delivery marks its own signature only. A process that marked a
-  delivery and died before reporting it loses the push to a poll, as a delivery made while
-  the crawl is down is.
+* **A delivery is one delivery, however many processes receive it.** The call that reads its
+  subscription (:data:`DELIVERY`, a script) also marks its receipt (``Keys.delivered``: the
+  crawl's time of the first receipt, expiring), so the same delivery received again within
+  :data:`~scrapy_whittle.service.websub.REPEAT_WINDOW` (a copy that reached another process, a
+  hub's retry landing anywhere) is answered 2xx and told to nobody: no entries told, no push
+  result for the planner to learn (a push that brought nothing). The mark is under the crawl's
+  prefix, the slot of ``Keys.websub`` it is read with: one call as before, and on a Redis
+  Cluster the shard that every delivery reaches already (the subscription, the results
+  stream); the source's tag would need the source, known only once the subscription is read.
+  It is keyed by the signature (:func:`~scrapy_whittle.service.websub.delivery_id`), set
+  before the signature is checked: a forged delivery marks its own signature only. A process
+  that marked a delivery and died before reporting it loses the push to a poll, as a delivery
+  made while the crawl is down is.
 """
 
 from __future__ import annotations

@@ -299,8 +299,7 @@ class WebSubSubscriber:
 
     def _repeated(self, key: str) -> int:
         """A delivery received already (a hub's retry, a copy that reached another process
-        first): acknowledged, so the hub stops, and told to nobody (its entries are known; a
-        push of nothing new would read as a hub that lies)."""
+        first): acknowledged, so the hub stops, and told to nobody (its entries are known)."""
         self.stats.inc("push/repeated")
         if "push_repeated" not in self._warned:
             self._warned.add("push_repeated")

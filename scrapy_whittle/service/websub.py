@@ -62,11 +62,10 @@ DISCOVERY_BYTES = 16384
 #: delivery again is a repeat, not news. What it must cover: a copy that reached two
 #: processes behind one callback (milliseconds apart) and a hub's retry after it timed out
 #: waiting for the answer (hubs retry within seconds to minutes, backing off). What it must
-#: not cover: a hub that sends the same document again and again with nothing new, which
-#: the lying-hub rule is there to catch; the same body within the window is counted once,
-#: so such a hub still shows one empty push per window, several an hour, more than a news
-#: feed publishes. An identical body brings no entry its first copy did not (they are in
-#: the entry memory), so a longer window would hide only that evidence.
+#: not cover: a document sent again later with something new in it is another body, so it
+#: never falls in the window. An identical body brings no entry its first copy did not
+#: (they are in the entry memory): a repeat costs only its parse, and teaches the policy
+#: nothing (a push of nothing new is no evidence of the hub's health).
 REPEAT_WINDOW = 600.0
 
 SUBSCRIBE, UNSUBSCRIBE = "subscribe", "unsubscribe"

@@ -1,5 +1,5 @@
-"""PushReliability: the share of new entries a hub pushes, their lateness, a silent or lying
-hub."""
+"""PushReliability: the share of new entries a hub pushes, their lateness, a silent hub (one
+that pings with nothing new among them)."""
 
 from __future__ import annotations
 
@@ -96,20 +96,25 @@ def test_a_silent_hub_is_detected_and_a_push_ends_it():
     assert est.reliability_at(ids, last.max() + 20.0, rate)[0] > 0.8
 
 
-def test_a_lying_hub_is_detected_but_duplicates_are_not_lies():
+def test_a_hub_that_pings_with_nothing_new_is_silent_and_one_that_also_delivers_is_not():
+    """Source 0's hub pings ten times an entry with nothing new and still delivers every
+    entry; source 1's turns liar: it keeps pinging, with nothing new, while its source
+    publishes. The pings are no evidence either way: the first keeps its trust, the second's
+    silence counts from its last useful push."""
     rng = np.random.default_rng(4)
     est = PushReliability(2)
-    t = feed(est, np.full(2, 0.1), 100, rng)
+    t = feed(est, np.full(2, 0.1), 100, rng)           # one entry per unit of time
     ids, rate = np.arange(2), np.ones(2)
-    # source 0: one duplicate for ten useful pushes; source 1: ten empty pushes per entry
     for k in range(30):
-        est.update_pushes([0], [t + k + 0.5], [0])
-        est.update_pushes(np.repeat(1, 10), t + k + np.arange(10) / 10, np.zeros(10))
+        now = t + k
+        est.update_pushes(np.repeat([0, 1], 10), np.tile(now + np.arange(10) / 10, 2),
+                          np.zeros(20))
+        est.update_pushes([0], [now + 0.95], [1])       # source 0's entry of this unit
     now = t + 30.0
-    lying = est.lying_at(ids)
-    assert not lying[0] and lying[1]
-    assert est.reliability_at(ids, now, rate)[1] == 0.0
-    assert est.share_at(ids)[1] > 0.5          # the share itself is not what lies
+    assert est.reliability_at(ids, now, rate)[0] > 0.8
+    assert est.silent_at(ids, now, rate).tolist() == [False, True]
+    assert est.reliability_at(ids, now, rate)[1] < 1e-6
+    assert est.share_at(ids)[1] > 0.5          # what it delivered before is kept
 
 
 def test_garbage_is_skipped_and_bad_state_reset():
@@ -124,7 +129,7 @@ def test_garbage_is_skipped_and_bad_state_reset():
     with pytest.raises(ValueError):
         est.update_polls([0, 0], [1.0, 2.0], [0, 0, 0], [])
     with pytest.raises(ValueError):
-        PushReliability(1, lying_share=1.5)
+        PushReliability(1, min_censor_age=-1.0)
 
 
 def test_a_poll_returns_the_pushes_since_the_previous_one():

@@ -115,24 +115,38 @@ def test_a_fallen_hub_counts_full_arrivals_only_since_its_last_useful_push():
 
 
 
-def test_a_lying_hub_is_not_believed():
+def pinged(pings: int, useful: bool):
+    """``twins``, then 20 epochs in which source 0 is not polled and its hub sends ``pings``
+    pings that bring nothing new an epoch, and (``useful``) one push of a new entry."""
     policy = twins(epochs=60)
-    # from epoch 60 the hub floods source 0 with pings that bring nothing, between useful
-    # pushes; source 0 is not polled
     for t in range(60, 80):
-        when = t + np.linspace(0.05, 0.95, 10)
-        new = np.zeros(10, dtype=np.int64)
-        new[4] = 1
+        when = t + np.concatenate([[0.5], np.linspace(0.05, 0.95, pings)])
+        new = np.zeros(pings + 1, dtype=np.int64)
+        new[0] = int(useful)
         policy.observe_push(Observation(
-            epoch=t, sources=np.zeros(10), time=when, new_items=new, reward=new * 1.0,
+            epoch=t, sources=np.zeros(pings + 1), time=when, new_items=new, reward=new * 1.0,
             item_offsets=np.concatenate([[0], np.cumsum(new)]),
-            item_published=when[new > 0] - 0.01, item_value=[1.0]))
+            item_published=when[new > 0] - 0.01, item_value=np.ones(int(new.sum()))))
     policy.select(80, 1.0)
-    ids, _, since, _ = policy._push_failed
-    assert ids.tolist() == [0] and np.isinf(since[0])
-    x, alpha, u = policy.expected_state(80)
-    g = (1 - alpha[0] ** 21) / (1 - alpha[0])
-    assert x[0] == pytest.approx(u[0] * g)       # the full arrivals since its last poll
+    return policy
+
+
+def test_pings_that_bring_nothing_new_change_nothing():
+    """A hub sending nine empty pings for each useful push (spurious pings, duplicates, a
+    push later than a poll) is priced as one sending the useful pushes alone: it delivers."""
+    noisy, quiet = pinged(9, useful=True), pinged(0, useful=True)
+    assert np.array_equal(noisy.parameters()[1], quiet.parameters()[1])
+    assert noisy.estimates()["push_share"][0] > 0.8
+
+
+def test_a_hub_that_only_pings_is_a_silent_hub():
+    """A hub that keeps pinging while its source publishes and delivers nothing new: its
+    silence counts from its last useful push, and its source comes back to full polling."""
+    policy = pinged(9, useful=False)
+    ids, _, since, doubt = policy._push_failed
+    assert ids.tolist() == [0] and doubt[0] > 0.5 and since[0] > 19.0
+    _, u = policy.parameters()
+    assert u[0] > 0.5 * u[1]
 
 
 def windowed_web(hub: bool, n: int = 20, epochs: int = 300, down_at: int = 200,

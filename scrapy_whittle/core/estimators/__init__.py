@@ -12,7 +12,7 @@ derivations are in ``docs/estimators.md``.
 * :class:`ChangeRateEstimator`: change rate lambda of a page from changed bits
   (Cho & Garcia-Molina, ACM TOIT 2003).
 * :class:`PushReliability`: the share of a source's new entries its pushes (WebSub) deliver,
-  their lateness, and a silent or lying hub.
+  their lateness, and a silent hub.
 * :class:`ProfileEstimator`: a source's daily publishing rhythm (a few Fourier harmonics,
   shrunk towards its group's), from publication times.
 """

@@ -1,5 +1,5 @@
 """How far each source's pushes (WebSub) can be trusted: the share of its new entries a hub
-delivers, how late, and whether the hub went silent or lies.
+delivers, how late, and whether the hub went silent.
 
 A push is a noisy change signal (``docs/push.md``): deliveries are late, lost, duplicated or
 spurious, and a hub may stop altogether. The evidence, per source:
@@ -9,7 +9,10 @@ spurious, and a hub may stop altogether. The evidence, per source:
 * an entry first seen by a poll (``update_polls``) that no push announced. An entry younger
   than the pushes' usual lateness (``censor_age``) when the poll saw it may still have been on
   its way: it is evidence of nothing and is left out;
-* a push that brought no new entry (all its entries known: a duplicate, or a spurious ping).
+* a push that brought no new entry (all its entries known: a duplicate, or a spurious ping)
+  is evidence of nothing: it neither shows the hub working (its silence, below, counts from
+  the last push that brought something) nor lying (a hub that pings much and delivers its
+  entries too is a working hub).
 
 Only a poll sees what the hub lost, so a push is evidence only once a poll has checked its
 span: the pushes since the last poll (``pending``) wait, and the next poll counts them with
@@ -28,27 +31,25 @@ while no poll has checked any push, p0 = 0: a source is not trusted to push unti
 seen to deliver. Every count is discounted by exp(-k / ``memory``) as k new entries are
 counted, so the estimate follows a hub whose quality changes, over about ``memory`` entries.
 
-The hub of a source is judged failed where it is
-
-* silent: the posterior probability that its pushes have stopped (``failure_at``) is over a
-  half. The hub of a source, and the path every push takes (a hub shared by many feeds, the
-  crawler's own callback), each fail at the prior rate ``failure_rate`` per unit of time; a
-  working one delivers the source's new entries at the rate Lambda p (its publishing rate
-  times its share), so a silence of t since its last push that brought a new entry has the
-  probability exp(-Lambda p t) while it works, and the posterior odds of a failure within that
-  silence are h / (h + Lambda p) (exp((h + Lambda p) t) - 1). The shared path is judged by the
-  silence since the latest useful push of any source, at the others' summed rate: where they
-  share a hub, its fall is seen at the pace of all of them together, and a slow source need
-  not wait for its own silence to become unlikely; where their hubs are many, the others keep
-  speaking and say nothing of this one. q = 1 - 1 / ((1 + own odds) (1 + shared odds)). A hub
-  that keeps pinging with nothing new is silent too;
-* lying: more than ``lying_share`` of its (discounted) pushes brought nothing new, over at
-  least ``min_pushes`` of them;
+The hub of a source is judged failed where it is silent: the posterior probability that its
+pushes have stopped (``failure_at``) is over a half. The hub of a source, and the path every
+push takes (a hub shared by many feeds, the crawler's own callback), each fail at the prior
+rate ``failure_rate`` per unit of time; a working one delivers the source's new entries at the
+rate Lambda p (its publishing rate times its share), so a silence of t since its last push that
+brought a new entry has the probability exp(-Lambda p t) while it works, and the posterior odds
+of a failure within that silence are h / (h + Lambda p) (exp((h + Lambda p) t) - 1). The shared
+path is judged by the silence since the latest useful push of any source, at the others' summed
+rate: where they share a hub, its fall is seen at the pace of all of them together, and a slow
+source need not wait for its own silence to become unlikely; where their hubs are many, the
+others keep speaking and say nothing of this one. q = 1 - 1 / ((1 + own odds) (1 + shared
+odds)). A hub that lies (keeps pinging, with nothing new, while its source publishes) is silent
+by this measure; one that delivers some entries and loses others is what p measures, from the
+polls.
 
 ``reliability_at`` is the share the policy may count on: p (1 - q), q the probability of a
-failure (1 where the hub lies); the expected share under the posterior (the index is linear in
-the arrivals, so this prices a poll at its expected worth). A push that brings something new
-ends the silence at once (p was kept).
+failure; the expected share under the posterior (the index is linear in the arrivals, so this
+prices a poll at its expected worth). A push that brings something new ends the silence at once
+(p was kept).
 
 ``pending``: the entries pushed since the source's last poll, which ``update_polls`` returns for
 that poll's publishing-rate update to add to the entries it found itself (both are the
@@ -74,40 +75,30 @@ class PushReliability(VectorEstimator):
     memory: entries over which old evidence fades (exp(-k / memory) as k are counted).
     failure_rate: prior rate at which a hub (or the path every push takes) fails, per unit of
         time (> 0): the posterior odds of a failure start from it.
-    lying_share: share of pushes bringing nothing new beyond which the hub lies.
-    min_pushes: (discounted) pushes needed before ``lying_share`` is judged.
     min_censor_age: entries seen by a poll younger than this are never evidence (time unit of
         the times given); the censor age is at least this, else the pushes' mean lateness
         plus three standard deviations.
     """
 
-    per_source = {"pushed": 0.0, "polled": 0.0, "pushes": 0.0, "empty": 0.0,
-                  "late_w": 0.0, "late_sum": 0.0, "late_sq": 0.0,
+    per_source = {"pushed": 0.0, "polled": 0.0, "late_w": 0.0, "late_sum": 0.0, "late_sq": 0.0,
                   "last_push": np.nan, "pending": 0.0, "first_push": np.nan}
 
     def __init__(self, n: int = 0, *, prior_entries: float = 1.0, memory: float = 200.0,
-                 failure_rate: float = 1e-3, lying_share: float = 0.5,
-                 min_pushes: float = 4.0, min_censor_age: float = 0.0) -> None:
+                 failure_rate: float = 1e-3, min_censor_age: float = 0.0) -> None:
         for name, value in (("prior_entries", prior_entries), ("memory", memory),
                             ("failure_rate", failure_rate)):
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} ({value!r}) must be finite and > 0")
-        for name, value in (("min_pushes", min_pushes), ("min_censor_age", min_censor_age)):
-            if not (np.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} ({value!r}) must be finite and >= 0")
-        if not 0 < lying_share < 1:
-            raise ValueError(f"lying_share ({lying_share!r}) must lie in (0, 1)")
+        if not (np.isfinite(min_censor_age) and min_censor_age >= 0):
+            raise ValueError(f"min_censor_age ({min_censor_age!r}) must be finite and >= 0")
         self.prior_entries = float(prior_entries)
         self.memory = float(memory)
         self.failure_rate = float(failure_rate)
-        self.lying_share = float(lying_share)
-        self.min_pushes = float(min_pushes)
         self.min_censor_age = float(min_censor_age)
         super().__init__(n)
 
     def _invalid_extra(self, ids):
-        counts = (self.pushed[ids], self.polled[ids], self.pushes[ids], self.empty[ids],
-                  self.late_w[ids], self.pending[ids])
+        counts = (self.pushed[ids], self.polled[ids], self.late_w[ids], self.pending[ids])
         bad = np.zeros(ids.shape[0], dtype=bool)
         for c in counts:
             bad |= ~(np.isfinite(c) & (c >= 0))
@@ -138,16 +129,14 @@ class PushReliability(VectorEstimator):
             return ok
         used = ids[ok]
         uniq, inv = np.unique(used, return_inverse=True)
-        # the hub's behaviour (empty pushes, lateness) is discounted as pushes come; the share
-        # as polls check them (update_polls)
+        # the hub's lateness is discounted as pushes come; the share as polls check them
+        # (update_polls)
         self._fade(uniq, np.bincount(inv, weights=new[ok], minlength=uniq.shape[0]),
-                   (self.pushes, self.empty, self.late_w, self.late_sum, self.late_sq))
+                   (self.late_w, self.late_sum, self.late_sq))
         np.add.at(self.pending, used, new[ok])     # evidence of p once a poll checks them
-        np.add.at(self.pushes, used, 1.0)
         first = np.full(uniq.shape[0], np.inf)
         np.minimum.at(first, inv, t[ok])
         self.first_push[uniq] = np.fmin(self.first_push[uniq], first)
-        np.add.at(self.empty, used, (new[ok] == 0).astype(np.float64))
         useful = new[ok] > 0                     # an empty push says nothing of the hub's health
         if useful.any():
             last = self.last_push[uniq]
@@ -292,13 +281,7 @@ class PushReliability(VectorEstimator):
         row)."""
         return self.failure_at(ids, now, rate) > 0.5
 
-    def lying_at(self, ids) -> np.ndarray:
-        """Most of each source's pushes brought nothing new."""
-        pushes = self.pushes[ids]
-        return (pushes >= self.min_pushes) & (self.empty[ids] > self.lying_share * pushes)
-
     def reliability_at(self, ids, now: float, rate) -> np.ndarray:
         """The share of new entries the policy may count on push to deliver: p times the
-        probability the pushes still come (0 where the hub lies; ``rate``: of every row)."""
-        keep = 1.0 - self.failure_at(ids, now, rate)
-        return np.where(self.lying_at(ids), 0.0, self.share_at(ids) * keep)
+        probability the pushes still come (``rate``: of every row)."""
+        return self.share_at(ids) * (1.0 - self.failure_at(ids, now, rate))

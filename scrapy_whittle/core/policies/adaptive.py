@@ -37,7 +37,7 @@ new entries its pushes deliver is learned (``PushReliability``, from the entries
 a poll and those first seen by push, these once a poll has checked their span), and the index
 is evaluated at the arrivals the polls still find, u_i (1 - p_i (1 - q_i)), q_i the posterior
 probability that the source's pushes stopped (its silence and the other pushers', evaluated at
-every selection; 1 for a lying hub): a reliable pusher is polled little, one whose hub fell
+every selection): a reliable pusher is polled little, one whose hub fell
 silent as much as before. Without any push the policy does exactly what it does without this
 paragraph.
 
@@ -353,8 +353,8 @@ class AdaptiveWhittlePolicy(Policy):
     def _fallen_state(self, epoch: int, x: np.ndarray, u: np.ndarray) -> None:
         """x of the explored sources whose hub failed: polls found the share 1 - p of their
         arrivals since their last crawl, the whole of them since the hub's last useful push
-        only, x = u ((1 - p) G_k + p G_s), s = min(k, epochs since that push; a lying hub's:
-        k). (u itself, their future arrivals, is the full one.) Counting the whole of them
+        only, x = u ((1 - p) G_k + p G_s), s = min(k, epochs since that push). (u
+        itself, their future arrivals, is the full one.) Counting the whole of them
         since the last crawl would make one long gap between pushes of a silent hub look like
         hours of value waiting."""
         ids, share, since, doubt = self._push_failed
@@ -713,18 +713,15 @@ class AdaptiveWhittlePolicy(Policy):
         ids = self._pushing_sources()
         rows = np.arange(ids.shape[0])
         now = self._now(epoch)
-        lying = self.push.lying_at(rows)
-        doubt = np.where(lying, 1.0, self.push.failure_at(rows, now, self.rates.mean_at(ids)))
+        doubt = self.push.failure_at(rows, now, self.rates.mean_at(ids))
         share = np.nan_to_num(self.push.share_at(rows), nan=0.0)
         rel = share * (1.0 - doubt)
         self._push_failed = self._relearn = None
         doubted = doubt > self.PUSH_DOUBT
         if doubted.any():
-            # a silent hub delivered until its last useful push; a lying one is not believed
-            # at all: its source is polled as if it did not push
+            # a silent hub delivered until its last useful push
             period = float(self.problem.period)
-            since = np.where(lying[doubted], np.inf,
-                             (now - self.push.last_push[rows[doubted]]) / period)
+            since = (now - self.push.last_push[rows[doubted]]) / period
             self._push_failed = (ids[doubted], share[doubted], since, doubt[doubted])
             blank = (doubt > 0.5) & ~self.decay.learned_at(ids)
             if blank.any():
