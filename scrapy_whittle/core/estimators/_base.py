@@ -55,6 +55,18 @@ def as_column(name: str, value, k: int, dtype=np.float64) -> np.ndarray:
     return arr
 
 
+def as_ragged(name: str, offsets, values, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of a ragged array of k rows: row j is ``values[off[j]:off[j+1]]``;
+    offsets k + 1 non-decreasing ints from 0 to len(values), else ValueError."""
+    off = np.asarray(offsets, dtype=np.int64)
+    vals = np.asarray(values, dtype=np.float64)
+    if off.shape != (k + 1,) or off[0] != 0 or np.any(np.diff(off) < 0) \
+            or vals.shape != (off[-1],):
+        raise ValueError(f"offsets must be {k} + 1 non-decreasing ints from 0 to "
+                         f"len({name})")
+    return off, vals
+
+
 def per_source_prior(name: str, value, ids: np.ndarray, *, positive: bool = True) -> np.ndarray:
     """A prior for the sources ``ids``: a scalar, an array over them, or ``callable(ids)``."""
     if callable(value):

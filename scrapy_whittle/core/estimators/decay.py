@@ -53,6 +53,7 @@ from scrapy_whittle.core.columns import Col, PerSourceArrays, SparseRows
 from scrapy_whittle.core.estimators._base import (
     VectorEstimator,
     as_column,
+    as_ragged,
     as_sources,
     per_source_prior,
     plausible,
@@ -231,11 +232,10 @@ class DecayEstimator(VectorEstimator):
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
         r = as_column("captured", captured, k)
-        off = np.asarray(offsets, dtype=np.int64)
-        a = np.asarray(ages, dtype=np.float64)
+        off, a = as_ragged("ages", offsets, ages, k)
         b = np.asarray(base_values, dtype=np.float64)
-        if off.shape != (k + 1,) or a.shape != (off[-1],) or b.shape != a.shape:
-            raise ValueError("offsets must have k + 1 entries and ages/base_values off[-1]")
+        if b.shape != a.shape:
+            raise ValueError("base_values must have one value per age")
         bad_item = ~(plausible(a) & (a >= 0) & plausible(b) & (b >= 0))
         bad = segment_sum(bad_item.astype(np.float64), off) > 0
         a = np.where(bad_item, 0.0, a)
@@ -286,10 +286,7 @@ class DecayEstimator(VectorEstimator):
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
         r = as_column("captured", captured, k)
-        off = np.asarray(offsets, dtype=np.int64)
-        a = np.asarray(ages, dtype=np.float64)
-        if off.shape != (k + 1,) or a.shape != (off[-1],):
-            raise ValueError("offsets must have k + 1 entries and ages off[-1]")
+        off, a = as_ragged("ages", offsets, ages, k)
         counts = np.diff(off)
         bad_item = ~(plausible(a) & (a >= 0))
         bad = segment_sum(bad_item.astype(np.float64), off) > 0

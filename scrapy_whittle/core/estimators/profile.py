@@ -46,7 +46,12 @@ import numpy as np
 from scrapy_whittle.core.columns import Col, KeptRows
 from scrapy_whittle.core.distinct import all_distinct, distinct
 from scrapy_whittle.core.dynamics import decayed_integral
-from scrapy_whittle.core.estimators._base import VectorEstimator, as_column, as_sources
+from scrapy_whittle.core.estimators._base import (
+    VectorEstimator,
+    as_column,
+    as_ragged,
+    as_sources,
+)
 
 HARMONIC_ARRAYS = ("item_cos", "item_sin", "exp_cos", "exp_sin")
 
@@ -176,11 +181,7 @@ class ProfileEstimator(VectorEstimator):
         if not all_distinct(ids):
             raise ValueError("observe_crawls takes each source at most once per call")
         t = as_column("times", times, kk)
-        off = np.asarray(offsets, dtype=np.int64)
-        pub = np.asarray(published, dtype=np.float64)
-        if off.shape != (kk + 1,) or off[0] != 0 or np.any(np.diff(off) < 0) \
-                or pub.shape != (off[-1],):
-            raise ValueError("offsets must be k + 1 non-decreasing ints from 0 to len(published)")
+        off, pub = as_ragged("published", offsets, published, kk)
         full = np.zeros(kk, dtype=bool) if window_full is None else \
             as_column("window_full", window_full, kk, dtype=bool)
         prev = self.last_time[ids].copy()

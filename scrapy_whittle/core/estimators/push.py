@@ -63,6 +63,7 @@ import numpy as np
 from scrapy_whittle.core.estimators._base import (
     VectorEstimator,
     as_column,
+    as_ragged,
     as_sources,
     plausible,
 )
@@ -146,11 +147,7 @@ class PushReliability(VectorEstimator):
             self.last_push[uniq[seen]] = np.where(np.isnan(last[seen]), newest[seen],
                                                   np.maximum(last[seen], newest[seen]))
         if offsets is not None and lateness is not None:
-            off = np.asarray(offsets, dtype=np.int64)
-            late = np.asarray(lateness, dtype=np.float64)
-            if off.shape != (k + 1,) or late.shape != (off[-1],):
-                raise ValueError("offsets must have len(sources) + 1 entries and lateness "
-                                 "offsets[-1]")
+            off, late = as_ragged("lateness", offsets, lateness, k)
             owner = np.repeat(np.arange(k), np.diff(off))
             good = ok[owner] & plausible(late) & (late >= 0)
             src = ids[owner[good]]
@@ -176,11 +173,7 @@ class PushReliability(VectorEstimator):
         ids = as_sources(sources, self.n)
         k = ids.shape[0]
         t = as_column("times", times, k)
-        off = np.asarray(offsets, dtype=np.int64)
-        pub = np.asarray(published, dtype=np.float64)
-        if off.shape != (k + 1,) or pub.shape != (off[-1],):
-            raise ValueError("offsets must have len(sources) + 1 entries and published "
-                             "offsets[-1]")
+        off, pub = as_ragged("published", offsets, published, k)
         ok = plausible(t)
         if np.unique(ids[ok]).shape[0] != int(ok.sum()):
             raise ValueError("update_polls takes each source at most once per call")

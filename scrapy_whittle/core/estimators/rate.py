@@ -32,6 +32,7 @@ from scrapy_whittle.core.distinct import all_distinct
 from scrapy_whittle.core.estimators._base import (
     VectorEstimator,
     as_column,
+    as_ragged,
     as_sources,
     per_source_prior,
     plausible,
@@ -124,11 +125,7 @@ class RateEstimator(VectorEstimator):
         if not all_distinct(ids):
             raise ValueError("observe_crawls takes each source at most once per call")
         t = as_column("times", times, k)
-        off = np.asarray(offsets, dtype=np.int64)
-        pub = np.asarray(published, dtype=np.float64)
-        if off.shape != (k + 1,) or off[0] != 0 or np.any(np.diff(off) < 0) \
-                or pub.shape != (off[-1],):
-            raise ValueError("offsets must be k + 1 non-decreasing ints from 0 to len(published)")
+        off, pub = as_ragged("published", offsets, published, k)
         full = np.zeros(k, dtype=bool) if window_full is None else \
             as_column("window_full", window_full, k, dtype=bool)
         count = np.diff(off).astype(np.float64)
