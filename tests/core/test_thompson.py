@@ -6,6 +6,7 @@ import copy
 
 import numpy as np
 
+from scrapy_whittle.core.estimators import DecayEstimator
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.policies.thompson import (
@@ -187,7 +188,8 @@ def test_estimator_batch_update_equals_one_crawl_at_a_time():
         est.update(Observation(epoch=3, sources=src, time=t, new_items=new, reward=reward,
                                ok=ok, item_offsets=off, item_published=pub, item_value=val))
         want = {name: np.zeros(n) for name in ("value_sum", "value_n", "reward_sum",
-                                                "fit_crawls")}
+                                                "fit_crawls", "blind_crawls")}
+        blind = DecayEstimator(n, prior_half_life=np.log(2.0))   # the prior of mu = 1
         want["s_grid"] = np.zeros((n, MU_GRID.size))
         want["last_time"] = np.full(n, np.nan)
         for j in np.flatnonzero(ok):
@@ -198,6 +200,12 @@ def test_estimator_batch_update_equals_one_crawl_at_a_time():
                 want["value_n"][i] += new[j]
             want["value_sum"][i] += v[known].sum()
             want["value_n"][i] += known.sum()
+            if lens[j] and not known.any():                # values at capture only
+                age = np.maximum(t[j] - p, 0)
+                blind.update_captures([i], [reward[j]], [0, lens[j]], age)
+                want["value_sum"][i] += reward[j]
+                want["value_n"][i] += np.exp(-blind.mean_at([i])[0] * age).sum()
+                want["blind_crawls"][i] += 1
             if lens[j] and known.all():
                 want["s_grid"][i] += np.exp(-np.outer(MU_GRID, np.maximum(t[j] - p, 0))) @ v
                 want["reward_sum"][i] += reward[j]
@@ -207,6 +215,8 @@ def test_estimator_batch_update_equals_one_crawl_at_a_time():
             np.testing.assert_allclose(getattr(est, name), expected, rtol=1e-12,
                                        err_msg=name)
         assert est.fit_crawls.sum() >= 4 and est.rates.updates.sum() == ok.sum()
+        assert est.blind_crawls.sum() >= 1
+        np.testing.assert_allclose(est.blind.mean(), blind.mean(), rtol=1e-12)
 
 
 def test_thompson_whittle_pruned_selection_is_the_full_top_m_of_the_same_draws():

@@ -46,7 +46,8 @@ import numpy as np
 from scrapy_whittle.core.columns import Col, PerSourceArrays, refill_rows, unusable_rows
 from scrapy_whittle.core.distinct import distinct
 from scrapy_whittle.core.dynamics import alpha_u, geometric_sum, u_logs
-from scrapy_whittle.core.estimators._base import segment_rows
+from scrapy_whittle.core.estimators._base import segment_rows, segment_sum
+from scrapy_whittle.core.estimators.decay import DecayEstimator
 from scrapy_whittle.core.estimators.rate import RateEstimator
 from scrapy_whittle.core.index import IndexTable
 from scrapy_whittle.core.observation import Observation, one_per_source
@@ -137,7 +138,7 @@ class ThompsonPolicy(Policy):
 
 # -- ephemeral content ------------------------------------------------------------------------
 
-MU_GRID = np.logspace(-3, 2, 26)   # candidate decay rates (per unit of time) for the mu fit
+MU_GRID = np.logspace(-3, 2, 26)   # candidate decay rates (per epoch) for the mu fit
 
 
 class EphemeralEstimator(PerSourceArrays):
@@ -150,13 +151,22 @@ class EphemeralEstimator(PerSourceArrays):
       the time since the previous crawl.
     * xi: mean of the observed base values of items, with ``xi_weight`` pseudo-items of value
       ``xi_prior``; a crawl without per-item data (changing pages) counts its reward per new
-      entry instead (the page's importance).
+      entry instead (the page's importance); a crawl whose items' base values are all unknown
+      (a crawl's: a feed tells values at capture only) counts its captured total R at weight
+      D = sum_j exp(-mu_hat a_j), its items' discount at the current decay estimate (the ratio
+      estimator of ``AdaptiveWhittlePolicy``, docs/estimators.md).
     * mu: a crawl captures sum_j v_j exp(-mu a_j) for items of base value v_j and age a_j; with
       R the sum of captured rewards and S(mu) = sum_j v_j exp(-mu a_j) accumulated on the grid
-      ``MU_GRID`` (decreasing in mu), mu_hat solves S(mu) = R (log-linear interpolation, ends
-      clamped to the grid). Crawls with unknown item values do not enter the fit.
+      ``MU_GRID`` (per epoch; decreasing in mu), mu_hat solves S(mu) = R (log-linear
+      interpolation, ends clamped to the grid). A source none of whose crawls told base
+      values has its decay learnt from its captures at their ages instead
+      (``DecayEstimator.update_captures``).
       Its "posterior" for sampling is log-normal around mu_hat with spread
       ``mu_spread / sqrt(1 + crawls used)``: a heuristic, not a conjugate posterior.
+
+    Priors in units of the epoch (``period``), so that a crawl counting time in seconds has
+    the priors of one counting it in epochs: the rate's, ``rate_shape`` entries over
+    ``rate_exposure`` epochs; the decay's, ``mu_prior`` per epoch.
     """
 
     def __init__(self, n: int, period: float = 1.0, rate_shape: float = 1.0,
@@ -167,19 +177,34 @@ class EphemeralEstimator(PerSourceArrays):
         self.xi_prior, self.xi_weight = float(xi_prior), float(xi_weight)
         self.mu_prior, self.mu_spread = float(mu_prior), float(mu_spread)
         self.start_time = float(start_time)
-        self.rates = RateEstimator(n, prior_rate=self.rate_shape / self.rate_exposure,
-                                   prior_exposure=self.rate_exposure)
+        exposure = self.rate_exposure * self.period
+        self.rates = RateEstimator(n, prior_rate=self.rate_shape / exposure,
+                                   prior_exposure=exposure)
+        # the decay of the sources whose crawls tell values at capture only
+        self.blind = DecayEstimator(n, prior_half_life=np.log(2.0) / self._mu0,
+                                    min_half_life=1e-3 * self.period,
+                                    max_half_life=1e6 * self.period)
+        self._grid = MU_GRID / self.period
         self._init_arrays(n)
 
     per_source = {"value_sum": 0.0, "value_n": 0.0, "reward_sum": 0.0, "fit_crawls": 0.0,
+                  "blind_crawls": 0.0,
                   "s_grid": Col(0.0, width=MU_GRID.size), "last_time": np.nan}
+
+    #: mean discount exp(-mu age) below which a crawl's items teach xi nothing
+    MIN_DISCOUNT = 1e-6
+
+    @property
+    def _mu0(self) -> float:
+        """The decay's prior, per unit of time."""
+        return self.mu_prior / self.period
 
     @property
     def n(self) -> int:
         return self.n_rows
 
     def _row_children(self):
-        return {"rates": self.rates}
+        return {"rates": self.rates, "blind": self.blind}
 
     def update(self, obs: Observation) -> None:
         # a source crawled twice in the batch: its crawls one pass each (the rate estimator
@@ -215,12 +240,32 @@ class EphemeralEstimator(PerSourceArrays):
         if fit.any():
             f_off, f_idx = segment_rows(off, fit)
             age = np.maximum(np.repeat(t[fit], lens[fit]) - pub[f_idx], 0.0)
-            terms = np.exp(-np.outer(age, MU_GRID)) * val[f_idx][:, None]
+            terms = np.exp(-np.outer(age, self._grid)) * val[f_idx][:, None]
             fitted = src[fit]
             self.s_grid[fitted] += np.add.reduceat(terms, f_off[:-1], axis=0)
             self.reward_sum[fitted] += reward[fit]
             self.fit_crawls[fitted] += 1
+        blind = (lens > 0) & (v_n == 0)         # values at capture only: a crawl's
+        if blind.any():
+            self._learn_captures(src[blind], t[blind], reward[blind], off, blind, pub)
         self.last_time[src] = t
+
+    def _learn_captures(self, src, t, reward, off, blind, pub) -> None:
+        """Crawls ``blind`` (a mask over the pass) of sources ``src`` told only their
+        captured totals ``reward``: the decay from the captures at their ages, then xi as the
+        ratio estimator (sum R over sum D, D the items' discount at the decay learnt)."""
+        b_off, b_idx = segment_rows(off, blind)
+        lens = np.diff(b_off)
+        age = np.nan_to_num(np.maximum(np.repeat(t, lens) - pub[b_idx], 0.0))
+        self.blind.update_captures(src, reward, b_off, age)
+        self.blind_crawls[src] += 1
+        mu = np.repeat(self.blind.mean_at(src), lens)
+        disc = segment_sum(np.exp(-mu * age), b_off)
+        # items whose value has all but vanished weigh next to nothing, and R / D could
+        # overflow the sums: skipped
+        clear = (disc >= lens * self.MIN_DISCOUNT) & np.isfinite(reward) & (reward >= 0)
+        self.value_sum[src[clear]] += reward[clear]
+        self.value_n[src[clear]] += disc[clear]
 
     def rate_posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """(shape, rate) of the Gamma posterior of Lambda."""
@@ -232,7 +277,11 @@ class EphemeralEstimator(PerSourceArrays):
         return xi
 
     def mu_hat(self) -> np.ndarray:
-        mu = np.full(self.n, self.mu_prior)
+        mu = np.full(self.n, self._mu0)
+        blind = (self.blind_crawls > 0) & ~(self.fit_crawls > 0)
+        if blind.any():
+            ids = np.flatnonzero(blind)
+            mu[ids] = self.blind.mean_at(ids)
         fit = self.fit_crawls > 0
         if not fit.any():
             return mu
@@ -247,7 +296,8 @@ class EphemeralEstimator(PerSourceArrays):
         with np.errstate(divide="ignore", invalid="ignore"):
             w = np.where(s0 > s1, (s0 - r[:, 0]) / (s0 - s1), 0.0)
         w = np.clip(w, 0.0, 1.0)
-        logmu = np.log(MU_GRID[k0]) + w * (np.log(MU_GRID[k1]) - np.log(MU_GRID[k0]))
+        grid = self._grid
+        logmu = np.log(grid[k0]) + w * (np.log(grid[k1]) - np.log(grid[k0]))
         mu[fit] = np.exp(logmu)
         return mu
 
@@ -260,6 +310,7 @@ class EphemeralEstimator(PerSourceArrays):
         """One posterior draw of (Lambda, xi, mu) for every source."""
         lam = self.rates.sample(rng)
         sd = 1.0 + self.fit_crawls                  # (in place: a million sources' arrays)
+        sd += self.blind_crawls
         np.sqrt(sd, out=sd)
         np.divide(self.mu_spread, sd, out=sd)
         mu = rng.standard_normal(self.n)
@@ -274,6 +325,7 @@ class EphemeralEstimator(PerSourceArrays):
 
     def grow(self, n_new: int) -> None:
         self.rates.grow(n_new)
+        self.blind.grow(n_new)
         self.grow_arrays(n_new)
 
 
