@@ -183,6 +183,11 @@ class StatePersistence:
         src.failures[ids] = array("failures", 0, np.int64)
         src.set_flags(ids, array("flags", 0, np.int64))
         src.alive_at[ids] = array("alive_at", np.nan)
+        # the last successful fetch, which bounds the dates a fetch may teach
+        # (``sanitize.learnable_times``): the last crawl, where no failure came after it
+        # (where one did, unknown: the source's next fetch is treated as its first)
+        last = src.last_crawl[ids]
+        st.last_ok[ids] = np.where((src.failures[ids] == 0) & np.isfinite(last), last, np.nan)
         for sid, etag in zip(ids.tolist(), cols["etag"], strict=True):
             if etag:
                 st.etag.set(sid, etag)
@@ -214,6 +219,7 @@ class StatePersistence:
                                      now)
         last = src.last_crawl[ids]
         src.last_crawl[ids] = np.where(np.isnan(last) | (last > now), -np.inf, last)
+        st.last_ok[ids] = np.where(np.isfinite(src.last_crawl[ids]), st.last_ok[ids], np.nan)
         st.utility[ids] = np.where(np.isfinite(st.utility[ids]), st.utility[ids], 0.0)
         self.stats.inc("state_resets", int(ids.size))
         st.touch(ids)

@@ -12,8 +12,9 @@ class SourceState(PerSourceArrays):
     """Per-source validators and counters (Last-Modified as unix seconds, 0 = none; the ETags
     packed in a StringColumn). ``last_ok`` (when the last successful fetch was sent) and
     ``peak`` (most new entries one fetch taught) bound what a fetch may teach
-    (:mod:`scrapy_whittle.core.sanitize`); they are not stored: after a restart a source's
-    next fetch is treated as its first.
+    (:mod:`scrapy_whittle.core.sanitize`). Neither is stored: a restart takes ``last_ok``
+    from the stored last crawl where no failure followed it (it is that crawl's time), and
+    starts ``peak`` again (the burst cap of a first fetch).
 
     ``dirty`` marks the rows changed since the last checkpoint; it is kept only with
     ``track_changes`` (a service with a store), so a crawl without one pays nothing for it."""
