@@ -34,6 +34,7 @@ class FirstLookOracle(WhittlePolicy):
     """The oracle Whittle policy that learns a source's parameters at its first crawl."""
 
     name = NAME
+    takes_max_interval = False
 
     def __init__(self, problem: Problem, rng=None) -> None:
         super().__init__(problem, rng)

@@ -67,6 +67,7 @@ from scrapy_whittle.core.estimators._base import segment_rows, segment_sum
 from scrapy_whittle.core.index import LOG_ALPHA_MIN, IndexTable
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.policies.due import with_max_interval
 from scrapy_whittle.core.population import (
     check_groups,
     expected_index,
@@ -77,6 +78,7 @@ from scrapy_whittle.core.population import (
 )
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import PrunedTop, select_top
+from scrapy_whittle.core.window import NO_WINDOW, filling, index_at_state
 
 UNKNOWN, EPHEMERAL, PAGE, COUNTS = 0, 1, 2, 3
 MODELS = ("auto", "ephemeral", "pages")
@@ -111,24 +113,37 @@ class AdaptiveWhittlePolicy(Policy):
     push: keyword arguments of the ``PushReliability`` of the sources that push (its
         ``min_censor_age`` defaults to a hundredth of an epoch, ``failure_rate`` to one per
         thousand epochs).
+    max_interval: the longest a source waits between two crawls, in the unit of time (None:
+        no limit); those that waited that long are crawled first (``due.with_max_interval``).
+
+    A feed's window (the entries it lists) is learned from the crawls that show every listed
+    entry as new, and the index of a source whose window can fill is the window's
+    (:mod:`scrapy_whittle.core.window`): a fast feed is crawled before it overflows.
     """
 
     name = "whittle"
     needs_parameters = False
+    takes_max_interval = True
     per_source = {"last_epoch": np.nan, "added_epoch": np.nan,
                   "kind": Col(UNKNOWN, np.uint8),
                   # where the source's history began, as its first look showed (population)
                   "history_epoch": np.nan,
+                  # the entries its feed lists (learned: the most a first fetch or a crawl
+                  # finding every listed entry new showed; NaN: not known, no window)
+                  "window": np.nan,
                   "group": Col(0, np.int32, persist=False)}
     scalar_state = ("missed_total", "last_missed", "_clock")
 
     def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
-                 model: str = "auto", groups=None, push: dict[str, Any] | None = None
-                 ) -> None:
+                 model: str = "auto", groups=None, push: dict[str, Any] | None = None,
+                 max_interval: float | None = None) -> None:
         super().__init__(problem, rng)
         if model not in MODELS:
             raise ValueError(f"model ({model!r}) must be one of {', '.join(MODELS)}")
+        if max_interval is not None and not (max_interval > 0):
+            raise ValueError(f"max_interval ({max_interval!r}) must be > 0 or None")
+        self.max_interval = None if max_interval is None else float(max_interval)
         period = float(problem.period)
         self.prior_rate = 1.0 / period if prior_rate is None else prior_rate
         self.prior_half_life = 4.0 * period if prior_half_life is None else prior_half_life
@@ -454,7 +469,35 @@ class AdaptiveWhittlePolicy(Policy):
         prio = x / cost                       # unexplored sources: x / C
         ids = np.flatnonzero(self.explored())
         prio[ids] = self._table(ids, u[ids], cost[ids]).index(x[ids])
+        self._window_index(epoch, ids, x[ids], u[ids], prio)
         return prio
+
+    def _window_index(self, epoch: int, ids: np.ndarray, x: np.ndarray, u: np.ndarray,
+                      out: np.ndarray, positions: bool = False) -> None:
+        """The index of the explored sources ``ids`` (states ``x``, arrivals ``u``, aligned)
+        whose feed window can fill before their next epoch, written into ``out`` (at ``ids``,
+        or at their positions among ``ids`` with ``positions``): (k + 1) x_k s_k - k x_{k+1}
+        s_{k+1} over the cost (``window.index_at_state``). Every other source keeps the
+        paper's index, which this is when no window can fill."""
+        if not ids.size:
+            return
+        window = self.window[ids]
+        known = np.isfinite(window) & (window < NO_WINDOW) & (self.kind[ids] != PAGE)
+        if not known.any():
+            return
+        period = float(self.problem.period)
+        at = np.flatnonzero(known)
+        src = ids[at]
+        k = np.maximum(epoch - self.last_epoch[src], 0.0)
+        rate = self.rates.mean_at(src)
+        fills = filling(k, period, rate, window[at])
+        if not fills.any():
+            return
+        at, src = at[fills], src[fills]
+        index = index_at_state(k[fills], x[at], u[at], self._decay_rates_at(src), period,
+                               rate[fills], window[at])
+        index /= self.problem.cost[src]
+        out[at if positions else src] = index
 
     #: probability of a hub's failure below which its source's waiting value is u G_k (the
     #: pushes' share, never counted as waiting then, is at most this share of it)
@@ -466,6 +509,17 @@ class AdaptiveWhittlePolicy(Policy):
     MIN_DISCOUNT = 1e-6
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The sources not crawled for ``max_interval`` first (``due.with_max_interval``),
+        then :meth:`select_top` within what they leave."""
+        self.added_epoch[np.isnan(self.added_epoch)] = epoch
+        if self.max_interval is None:
+            return self.select_top(epoch, budget, eligible)
+        last = np.where(np.isnan(self.last_epoch), self.added_epoch, self.last_epoch)
+        waited = (epoch - last) * float(self.problem.period)
+        return with_max_interval(lambda b, e: self.select_top(epoch, b, e), waited,
+                                 self.max_interval, self.problem.cost, budget, eligible)
+
+    def select_top(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget``; with unit costs exactly so, computing the
         index only for the sources that can make the top.
 
@@ -486,7 +540,9 @@ class AdaptiveWhittlePolicy(Policy):
         def priority_of(ids):             # never crawled: x / C (C = 1), no index needed
             prio, ranked = x[ids], explored[ids]
             at = ids[ranked]
-            prio[ranked] = self._table(at, u[at], 1.0).index_where_unsaturated(x[at])
+            index = self._table(at, u[at], 1.0).index_where_unsaturated(x[at])
+            self._window_index(epoch, at, x[at], u[at], index, positions=True)
+            prio[ranked] = index
             return prio
 
         chosen = self._pruning(x, priority_of, budget, eligible)
@@ -495,6 +551,7 @@ class AdaptiveWhittlePolicy(Policy):
         prio = x.copy()                       # unexplored: x / C (C = 1), no index needed
         ids = np.flatnonzero(explored)
         prio[ids] = self._table(ids, u[ids], 1.0).index_where_unsaturated(x[ids])
+        self._window_index(epoch, ids, x[ids], u[ids], prio)
         chosen = select_top(prio, None, budget, eligible)
         self._pruning.settled(prio, chosen)
         return chosen
@@ -549,9 +606,24 @@ class AdaptiveWhittlePolicy(Policy):
         first = np.isnan(self.history_epoch[src]) & self._explored_at(src)
         if first.any():
             self._note_history(obs, sel, first)
+        self._learn_window(obs, sel, src)
         self.last_epoch[src] = obs.epoch
         self.rates.last_time[src] = t
         self._estimates_changed(src)
+
+    def _learn_window(self, obs: Observation, sel: np.ndarray, src: np.ndarray) -> None:
+        """The entries a feed lists, from the crawls that show all of them as new: a source's
+        first crawl (everything it lists is new to the crawler) and a crawl that found its
+        window full. The most any such crawl showed: a feed young enough to list fewer than
+        its window is taken to list that few (it is crawled sooner, never later)."""
+        if obs.item_offsets is None:
+            return
+        new = obs.new_items[sel].astype(np.float64)
+        first = np.isnan(self.last_epoch[src])
+        shows_all = (first | obs.window_full[sel]) & (new > 0)
+        if shows_all.any():
+            at = src[shows_all]
+            self.window[at] = np.fmax(self.window[at], new[shows_all])
 
     def _explored_at(self, ids: np.ndarray) -> np.ndarray:
         """``explored()[ids]``, for those sources only."""

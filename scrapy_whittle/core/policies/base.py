@@ -74,6 +74,9 @@ class Policy(PerSourceArrays, ABC):
     #: the policy also needs each source's daily rhythm (``periodic=``, built by the re-crawl
     #: service from the ``profile`` entries of ``WHITTLE_ORACLE_PARAMS``)
     needs_rhythms: ClassVar[bool] = False
+    #: the policy takes ``max_interval=`` (the longest a source waits between two crawls;
+    #: the rules keep their own)
+    takes_max_interval: ClassVar[bool] = False
 
     def __init__(self, problem: Problem, rng: np.random.Generator | int | None = None) -> None:
         if self.needs_parameters and not problem.knows_parameters:

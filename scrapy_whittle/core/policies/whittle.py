@@ -15,8 +15,10 @@ from scrapy_whittle.core.dynamics import expected_state
 from scrapy_whittle.core.index import IndexTable
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.policies.due import with_max_interval
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import PrunedTop, TopSelector, select_top
+from scrapy_whittle.core.window import filling, index_at_state
 
 
 class ExpectedStatePolicy(Policy):
@@ -100,30 +102,79 @@ class WhittlePolicy(ExpectedStatePolicy):
     """
 
     name = "oracle"
+    takes_max_interval = True
     PRUNE_MARGIN = 0.02
 
-    def __init__(self, problem: Problem, rng=None) -> None:
+    def __init__(self, problem: Problem, rng=None, *, window=None, rate=None,
+                 max_interval: float | None = None) -> None:
         super().__init__(problem, rng)
+        if max_interval is not None and not (max_interval > 0):
+            raise ValueError(f"max_interval ({max_interval!r}) must be > 0 or None")
+        self.max_interval = None if max_interval is None else float(max_interval)
         self._table = IndexTable(problem.alpha, problem.u, problem.cost)
         self._out = np.empty(problem.n)
         self._pruning = PrunedTop(self.PRUNE_MARGIN)
+        if (window is None) != (rate is None):
+            raise ValueError("the oracle's window needs the sources' rates too (window=, rate=)")
+        # the feeds' windows and their arrival rates (entries per unit of time): the index of a
+        # source whose window can fill is the window's (:mod:`scrapy_whittle.core.window`)
+        self.window = None if window is None else np.broadcast_to(
+            np.asarray(window, dtype=np.float64), (problem.n,))
+        self.rate = None if rate is None else np.broadcast_to(
+            np.asarray(rate, dtype=np.float64), (problem.n,))
+
+    def _windowed(self, ids, index: np.ndarray) -> np.ndarray:
+        """``index`` (of sources ``ids``, a slice or an index array) with the window's index
+        where a source's window can fill before the next epoch."""
+        if self.window is None:
+            return index
+        p = self.problem
+        period = float(p.period)
+        since = np.where(np.isnan(self.emptied[ids]), self._start, self.emptied[ids])
+        k = self._advanced_to - since
+        fills = np.flatnonzero(filling(k, period, self.rate[ids], self.window[ids]))
+        if fills.size:
+            src = np.arange(p.n)[ids][fills]
+            decay = -np.log(np.clip(p.alpha[src], 1e-300, 1.0)) / period
+            index[fills] = index_at_state(k[fills], self.x[src], p.u[src], decay, period,
+                                          self.rate[src], self.window[src]) / p.cost[src]
+        return index
 
     def priority(self, epoch: int) -> np.ndarray:
         self._advance(epoch)
-        return self._table.index(self.x, out=self._out)
+        return self._windowed(slice(None), self._table.index(self.x, out=self._out))
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        self._advance(epoch)
+        if self.max_interval is None:
+            return self.select_top(epoch, budget, eligible)
+        since = np.where(np.isnan(self.emptied), self._start, self.emptied)
+        waited = (epoch - since) * float(self.problem.period)
+        return with_max_interval(lambda b, e: self.select_top(epoch, b, e), waited,
+                                 self.max_interval, self.problem.cost, budget, eligible)
+
+    def select_top(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of the index within ``budget``."""
         self._advance(epoch)
         k = int(np.floor(budget + 1e-9))
         if not self._unit_cost or k <= 0 or k >= self.n:
             return super().select(epoch, budget, eligible)
-        chosen = self._pruning(self.x, lambda ids: self._table.index_at(ids, self.x[ids]),
-                               budget, eligible)
+        chosen = self._pruning(
+            self.x, lambda ids: self._windowed(ids, self._table.index_at(ids, self.x[ids])),
+            budget, eligible)
         if chosen is not None:
             return chosen
         chosen = select_top(self.priority(epoch), None, budget, eligible)
         self._pruning.settled(self._out, chosen)
         return chosen
+
+    def grow(self, n_new, cost=1.0, alpha=None, u=None, window=np.nan, rate=0.0) -> None:
+        """Add sources; ``window``, ``rate``: their windows and rates (when the oracle knows
+        windows)."""
+        if n_new > 0 and self.window is not None:
+            self.window = np.concatenate([self.window, np.broadcast_to(window, (n_new,))])
+            self.rate = np.concatenate([self.rate, np.broadcast_to(rate, (n_new,))])
+        super().grow(n_new, cost, alpha, u)
 
     def _costs_changed(self) -> None:
         super()._costs_changed()
