@@ -47,8 +47,9 @@ length (24 time units).
 
 ``--trace FILE`` replays a recorded trace (``sim.trace``: CSV, gzip when FILE ends in ``.gz``;
 ``scrapy whittle trace`` writes one from a crawl) instead of a scenario, its time unit the hour
-and an epoch one hour: ``--budget`` crawls per epoch (a number, or a share of the trace's
-sources such as ``2%``; default 1%), ``--half-life`` hours of readers' interest (default 6),
+and an epoch ``--step`` minutes (default one, the crawler's resolution): ``--budget`` crawls
+per hour (a number, or a share of the trace's sources such as ``2%``; default 1%), spent
+through the credit below, ``--half-life`` hours of readers' interest (default 6),
 ``--window`` entries a feed shows (default all; also for the stochastic scenarios); the
 horizon is capped at the epochs the trace spans. The oracle policies and the bound get the
 parameters fitted to the trace (``TraceReplay.fitted_params``: its rates and mean values, the
@@ -88,6 +89,8 @@ from sim.trace import TraceReplay, read_trace
 
 #: the learning curve's horizons (epochs from the start)
 CURVE_EPOCHS = (24, 48, 120, 480)
+#: a trace's epoch in minutes (``--step``): the product's resolution
+STEP_MINUTES = 1.0
 #: what a policy is told of item values (``--values``)
 VALUES = ("base", "capture")
 
@@ -130,6 +133,15 @@ def rhythm_options(name: str, scenario: Scenario, problem) -> dict[str, Any]:
     return {}
 
 
+def window_options(name: str, scenario: Scenario) -> dict[str, Any]:
+    """What the oracle is told of the feeds' windows on a scenario that has one: the window
+    and each source's true rate (the window-aware oracle)."""
+    window = scenario.options.get("window")
+    if name != "oracle" or window is None:
+        return {}
+    return {"window": float(window), "rate": scenario.params.rate}
+
+
 def scenario_bound(scenario: Scenario) -> float:
     """The upper bound the ratios are taken against: the periodic bound with a rhythm."""
     problem = scenario.problem
@@ -154,7 +166,10 @@ def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **optio
     if name == FIRST_LOOK:
         return FirstLookOracle(problem, rng=np.random.default_rng(
             np.random.SeedSequence([seed, 1])))
-    options = {**rhythm_options(name, scenario, problem), **options}
+    options = {**rhythm_options(name, scenario, problem), **window_options(name, scenario),
+               **options}
+    if not policy_class(name).takes_max_interval:
+        options.pop("max_interval", None)
     if not policy_class(name).needs_parameters:
         problem = problem.without_parameters()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
@@ -273,7 +288,7 @@ def learning_curve(rewards: dict[str, list[np.ndarray]], bound: float,
 def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds: int = 5,
              warmup: int | None = None, curve: bool = False,
              discovery: bool = False, hosts: tuple[str, ...] = ("allowance",),
-             values: str = "base") -> dict[str, Any]:
+             values: str = "base", max_interval: float | None = None) -> dict[str, Any]:
     """Run every policy on ``seeds`` seeds; the result object printed by ``--json``.
     ``curve``: add the learning curve (and run the first-look oracle for it). ``discovery``:
     the learners sweep every source at epoch 0 outside the budget (``run_policy``); per
@@ -282,7 +297,8 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     runs once per way of handling their limits (``sim.hosts.HANDLINGS``; the ones other
     than "allowance" named ``policy+handling``), and ``hosts`` reports what the hosts saw
     (summed over seeds). ``values``: what the learners are told of item values
-    (``run_policy``)."""
+    (``run_policy``). ``max_interval``: the longest a source waits between two crawls, in
+    the scenario's unit of time, for the policies that take one (the rules keep theirs)."""
     if horizon < 1 or seeds < 1:
         raise ValueError("horizon and seeds must be >= 1")
     warmup = horizon // 4 if warmup is None else int(warmup)
@@ -309,7 +325,7 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
             ledger = UserMeasures() if has_items else None
             rewards, seconds = run_policy(scenario, name, horizon, seed, measures=ledger,
                                           discovery=discovery, hosts=handling,
-                                          values=values)
+                                          values=values, max_interval=max_interval)
             swept.append(run_policy.last_sweep)
             host_seen.append(run_policy.last_hosts)
             long_run.append(rewards[warmup:].mean())
@@ -537,18 +553,20 @@ def scenario_budget(args: argparse.Namespace) -> float | None:
 
 
 def trace_scenario(path: str, *, budget: float | str | None = None, half_life: float = 6.0,
-                   window: int | None = None) -> Scenario:
-    """The scenario of the trace in ``path`` (time unit the hour, an epoch one hour): the
-    replay, with the parameters fitted to it (``--trace``, see the module docstring)."""
+                   window: int | None = None, step: float = STEP_MINUTES) -> Scenario:
+    """The scenario of the trace in ``path`` (time unit the hour, an epoch ``step`` minutes):
+    the replay, with the parameters fitted to it (``--trace``, see the module docstring)."""
     if not (math.isfinite(half_life) and half_life > 0):
         raise ValueError(f"--half-life ({half_life!r}) must be > 0 hours")
+    if not (math.isfinite(step) and step > 0):
+        raise ValueError(f"--step ({step!r}) must be > 0 minutes")
     trace = read_trace(path)
     decay = math.log(2) / half_life
-    params = TraceReplay(trace, budget=1.0, decay=decay).fitted_params()
+    params = TraceReplay(trace, budget=1.0, decay=decay, period=step / 60.0).fitted_params()
     n = len(trace.names)
     budget = budget_of(budget, n)
-    return Scenario(name=f"trace {path}", kind="trace",
-                    budget=max(1.0, round(0.01 * n)) if budget is None else budget,
+    per_hour = max(1.0, round(0.01 * n)) if budget is None else budget
+    return Scenario(name=f"trace {path}", kind="trace", budget=per_hour * step / 60.0,
                     params=params, trace=trace,
                     options={} if window is None else {"window": window},
                     description=f"{trace.time.shape[0]} items of {n} sources replayed")
@@ -565,7 +583,7 @@ def build_scenario(args: argparse.Namespace) -> tuple[Scenario, int]:
     horizon to run it for (a trace's is capped at the epochs it spans)."""
     if args.trace is not None:
         scenario = trace_scenario(args.trace, budget=args.budget, half_life=args.half_life,
-                                  window=args.window)
+                                  window=args.window, step=args.step)
         return scenario, min(args.horizon, trace_epochs(scenario))
     options = {} if args.window is None else {"window": args.window}
     if args.rate_limit is not None:
@@ -693,6 +711,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "of a scenario")
     parser.add_argument("--half-life", type=float, default=6.0, metavar="HOURS",
                         help="with --trace: half-life of readers' interest (default 6)")
+    parser.add_argument("--step", type=float, default=STEP_MINUTES, metavar="MINUTES",
+                        help="with --trace: the epoch's length in minutes (default "
+                        f"{STEP_MINUTES:g}, the crawler's resolution)")
     parser.add_argument("--window", type=int, default=None, metavar="N",
                         help="entries a feed shows, older new ones are missed (stochastic "
                         "simulators and --trace; default all)")
@@ -722,6 +743,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--retry-after", action="store_true",
                         help="with --rate-limit: the 429s carry Retry-After (the crawler "
                         "sends that host nothing in the next epoch)")
+    parser.add_argument("--max-interval", type=float, default=None, metavar="UNITS",
+                        help="the longest a source waits between two crawls, in the "
+                        "scenario's time unit (hours on a trace and the news scenarios), for "
+                        "the index policies (the rules keep their own)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--perf", action="store_true",
                         help="measure decision time, simulator speed and memory at --n sources")
@@ -757,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
         report = evaluate(scenario, policies, horizon=horizon, seeds=args.seeds,
                           warmup=args.warmup, curve=args.curve, discovery=args.discovery,
                           hosts=tuple(h.strip() for h in args.hosts.split(",") if h.strip()),
-                          values=args.values)
+                          values=args.values, max_interval=args.max_interval)
     except (ValueError, OSError) as exc:
         print(f"sim.bench: error: {exc}", file=sys.stderr)
         return 2

@@ -26,13 +26,13 @@ def test_a_trace_is_replayed_with_the_values_it_recorded(tmp_path, capsys):
     path = tmp_path / "crawl.csv.gz"
     write_trace(TRACE, path)
     out = run(capsys, "--trace", str(path), "--budget", "100%", "--half-life", "1",
-              "--policy", "round_robin", "--seeds", "1", "--warmup", "0")
+              "--policy", "round_robin", "--seeds", "1", "--warmup", "0", "--step", "60")
     assert out["n"] == 2 and out["budget"] == 2.0
     assert out["horizon"] == 3                   # capped: the trace spans 1.25 h
     captured = 1.0 * 0.5 ** 0.5 + 2.0 * 0.5 ** 0.75 + 4.0 * 0.5 ** 1.0
     assert out["results"][0]["reward_from_empty"] == pytest.approx(captured / 3)
     # the bound of the parameters fitted to the trace: rate = items / span, mean value
-    fitted = bench.trace_scenario(str(path), budget=2.0, half_life=1.0).problem
+    fitted = bench.trace_scenario(str(path), budget=2.0, half_life=1.0, step=60.0).problem
     assert fitted.alpha == pytest.approx([0.5, 0.5])
     assert out["upper_bound"] == pytest.approx(
         upper_bound(fitted.alpha, fitted.u, 2.0, fitted.cost).value)
@@ -43,7 +43,7 @@ def test_the_feed_window_loses_what_it_does_not_show(tmp_path, capsys):
     write_trace(Trace(names=["a"], source=np.zeros(3, dtype=np.int64),
                       time=np.array([0.1, 0.2, 0.3]), utility=np.ones(3)), path)
     args = ("--trace", str(path), "--budget", "1", "--half-life", "1e9", "--policy",
-            "round_robin", "--seeds", "1", "--warmup", "0")
+            "round_robin", "--seeds", "1", "--warmup", "0", "--step", "60")
     everything = run(capsys, *args)["results"][0]
     windowed = run(capsys, *args, "--window", "1")["results"][0]
     assert everything["reward_from_empty"] * 2 == pytest.approx(3.0)
@@ -55,6 +55,23 @@ def test_the_feed_window_loses_what_it_does_not_show(tmp_path, capsys):
     assert windowed["measures"]["delay_median_minutes"] == pytest.approx(48.0)
     assert windowed["measures"]["items_missed"] == 2
     assert windowed["measures"]["crawls_per_item"] == pytest.approx(2.0)
+
+
+def test_a_trace_is_replayed_minute_by_minute_by_default(tmp_path, capsys):
+    path = tmp_path / "crawl.csv"
+    write_trace(TRACE, path)
+    args = ("--trace", str(path), "--half-life", "1", "--policy", "round_robin", "--seeds", "1",
+            "--warmup", "0")
+    # six crawls an hour: one every ten one-minute epochs, spent through the credit
+    assert run(capsys, *args, "--budget", "6")["budget"] == pytest.approx(0.1)
+    # sixty an hour: one a minute, a and b in turn, so each item is found within two
+    out = run(capsys, *args, "--budget", "60")
+    assert out["budget"] == pytest.approx(1.0)
+    assert out["horizon"] == 77                  # 1.25 h of minutes, and the two ends
+    measures = out["results"][0]["measures"]
+    assert measures["items_captured"] == 3
+    assert measures["delay_p90_minutes"] <= 2.0    # (hourly epochs: 45 min and more)
+    assert measures["crawls_per_item"] * 3 == pytest.approx(77)
 
 
 def test_a_budget_may_be_a_share_of_the_sources(capsys):
