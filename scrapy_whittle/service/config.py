@@ -427,6 +427,13 @@ SETTINGS: tuple[Setting, ...] = (
             "policies price unfetched sources without it"),
     Setting("WHITTLE_SEED", 0, number(minimum=0, integer=True),
             "seed of the policy's random generator"),
+    Setting("WHITTLE_MAX_INTERVAL", None, number(minimum=0, optional=True),
+            "the longest a source waits between two crawls, in seconds, for the index "
+            "policies (`whittle`, `oracle`): one that waited that long is crawled first, within "
+            "its hints and its host's allowance. Default (None): 24 `WHITTLE_PERIOD`s, a day "
+            "with hourly periods, as feed readers cap their intervals; 0: no limit. Its cost: "
+            "the budget it takes from the sources the index prefers "
+            "([budget.md](budget.md))"),
     Setting("WHITTLE_MIN_INTERVAL", 0.0, number(minimum=0),
             "seconds between two crawls of the same source (all sources; OPML `minInterval` "
             "per source)"),
@@ -644,6 +651,7 @@ class WhittleConfig:
     discovery: bool = DEFAULTS["WHITTLE_DISCOVERY"]
     seed: int = DEFAULTS["WHITTLE_SEED"]
     min_interval: float = DEFAULTS["WHITTLE_MIN_INTERVAL"]
+    max_interval: float | None = DEFAULTS["WHITTLE_MAX_INTERVAL"]
     host_limits: dict[str, float] | None = DEFAULTS["WHITTLE_HOST_LIMITS"]
     host_latency_factor: float = DEFAULTS["WHITTLE_HOST_LATENCY_FACTOR"]
     backoff_base: float = DEFAULTS["WHITTLE_BACKOFF_BASE"]
@@ -682,6 +690,11 @@ class WhittleConfig:
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
 
     @property
+    def longest_interval(self) -> float | None:
+        """``WHITTLE_MAX_INTERVAL`` in seconds, its default resolved (None: no limit)."""
+        return max_interval_of(self.max_interval, self.period)
+
+    @property
     def sources_url(self) -> str | None:
         """``WHITTLE_SOURCES`` when it is the http(s) URL of a list (fetched through Scrapy)."""
         return self.sources.strip() if is_list_url(self.sources) else None
@@ -701,7 +714,9 @@ class WhittleConfig:
             budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"],
             spread=v["WHITTLE_SPREAD"], discovery=v["WHITTLE_DISCOVERY"],
             seed=v["WHITTLE_SEED"],
-            min_interval=v["WHITTLE_MIN_INTERVAL"], host_limits=v["WHITTLE_HOST_LIMITS"],
+            min_interval=v["WHITTLE_MIN_INTERVAL"],
+            max_interval=v["WHITTLE_MAX_INTERVAL"],
+            host_limits=v["WHITTLE_HOST_LIMITS"],
             host_latency_factor=v["WHITTLE_HOST_LATENCY_FACTOR"],
             backoff_base=v["WHITTLE_BACKOFF_BASE"], backoff_max=v["WHITTLE_BACKOFF_MAX"],
             retire_after=v["WHITTLE_RETIRE_AFTER"],
@@ -756,6 +771,18 @@ def check_setting_names(settings: Mapping[str, Any]) -> None:
         parts.append(f"{name} ({settings.get(name)!r}) is not a scrapy-whittle setting: {hint}")
     raise InvalidSetting("; ".join(parts) + " (the WHITTLE_* settings are listed in the "
                          "Settings section of docs/scrapy.md)")
+
+
+#: ``WHITTLE_MAX_INTERVAL``'s default, in ``WHITTLE_PERIOD``s
+MAX_INTERVAL_PERIODS = 24
+
+
+def max_interval_of(setting: float | None, period: float) -> float | None:
+    """The maximum interval in seconds of ``WHITTLE_MAX_INTERVAL`` = ``setting`` (None: the
+    default, ``MAX_INTERVAL_PERIODS`` periods; 0: no limit, None)."""
+    if setting is None:
+        return MAX_INTERVAL_PERIODS * period
+    return None if setting == 0 else float(setting)
 
 
 def _check_together(v: dict[str, Any]) -> None:

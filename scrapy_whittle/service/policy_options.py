@@ -44,6 +44,8 @@ class PolicySettings(Protocol):
     def seed(self) -> int: ...
     @property
     def period(self) -> float: ...
+    @property
+    def longest_interval(self) -> float | None: ...
 
 
 def policy_names() -> str:
@@ -75,6 +77,9 @@ def build_policy(config: PolicySettings, problem: Problem, **supplied: Any) -> P
     InvalidSetting naming the setting, its value, the policy and the reason: the options when
     there are any, else the policy and the number of sources it was built for (the original
     error stays chained to it)."""
+    if policy_class(config.core_policy).takes_max_interval \
+            and "max_interval" not in config.policy_options:
+        supplied = {"max_interval": config.longest_interval, **supplied}
     try:
         return make_policy(config.core_policy, problem, rng=config.seed,
                            **{**config.policy_options, **supplied})

@@ -39,6 +39,7 @@ OTHER = {
     "WHITTLE_DISCOVERY": True,
     "WHITTLE_SEED": 3,
     "WHITTLE_MIN_INTERVAL": 5,
+    "WHITTLE_MAX_INTERVAL": 7200,
     "WHITTLE_HOST_LIMITS": {"a.example": 2},
     "WHITTLE_HOST_LATENCY_FACTOR": 3,
     "WHITTLE_BACKOFF_BASE": 30,
@@ -253,3 +254,19 @@ def test_host_limits_are_a_dict_or_its_json_text_of_positive_crawls_per_epoch():
                          ('{"a.example": ', r"WHITTLE_HOST_LIMITS .* is not valid JSON")]:
         with pytest.raises(InvalidSetting, match=message):
             WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_HOST_LIMITS": bad})
+
+
+def test_the_maximum_interval_reaches_the_index_policies_only():
+    from scrapy_whittle.core.problem import Problem
+    from scrapy_whittle.service.policy_options import build_policy
+
+    def built(**settings):
+        config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, **settings})
+        return build_policy(config, Problem(n=2, period=config.period))
+
+    assert built().max_interval == 24 * 3600.0            # a day of the default periods
+    assert built(WHITTLE_PERIOD=1).max_interval == 24.0     # (a simulated day: sim.serve)
+    assert built(WHITTLE_MAX_INTERVAL=7200).max_interval == 7200.0
+    assert built(WHITTLE_MAX_INTERVAL=0).max_interval is None
+    assert built(WHITTLE_POLICY_OPTIONS={"max_interval": 60.0}).max_interval == 60.0
+    assert not hasattr(built(WHITTLE_POLICY="round_robin"), "max_interval")
