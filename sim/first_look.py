@@ -35,6 +35,7 @@ class FirstLookOracle(WhittlePolicy):
 
     name = NAME
     takes_max_interval = False
+    takes_resolution = False
 
     def __init__(self, problem: Problem, rng=None) -> None:
         super().__init__(problem, rng)

@@ -113,3 +113,23 @@ def expected_state(x0, alpha, u, k) -> np.ndarray:
         la = np.log(alpha)
     k = np.asarray(k, dtype=np.float64)
     return np.power(alpha, k) * x0 + np.asarray(u, dtype=np.float64) * geometric_sum(k, la)
+
+
+def refine(log_alpha, one_minus_alpha, u, resolution: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log alpha, 1 - alpha, u) over epochs ``resolution`` times as long (a share of the
+    epoch: a policy deciding several times an epoch): alpha^r, and the arrivals of the shorter
+    epoch, u (1 - alpha^r) / (1 - alpha) = Lambda xi (1 - exp(-mu r T)) / mu (u r where
+    alpha = 1). The value waiting after a time is the same at either resolution; the index,
+    which prices waiting one epoch more, is not."""
+    log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    one_minus = np.asarray(one_minus_alpha, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)
+    if resolution == 1.0:
+        return log_alpha, one_minus, u
+    log_r = log_alpha * resolution
+    one_minus_r = -np.expm1(log_r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u_r = np.where(one_minus > 0, u * one_minus_r / np.where(one_minus > 0, one_minus, 1.0),
+                       u * resolution)
+    return log_r, one_minus_r, u_r

@@ -55,7 +55,13 @@ import numpy as np
 
 from scrapy_whittle.core.columns import Col, KeptRows, SparseRows
 from scrapy_whittle.core.distinct import distinct
-from scrapy_whittle.core.dynamics import alpha_u_logs, decay_logs, geometric_sum, pages_alpha_u
+from scrapy_whittle.core.dynamics import (
+    alpha_u_logs,
+    decay_logs,
+    geometric_sum,
+    pages_alpha_u,
+    refine,
+)
 from scrapy_whittle.core.estimators import (
     ChangeRateEstimator,
     DecayEstimator,
@@ -115,6 +121,10 @@ class AdaptiveWhittlePolicy(Policy):
         thousand epochs).
     max_interval: the longest a source waits between two crawls, in the unit of time (None:
         no limit); those that waited that long are crawled first (``due.with_max_interval``).
+    resolution: how often the policy decides, as a share of the epoch (the re-crawl service's
+        ``WHITTLE_STEP`` over ``WHITTLE_PERIOD``): epochs may then be fractional, and the
+        index is that of the shorter epoch (``dynamics.refine``), which prices waiting until
+        the next decision rather than the next epoch; what is learned keeps the epoch's unit.
 
     A feed's window (the entries it lists) is learned from the crawls that show every listed
     entry as new, and the index of a source whose window can fill is the window's
@@ -124,6 +134,7 @@ class AdaptiveWhittlePolicy(Policy):
     name = "whittle"
     needs_parameters = False
     takes_max_interval = True
+    takes_resolution = True
     per_source = {"last_epoch": np.nan, "added_epoch": np.nan,
                   "kind": Col(UNKNOWN, np.uint8),
                   # where the source's history began, as its first look showed (population)
@@ -137,8 +148,11 @@ class AdaptiveWhittlePolicy(Policy):
     def __init__(self, problem: Problem, rng=None, *, prior_rate=None, prior_half_life=None,
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
                  model: str = "auto", groups=None, push: dict[str, Any] | None = None,
-                 max_interval: float | None = None) -> None:
+                 max_interval: float | None = None, resolution: float = 1.0) -> None:
         super().__init__(problem, rng)
+        if not 0 < resolution <= 1:
+            raise ValueError(f"resolution ({resolution!r}) must lie in (0, 1]")
+        self.resolution = float(resolution)
         if model not in MODELS:
             raise ValueError(f"model ({model!r}) must be one of {', '.join(MODELS)}")
         if max_interval is not None and not (max_interval > 0):
@@ -447,6 +461,8 @@ class AdaptiveWhittlePolicy(Policy):
         """The index table of sources ``ids`` (arrivals ``u``, aligned with them), from the
         logarithms of their alpha (neither alpha nor its log is computed again)."""
         _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
+        if self.resolution != 1.0:                 # the index of the policy's decision step
+            log_alpha, one_minus, u = refine(log_alpha, one_minus, u, self.resolution)
         return IndexTable.from_logs(log_alpha, u, cost, one_minus)
 
     def explored(self) -> np.ndarray:
@@ -490,11 +506,15 @@ class AdaptiveWhittlePolicy(Policy):
         src = ids[at]
         k = np.maximum(epoch - self.last_epoch[src], 0.0)
         rate = self.rates.mean_at(src)
-        fills = filling(k, period, rate, window[at])
+        fills = filling(k / self.resolution, period * self.resolution, rate, window[at])
         if not fills.any():
             return
         at, src = at[fills], src[fills]
-        index = index_at_state(k[fills], x[at], u[at], self._decay_rates_at(src), period,
+        mu = self._decay_rates_at(src)
+        step = period * self.resolution
+        u_step = u[at] * -np.expm1(-mu * step) / np.maximum(-np.expm1(-mu * period), 1e-300)
+        u_step = np.where(mu > 0, u_step, u[at] * self.resolution)
+        index = index_at_state(k[fills] / self.resolution, x[at], u_step, mu, step,
                                rate[fills], window[at])
         index /= self.problem.cost[src]
         out[at if positions else src] = index

@@ -77,6 +77,9 @@ class Policy(PerSourceArrays, ABC):
     #: the policy takes ``max_interval=`` (the longest a source waits between two crawls;
     #: the rules keep their own)
     takes_max_interval: ClassVar[bool] = False
+    #: the policy takes ``resolution=`` (deciding several times an epoch, at fractional
+    #: epochs, by the index of the shorter epoch)
+    takes_resolution: ClassVar[bool] = False
 
     def __init__(self, problem: Problem, rng: np.random.Generator | int | None = None) -> None:
         if self.needs_parameters and not problem.knows_parameters:

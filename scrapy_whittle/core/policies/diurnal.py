@@ -231,6 +231,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
 
     name = "diurnal-whittle"
     takes_max_interval = False     # (its rhythm-aware selection has no such limit yet)
+    takes_resolution = False
     per_source = {**AdaptiveWhittlePolicy.per_source, "crawl_time": np.nan}
     scalar_state = (*AdaptiveWhittlePolicy.scalar_state, "time_origin", "fixed_origin")
 

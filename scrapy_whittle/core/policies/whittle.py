@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.core.columns import Col
-from scrapy_whittle.core.dynamics import expected_state
+from scrapy_whittle.core.dynamics import expected_state, refine
 from scrapy_whittle.core.index import IndexTable
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies.base import Policy
@@ -103,15 +103,21 @@ class WhittlePolicy(ExpectedStatePolicy):
 
     name = "oracle"
     takes_max_interval = True
+    takes_resolution = True
     PRUNE_MARGIN = 0.02
 
     def __init__(self, problem: Problem, rng=None, *, window=None, rate=None,
-                 max_interval: float | None = None) -> None:
+                 max_interval: float | None = None, resolution: float = 1.0) -> None:
         super().__init__(problem, rng)
         if max_interval is not None and not (max_interval > 0):
             raise ValueError(f"max_interval ({max_interval!r}) must be > 0 or None")
+        if not 0 < resolution <= 1:
+            raise ValueError(f"resolution ({resolution!r}) must lie in (0, 1]")
         self.max_interval = None if max_interval is None else float(max_interval)
-        self._table = IndexTable(problem.alpha, problem.u, problem.cost)
+        # deciding several times an epoch: the index of the shorter epoch (AdaptiveWhittle's
+        # ``resolution``), at the same expected state
+        self.resolution = float(resolution)
+        self._table = self._index_table()
         self._out = np.empty(problem.n)
         self._pruning = PrunedTop(self.PRUNE_MARGIN)
         if (window is None) != (rate is None):
@@ -132,12 +138,15 @@ class WhittlePolicy(ExpectedStatePolicy):
         period = float(p.period)
         since = np.where(np.isnan(self.emptied[ids]), self._start, self.emptied[ids])
         k = self._advanced_to - since
-        fills = np.flatnonzero(filling(k, period, self.rate[ids], self.window[ids]))
+        r = self.resolution
+        fills = np.flatnonzero(filling(k / r, period * r, self.rate[ids], self.window[ids]))
         if fills.size:
             src = np.arange(p.n)[ids][fills]
-            decay = -np.log(np.clip(p.alpha[src], 1e-300, 1.0)) / period
-            index[fills] = index_at_state(k[fills], self.x[src], p.u[src], decay, period,
-                                          self.rate[src], self.window[src]) / p.cost[src]
+            log_alpha = np.log(np.clip(p.alpha[src], 1e-300, 1.0))
+            _, _, u = refine(log_alpha, -np.expm1(log_alpha), p.u[src], r)
+            index[fills] = index_at_state(k[fills] / r, self.x[src], u, -log_alpha / period,
+                                          period * r, self.rate[src], self.window[src]
+                                          ) / p.cost[src]
         return index
 
     def priority(self, epoch: int) -> np.ndarray:
@@ -176,8 +185,16 @@ class WhittlePolicy(ExpectedStatePolicy):
             self.rate = np.concatenate([self.rate, np.broadcast_to(rate, (n_new,))])
         super().grow(n_new, cost, alpha, u)
 
+    def _index_table(self) -> IndexTable:
+        p = self.problem
+        if self.resolution == 1.0:
+            return IndexTable(p.alpha, p.u, p.cost)
+        log_alpha = np.log(np.clip(p.alpha, 1e-300, 1.0))
+        log_r, one_minus_r, u_r = refine(log_alpha, -np.expm1(log_alpha), p.u, self.resolution)
+        return IndexTable.from_logs(log_r, u_r, p.cost, one_minus_r)
+
     def _costs_changed(self) -> None:
         super()._costs_changed()
-        self._table = IndexTable(self.problem.alpha, self.problem.u, self.problem.cost)
+        self._table = self._index_table()
         self._out = np.empty(self.problem.n)
         self._pruning.forget()
