@@ -162,7 +162,7 @@ def check_policy_name(name: str) -> None:
 
 def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **options: Any):
     """The policy ``name`` for ``scenario``: oracle policies get the true parameters."""
-    problem = scenario.problem if problem is None else problem
+    problem = scenario.policy_problem if problem is None else problem
     if name == FIRST_LOOK:
         return FirstLookOracle(problem, rng=np.random.default_rng(
             np.random.SeedSequence([seed, 1])))
@@ -170,6 +170,8 @@ def build_policy(name: str, scenario: Scenario, seed: int, problem=None, **optio
                **options}
     if not policy_class(name).takes_max_interval:
         options.pop("max_interval", None)
+    if policy_class(name).takes_resolution and scenario.resolution != 1.0:
+        options.setdefault("resolution", scenario.resolution)
     if not policy_class(name).needs_parameters:
         problem = problem.without_parameters()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
@@ -223,6 +225,7 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
         measures.begin(env)
     policy = build_policy(name, scenario, seed, **options)
     credit = BudgetCredit(scenario.budget)
+    resolution = scenario.resolution
     rewards = np.empty(horizon)
     decision = 0.0
     clock = time.perf_counter
@@ -233,7 +236,8 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
         if not credit.whole:
             env.budget = budget
         t0 = clock()
-        action = policy.select(t, budget) if gate is None else gate.choose(policy, t, budget)
+        at = t * resolution if resolution != 1.0 else t     # the policy's epoch
+        action = policy.select(at, budget) if gate is None else gate.choose(policy, at, budget)
         t1 = clock()
         credit.spend(env.cost, action)
         if gate is not None:
@@ -244,6 +248,8 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
         else:
             obs, reward, _, _, info = env.step(action)
         t2 = clock()
+        if resolution != 1.0:
+            obs = replace(obs, epoch=at)
         policy.observe(replace(obs, item_value=None) if values == "capture" else obs)
         decision += (t1 - t0) + (clock() - t2)
         rewards[t] = reward
@@ -410,11 +416,12 @@ def rule_volume(scenario: Scenario, rule: str, horizon: int = 1000, seeds: int =
         env.reset(seed=seed)
         policy = build_policy(rule, free, seed)
         for t in range(horizon):
-            action = policy.select(t, free.budget)
+            at = t * free.resolution if free.resolution != 1.0 else t
+            action = policy.select(at, free.budget)
             if t >= warmup:
                 spent.append(float(np.sum(cost[action])))
             obs, _, _, _, _ = env.step(action)
-            policy.observe(obs)
+            policy.observe(replace(obs, epoch=at) if free.resolution != 1.0 else obs)
     return float(np.mean(spent))
 
 
@@ -567,6 +574,7 @@ def trace_scenario(path: str, *, budget: float | str | None = None, half_life: f
     budget = budget_of(budget, n)
     per_hour = max(1.0, round(0.01 * n)) if budget is None else budget
     return Scenario(name=f"trace {path}", kind="trace", budget=per_hour * step / 60.0,
+                    resolution=min(1.0, step / 60.0),
                     params=params, trace=trace,
                     options={} if window is None else {"window": window},
                     description=f"{trace.time.shape[0]} items of {n} sources replayed")

@@ -98,6 +98,19 @@ class Scenario:
     host_limits: np.ndarray | None = None
     host_rates: np.ndarray | None = None
     retry_after: bool = False    # the 429s carry Retry-After
+    #: the simulator's epoch as a share of the policies' (< 1: the policies decide every
+    #: epoch of the simulator, at fractional epochs of their own, as the re-crawl service
+    #: does with WHITTLE_STEP; ``policy_problem`` is the problem in their epochs)
+    resolution: float = 1.0
+
+    @property
+    def policy_problem(self) -> Problem:
+        """The problem as the policies see it, in their epochs (``resolution``)."""
+        if self.resolution == 1.0:
+            return self.problem
+        period = self.params.period / self.resolution
+        return replace(self, params=replace(self.params, period=period),
+                       resolution=1.0).problem
 
     @property
     def n(self) -> int:
