@@ -416,6 +416,11 @@ SETTINGS: tuple[Setting, ...] = (
             "M, crawls (cost units) per epoch, > 0"),
     Setting("WHITTLE_PERIOD", 3600.0, number(minimum=0, strict=True),
             "T, epoch length in seconds, > 0"),
+    Setting("WHITTLE_STEP", None, number(minimum=0, strict=True, optional=True),
+            "seconds between two decisions of the policy: each step plans the share of the "
+            "budget due by its end (what earlier steps left unspent included), so crawls leave "
+            "paced and any source may be chosen at any step. Rounded down to divide "
+            "`WHITTLE_PERIOD`; unset: `WHITTLE_PERIOD`, one decision an epoch"),
     Setting("WHITTLE_SPREAD", False, boolean,
             "spread an epoch's crawls evenly over the epoch instead of starting them at once"),
     Setting("WHITTLE_DISCOVERY", False, boolean,
@@ -647,6 +652,7 @@ class WhittleConfig:
         default_factory=lambda: dict(DEFAULTS["WHITTLE_POLICY_OPTIONS"]))
     oracle_params: Any = DEFAULTS["WHITTLE_ORACLE_PARAMS"]
     period: float = DEFAULTS["WHITTLE_PERIOD"]
+    step: float | None = DEFAULTS["WHITTLE_STEP"]
     spread: bool = DEFAULTS["WHITTLE_SPREAD"]
     discovery: bool = DEFAULTS["WHITTLE_DISCOVERY"]
     seed: int = DEFAULTS["WHITTLE_SEED"]
@@ -690,6 +696,14 @@ class WhittleConfig:
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
 
     @property
+    def steps_per_epoch(self) -> int:
+        """The policy's decisions in an epoch: ``WHITTLE_PERIOD`` / ``WHITTLE_STEP``, rounded
+        up (so that a step is never longer than the setting asks)."""
+        if self.step is None or self.step >= self.period:
+            return 1
+        return max(1, math.ceil(self.period / self.step - 1e-9))
+
+    @property
     def longest_interval(self) -> float | None:
         """``WHITTLE_MAX_INTERVAL`` in seconds, its default resolved (None: no limit)."""
         return max_interval_of(self.max_interval, self.period)
@@ -711,7 +725,7 @@ class WhittleConfig:
             policy=policy, core_policy=canonical_name(policy),
             policy_options=v["WHITTLE_POLICY_OPTIONS"],
             oracle_params=v["WHITTLE_ORACLE_PARAMS"],
-            budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"],
+            budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"], step=v["WHITTLE_STEP"],
             spread=v["WHITTLE_SPREAD"], discovery=v["WHITTLE_DISCOVERY"],
             seed=v["WHITTLE_SEED"],
             min_interval=v["WHITTLE_MIN_INTERVAL"],

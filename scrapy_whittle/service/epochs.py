@@ -71,18 +71,45 @@ class EpochLedger:
 
 
 class Timeline:
-    """Which epoch an instant falls in, and whether this run's ``WHITTLE_MAX_EPOCHS`` passed.
-    ``origin`` and ``first_epoch`` are known once the service opened."""
+    """Which epoch and which decision step an instant falls in, and whether this run's
+    ``WHITTLE_MAX_EPOCHS`` passed. ``origin`` and ``first_epoch`` are known once the service
+    opened.
 
-    def __init__(self, clock, period: float, max_epochs: int | None) -> None:
+    An epoch (``WHITTLE_PERIOD``) is the budget's unit and the ledger's row; it holds
+    ``steps`` decision steps (``WHITTLE_STEP``), step s being [origin + s P / steps, origin +
+    (s + 1) P / steps). The policy's clock counts in epochs: step s is epoch s / steps
+    (``policy_epoch``; whole with one step an epoch), so that what a policy learned stays
+    valid whatever the step, and a crawl's state resumes under another one."""
+
+    def __init__(self, clock, period: float, max_epochs: int | None, steps: int = 1) -> None:
         self.clock = clock
         self.period = period
         self.max_epochs = max_epochs
+        self.steps = int(steps)
+        self.step = period / self.steps
         self.origin: float | None = None
         self.first_epoch: int | None = None
 
     def epoch_of(self, when: float) -> int:
         return math.floor((when - self.origin) / self.period)
+
+    def step_of(self, when: float) -> int:
+        """The decision step ``when`` falls in (within ``epoch_of(when)``)."""
+        if self.steps == 1:
+            return self.epoch_of(when)
+        step = math.floor((when - self.origin) / self.step)
+        # (rounding at an epoch's boundary: the step belongs to the epoch of the instant)
+        return min(max(step, self.epoch_of(when) * self.steps),
+                   self.epoch_of(when) * self.steps + self.steps - 1)
+
+    def policy_epoch(self, step: int) -> float:
+        """The policy's time of decision step ``step``, in epochs."""
+        return step if self.steps == 1 else step / self.steps
+
+    def step_end(self, step: int) -> float:
+        """When decision step ``step`` ends."""
+        return self.origin + (step + 1) * self.step if self.steps > 1 else \
+            self.origin + (step + 1) * self.period
 
     def start(self, origin: float, now: float) -> None:
         self.origin = origin

@@ -125,20 +125,23 @@ class HostThrottle:
     # -- the selection ------------------------------------------------------------------
     def select(self, select: Callable, epoch: int, budget: float, cost: np.ndarray,
                eligible: np.ndarray | None, now: float,
-               reserved: Callable[[], np.ndarray] | None = None) -> np.ndarray:
+               reserved: Callable[[], np.ndarray] | None = None,
+               new_epoch: bool = True) -> np.ndarray:
         """Epoch ``epoch``'s choice (``select(budget, eligible)``: the policy's, best first),
         each host within its allowance. ``reserved()``: the sources to be fetched this epoch
         outside the plan (first fetches, probes): as much of their hosts' allowances as
-        they take is kept for them (:meth:`admit`)."""
+        they take is kept for them (:meth:`admit`). ``new_epoch`` False: a later decision
+        step of the same epoch, whose hosts' allowances are what the epoch's plans left."""
         if not self._known_read:       # a resumed crawl: the hosts that answered before
             n = len(self.sources)
             self.known.update(np.unique(self.sources.host[:n][
                 np.isfinite(self.state.last_ok[:n])]).tolist())
             self._known_read = True
-        self.allowances.start_epoch(epoch)
-        self.stopped.clear()
-        self.overloads.clear()
-        self.forbids.clear()
+        if new_epoch:
+            self.allowances.start_epoch(epoch)
+            self.stopped.clear()
+            self.overloads.clear()
+            self.forbids.clear()
         self.held = {h: until for h, until in self.held.items() if until > now}
         if not self.limited():
             return select(budget, eligible)

@@ -280,8 +280,11 @@ class CrawlOutcomes:
         sid = crawl.source
         if not self.buffer:
             self.buffer_since = now
-        self.buffer.append((crawl.epoch, sid, now - self.timeline.origin, new_items, reward,
-                            ok, window_full, published, listed_from - self.timeline.origin))
+        timeline = self.timeline
+        # the policy's clock: the decision step of the crawl's dispatch, in epochs
+        self.buffer.append((timeline.policy_epoch(timeline.step_of(crawl.sent_at)), sid,
+                            now - timeline.origin, new_items, reward, ok, window_full,
+                            published, listed_from - timeline.origin))
         self.state.touch(sid)
         backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
                                           at_least=at_least)
@@ -412,7 +415,8 @@ class CrawlOutcomes:
         item_published = np.fromiter(chain.from_iterable(published), dtype=np.float64,
                                      count=int(offsets[-1]))
         item_published -= self.timeline.origin
-        epoch = self.timeline.epoch_of(self.timeline.origin + max(times))
+        timeline = self.timeline
+        epoch = timeline.policy_epoch(timeline.step_of(timeline.origin + max(times)))
         policy.observe_push(Observation(epoch=epoch, sources=sources, time=times,
                                         new_items=new_items, reward=reward,
                                         item_offsets=offsets, item_published=item_published))
@@ -509,7 +513,7 @@ class CrawlOutcomes:
             missed = self._own_missed(obs)
         if missed > 0:
             self.stats.inc("missed_items", missed)
-            self.ledger.missed[obs.epoch] += missed
+            self.ledger.missed[math.floor(obs.epoch)] += missed      # (its epoch's row)
 
     def _own_missed(self, obs: Observation) -> float:
         rates, total = self.own_rates, 0.0

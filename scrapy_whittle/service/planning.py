@@ -55,6 +55,8 @@ class EpochPlanner:
         self.ledger = ledger
         self.max_flight = max_flight
         self.epoch = -1
+        self.step = -1                              # the decision step planned last
+        self.epoch_budget = config.budget           # the budget of this epoch, this planner's
         self.plan: deque[int] = deque()
         self.planned: set[int] = set()
         self.sweep = (DiscoverySweep(config.period, sources, state) if config.discovery
@@ -95,7 +97,7 @@ class EpochPlanner:
             due = retirement.next_due()
             if due > now:          # else its host is saturated: asked when a download ends
                 epoch_end = min(epoch_end, due)
-        later = epoch_end
+        later = min(epoch_end, timeline.step_end(self.step))     # the next step's plan
         src = self.sources
         # hosts found saturated in this call, and those a throttle stopped for the epoch
         stopped = self.throttle.stopped
@@ -156,7 +158,7 @@ class EpochPlanner:
         k, started = self._epoch_now(now, hosts)
         if started and self.retirement.probes:          # (probes are taken one by one)
             return self.next_crawls(hosts, limit, taken)
-        later = timeline.origin + (k + 1) * self.config.period
+        later = timeline.step_end(self.step)            # the next plan: step or epoch
         src = self.sources
         throttle = self.throttle
         stopped = throttle.stopped
@@ -200,15 +202,21 @@ class EpochPlanner:
         return out
 
     def _epoch_now(self, now: float, hosts: HostLoad) -> tuple[int, bool]:
-        """The epoch of ``now``, learning what is due first; (epoch, whether it started
-        now: its plan made, the hosts saturated at this instant left out of it)."""
+        """The epoch of ``now``, learning what is due first; (epoch, whether a plan was made
+        now, at the start of the epoch or of a decision step, the hosts saturated at this
+        instant left out of it)."""
         self.outcomes.flush_if_due(now)
-        k = self.timeline.epoch_of(now)
-        if k == self.epoch:
+        timeline = self.timeline
+        k = timeline.epoch_of(now)
+        s = timeline.step_of(now)
+        if k == self.epoch and s == self.step:
             return k, False
         busy = {self.sources.hosts[h] for h in hosts.all_saturated()
                 if h in self.sources.hosts}
-        self._start_epoch(k, now, busy)
+        if k != self.epoch:
+            self._start_epoch(k, now, busy)
+        else:
+            self._start_step(s, now, busy)
         return k, True
 
     def discover(self, ids, now: float) -> None:
@@ -241,21 +249,48 @@ class EpochPlanner:
             self.stats.inc("skipped", len(self.plan))
         self.epoch, self.spent = k, 0.0
         self.keeper.grow()
-        eligible = self.sources.eligible(
-            now, busy, horizon=self.timeline.origin + (k + 1) * self.config.period)
-        if k in self.spent_before:
+        resumed = k in self.spent_before
+        self.epoch_budget = self.config.budget - self.spent_before.pop(k, 0.0)
+        exclude = None
+        if resumed:
             # an epoch a previous planner began (a cluster's take-over): the sources it
             # crawled already in this epoch wait for the next, as in one plan
-            crawled = self.sources.last_crawl[:eligible.shape[0]] >= (
+            exclude = self.sources.last_crawl >= (
                 self.timeline.origin + k * self.config.period)
-            eligible = eligible & ~crawled
-        budget = self.config.budget - self.spent_before.pop(k, 0.0)
+        self.stats.inc("epochs")
+        self._plan_step(self.timeline.step_of(now), now, busy, True, exclude)
+
+    def _start_step(self, s: int, now: float, busy: set[int]) -> None:
+        """A decision step within the epoch: what the crawls since the last one taught is
+        learned, and the plan made again, for the budget due by the step's end."""
+        self.outcomes.flush()
+        if self.plan:
+            self.stats.inc("skipped", len(self.plan))
+        self._plan_step(s, now, busy, False, None)
+
+    def _plan_step(self, s: int, now: float, busy: set[int], new_epoch: bool,
+                   exclude) -> None:
+        """Plan decision step ``s`` of the current epoch: the budget due by its end (the
+        epoch's budget in proportion to the time elapsed, what earlier steps left unspent
+        included) less what the epoch spent, chosen by the policy at the step's time."""
+        timeline = self.timeline
+        k = self.epoch
+        self.step = s
+        end = timeline.step_end(s)
+        eligible = self.sources.eligible(now, busy, horizon=end)
+        if exclude is not None:
+            eligible = eligible & ~exclude[:eligible.shape[0]]
+        share = (s - k * timeline.steps + 1) / timeline.steps
+        budget = self.epoch_budget - self.spent
+        if timeline.steps > 1:
+            # (the slack: a whole crawl due by a step's end, summed in shares, is one)
+            budget = self.epoch_budget * min(1.0, share) - self.spent + 1e-9
         keeper = self.keeper
-        chosen = self.throttle.select(lambda b, e: keeper.select(k, b, e), k, budget,
+        at = timeline.policy_epoch(s)
+        chosen = self.throttle.select(lambda b, e: keeper.select(at, b, e), k, budget,
                                       self.sources.cost[:eligible.shape[0]],
                                       None if eligible.all() else eligible, now,
-                                      reserved=self._outside_due)
-        self.stats.inc("epochs")
+                                      reserved=self._outside_due, new_epoch=new_epoch)
         self.plan = deque(map(int, chosen))
         self.planned = set(self.plan) if self.sweep is not None else set()
 

@@ -121,7 +121,8 @@ class RecrawlService:
         self.stories = story_memory(config, self.memory)
         self.state = SourceState()
         self._log_once = OnceLog(logger)
-        self.timeline = Timeline(clock, config.period, config.max_epochs)
+        self.timeline = Timeline(clock, config.period, config.max_epochs,
+                                 config.steps_per_epoch)
         self.ledger = EpochLedger()
         self.keeper = PolicyKeeper(self.sources, self.state, self.stats, self._log_once,
                                    config.policy, self._oracle_extra)
@@ -389,6 +390,10 @@ class RecrawlService:
         if "time_unit_hours" in takes and "time_unit_hours" not in options:
             # feed readers' rules count in minutes and hours; the service's unit is the second
             supplied["time_unit_hours"] = 1.0 / 3600.0
+        if cls.takes_resolution and "resolution" not in options \
+                and self.config.steps_per_epoch > 1:
+            # deciding every WHITTLE_STEP: the index of the step, not of the epoch
+            supplied["resolution"] = 1.0 / self.config.steps_per_epoch
         if "groups" in takes and "groups" not in options:
             # the prior of the sources never crawled pools those alike: the list's category,
             # else the host; a callable, so the sources added later join their group

@@ -35,6 +35,7 @@ OTHER = {
                                                          "decay": 0.1}},
     "WHITTLE_BUDGET": 2,
     "WHITTLE_PERIOD": 60,
+    "WHITTLE_STEP": 600,
     "WHITTLE_SPREAD": True,
     "WHITTLE_DISCOVERY": True,
     "WHITTLE_SEED": 3,
