@@ -129,12 +129,17 @@ def _crawl_epoch(sched: WhittleScheduler, clock: SimulatedClock, feeds: Feeds
     """Hand out and 'fetch' every crawl of the current epoch; returns how many, and the
     seconds spent in the scheduler and the service (not in making up the feeds)."""
     service, crawls, spent = sched.service, 0, 0.0
+    end = clock.now() + service.config.period
     while True:
         t = time.perf_counter()
         request = sched.next_request()
         spent += time.perf_counter() - t
         if request is None:
-            break
+            # the epoch's next decision step (WHITTLE_STEP), if it has one before its end
+            if service.wake_at >= end - 1e-6:
+                break
+            clock.advance_to(service.wake_at)
+            continue
         crawl = request.meta[META_CRAWL]
         entries = feeds.entries(crawl.source, clock.now())
         t = time.perf_counter()
@@ -145,7 +150,7 @@ def _crawl_epoch(sched: WhittleScheduler, clock: SimulatedClock, feeds: Feeds
     t = time.perf_counter()
     service.flush()
     spent += time.perf_counter() - t
-    clock.advance_to(clock.now() + service.config.period)
+    clock.advance_to(end)
     return crawls, spent
 
 
@@ -271,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dedup", choices=("entry", "link"), default=None,
                     help="WHITTLE_DEDUP (default: the setting's default); the entries' ids are "
                          "URLs, so 'link' computes their story keys")
+    ap.add_argument("--step", type=float, default=None,
+                    help="WHITTLE_STEP in seconds (default: the setting's default)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     from scrapy.utils.reactor import install_reactor
@@ -292,14 +299,16 @@ def main(argv: list[str] | None = None) -> int:
         if name in EXCLUDED:
             rows[name] = {"excluded": EXCLUDED[name]}
             continue
+        extra = {"WHITTLE_DEDUP": args.dedup} if args.dedup else {}
+        if args.step is not None:
+            extra["WHITTLE_STEP"] = args.step
         us, deciding = bench_whittle(args.n, budget, args.epochs, name, args.hosts,
-                                     args.warmup,
-                                     {"WHITTLE_DEDUP": args.dedup} if args.dedup else None)
+                                     args.warmup, extra)
         rows[name] = {"us_per_crawl": us, "ratio": us / scrapy_us,
                       "deciding_us_per_crawl": deciding,
                       "deciding_ms_per_epoch": 1e-3 * deciding * budget}
     report = {"n": args.n, "hosts": args.hosts, "budget": budget, "epochs": args.epochs,
-              "warmup": args.warmup,
+              "warmup": args.warmup, "step": args.step,
               "scrapy_us_per_request": scrapy_us, "policies": rows}
     if args.state:
         report["state"] = bench_state(args.n, budget, names[0], args.hosts, args.fill)
