@@ -29,18 +29,19 @@ def crawl(epoch: float, sources, published: list[list[float]], full=None) -> Obs
                        item_value=np.ones(int(off[-1])))
 
 
-def test_the_window_is_learned_from_the_crawls_that_show_every_entry_new():
+def test_the_window_is_learned_from_the_crawls_that_found_it_full():
     pol = make_policy("whittle", Problem(n=3))
     pol.select(0, 3)
-    # first crawls list 5, 2 and no entries: all of them new to the crawler
+    # first crawls show everything new, whatever the feed lists: they say nothing of it
     pol.observe(crawl(1, [0, 1, 2], [list(np.linspace(0.1, 0.9, 5)), [0.5, 0.6], []]))
-    assert pol.window[:2].tolist() == [5.0, 2.0] and np.isnan(pol.window[2])
-    # a later crawl with some entries known says nothing of the window ...
-    pol.observe(crawl(2, [1], [[1.5, 1.6, 1.7]]))
-    assert pol.window[1] == 2.0
-    # ... one that found every listed entry new says the feed lists at least that many
+    assert np.isnan(pol.window).all()
+    # a crawl whose every listed entry was new: the feed lists that many
+    pol.observe(crawl(2, [1], [[1.5, 1.6, 1.7]], full=[True]))
+    assert pol.window[1] == 3.0
+    # ... at least: a later one found more
     pol.observe(crawl(3, [1], [[2.2, 2.4, 2.6, 2.8]], full=[True]))
-    assert pol.window[1] == 4.0
+    pol.observe(crawl(4, [1], [[3.5]]))
+    assert pol.window[1] == 4.0 and np.isnan(pol.window[[0, 2]]).all()
 
 
 def learned_fast_feed(window: float | None):

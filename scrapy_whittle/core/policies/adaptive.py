@@ -126,8 +126,8 @@ class AdaptiveWhittlePolicy(Policy):
         index is that of the shorter epoch (``dynamics.refine``), which prices waiting until
         the next decision rather than the next epoch; what is learned keeps the epoch's unit.
 
-    A feed's window (the entries it lists) is learned from the crawls that show every listed
-    entry as new, and the index of a source whose window can fill is the window's
+    A feed's window (the entries it lists) is learned from the crawls that found it full, and
+    the index of a source whose window can fill is the window's
     (:mod:`scrapy_whittle.core.window`): a fast feed is crawled before it overflows.
     """
 
@@ -139,8 +139,8 @@ class AdaptiveWhittlePolicy(Policy):
                   "kind": Col(UNKNOWN, np.uint8),
                   # where the source's history began, as its first look showed (population)
                   "history_epoch": np.nan,
-                  # the entries its feed lists (learned: the most a first fetch or a crawl
-                  # finding every listed entry new showed; NaN: not known, no window)
+                  # the entries its feed lists (learned: the most a crawl finding every listed
+                  # entry new showed; NaN: not known, no window)
                   "window": np.nan,
                   "group": Col(0, np.int32, persist=False)}
     scalar_state = ("missed_total", "last_missed", "_clock")
@@ -632,18 +632,14 @@ class AdaptiveWhittlePolicy(Policy):
         self._estimates_changed(src)
 
     def _learn_window(self, obs: Observation, sel: np.ndarray, src: np.ndarray) -> None:
-        """The entries a feed lists, from the crawls that show all of them as new: a source's
-        first crawl (everything it lists is new to the crawler) and a crawl that found its
-        window full. The most any such crawl showed: a feed young enough to list fewer than
-        its window is taken to list that few (it is crawled sooner, never later)."""
-        if obs.item_offsets is None:
-            return
-        new = obs.new_items[sel].astype(np.float64)
-        first = np.isnan(self.last_epoch[src])
-        shows_all = (first | obs.window_full[sel]) & (new > 0)
-        if shows_all.any():
-            at = src[shows_all]
-            self.window[at] = np.fmax(self.window[at], new[shows_all])
+        """The entries a feed lists, from the crawls that found every listed entry new (its
+        window full: ``window_full``): they show exactly as many as it lists. Not from a
+        first crawl, which shows everything new too: a feed that lists its whole history
+        would look like one with a window of that size."""
+        full = obs.window_full[sel] & (obs.new_items[sel] > 0)
+        if full.any():
+            at = src[full]
+            self.window[at] = np.fmax(self.window[at], obs.new_items[sel][full].astype(float))
 
     def _explored_at(self, ids: np.ndarray) -> np.ndarray:
         """``explored()[ids]``, for those sources only."""
