@@ -93,3 +93,18 @@ def test_a_bad_trace_is_one_error_line(tmp_path, capsys):
     assert err.startswith("sim.bench: error: trace line 1") and "\n" not in err
     assert bench.main(["--trace", str(tmp_path / "none.csv")]) == 2
     assert bench.main(["--trace", str(tmp_path / "bad.csv"), "--half-life", "0"]) == 2
+
+
+def test_the_policies_decide_every_step_on_hourly_epochs(tmp_path):
+    path = tmp_path / "crawl.csv"
+    write_trace(TRACE, path)
+    scenario = bench.trace_scenario(str(path), budget=6.0, half_life=1.0, window=20, step=5.0)
+    assert scenario.resolution == pytest.approx(5 / 60)
+    assert scenario.policy_problem.period == pytest.approx(1.0)     # the policies' hour
+    learned = bench.build_policy("whittle", scenario, 0, max_interval=24.0)
+    assert learned.resolution == pytest.approx(5 / 60) and learned.max_interval == 24.0
+    oracle = bench.build_policy("oracle", scenario, 0)
+    assert oracle.window.tolist() == [20.0, 20.0]                  # the window-aware oracle
+    assert oracle.rate == pytest.approx(scenario.params.rate)
+    rule = bench.build_policy("miniflux", scenario, 0, max_interval=24.0)
+    assert not hasattr(rule, "max_interval")                       # the rules keep theirs
