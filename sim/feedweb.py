@@ -41,6 +41,7 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import SourceParams
+from sim.credit import BudgetCredit
 from sim.ephemeral import check_start
 
 
@@ -197,15 +198,22 @@ class FeedWeb:
 
 
 def simulate(web: FeedWeb, policy, budget: float, epochs: int, *, start: float = 0.0,
-             period: float | None = None) -> float:
+             period: float | None = None, steps: int = 1) -> float:
     """Run ``policy`` on ``web`` with crawls at the exact instants start + k * period, the
     discrete-epoch reading of the model; returns the utility captured. ``period`` defaults to
-    the scenario's T. This is the reference the Scrapy fidelity test compares against."""
+    the scenario's T. This is the reference the Scrapy fidelity test compares against.
+    ``steps`` > 1: the policy decides ``steps`` times an epoch, at fractional epochs, the
+    epoch's budget spent through a credit (a crawl with ``WHITTLE_STEP`` = T / steps)."""
     period = web.params.period if period is None else period
+    credit = BudgetCredit(budget / steps) if steps > 1 else None
     total = 0.0
-    for k in range(epochs):
-        t = start + k * period
-        chosen = np.asarray(policy.select(k, budget), dtype=np.int64)
+    for k in range(epochs * steps):
+        t = start + k * period / steps
+        at = k if steps == 1 else k / steps
+        allowance = budget if credit is None else credit.allowance()
+        chosen = np.asarray(policy.select(at, allowance), dtype=np.int64)
+        if credit is not None:
+            credit.spend(np.ones(web.n), chosen)
         news, rewards, offsets, pubs = [], [], [0], []
         for i in chosen:
             new, value = web.fetch(int(i), t)
@@ -215,7 +223,7 @@ def simulate(web: FeedWeb, policy, budget: float, epochs: int, *, start: float =
             offsets.append(len(pubs))
         total += float(sum(rewards))
         policy.observe(Observation(
-            epoch=k, sources=chosen, time=np.full(len(chosen), t), new_items=news,
+            epoch=at, sources=chosen, time=np.full(len(chosen), t), new_items=news,
             reward=rewards, window_full=[n == web.window for n in news],
             item_offsets=offsets, item_published=pubs))
     return total

@@ -20,6 +20,7 @@ ADDONS = {"scrapy_whittle.Addon": 0}
 WHITTLE_POLICY = "whittle"          # Whittle index on estimated parameters
 WHITTLE_PERIOD = 0.5                # seconds: one simulated hour at SIM_SPEED = 7200
 WHITTLE_BUDGET = 6                  # crawls per period (2% of the 300 sources)
+WHITTLE_STEP = WHITTLE_PERIOD / 60  # a decision every simulated minute
 WHITTLE_ENGAGEMENT_SCALE = 1000     # sim.serve writes slash:comments = 1000 x value
 WHITTLE_LOGSTATS_INTERVAL = 10
 CONCURRENT_REQUESTS_PER_DOMAIN = 16

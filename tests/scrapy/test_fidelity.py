@@ -72,3 +72,48 @@ async def test_scrapy_stack_matches_pure_simulator():
     print("fidelity", scrapy_utility, expected, replay)
     assert server.web.totals()["captured"] == pytest.approx(scrapy_utility, rel=0.01)
     assert np.isfinite(scrapy_utility) and scrapy_utility > 0
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_decision_steps_in_scrapy_are_the_simulators_steps():
+    """WHITTLE_STEP = T / 4 and two crawls an epoch: Scrapy hands out a crawl every other
+    step, at the step's instant, as the pure simulator deciding four times an epoch with the
+    same credit does; the oracle, ranking by the index of a quarter epoch, chooses the same."""
+    steps, budget = 4, 2
+    clock = SimulatedClock(start=1_700_000_000.0)
+    server = start_server("tcns2018", speed=1.0 / PERIOD, unit=1.0, seed=3, window=600,
+                          clock=clock)
+    sent = []
+    try:
+        urls = [f"{server.url}/feed/{i}.xml" for i in range(4)]
+        crawler = make_crawler(
+            WHITTLE_SOURCES=urls, WHITTLE_POLICY="oracle",
+            WHITTLE_ORACLE_PARAMS=server.resource.params(server.url), WHITTLE_BUDGET=budget,
+            WHITTLE_PERIOD=PERIOD, WHITTLE_STEP=PERIOD / steps,
+            WHITTLE_ENGAGEMENT_SCALE=1000, WHITTLE_MAX_EPOCHS=EPOCHS, WHITTLE_CLOCK=clock,
+            DOWNLOAD_TIMEOUT=10)
+
+        def opened(spider):
+            server.clock.reset(crawler.engine.scheduler.service.origin)
+
+        def scheduled(request, spider):
+            crawl = request.meta.get("whittle_crawl")
+            if crawl is not None:
+                sent.append(crawl.sent_at - crawler.engine.scheduler.service.origin)
+
+        crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
+        crawler.signals.connect(scheduled, signal=signals.request_reached_downloader,
+                                weak=False)
+        w = whittle(await run(crawler))
+    finally:
+        await server.stop()
+    assert w["crawls"] == budget * EPOCHS, w
+    # a crawl every other step: at 1/4, 3/4, 5/4, ... of an epoch, never two at once
+    assert sorted(sent) == pytest.approx([PERIOD * (2 * j + 1) / steps
+                                          for j in range(budget * EPOCHS)], abs=1e-6)
+    sc = make_scenario("tcns2018", budget=1.0)
+    replay = simulate(FeedWeb(sc.params, seed=3, window=600),
+                      make_policy("oracle", sc.problem, resolution=1 / steps), budget, EPOCHS,
+                      steps=steps)
+    assert w["utility"] == pytest.approx(replay, rel=0.05), (w["utility"], replay)

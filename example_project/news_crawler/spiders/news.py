@@ -1,6 +1,7 @@
 """``news``: one item per new entry; with no WHITTLE_SOURCES, crawls an embedded simulated web
-and prints, at close, what it captured against round-robin polling at the same budget on the
-same items: the utility, how much sooner entries were found and how many fewer were missed."""
+and prints, at close, what it captured against round-robin polling and Miniflux's rule at the
+same budget on the same items: the utility, how much sooner entries were found and how many
+fewer were missed."""
 
 from __future__ import annotations
 
@@ -51,18 +52,19 @@ class NewsSpider(FeedSpider):
             lines[0] += f", discovery sweep {get('discovery/crawls')} crawls outside it"
         server = self.sim_server
         if server is not None:
-            lines += self.against_round_robin(server)
+            now = server.clock.now()            # (the simulated clock runs on: read it once)
+            lines += self.against_round_robin(server, now)
+            lines += self.against_miniflux(server, now)
         logger.info("Whittle summary:\n  %s", "\n  ".join(lines))
         if server is not None:
             server.stop()
 
-    def against_round_robin(self, server) -> list[str]:
+    def against_round_robin(self, server, now: float) -> list[str]:
         """The summary's lines comparing with round-robin on the same items and budget, for
-        every epoch the crawl started (0 .. the current one), measured up to now."""
+        every epoch the crawl started (0 .. the current one), measured up to ``now``."""
         from news_crawler.compare import round_robin
 
         settings = self.crawler.settings
-        now = server.clock.now()
         epochs = int(now // 1.0)      # news-mix: T = one hour = one unit
         ours = server.web.user_measures(now)
         truth = server.web.totals()
@@ -91,3 +93,28 @@ class NewsSpider(FeedSpider):
             lines.append(f"no entry captured yet by one of them; {missed} than polling every "
                          f"feed in turn")
         return lines
+
+    def against_miniflux(self, server, now: float) -> list[str]:
+        """The summary's line comparing with Miniflux's rule (the most used self-hosted feed
+        reader's schedule) on the same items, deciding as often within the same budget, up
+        to ``now``."""
+        from news_crawler.compare import rule
+
+        settings = self.crawler.settings
+        epochs = int(now // 1.0)
+        steps = self.crawler.engine.scheduler.service.config.steps_per_epoch
+        ours = server.web.user_measures(now)
+        theirs = rule("miniflux", server.web.params, server.web.seed,
+                      settings.getfloat("WHITTLE_BUDGET"), epochs + 1, server.web.window,
+                      server.web.start, until=now, steps=steps)
+        minutes = server.clock.unit / 60.0
+        mine, other = ours["mean_delay"] * minutes, theirs["mean_delay"] * minutes
+        fewer = theirs["missed_items"] - ours["missed_items"]
+        lost = (f"{abs(fewer)} {'fewer' if fewer >= 0 else 'more'} stories lost "
+                f"({ours['missed_items']} against {theirs['missed_items']})")
+        if not (mine == mine and other == other):      # one of them captured nothing yet
+            return [f"against Miniflux's rule at the same budget: {lost}"]
+        sooner = other - mine
+        return [f"against Miniflux's rule at the same budget: stories found {abs(sooner):.0f} "
+                f"minutes {'sooner' if sooner >= 0 else 'later'} on average (mean discovery "
+                f"delay {mine:.0f} min against {other:.0f}), {lost}"]
