@@ -550,12 +550,14 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
 def crawl_command(server: SimServer, budget: float, engagement_scale: float,
                   spider: str = "news") -> str:
     """The ``scrapy crawl`` command line that crawls what ``server`` serves: one Scrapy epoch
-    per scenario epoch, the scenario's budget, values read back at the served engagement
+    per scenario epoch, decided every sixtieth of it (a simulated minute of the news
+    scenarios' hour), the scenario's budget, values read back at the served engagement
     scale. All feeds are on one host (127.0.0.1), so DOWNLOAD_DELAY must be 0 (Scrapy's
     project template sets 1 s, one request a second for the whole web)."""
     period = server.web.params.period * server.clock.seconds_per_unit
     scale = engagement_scale
     settings = {"WHITTLE_SOURCES": f"{server.url}/feeds.opml", "WHITTLE_PERIOD": f"{period:g}",
+                "WHITTLE_STEP": f"{period / 60:g}",
                 "WHITTLE_BUDGET": f"{budget:g}", "WHITTLE_ENGAGEMENT_SCALE": f"{scale:g}",
                 "DOWNLOAD_DELAY": "0"}
     return f"scrapy crawl {spider} " + " ".join(f"-s {k}={v}" for k, v in settings.items())
