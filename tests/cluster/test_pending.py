@@ -24,15 +24,20 @@ from tests.cluster.test_node_outcomes import FETCHES, SETTINGS
 
 URL = "https://s.example/feed.xml"
 LEASE = 0.4
+# The lease of the test that renews a batch half-way: real seconds (Redis times the lease),
+# and that test's steps between its sleeps of a fraction of the lease must take well under the
+# rest of it, also on a loaded machine (the tests run two at a time), or a node reclaims a
+# batch a step early
+STEPPED_LEASE = 1.0
 
 
 def _on_reactor(coro):
     return Deferred.fromFuture(asyncio.ensure_future(coro))
 
 
-def _node(url: str, *, journal: bool = True) -> ClusterNode:
+def _node(url: str, *, journal: bool = True, lease: float = LEASE) -> ClusterNode:
     node = ClusterNode(WhittleConfig.from_settings(SETTINGS), redis_url=url, prefix="test",
-                       specs=[], stats=DictStats(), clock=SystemClock(), lease=LEASE)
+                       specs=[], stats=DictStats(), clock=SystemClock(), lease=lease)
     node.journal_deliveries = journal
     return node
 
@@ -75,7 +80,7 @@ async def test_new_entries_are_pending_until_delivered_and_reclaimed_once(tmp_pa
 
 
 async def _reclaimed_once(url: str) -> None:
-    a, b, c = _node(url), _node(url), _node(url)
+    a, b, c = (_node(url, lease=STEPPED_LEASE) for _ in range(3))
     try:
         await a._ensure_groups()
         first = await _fetch(a, 0, FETCHES[0])
@@ -98,10 +103,10 @@ async def _reclaimed_once(url: str) -> None:
         # a fresh batch is not reclaimed; one its holder renews is not either
         await b._renew_and_reclaim()
         assert b.take_replay() is None
-        await asyncio.sleep(LEASE * 0.6)
+        await asyncio.sleep(STEPPED_LEASE * 0.6)
         a.held.discard(third.batch)           # as if a had never heard of it
         await a._renew_and_reclaim()                # renews second.batch only
-        await asyncio.sleep(LEASE * 0.6)
+        await asyncio.sleep(STEPPED_LEASE * 0.6)
         await b._renew_and_reclaim()
         replay = b.take_replay()
         assert replay is not None and replay.id == third.batch

@@ -128,7 +128,15 @@ async def test_a_silent_source_retires_counting_from_its_last_entry_across_plann
 def test_two_processes_follow_a_moved_and_a_dead_feed(redis_server, tmp_path):
     from scrapy_whittle.cluster.keys import Keys
     from scrapy_whittle.cluster.state import RedisStateStore
-    from tests.cluster.test_cluster import N_FEEDS, PREFIX, no_duplicates, results, start, stop
+    from tests.cluster.test_cluster import (
+        N_FEEDS,
+        PREFIX,
+        emitted,
+        no_duplicates,
+        results,
+        start,
+        stop,
+    )
     from tests.scrapy.conftest import Server
     from tests.waiting import wait_for
 
@@ -151,6 +159,12 @@ def test_two_processes_follow_a_moved_and_a_dead_feed(redis_server, tmp_path):
                     and flags[urls.index(gone)] >> 34 & 1 == 1)
 
         wait_for(followed, timeout=120, what="the move and the death in Redis")
+        # the other process may still be starting (the first can get that far alone on a
+        # loaded machine): Scrapy takes the SIGTERM of a graceful stop only once its reactor
+        # runs, before that the signal ends the process at once; an item emitted shows it runs
+        for name, proc in zip(names, procs, strict=True):
+            wait_for(lambda name=name: emitted(tmp_path, name), timeout=120, alive=proc,
+                     what=f"process {name}'s first item")
         stop(procs)
         saved = store.load()
         client.close()

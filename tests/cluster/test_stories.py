@@ -213,6 +213,12 @@ def test_two_processes_emit_each_story_once_across_feeds(redis_server, tmp_path)
             return len(results(tmp_path, names)[0])
 
         wait_for(lambda: emitted() >= 300, timeout=120, what="300 items")
+        # as in test_sources_fate.py: one process can get that far while the other is still
+        # starting, and a SIGTERM before its reactor runs ends it at once instead of stopping
+        # it gracefully; its first item shows it runs
+        for name, proc in zip(names, procs, strict=True):
+            wait_for(lambda name=name: results(tmp_path, [name])[0], timeout=120, alive=proc,
+                     what=f"process {name}'s first item")
         stop(procs)
     finally:
         web.stop()

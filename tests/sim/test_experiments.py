@@ -54,10 +54,18 @@ def test_dqn_devices_on_the_cpu_repeats_itself_and_resumes_from_a_checkpoint():
     """The device comparison (run on a GPU machine for docs/experiments.md) on the CPU alone:
     two runs with one seed decide the same, and a checkpoint taken half-way (after training
     started) and loaded into a policy of another seed goes on as the uninterrupted run."""
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     from sim.experiments.dqn_devices import dqn_devices
 
-    report = dqn_devices(["cpu"], slots=200)
+    # one torch thread, as in tests/core/test_dqn.py: the networks are tiny, and torch's
+    # default of a thread per core fights whatever else runs on a 2-core machine (the other
+    # pytest-xdist worker, a crawl's processes) for the cores, which slows the run manyfold
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        report = dqn_devices(["cpu"], slots=200)
+    finally:
+        torch.set_num_threads(before)
     for name in ("icc2021-single", "icc2021-groups"):
         out = report["scenarios"][name]
         assert out["cpu"]["updates"] > 0 and out["cpu"]["repeats_itself"]
