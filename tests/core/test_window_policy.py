@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 
-from scrapy_whittle.core.dynamics import alpha_u
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.policies.due import with_max_interval
@@ -75,7 +74,6 @@ def test_a_feed_whose_window_fills_outranks_the_same_feed_without_one():
 def test_the_oracle_ranks_a_filling_window_by_the_windows_index():
     period = 1.0
     rate = np.array([8.0, 8.0])
-    alpha, u = alpha_u(rate * 1.0, math.log(2) / 3, period)
     problem = Problem.from_params(SourceParams(rate=rate, mean_utility=np.ones(2),
                                                decay=np.full(2, math.log(2) / 3),
                                                period=period))
