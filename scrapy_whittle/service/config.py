@@ -436,9 +436,10 @@ SETTINGS: tuple[Setting, ...] = (
             "the longest a source waits between two crawls, in seconds, for the index "
             "policies (`whittle`, `oracle`): one that waited that long is crawled first, within "
             "its hints and its host's allowance. Default (None): 24 `WHITTLE_PERIOD`s, a day "
-            "with hourly periods, as feed readers cap their intervals; 0: no limit. Its cost: "
-            "the budget it takes from the sources the index prefers "
-            "([budget.md](budget.md))"),
+            "with hourly periods, as feed readers cap their intervals, or 8 times the time the "
+            "budget takes to crawl every source once where that is longer (a limit the budget "
+            "cannot keep would make the crawl a round-robin); 0: no limit. Its cost: the "
+            "budget it takes from the sources the index prefers ([budget.md](budget.md))"),
     Setting("WHITTLE_MIN_INTERVAL", 0.0, number(minimum=0),
             "seconds between two crawls of the same source (all sources; OPML `minInterval` "
             "per source)"),
@@ -703,10 +704,10 @@ class WhittleConfig:
             return 1
         return max(1, math.ceil(self.period / self.step - 1e-9))
 
-    @property
-    def longest_interval(self) -> float | None:
-        """``WHITTLE_MAX_INTERVAL`` in seconds, its default resolved (None: no limit)."""
-        return max_interval_of(self.max_interval, self.period)
+    def longest_interval(self, total_cost: float = 0.0) -> float | None:
+        """``WHITTLE_MAX_INTERVAL`` in seconds for sources of ``total_cost`` (their crawl
+        costs summed), its default resolved (None: no limit)."""
+        return max_interval_of(self.max_interval, self.period, self.budget, total_cost)
 
     @property
     def sources_url(self) -> str | None:
@@ -791,11 +792,21 @@ def check_setting_names(settings: Mapping[str, Any]) -> None:
 MAX_INTERVAL_PERIODS = 24
 
 
-def max_interval_of(setting: float | None, period: float) -> float | None:
-    """The maximum interval in seconds of ``WHITTLE_MAX_INTERVAL`` = ``setting`` (None: the
-    default, ``MAX_INTERVAL_PERIODS`` periods; 0: no limit, None)."""
+#: the default maximum interval is at least this many times the interval at which the budget
+#: would crawl every source in turn
+MAX_INTERVAL_ROUNDS = 8
+
+
+def max_interval_of(setting: float | None, period: float, budget: float = math.inf,
+                    total_cost: float = 0.0) -> float | None:
+    """The maximum interval in seconds of ``WHITTLE_MAX_INTERVAL`` = ``setting``: as set (0:
+    no limit, None); unset, ``MAX_INTERVAL_PERIODS`` periods, or ``MAX_INTERVAL_ROUNDS``
+    times the time the budget takes to crawl every source once (``total_cost`` / ``budget``
+    periods) where that is longer. A limit the budget cannot keep would hand most crawls to
+    the sources that waited longest, whatever they hold: a round-robin, not the index."""
     if setting is None:
-        return MAX_INTERVAL_PERIODS * period
+        rounds = MAX_INTERVAL_ROUNDS * total_cost / budget if budget > 0 else 0.0
+        return max(MAX_INTERVAL_PERIODS, rounds) * period
     return None if setting == 0 else float(setting)
 
 

@@ -44,8 +44,7 @@ class PolicySettings(Protocol):
     def seed(self) -> int: ...
     @property
     def period(self) -> float: ...
-    @property
-    def longest_interval(self) -> float | None: ...
+    def longest_interval(self, total_cost: float = 0.0) -> float | None: ...
 
 
 def policy_names() -> str:
@@ -79,7 +78,8 @@ def build_policy(config: PolicySettings, problem: Problem, **supplied: Any) -> P
     error stays chained to it)."""
     if policy_class(config.core_policy).takes_max_interval \
             and "max_interval" not in config.policy_options:
-        supplied = {"max_interval": config.longest_interval, **supplied}
+        supplied = {"max_interval": config.longest_interval(float(np.sum(problem.cost))),
+                    **supplied}
     try:
         return make_policy(config.core_policy, problem, rng=config.seed,
                            **{**config.policy_options, **supplied})

@@ -267,6 +267,10 @@ def test_the_maximum_interval_reaches_the_index_policies_only():
 
     assert built().max_interval == 24 * 3600.0            # a day of the default periods
     assert built(WHITTLE_PERIOD=1).max_interval == 24.0     # (a simulated day: sim.serve)
+    # a day the budget cannot keep: eight rounds of every source instead (two sources, a
+    # crawl a period: 16 periods; a tenth of a crawl: 160)
+    assert built(WHITTLE_BUDGET=0.1).max_interval == 160 * 3600.0
+    assert built(WHITTLE_BUDGET=0.1, WHITTLE_MAX_INTERVAL=60).max_interval == 60.0   # as set
     assert built(WHITTLE_MAX_INTERVAL=7200).max_interval == 7200.0
     assert built(WHITTLE_MAX_INTERVAL=0).max_interval is None
     assert built(WHITTLE_POLICY_OPTIONS={"max_interval": 60.0}).max_interval == 60.0
