@@ -133,7 +133,9 @@ def _takes_over_as_a_fresh_restore(client, keys: Keys, policy: str) -> None:
         _config(policy), clock=clock, store=store))
     assert standby.open()
     moves = {2: "https://moved.example/2.xml",            # a move to a new host
-             9: "https://h1.example/1.xml",                # a merge into source 1
+             # a merge into source 1: of a fast feed (one a minute, whose window of five
+             # fills every epoch), which the index crawls every epoch
+             21: "https://h1.example/1.xml",
              16: "https://h2.example/16-new.xml"}
     applied = 0
     for epoch in range(1, 20):
