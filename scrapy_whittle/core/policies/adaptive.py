@@ -187,6 +187,10 @@ class AdaptiveWhittlePolicy(Policy):
         self.last_missed = 0.0
         self._pruning = PrunedTop()
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
+        # the explored sources' expected states at the end of the current epoch, kept
+        # between its decision steps (see _select_in_epoch)
+        self._x_end = KeptRows(lambda ids: (self._explored_state(self._x_end_at, ids),))
+        self._x_end_at: float | None = None
         check_groups(groups, problem.n)
         self.groups = groups
         self.group[:] = self._groups_of(np.arange(n))
@@ -313,6 +317,13 @@ class AdaptiveWhittlePolicy(Policy):
         """The estimates of sources ``ids`` changed: their kept u is computed again (and the
         population's prior with it)."""
         self._u.changed(ids)
+        self._x_end.changed(ids)
+        self._population_stamp += 1
+
+    def _all_estimates_changed(self) -> None:
+        """Every source's estimates changed (a restore, sources added, the values' unit)."""
+        self._u.forget()
+        self._x_end.forget()
         self._population_stamp += 1
 
     def _groups_of(self, ids: np.ndarray) -> np.ndarray:
@@ -339,8 +350,7 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _after_import(self) -> None:
         super()._after_import()
-        self._u.forget()
-        self._population_stamp += 1
+        self._all_estimates_changed()
         self.group[:] = self._groups_of(np.arange(self.n))
         self._pushers = None
         self._push_used = None
@@ -447,15 +457,33 @@ class AdaptiveWhittlePolicy(Policy):
         # explored: u G_k, k epochs after the last crawl (x0 = 0 then); on the explored
         # sources only while they are few (the start of a crawl)
         sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
-        k = np.maximum(epoch - self.last_epoch[sub], 0.0)
-        _, log_alpha, one_minus = self._alphas_at(sub, with_alpha=False)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            after_crawl = u[sub] * geometric_sum(k, log_alpha, one_minus)
+        after_crawl = self._explored_state(epoch, sub)
         if sub is ids:
             x[ids] = after_crawl
         else:
             x = np.where(explored, after_crawl, x)
         return x, u
+
+    def _explored_state(self, epoch: float, ids) -> np.ndarray:
+        """x = u G_k of sources ``ids`` (an index array or a slice), k epochs after their
+        last crawl at ``epoch``, as if explored."""
+        k = np.maximum(epoch - self.last_epoch[ids], 0.0)
+        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._kept_u()[ids] * geometric_sum(k, log_alpha, one_minus)
+
+    def _unexplored_state(self, epoch: float, ids: np.ndarray,
+                          explored: np.ndarray) -> np.ndarray:
+        """x of sources ``ids`` never explored, at ``epoch``, as ``_expected_polled`` has it
+        (``explored``: bool[N], every source's)."""
+        added = self.added_epoch[ids]
+        waited = np.maximum(epoch - np.where(np.isnan(added), epoch, added), 0.0)
+        x = self._kept_u()[ids] * waited
+        if not explored.all() and explored.any():
+            pooled = self.population_prior(epoch, explored)[self.group[ids]]
+            prior_x = self.values.m0[ids] * pooled * self.problem.cost[ids]
+            x = np.where(prior_x > x, prior_x, x)
+        return x
 
     def _table(self, ids: np.ndarray, u: np.ndarray, cost) -> IndexTable:
         """The index table of sources ``ids`` (arrivals ``u``, aligned with them), from the
@@ -554,8 +582,12 @@ class AdaptiveWhittlePolicy(Policy):
         k = int(np.floor(budget + 1e-9))
         if not 0 < k < self.n or not np.all(cost == 1.0):
             return select_top(self.priority(epoch), cost, budget, eligible)
-        x, u = self._expected(epoch)
         explored = self.explored()
+        if self.resolution != 1.0 and not self.push.n and self._pruning.cut is not None:
+            chosen = self._select_in_epoch(epoch, budget, eligible, explored)
+            if chosen is not None:
+                return chosen
+        x, u = self._expected(epoch)
 
         def priority_of(ids):             # never crawled: x / C (C = 1), no index needed
             prio, ranked = x[ids], explored[ids]
@@ -576,6 +608,42 @@ class AdaptiveWhittlePolicy(Policy):
         self._pruning.settled(prio, chosen)
         return chosen
 
+    def _select_in_epoch(self, epoch: float, budget: float, eligible,
+                         explored: np.ndarray) -> np.ndarray | None:
+        """``select_top`` at a decision step inside an epoch, the expected states computed
+        only for the sources that can make the top (None: not decided here).
+
+        An explored source's state grows with the time since its last crawl, so its state at
+        the end of the epoch bounds its priority at every step of it: that bound is computed
+        once an epoch (``_x_end``), again only for the sources whose estimates changed since
+        (a crawl's, which also lowers the state), and ``PrunedTop`` computes the exact states
+        only where the bound reaches the top. The never-explored sources' priorities are
+        their states, computed at each step. Without this, every step computed every source's
+        state: the per-step cost of an epoch's first decision. Sources that push are left to
+        the full computation (their states depend on every push)."""
+        end = float(np.floor(epoch + 1e-9) + 1.0)
+        if self._x_end_at != end:
+            self._x_end.forget()
+            self._x_end_at = end
+        bound = self._x_end.get(self.n)[0].copy()
+        fresh = np.flatnonzero(~explored)
+        if fresh.size:
+            bound[fresh] = self._unexplored_state(epoch, fresh, explored)
+        u_all = self._kept_u()
+
+        def priority_of(ids):
+            ranked = explored[ids]
+            prio = np.empty(ids.shape[0])
+            prio[~ranked] = bound[ids[~ranked]]           # never explored: x / C (C = 1)
+            at = ids[ranked]
+            x, u = self._explored_state(epoch, at), u_all[at]
+            index = self._table(at, u, 1.0).index_where_unsaturated(x)
+            self._window_index(epoch, at, x, u, index, positions=True)
+            prio[ranked] = index
+            return prio
+
+        return self._pruning(bound, priority_of, budget, eligible)
+
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:
         self.added_epoch[np.isnan(self.added_epoch)] = obs.epoch
@@ -592,8 +660,7 @@ class AdaptiveWhittlePolicy(Policy):
         """The value prior follows the unit of the values observed (``ValueEstimator``,
         pooled): where that unit moved, so did every source's u."""
         if self.values.rescale():
-            self._u.forget()
-            self._population_stamp += 1
+            self._all_estimates_changed()
 
     def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
         src, t = obs.sources[sel], obs.time[sel]
@@ -951,8 +1018,7 @@ class AdaptiveWhittlePolicy(Policy):
         if n_new <= 0:
             return
         super().grow(n_new, cost)
-        self._u.forget()
-        self._population_stamp += 1
+        self._all_estimates_changed()
         self.group[self.n - n_new:] = self._groups_of(np.arange(self.n - n_new, self.n))
         self.rates.grow(n_new)
         self.decay.grow(n_new)
