@@ -35,7 +35,7 @@ def row_digests(policy: Policy, ids: np.ndarray) -> np.ndarray:
     XOR of each 8-byte word times its own odd multiplier: a change of one word always
     changes the digest (an odd multiplier is a bijection modulo 2**64)."""
     out = np.zeros(ids.shape[0], dtype=np.uint64)
-    if not policy.row_dtype().itemsize:          # nothing persisted per source
+    if not ids.shape[0] or not policy.row_dtype().itemsize:   # nothing to digest
         return out
     for start in range(0, ids.shape[0], DIGEST_CHUNK):
         rows = policy.export_rows(ids[start:start + DIGEST_CHUNK])

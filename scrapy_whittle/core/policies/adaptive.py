@@ -189,7 +189,7 @@ class AdaptiveWhittlePolicy(Policy):
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
         # the explored sources' expected states at the end of the current epoch, kept
         # between its decision steps (see _select_in_epoch)
-        self._x_end = KeptRows(lambda ids: (self._explored_state(self._x_end_at, ids),))
+        self._x_end = KeptRows(self._states_at_end)
         self._x_end_at: float | None = None
         check_groups(groups, problem.n)
         self.groups = groups
@@ -472,6 +472,16 @@ class AdaptiveWhittlePolicy(Policy):
         with np.errstate(divide="ignore", invalid="ignore"):
             return self._kept_u()[ids] * geometric_sum(k, log_alpha, one_minus)
 
+    def _states_at_end(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Of sources ``ids``, at ``_x_end_at``: the state as if explored (u G_k), the
+        undecayed arrivals since they joined as if never explored (u x epochs), and their
+        prior value m0 (what the population's prior is multiplied by, with the cost)."""
+        end = self._x_end_at
+        added = self.added_epoch[ids]
+        waited = np.maximum(end - np.where(np.isnan(added), end, added), 0.0)
+        return (self._explored_state(end, ids), self._kept_u()[ids] * waited,
+                self.values.m0[ids].copy())
+
     def _unexplored_state(self, epoch: float, ids: np.ndarray,
                           explored: np.ndarray) -> np.ndarray:
         """x of sources ``ids`` never explored, at ``epoch``, as ``_expected_polled`` has it
@@ -621,20 +631,31 @@ class AdaptiveWhittlePolicy(Policy):
         their states, computed at each step. Without this, every step computed every source's
         state: the per-step cost of an epoch's first decision. Sources that push are left to
         the full computation (their states depend on every push)."""
+        fresh = np.flatnonzero(~explored)
+        if fresh.size > self._pruning.max_share * self.n:
+            # most sources never crawled (a crawl's start): their priorities are their
+            # states, as costly to bound as to compute, and they tie (one prior), so a pruned
+            # pass would reach most of them and give up
+            return None
         end = float(np.floor(epoch + 1e-9) + 1.0)
         if self._x_end_at != end:
             self._x_end.forget()
             self._x_end_at = end
-        bound = self._x_end.get(self.n)[0].copy()
-        fresh = np.flatnonzero(~explored)
-        if fresh.size:
-            bound[fresh] = self._unexplored_state(epoch, fresh, explored)
+        x_end, arrived_end, prior_scale = self._x_end.get(self.n)     # (prior_scale: m0)
+        bound = x_end.copy()
+        if fresh.size:            # (the population's prior is the step's: it moves as it learns)
+            bound[fresh] = arrived_end[fresh]
+            if explored.any():
+                pooled = self.population_prior(epoch, explored)[self.group[fresh]]
+                bound[fresh] = np.maximum(bound[fresh], prior_scale[fresh] * pooled
+                                          * self.problem.cost[fresh])
         u_all = self._kept_u()
 
         def priority_of(ids):
             ranked = explored[ids]
             prio = np.empty(ids.shape[0])
-            prio[~ranked] = bound[ids[~ranked]]           # never explored: x / C (C = 1)
+            new = ids[~ranked]                         # never explored: x / C (C = 1)
+            prio[~ranked] = self._unexplored_state(epoch, new, explored)
             at = ids[ranked]
             x, u = self._explored_state(epoch, at), u_all[at]
             index = self._table(at, u, 1.0).index_where_unsaturated(x)
