@@ -443,8 +443,9 @@ class ClusterNode:
         self.replays.extend(batches)
         n = sum(len(b.entries) for b in batches)
         self.stats.inc("deliveries/replayed", n)
-        logger.info("cluster node %s: %d entries of %d fetches not delivered by their worker "
-                    "within the lease: handed out again", self.consumer, n, len(batches))
+        logger.info("cluster node %s: %d entries of %d fetches whose delivery their worker "
+                    "did not confirm within the lease: handed out again (the item pipelines "
+                    "may see some of them twice)", self.consumer, n, len(batches))
         if self.on_tasks is not None:
             self.on_tasks()
 

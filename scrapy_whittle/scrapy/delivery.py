@@ -136,7 +136,10 @@ def flush_feed_exports(crawler: Crawler | None) -> None:
     storage uploads its file at the end of the crawl and cannot be flushed before)."""
     from scrapy.extensions.feedexport import FeedExporter
 
-    extensions = getattr(crawler, "extensions", None)
+    try:
+        extensions = getattr(crawler, "extensions", None)
+    except RuntimeError:          # a crawler not started (Scrapy's own way to test a scheduler)
+        return
     for ext in getattr(extensions, "middlewares", ()):
         if not isinstance(ext, FeedExporter):
             continue

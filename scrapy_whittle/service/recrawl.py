@@ -373,9 +373,10 @@ class RecrawlService:
             replays.append(batch)
         self.replays = replays
         if replays:
-            logger.info("re-crawl service: %d entries of %d fetches were not delivered before "
-                        "the crawl stopped: handed out again", sum(len(b.entries)
-                                                                  for b in replays),
+            logger.info("re-crawl service: %d entries of %d fetches may not have been "
+                        "delivered before the crawl stopped (their delivery was not confirmed "
+                        "to the state store): handed out again, so the item pipelines may see "
+                        "some of them twice", sum(len(b.entries) for b in replays),
                         len(replays))
             self.stats.inc("deliveries/replayed", sum(len(b.entries) for b in replays))
 
