@@ -169,22 +169,28 @@ def parse_opml(data: bytes, origin: str = "OPML") -> SourceList:
     A feed's category is its OPML 2.0 ``category`` attribute (the first one, without leading
     slashes), else the title of the folder outline it sits in (how feed readers export).
     """
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        raise SourceListError(f"{origin}: not well-formed XML ({exc})") from None
+    root, broken = _recovered_xml(data, origin)
     specs: list[SourceSpec] = []
-    skipped: list[str] = []
+    skipped: list[str] = [f"line {line}: not well-formed XML ({why}), its outline left out"
+                          for line, why in broken.values()]
+    unmade = set(broken)                 # lines whose broken element was not met yet
 
     def walk(node, folder: str) -> None:
         for child in node.findall("outline"):
+            if child.sourceline in unmade:        # what the parser made of a broken line
+                unmade.discard(child.sourceline)
+                walk(child, folder)
+                continue
             url = child.get("xmlUrl", child.get("xmlurl"))
+            name = child.get("title") or child.get("text") or ""
             if url is not None and not url.strip():
-                skipped.append(f"outline {child.get('title') or child.get('text') or ''!r}: "
-                               "empty xmlUrl")
+                skipped.append(f"line {child.sourceline}: outline {name!r}: empty xmlUrl")
                 continue
             if not url:
-                walk(child, child.get("title") or child.get("text") or folder)
+                if not len(child):                # not a folder: a feed without its URL
+                    skipped.append(f"line {child.sourceline}: outline {name!r} has no "
+                                   "xmlUrl")
+                walk(child, name or folder)
                 continue
             declared = (child.get("category") or "").split(",")[0].strip().strip("/")
             try:
@@ -200,6 +206,39 @@ def parse_opml(data: bytes, origin: str = "OPML") -> SourceList:
     body = root.find("body")
     walk(body if body is not None else root, "")
     return _usable(specs, skipped, origin)
+
+
+def _recovered_xml(data: bytes, origin: str):
+    """(root, {line found: (line meant, why)}) of an XML document read with recovery
+    (lxml's): a broken line (an unclosed tag, a stray character) is named with the parser's
+    reason, and what the parser made of it (the first element it gives the line where it
+    found the fault) is for the caller to leave out; the rest of the document is read.
+    Entities are not resolved and nothing is fetched (an OPML comes from anywhere)."""
+    from lxml import etree
+
+    parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True,
+                             remove_comments=True, remove_pis=True)
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as exc:
+        root, error = None, str(exc)
+    else:
+        error = None
+    # lxml notices an unclosed tag on the next line, reports the errors it meets there, and
+    # names the tag's own line in one of their messages ("Couldn't find end of Start Tag
+    # outline line 13"): where one does, that line is the broken one, not the next
+    by_line: dict[int, list[str]] = {}
+    for entry in parser.error_log:
+        by_line.setdefault(entry.line, []).append(entry.message.strip())
+    broken: dict[int, tuple[int, str]] = {}
+    for line, messages in by_line.items():
+        named = [(int(m.group(1)), text) for text in messages
+                 if (m := re.search(r" line (\d+)$", text))]
+        broken[line] = named[0] if named else (line, messages[0])
+    if root is None:
+        why = error or next(iter(broken.values()), "empty document")
+        raise SourceListError(f"{origin}: not well-formed XML ({why})")
+    return root, broken
 
 
 #: A line that is not plainly "http(s)://host/...": only those are checked one by one

@@ -75,7 +75,8 @@ BAD = [
     ("WHITTLE_SOURCES=missing.opml", "WHITTLE_SOURCES ('missing.opml') is not a usable "
                                      "source list: missing.opml: cannot read"),
     ("WHITTLE_SOURCES=broken.opml", "WHITTLE_SOURCES ('broken.opml') is not a usable source "
-                                    "list: broken.opml: not well-formed XML"),
+                                    "list: broken.opml: no usable entry (1 bad: line 1: not "
+                                    "well-formed XML"),
     ("WHITTLE_POLICY=oracle", "WHITTLE_ORACLE_PARAMS (None) must name a JSON file"),
     ("WHITTLE_BUDGTE=3", "WHITTLE_BUDGTE ('3') is not a scrapy-whittle setting: did you mean "
                          "WHITTLE_BUDGET?"),

@@ -66,11 +66,35 @@ def test_a_bad_entry_is_skipped_and_named_the_rest_is_used(tmp_path):
                     '<outline xmlUrl="https://w.example/f" weight="heavy"/></body></opml>')
     specs = load_sources(str(opml))
     assert [s.url for s in specs] == good
-    assert specs.skipped[0] == "outline 'E': empty xmlUrl"
+    assert specs.skipped[0] == "line 1: outline 'E': empty xmlUrl"
     assert specs.skipped[1] == "'ftp://f.example/x' is not an http(s) URL"
     assert "weight='heavy' is not a number" in specs.skipped[2]
     specs = load_sources([good[0], "", 42, {"url": good[1], "weight": -1}, good[2]])
     assert [s.url for s in specs] == [good[0], good[2]] and len(specs.skipped) == 3
+
+
+def test_an_opml_with_a_broken_line_is_read_around_it(tmp_path):
+    """An unclosed ``<outline`` (the parser notices it a line later) is named at its own
+    line and left out, every other feed read; an outline that is neither a feed nor a
+    folder (no xmlUrl, no children) is named too."""
+    feeds = [f"https://s{i}.example/feed" for i in range(20)]
+    lines = ['<?xml version="1.0"?>', '<opml version="2.0">', "<head><title>t</title></head>",
+             "<body>", '<outline text="News">']
+    lines += [f'<outline text="f{i}" xmlUrl="{u}"/>' for i, u in enumerate(feeds[:7])]
+    lines += ['<outline text="broken" xmlUrl="https://broken.example/feed"']      # line 13
+    lines += [f'<outline text="f{i}" xmlUrl="{u}"/>' for i, u in enumerate(feeds[7:], 7)]
+    lines += ['<outline text="a podcast I forgot the URL of"/>', "</outline>", "</body>",
+              "</opml>"]
+    assert lines[12].startswith('<outline text="broken"')
+    opml = tmp_path / "feeds.opml"
+    opml.write_text("\n".join(lines))
+    specs = load_sources(str(opml))
+    assert [s.url for s in specs] == feeds
+    assert specs.skipped[0].startswith("line 13: not well-formed XML (")
+    line = lines.index('<outline text="a podcast I forgot the URL of"/>') + 1
+    assert specs.skipped[1] == (f"line {line}: outline 'a podcast I forgot the URL of' has "
+                                "no xmlUrl")
+    assert len(specs.skipped) == 2
 
 
 def test_url_lines_check_every_url_that_is_not_plain(tmp_path):
