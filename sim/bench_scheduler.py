@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 from scrapy import Request, Spider
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.test import get_crawler
@@ -124,10 +125,11 @@ def _open(settings: dict) -> WhittleScheduler:
     return sched
 
 
-def _crawl_epoch(sched: WhittleScheduler, clock: SimulatedClock, feeds: Feeds
-                 ) -> tuple[int, float]:
+def _crawl_epoch(sched: WhittleScheduler, clock: SimulatedClock, feeds: Feeds,
+                 sent: list[float] | None = None) -> tuple[int, float]:
     """Hand out and 'fetch' every crawl of the current epoch; returns how many, and the
-    seconds spent in the scheduler and the service (not in making up the feeds)."""
+    seconds spent in the scheduler and the service (not in making up the feeds). ``sent``:
+    the simulated instants the crawls left at are appended to it."""
     service, crawls, spent = sched.service, 0, 0.0
     end = clock.now() + service.config.period
     while True:
@@ -141,6 +143,8 @@ def _crawl_epoch(sched: WhittleScheduler, clock: SimulatedClock, feeds: Feeds
             clock.advance_to(service.wake_at)
             continue
         crawl = request.meta[META_CRAWL]
+        if sent is not None:
+            sent.append(clock.now())
         entries = feeds.entries(crawl.source, clock.now())
         t = time.perf_counter()
         # as the middleware does: the answer's latency (Scrapy's download_latency) with it
@@ -154,12 +158,23 @@ def _crawl_epoch(sched: WhittleScheduler, clock: SimulatedClock, feeds: Feeds
     return crawls, spent
 
 
+def minute_peak(sent: list[float], start: float, end: float, budget: float,
+                period: float) -> float:
+    """The most crawls that left in one minute of [start, end), over the budget's mean
+    rate per minute (1: perfectly paced; 60 at one plan an hour leaving at once)."""
+    if not sent or end <= start:
+        return math.nan
+    minutes = np.floor((np.asarray(sent) - start) / 60.0).astype(np.int64)
+    return float(np.bincount(minutes).max()) / (budget * 60.0 / period)
+
+
 def bench_whittle(n: int, budget: int, epochs: int, policy: str, hosts: int,
-                  warmup: int = 1, extra: dict | None = None) -> tuple[float, float]:
+                  warmup: int = 1, extra: dict | None = None) -> tuple[float, float, float]:
     """Microseconds per crawl (decision + request + feed_fetched + batched learning), and
     of them the policy's: its selections (with the state checks before them) and its batch
-    learning, as the service's ``decision/<policy>/seconds`` stat times them. The rest is
-    the path every crawl takes whatever the policy."""
+    learning, as the service's ``decision/<policy>/seconds`` stat times them (the rest is
+    the path every crawl takes whatever the policy); and the pacing of the measured epochs
+    (``minute_peak``)."""
     sc = make_scenario("news-mix", n=n, seed=0)
     urls = [f"http://h{i % hosts}.example/feed/{i}.xml" for i in range(n)]
     clock = SimulatedClock(start=1_700_000_000.0)
@@ -169,15 +184,18 @@ def bench_whittle(n: int, budget: int, epochs: int, policy: str, hosts: int,
         _crawl_epoch(sched, clock, feeds)
     timer = f"decision/{sched.service.config.policy}/seconds"
     crawls, elapsed, deciding = 0, 0.0, -sched.service.stats.get(timer, 0.0)
+    sent: list[float] = []
+    start = clock.now()
     for _ in range(epochs):
-        done, spent = _crawl_epoch(sched, clock, feeds)
+        done, spent = _crawl_epoch(sched, clock, feeds, sent)
         crawls += done
         elapsed += spent
     deciding += sched.service.stats.get(timer, 0.0)
+    pacing = minute_peak(sent, start, clock.now(), budget, sched.service.config.period)
     sched.service.close()
     del sched
     thaw()                   # the next crawl measured starts as in a fresh process
-    return 1e6 * elapsed / max(crawls, 1), 1e6 * deciding / max(crawls, 1)
+    return 1e6 * elapsed / max(crawls, 1), 1e6 * deciding / max(crawls, 1), pacing
 
 
 def bench_scrapy(n: int, hosts: int = 1000) -> float:
@@ -302,11 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         extra = {"WHITTLE_DEDUP": args.dedup} if args.dedup else {}
         if args.step is not None:
             extra["WHITTLE_STEP"] = args.step
-        us, deciding = bench_whittle(args.n, budget, args.epochs, name, args.hosts,
-                                     args.warmup, extra)
+        us, deciding, pacing = bench_whittle(args.n, budget, args.epochs, name, args.hosts,
+                                             args.warmup, extra)
         rows[name] = {"us_per_crawl": us, "ratio": us / scrapy_us,
                       "deciding_us_per_crawl": deciding,
-                      "deciding_ms_per_epoch": 1e-3 * deciding * budget}
+                      "deciding_ms_per_epoch": 1e-3 * deciding * budget,
+                      "minute_peak": pacing}
     report = {"n": args.n, "hosts": args.hosts, "budget": budget, "epochs": args.epochs,
               "warmup": args.warmup, "step": args.step,
               "scrapy_us_per_request": scrapy_us, "policies": rows}
@@ -320,14 +339,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.epochs} epochs measured after {args.warmup} of warm-up")
     print(f"Scrapy default scheduler: {scrapy_us:8.2f} us per request (enqueue + next_request)")
     print("policy              us/crawl   ratio to Scrapy's   of which deciding: us/crawl "
-          "(ms/epoch)")
+          "(ms/epoch)   busiest minute / mean")
     for name, row in rows.items():
         if "excluded" in row:
             print(f"{name:18s}  (not measured: {row['excluded']})")
         else:
             print(f"{name:18s}  {row['us_per_crawl']:8.2f}   {row['ratio']:.3f}"
                   f"               {row['deciding_us_per_crawl']:6.2f} "
-                  f"({row['deciding_ms_per_epoch']:.2f})")
+                  f"({row['deciding_ms_per_epoch']:.2f})"
+                  f"{'':12s}{row['minute_peak']:.2f}")
     if args.state:
         s = report["state"]
         print(f"state ({names[0]}): start-up {s['startup_s']:.2f} s (sources file to first "

@@ -38,3 +38,18 @@ def test_a_small_bench_scheduler_run_reports_every_policy_and_the_state():
     assert state["checkpoint_rows"] > 0 and state["store_mb"] > 0
     for key in ("startup_s", "full_checkpoint_s", "checkpoint_s", "restore_s"):
         assert state[key] > 0
+
+
+def test_decision_steps_pace_the_crawls_one_plan_an_epoch_sends_them_at_once():
+    """The pacing measure: the busiest minute's crawls over the budget's mean rate a minute.
+    One plan an epoch hands its whole budget out in the epoch's first minute (60); a
+    decision every minute (WHITTLE_STEP = 60 s) keeps every minute within twice the mean."""
+    def peak(*step):
+        cmd = [sys.executable, "-m", "sim.bench_scheduler", "--n", "3000", "--hosts", "50",
+               "--policy", "whittle", "--epochs", "2", "--warmup", "2", "--json", *step]
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout)["policies"]["whittle"]["minute_peak"]
+
+    assert peak() == pytest.approx(60.0)
+    assert 0.9 <= peak("--step", "60") <= 2.0

@@ -472,15 +472,24 @@ class AdaptiveWhittlePolicy(Policy):
         with np.errstate(divide="ignore", invalid="ignore"):
             return self._kept_u()[ids] * geometric_sum(k, log_alpha, one_minus)
 
-    def _states_at_end(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Of sources ``ids``, at ``_x_end_at``: the state as if explored (u G_k), the
-        undecayed arrivals since they joined as if never explored (u x epochs), and their
-        prior value m0 (what the population's prior is multiplied by, with the cost)."""
+    def _states_at_end(self, ids) -> tuple[np.ndarray, ...]:
+        """Of sources ``ids``, at ``_x_end_at``: as if explored, the index, where their
+        window cannot fill by then, else the state u G_k (what bounds their index at every
+        earlier step: the index grows with the state, the state with the time since the last
+        crawl, and a window that fills at a step fills by the end); as if never explored,
+        the undecayed arrivals since they joined (u x epochs) and their prior value m0 (what
+        the population's prior is multiplied by, with the cost)."""
         end = self._x_end_at
-        added = self.added_epoch[ids]
+        at = np.arange(self.n)[ids]
+        added = self.added_epoch[at]
         waited = np.maximum(end - np.where(np.isnan(added), end, added), 0.0)
-        return (self._explored_state(end, ids), self._kept_u()[ids] * waited,
-                self.values.m0[ids].copy())
+        x, u = self._explored_state(end, at), self._kept_u()[at]
+        index = self._table(at, u, 1.0).index_where_unsaturated(x)
+        windowed = np.full(at.shape[0], -np.inf)
+        self._window_index(end, at, x, u, windowed, positions=True)
+        filled = windowed > -np.inf
+        index[filled] = x[filled]
+        return index, u * waited, self.values.m0[at].copy()
 
     def _unexplored_state(self, epoch: float, ids: np.ndarray,
                           explored: np.ndarray) -> np.ndarray:
@@ -641,8 +650,8 @@ class AdaptiveWhittlePolicy(Policy):
         if self._x_end_at != end:
             self._x_end.forget()
             self._x_end_at = end
-        x_end, arrived_end, prior_scale = self._x_end.get(self.n)     # (prior_scale: m0)
-        bound = x_end.copy()
+        index_end, arrived_end, prior_scale = self._x_end.get(self.n)   # (prior_scale: m0)
+        bound = index_end.copy()
         if fresh.size:            # (the population's prior is the step's: it moves as it learns)
             bound[fresh] = arrived_end[fresh]
             if explored.any():
