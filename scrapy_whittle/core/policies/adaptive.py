@@ -191,6 +191,7 @@ class AdaptiveWhittlePolicy(Policy):
         # between its decision steps (see _select_in_epoch)
         self._x_end = KeptRows(self._states_at_end)
         self._x_end_at: float | None = None
+        self._in_epoch_gave_up = False
         check_groups(groups, problem.n)
         self.groups = groups
         self.group[:] = self._groups_of(np.arange(n))
@@ -640,16 +641,14 @@ class AdaptiveWhittlePolicy(Policy):
         their states, computed at each step. Without this, every step computed every source's
         state: the per-step cost of an epoch's first decision. Sources that push are left to
         the full computation (their states depend on every push)."""
-        fresh = np.flatnonzero(~explored)
-        if fresh.size > self._pruning.max_share * self.n:
-            # most sources never crawled (a crawl's start): their priorities are their
-            # states, as costly to bound as to compute, and they tie (one prior), so a pruned
-            # pass would reach most of them and give up
-            return None
         end = float(np.floor(epoch + 1e-9) + 1.0)
         if self._x_end_at != end:
             self._x_end.forget()
             self._x_end_at = end
+            self._in_epoch_gave_up = False
+        elif self._in_epoch_gave_up:
+            return None
+        fresh = np.flatnonzero(~explored)
         index_end, arrived_end, prior_scale = self._x_end.get(self.n)   # (prior_scale: m0)
         bound = index_end.copy()
         if fresh.size:            # (the population's prior is the step's: it moves as it learns)
@@ -672,7 +671,11 @@ class AdaptiveWhittlePolicy(Policy):
             prio[ranked] = index
             return prio
 
-        return self._pruning(bound, priority_of, budget, eligible)
+        chosen = self._pruning(bound, priority_of, budget, eligible)
+        # where the bounds reach too many sources (many never crawled, tied at their prior,
+        # at a crawl's start), the rest of the epoch's steps compute every state at once
+        self._in_epoch_gave_up = chosen is None
+        return chosen
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:
