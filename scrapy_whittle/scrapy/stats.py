@@ -121,3 +121,39 @@ class WhittleStats:
         if crawls and not self.cluster:     # a cluster's decisions are its planner's
             self.set(f"decision/{self.policy}/us_per_crawl", 1e6 * seconds / crawls)
         self.sync()
+        logger.info("Whittle summary:\n  %s", "\n  ".join(summary_lines(self.values)))
+
+
+def summary_lines(values: dict[str, Any]) -> list[str]:
+    """What a crawl did, in a news reader's terms, from its ``whittle/`` stats (without the
+    prefix): what every crawl logs when it closes."""
+    get = values.get
+    errors = sum(v for k, v in values.items() if k.startswith("errors/"))
+    first = (f"crawls {get('crawls', 0)}, new stories {get('new_items', 0)}, utility "
+             f"captured {get('utility', 0.0):.1f}, not modified {get('not_modified', 0)}, "
+             f"errors {errors}")
+    if get("budget_used") is not None:
+        first += f", budget used {get('budget_used'):.1%}"
+    outside = get("discovery/crawls", 0) + get("probes/crawls", 0)
+    if outside:                          # first fetches and probes: beyond the budget
+        first += f", {outside} crawls outside the budget (first fetches, probes)"
+    lines = [first]
+    if get("delay/mean_s") is not None:
+        lines.append(f"discovery delay of the stories re-crawls found (publication to "
+                     f"capture; a feed's first look finds its backlog): mean "
+                     f"{_duration(get('delay/mean_s'))}, median "
+                     f"{_duration(get('delay/median_s'))}, p90 {_duration(get('delay/p90_s'))}")
+    if get("missed_items") is not None:
+        lines.append(f"stories lost to full feed windows since the first looks: about "
+                     f"{get('missed_items'):.0f} (an estimate: the entries the learned "
+                     "publishing rates say a feed pushed out of its window between two crawls)")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a reader says them: 45 s, 12.5 min, 3.2 h."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
