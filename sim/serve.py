@@ -561,7 +561,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
     if sites:
         feeds = f"http://127.0.0.1:{listening.getHost().port}"
-        resource.sites = listen_sites(SimSites(resource.kinds, sites), feeds, reactor)
+        resource.sites = listen_sites(SimSites(resource.kinds, sites, seed), feeds, reactor)
     return SimServer(listening, resource)
 
 

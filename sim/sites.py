@@ -1,11 +1,11 @@
 """News sites on the simulated web (``python -m sim.serve --sites K``): home pages that link
 their feeds the ways real sites do, so that a crawl can start from sites' addresses offline.
 
-The listed sources (those of ``/feeds.opml`` but the sitemap index) are shared among K sites,
-source i on site i % K; each site has a host of its own (an own port on 127.0.0.1), and one
-more site has no feed at all. A site's home page ``/`` carries the boilerplate of a news front
-page (navigation, teasers, scripts, a footer) and names its feeds in one of three ways, by
-its style (site j: ``STYLES[j % 4]``):
+The listed sources (those of ``/feeds.opml`` but the sitemap index) are dealt among K sites
+in an order drawn from the seed; each site has a host of its own (a port of its own on
+127.0.0.1), and one more site has no feed at all. A site's home page ``/`` carries the
+boilerplate of a news front page (navigation, teasers, scripts, a footer) and names its feeds
+in one of three ways, by its style (site j: ``STYLES[j % 4]``):
 
 * ``links``: ``<link rel="alternate" type="...">`` in ``<head>``, one per feed, with the type
   of its kind (RSS, Atom, JSON Feed);
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from xml.sax.saxutils import quoteattr
 
+import numpy as np
+
 from sim.kinds import SourceKinds
 
 STYLES = ("links", "links", "header", "well-known")
@@ -33,14 +35,16 @@ TYPES = {"rss": "application/rss+xml", "atom": "application/atom+xml",
 
 
 class SimSites:
-    """K sites sharing ``kinds``' listed sources, and one site without feeds."""
+    """K sites sharing ``kinds``' listed sources (dealt in an order drawn from ``seed``), and
+    one site without feeds."""
 
-    def __init__(self, kinds: SourceKinds, k: int) -> None:
+    def __init__(self, kinds: SourceKinds, k: int, seed: int = 0) -> None:
         if k < 1:
             raise ValueError(f"--sites must be >= 1 (got {k})")
         self.kinds, self.k = kinds, int(k)
-        self.members = [[i for i in range(kinds.n) if i % k == j and not kinds.indexed(i)]
-                        for j in range(k)] + [[]]
+        listed = np.array([i for i in range(kinds.n) if not kinds.indexed(i)], dtype=np.int64)
+        order = np.random.default_rng([seed, 5173]).permutation(listed)
+        self.members = [sorted(order[j::k].tolist()) for j in range(k)] + [[]]
 
     def __len__(self) -> int:
         return self.k + 1
