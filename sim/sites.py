@@ -18,7 +18,8 @@ News sitemaps (``--kinds mix``) are named in the site's ``/robots.txt`` (``Sitem
 every style. Every page also carries decoys a finder must not take: a comments feed
 (``/comments/feed/``, real RSS of readers' comments), an ``hreflang`` alternate, a WordPress
 REST link typed ``application/json``, a "RSS" anchor to a help page, and a non-feed ``Link``
-header. :meth:`SimSites.linked` is the truth: the feeds each site links, in one of those ways.
+header. ``/home`` is an old address of the home page (a 301 to ``/``).
+:meth:`SimSites.linked` is the truth: the feeds each site links, in one of those ways.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class SimSites:
         style = self.style(j)
         if path == "/":
             return 200, self.home(j, feeds), "text/html; charset=utf-8", self._links(j, feeds)
+        if path == "/home":                   # an old address of the home page
+            return 301, b"", "text/plain", [("Location", "/")]
         if path == "/robots.txt":
             lines = ["User-agent: *", "Disallow: /private/"]
             lines += [f"Sitemap: {self.kinds.url(feeds, i)}" for i in self._sitemaps(j)]

@@ -80,6 +80,8 @@ def _header_values(response: Response, name: str) -> list[str]:
 class Search:
     """The search of one site, from its page's answer to its list of feeds.
 
+    ``site`` is the site's address as listed (what the search is kept under); the page's URL
+    after redirects (``base``) is where robots.txt and the usual paths are looked for.
     ``send`` hands a request to Scrapy; ``done(search)`` is called once, when every step has
     answered (or failed); ``found`` then holds the feeds, page's and headers' first, then the
     sitemaps, then what a guess found. ``now()`` and ``max_bytes`` are for reading a guess's
@@ -89,6 +91,7 @@ class Search:
                  done: Callable[[Search], object], *, now: Callable[[], float],
                  max_bytes: int, on_error: Callable[[str], object] | None = None) -> None:
         self.site = site
+        self.base = site
         self.send = send
         self.done = done
         self.now = now
@@ -103,17 +106,18 @@ class Search:
     # -- the steps ----------------------------------------------------------------------------
     def start(self, response: Response) -> None:
         """The site's page answered ``response``: read it, then ask for robots.txt."""
+        self.base = response.url
         self.found = page_feeds(response.body, response.url)
         seen = {f.url for f in self.found}
         self.found += [f for f in header_feeds(_header_values(response, "Link"), response.url)
                        if f.url not in seen]
         self._named = bool(self.found)
-        self._request(urljoin(self.site, "/robots.txt"), self._robots)
+        self._request(urljoin(self.base, "/robots.txt"), self._robots)
 
     def _robots(self, response: Response) -> None:
         seen = {f.url for f in self.found}
         text = response.body.decode("utf-8", "replace")
-        sitemaps = [f for f in robots_sitemaps(text, self.site) if f.url not in seen]
+        sitemaps = [f for f in robots_sitemaps(text, self.base) if f.url not in seen]
         self._sitemaps = bool(sitemaps)
         self.found += sitemaps
         self._plan_guesses()
@@ -123,9 +127,9 @@ class Search:
 
     def _plan_guesses(self) -> None:
         if not self._named:
-            self._guesses += [(u, "feed") for u in well_known_urls(self.site, FEED_PATHS)]
+            self._guesses += [(u, "feed") for u in well_known_urls(self.base, FEED_PATHS)]
         if not self._sitemaps:
-            self._guesses += [(u, "sitemap") for u in well_known_urls(self.site, SITEMAP_PATHS)]
+            self._guesses += [(u, "sitemap") for u in well_known_urls(self.base, SITEMAP_PATHS)]
         self._next_guess()
 
     def _next_guess(self) -> None:
@@ -203,7 +207,8 @@ class SiteSearch:
         if listed is None:
             return False
         self.stats.inc("site_search/sites")
-        self._search(crawl.url, response, listed)
+        # kept under the address the list names, where a redirect may have led elsewhere
+        self._search(self.service.registered_url(crawl.source), response, listed)
         return True
 
     def _search(self, site: str, response: Response, listed: bool) -> None:

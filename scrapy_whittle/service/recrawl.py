@@ -632,6 +632,10 @@ class RecrawlService:
     def url(self, sid: int) -> str:
         return self.sources.url(sid)
 
+    def registered_url(self, sid: int) -> str:
+        """The URL source ``sid`` was registered under (a list's, whatever it moved to)."""
+        return self.sources.registry.registered_url(sid)
+
     def source_id(self, url: str) -> int | None:
         return self.sources.id_of(url)
 
