@@ -191,10 +191,18 @@ class SiteSearch:
         self.stats = stats
         self.max_bytes = max_bytes
         self.again_after = again_after
-        self.searching: dict[str, tuple[Search, bool]] = {}   # site -> (search, listed)
+        #: site -> (its search, None while its page is asked for again; whether listed)
+        self.searching: dict[str, tuple[Search | None, bool]] = {}
+        #: the sites this run found without feeds: out of the list until the next run
+        self.without_feeds: set[str] = set()
 
     def expand(self, specs: list[SourceSpec]) -> list[SourceSpec]:
-        """A source list with each site searched before in its feeds' place."""
+        """A source list with each site searched before in its feeds' place, and without the
+        sites being searched or found without feeds in this run (a list read again does not
+        bring them back)."""
+        if self.without_feeds or self.searching:
+            first = self.searching.keys() - self.table.sites.keys()    # a first search
+            specs = [s for s in specs if s.url not in self.without_feeds and s.url not in first]
         return self.table.expand(specs)
 
     def page(self, crawl: Crawl, response: Response) -> bool:
@@ -206,9 +214,11 @@ class SiteSearch:
         listed = self.service.site_page(crawl)
         if listed is None:
             return False
-        self.stats.inc("site_search/sites")
         # kept under the address the list names, where a redirect may have led elsewhere
-        self._search(self.service.registered_url(crawl.source), response, listed)
+        site = self.service.registered_url(crawl.source)
+        if site not in self.searching:         # not a second search of a list read again
+            self.stats.inc("site_search/sites")
+            self._search(site, response, listed)
         return True
 
     def _search(self, site: str, response: Response, listed: bool) -> None:
@@ -235,6 +245,9 @@ class SiteSearch:
             again = before is not None
             if again:                # its dead feeds stay, probed; searched again in time
                 self.table.record(site, list(before.feeds), self.service.clock.now())
+            else:
+                self.without_feeds.add(site)
+                self.service.site_feeds([], [site], listed=listed)   # stays off the crawl
             logger.warning("site search: %s names no feed (no <link rel=\"alternate\"> feed, no "
                            "Link header, no Sitemap in robots.txt, none at the %d usual paths)"
                            "%s", site, len(FEED_PATHS) + len(SITEMAP_PATHS),
@@ -242,8 +255,8 @@ class SiteSearch:
                            "; it is not crawled until the crawl starts again")
             return
         dropped = self.table.record(site, feeds, self.service.clock.now())
-        self.service.site_feeds([SourceSpec(url=f.url, title=f.title) for f in feeds], dropped,
-                                listed=listed)
+        self.service.site_feeds([SourceSpec(url=f.url, title=f.title) for f in feeds],
+                                [*dropped, site], listed=listed)
         self.stats.inc("site_search/feeds_found", len(feeds))
         logger.info("site search: %s names %d feeds: %s%s", site, len(feeds),
                     ", ".join(f.url for f in feeds[:5]), ", ..." if len(feeds) > 5 else "")
@@ -269,7 +282,7 @@ class SiteSearch:
         self.stats.inc("site_search/searched_again")
         logger.info("site search: every feed of %s is dead: searching it again", site)
         # the page's request: its answer starts the search
-        self.searching[site] = (None, listed)  # type: ignore[assignment]
+        self.searching[site] = (None, listed)
 
         def answered(response: Response) -> list:
             self._search(site, response, listed)

@@ -89,3 +89,23 @@ async def test_site_search_off_keeps_a_page_an_error(tmp_path):
         await web.stop()
     assert w["errors/not_a_feed"] >= len(sites)
     assert not any(k.startswith("site_search/") for k in w)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_list_read_again_searches_no_site_twice(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="scrapy_whittle")
+    web = VirtualWeb(n=12, kinds="mix", sites=3)
+    hosts = web.server.resource.sites
+    truth = {f"{u}/": hosts.sites.linked(j, web.url) for j, u in enumerate(hosts.urls)}
+    listed = tmp_path / "sites.txt"
+    listed.write_text("".join(f"{site}\n" for site in truth))
+    try:
+        w = whittle(await run(make_crawler(**settings(
+            web, str(listed), tmp_path / "job", WHITTLE_SOURCES_REFRESH=600))))
+    finally:
+        await web.stop()
+    feedless = [s for s, feeds in truth.items() if not feeds]
+    assert w["site_search/sites"] == len(truth)             # once each, over many reads
+    assert len(feedless_warnings(caplog, feedless[0])) == 1
+    assert w["sources"] == sum(len(feeds) for feeds in truth.values())
+    assert "sources/rejoined" not in w
