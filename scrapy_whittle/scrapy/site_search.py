@@ -27,10 +27,12 @@ source), at most once per ``WHITTLE_RETIRE_PROBE`` seconds: a redesign moves the
 feeds it names now join, those it names no more leave. A feed that moves with a permanent
 redirect keeps its place without a search (:meth:`RecrawlService.moved`).
 
-A site without feeds is named in one WARNING line; its address leaves the crawl until the
-crawl starts again. Stats: ``whittle/site_search/sites`` (sites searched),
-``.../feeds_found``, ``.../sites_without_feeds``, ``.../searched_again``, ``.../requests``
-and ``.../errors`` (the search's fetches that failed: the search goes on without them).
+A site without feeds is named in one WARNING line; its address leaves the crawl, kept as a
+site without feeds, and is searched again once ``WHITTLE_RETIRE_PROBE`` seconds have
+passed, when the list is read again or the crawl starts again. Stats:
+``whittle/site_search/sites`` (sites searched), ``.../feeds_found``,
+``.../sites_without_feeds``, ``.../searched_again``, ``.../requests`` and ``.../errors``
+(the search's fetches that failed: the search goes on without them).
 
 A cluster crawl does not search sites: there a page at a source is the error
 ``not_a_feed``, as without this setting.
@@ -193,17 +195,14 @@ class SiteSearch:
         self.again_after = again_after
         #: site -> (its search, None while its page is asked for again; whether listed)
         self.searching: dict[str, tuple[Search | None, bool]] = {}
-        #: the sites this run found without feeds: out of the list until the next run
-        self.without_feeds: set[str] = set()
-
     def expand(self, specs: list[SourceSpec]) -> list[SourceSpec]:
-        """A source list with each site searched before in its feeds' place, and without the
-        sites being searched or found without feeds in this run (a list read again does not
-        bring them back)."""
-        if self.without_feeds or self.searching:
-            first = self.searching.keys() - self.table.sites.keys()    # a first search
-            specs = [s for s in specs if s.url not in self.without_feeds and s.url not in first]
-        return self.table.expand(specs)
+        """A source list with each site searched before in its feeds' place (a site found
+        without feeds: left out until it is due to be searched again), and without the sites
+        under a first search (a list read meanwhile does not bring them back)."""
+        if self.searching:
+            first = self.searching.keys() - self.table.sites.keys()
+            specs = [s for s in specs if s.url not in first]
+        return self.table.expand(specs, self.service.clock.now() - self.again_after)
 
     def page(self, crawl: Crawl, response: Response) -> bool:
         """The source of ``crawl`` answered an HTML page: True when it is a site, searched now
@@ -242,17 +241,15 @@ class SiteSearch:
         if not feeds:
             self.stats.inc("site_search/sites_without_feeds")
             before = self.table.get(site)
-            again = before is not None
-            if again:                # its dead feeds stay, probed; searched again in time
-                self.table.record(site, list(before.feeds), self.service.clock.now())
-            else:
-                self.without_feeds.add(site)
-                self.service.site_feeds([], [site], listed=listed)   # stays off the crawl
+            kept = list(before.feeds) if before is not None else []
+            # its dead feeds stay, probed; either way not searched again before its time
+            self.table.record(site, kept, self.service.clock.now())
+            self.service.site_feeds([], [site], listed=listed)
             logger.warning("site search: %s names no feed (no <link rel=\"alternate\"> feed, no "
                            "Link header, no Sitemap in robots.txt, none at the %d usual paths)"
-                           "%s", site, len(FEED_PATHS) + len(SITEMAP_PATHS),
-                           "; its feeds found before are kept" if again else
-                           "; it is not crawled until the crawl starts again")
+                           "%s; searched again in %g s at the earliest", site,
+                           len(FEED_PATHS) + len(SITEMAP_PATHS),
+                           "; its feeds found before are kept" if kept else "", self.again_after)
             return
         dropped = self.table.record(site, feeds, self.service.clock.now())
         self.service.site_feeds([SourceSpec(url=f.url, title=f.title) for f in feeds],

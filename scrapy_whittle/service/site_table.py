@@ -4,8 +4,8 @@ A source list may name a site's address instead of a feed's (:mod:`scrapy_whittl
 site_search` tells them apart by what the address serves). Once a site is searched, its
 feeds stand for it: :meth:`SiteTable.expand` puts them in the site's place each time a list
 is read, so a restarted crawl (or a list read again) crawls the feeds and never fetches the
-site's page again. Only sites where feeds were found are kept: a site without one is searched
-again when the crawl starts again (it may have gained one since).
+site's page again. A site found without feeds is kept too, and left out of the list until it
+is due to be searched again (it may have gained one since).
 
 With ``JOBDIR`` the table lives in ``JOBDIR/whittle-sites.sqlite``, one row per site (its
 address, when it was searched, its feeds as a JSON list of ``[url, title]``), written as soon
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sqlite3
 from pathlib import Path
 from typing import NamedTuple
@@ -99,7 +100,7 @@ class SiteTable:
             self._site_of.setdefault(feed.url, site)
 
     def record(self, site: str, feeds: list[FoundFeed], now: float) -> list[str]:
-        """A search of ``site`` at ``now`` found ``feeds`` (at least one): written at once.
+        """A search of ``site`` at ``now`` found ``feeds`` (none, maybe): written at once.
         Returns the URLs of the feeds it had before and has no more."""
         old = self.sites.get(site)
         kept = {f.url for f in feeds}
@@ -121,15 +122,18 @@ class SiteTable:
         """The site a feed was found on, or None."""
         return self._site_of.get(feed_url)
 
-    def expand(self, specs: list[SourceSpec]) -> list[SourceSpec]:
+    def expand(self, specs: list[SourceSpec], again_before: float = -math.inf
+               ) -> list[SourceSpec]:
         """``specs`` with each searched site replaced by its feeds (they keep the site's
-        weight, minimum interval and category; a feed's title is its own, else the site's)."""
+        weight, minimum interval and category; a feed's title is its own, else the site's). A
+        site found without feeds is left out, unless it was searched before ``again_before``:
+        then it stays, to be searched again."""
         if not self.sites:
             return specs
         out: list[SourceSpec] = []
         for spec in specs:
             record = self.sites.get(spec.url)
-            if record is None:
+            if record is None or (not record.feeds and record.searched_at < again_before):
                 out.append(spec)
                 continue
             out.extend(SourceSpec(url=f.url, title=f.title or spec.title, weight=spec.weight,

@@ -77,3 +77,14 @@ def test_a_feed_that_served_a_page_is_no_site():
     service.feed_fetched(crawl, [])
     assert service.site_page(crawl) is None          # a page later: a failing feed
     assert not service.sources.left[crawl.source]
+
+
+def test_a_site_without_feeds_stays_out_of_the_list_until_due(tmp_path):
+    table = SiteTable.in_jobdir(tmp_path)
+    table.record(SITE, [], 100.0)
+    listed = [SourceSpec(SITE), SourceSpec("https://a.example.org/feed")]
+    assert [s.url for s in table.expand(listed, again_before=100.0)] == [
+        "https://a.example.org/feed"]
+    assert [s.url for s in table.expand(listed, again_before=100.5)] == [
+        SITE, "https://a.example.org/feed"]                 # due: searched again
+    table.close()
