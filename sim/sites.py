@@ -15,7 +15,8 @@ in one of three ways, by its style (site j: ``STYLES[j % 4]``):
   path they do not know), a 301 to the feed. Its other feeds are linked nowhere.
 
 News sitemaps (``--kinds mix``) are named in the site's ``/robots.txt`` (``Sitemap:``), in
-every style. Every page also carries decoys a finder must not take: a comments feed
+every style, after its archive ``/sitemap.xml`` (a sitemap of its pages, not of news: a
+decoy). Every page also carries decoys a finder must not take: a comments feed
 (``/comments/feed/``, real RSS of readers' comments), an ``hreflang`` alternate, a WordPress
 REST link typed ``application/json``, a "RSS" anchor to a help page, and a non-feed ``Link``
 header. ``/home`` is an old address of the home page (a 301 to ``/``).
@@ -28,7 +29,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from sim.kinds import SourceKinds
+from sim.kinds import SITEMAP_NS, SourceKinds
 
 STYLES = ("links", "links", "header", "well-known")
 TYPES = {"rss": "application/rss+xml", "atom": "application/atom+xml",
@@ -71,18 +72,21 @@ class SimSites:
         return [self.kinds.url(feeds, i) for i in own + self._sitemaps(j)]
 
     # -- what a site's host serves ----------------------------------------------------------
-    def render(self, j: int, path: str, feeds: str
+    def render(self, j: int, path: str, feeds: str, base: str = ""
                ) -> tuple[int, bytes, str, list[tuple[str, str]]]:
-        """(status, body, Content-Type, extra headers) of ``path`` on site j's host."""
+        """(status, body, Content-Type, extra headers) of ``path`` on site j's host, whose
+        base URL is ``base``."""
         style = self.style(j)
         if path == "/":
             return 200, self.home(j, feeds), "text/html; charset=utf-8", self._links(j, feeds)
         if path == "/home":                   # an old address of the home page
             return 301, b"", "text/plain", [("Location", "/")]
         if path == "/robots.txt":
-            lines = ["User-agent: *", "Disallow: /private/"]
+            lines = ["User-agent: *", "Disallow: /private/", f"Sitemap: {base}/sitemap.xml"]
             lines += [f"Sitemap: {self.kinds.url(feeds, i)}" for i in self._sitemaps(j)]
             return 200, ("\n".join(lines) + "\n").encode(), "text/plain", []
+        if path == "/sitemap.xml":           # the archive: a sitemap, not of news
+            return 200, self.archive(j, base), "application/xml", []
         if path == "/comments/feed/":
             return 200, self.comments(j), "application/rss+xml", []
         if path.startswith("/wp-json/"):
@@ -129,6 +133,13 @@ class SimSites:
                 "<script>window.dataLayer = [];</script></footer>")
         return (f"<!doctype html>\n<html lang=\"en\"><head>{''.join(head)}</head>"
                 f"<body>{body}</body></html>").encode()
+
+    def archive(self, j: int, base: str) -> bytes:
+        urls = "".join(f"<url><loc>{base}/section/{i}/story-{t}</loc>"
+                       "<lastmod>2026-01-01</lastmod></url>"
+                       for i in self.members[j] for t in range(3))
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="'
+                f'{SITEMAP_NS}">{urls}</urlset>').encode()
 
     @staticmethod
     def comments(j: int) -> bytes:
@@ -179,8 +190,9 @@ def listen_sites(sites: SimSites, feeds: str, reactor) -> SiteHosts:
             self.j = j
 
         def render_GET(self, request):
+            host = request.getHeader("host") or f"127.0.0.1:{request.getHost().port}"
             status, body, ctype, headers = sites.render(
-                self.j, request.path.decode("latin-1"), feeds)
+                self.j, request.path.decode("latin-1"), feeds, f"http://{host}")
             request.setResponseCode(status)
             request.setHeader("content-type", ctype)
             for name, value in headers:

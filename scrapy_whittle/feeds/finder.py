@@ -12,9 +12,10 @@ fetches the pages through Scrapy and hands them here.
   ``<base href>`` is honoured.
 * Comments feeds are left out (a title or URL that speaks of comments): they carry readers'
   replies, not stories, and WordPress links one from every page.
-* robots.txt names sitemaps in ``Sitemap:`` lines (:func:`robots_sitemaps`): all are taken
-  for a site at its host's root, those under its folder for a site that is a folder of a
-  host; the crawl reads news sitemaps like feeds.
+* robots.txt names sitemaps in ``Sitemap:`` lines (:func:`robots_sitemaps`: all of them for
+  a site at its host's root, those under its folder for a site that is a folder of a host).
+  Most are the site's whole archive, not news: one is taken only when what it serves is a
+  news sitemap (:func:`is_news_sitemap`); the crawl reads news sitemaps like feeds.
 * When neither the page nor its headers name a feed, the usual feed paths are tried
   (:data:`FEED_PATHS`, at the host's root and, for a site that is a folder of a host, under
   that folder; the list follows what feed readers such as Miniflux try), and when robots.txt
@@ -29,6 +30,7 @@ import re
 from typing import NamedTuple
 from urllib.parse import urljoin, urlsplit
 
+from scrapy_whittle.feeds.kinds import gunzip_head, is_gzip, root_element
 from scrapy_whittle.feeds.parse import parse_feed
 from scrapy_whittle.feeds.parsers.types import FeedError
 
@@ -176,6 +178,29 @@ def well_known_urls(site: str, paths: tuple[str, ...] = WELL_KNOWN_PATHS) -> lis
     folder = urljoin(site, "./")
     bases = [root] if folder == root else [root, folder]
     return [urljoin(base, path) for base in bases for path in paths]
+
+
+NEWS_NS = b"http://www.google.com/schemas/sitemap-news/0.9"
+
+
+def _head(body: bytes) -> bytes:
+    return gunzip_head(body) if is_gzip(body) else body[:65536]
+
+
+def is_sitemap(body: bytes) -> bool:
+    """Whether ``body`` (gzip or not) is a sitemap or a sitemap index."""
+    return root_element(_head(body)) in (b"urlset", b"sitemapindex")
+
+
+def is_news_sitemap(body: bytes, url: str) -> bool:
+    """Whether ``body`` (from ``url``; gzip or not) is a news sitemap: a ``<urlset>`` that
+    declares the news namespace in its first 64 KB, or a ``<sitemapindex>`` whose URL names
+    news (an index says nothing of its children's kind but in their names and its own)."""
+    head = _head(body)
+    root = root_element(head)
+    if root == b"urlset":
+        return NEWS_NS in head
+    return root == b"sitemapindex" and "news" in urlsplit(url).path.lower()
 
 
 def serves_feed(body: bytes, url: str, content_type: str | None, *, now: float,

@@ -8,7 +8,8 @@ searched (with ``WHITTLE_SITE_SEARCH``, on by default):
 
 1. its page's ``<link rel="alternate">`` feeds and its response's ``Link`` headers
    (:mod:`scrapy_whittle.feeds.finder`, comments feeds left out);
-2. its robots.txt's ``Sitemap:`` lines on the site's host;
+2. its robots.txt's ``Sitemap:`` lines, each fetched and taken if it serves a news sitemap
+   (most list the site's archive);
 3. when the page and headers name no feed, the well-known feed paths, one after another until
    one serves a feed; when robots.txt names no sitemap, the usual news-sitemap paths, the same
    way. A guess counts only if its answer reads as a feed (sites answer unknown paths with
@@ -54,6 +55,8 @@ from scrapy_whittle.feeds.finder import (
     SITEMAP_PATHS,
     FoundFeed,
     header_feeds,
+    is_news_sitemap,
+    is_sitemap,
     page_feeds,
     robots_sitemaps,
     serves_feed,
@@ -101,8 +104,11 @@ class Search:
         self.on_error = on_error
         self.found: list[FoundFeed] = []
         self._named = False              # the page or its headers named a feed
-        self._sitemaps = False           # robots.txt named a sitemap
-        self._guesses: list[tuple[str, str]] = []   # (URL, "feed" | "sitemap")
+        self._sitemaps = False           # a news sitemap was found
+        self._planned = False            # the usual paths are planned (or not needed)
+        #: the addresses to try in turn: (URL, "robots" (a Sitemap line), "feed" | "sitemap"
+        #: (a usual path of a feed, of a news sitemap))
+        self._guesses: list[tuple[str, str]] = []
         self.requests = 0
 
     # -- the steps ----------------------------------------------------------------------------
@@ -119,22 +125,21 @@ class Search:
     def _robots(self, response: Response) -> None:
         seen = {f.url for f in self.found}
         text = response.body.decode("utf-8", "replace")
-        sitemaps = [f for f in robots_sitemaps(text, self.base) if f.url not in seen]
-        self._sitemaps = bool(sitemaps)
-        self.found += sitemaps
-        self._plan_guesses()
+        self._guesses = [(f.url, "robots") for f in robots_sitemaps(text, self.base)
+                         if f.url not in seen]
+        self._next_guess()
 
     def _robots_failed(self, cause: str) -> None:
-        self._plan_guesses()
-
-    def _plan_guesses(self) -> None:
-        if not self._named:
-            self._guesses += [(u, "feed") for u in well_known_urls(self.base, FEED_PATHS)]
-        if not self._sitemaps:
-            self._guesses += [(u, "sitemap") for u in well_known_urls(self.base, SITEMAP_PATHS)]
         self._next_guess()
 
     def _next_guess(self) -> None:
+        if not self._guesses and not self._planned:     # robots.txt's sitemaps are read
+            self._planned = True
+            if not self._named:
+                self._guesses += [(u, "feed") for u in well_known_urls(self.base, FEED_PATHS)]
+            if not self._sitemaps:
+                self._guesses += [(u, "sitemap")
+                                  for u in well_known_urls(self.base, SITEMAP_PATHS)]
         if not self._guesses:
             self.done(self)
             return
@@ -143,15 +148,27 @@ class Search:
 
     def _guessed(self, response: Response) -> None:
         _, kind = self._guesses.pop(0)
-        ctype = response.headers.get("Content-Type")
-        if serves_feed(
-                response.body, response.url, ctype.decode("latin-1") if ctype else None,
-                now=self.now(), max_bytes=self.max_bytes):
+        if self._serves(response, kind):
             if response.url not in {f.url for f in self.found}:
                 self.found.append(FoundFeed(response.url))
-            # the first of a kind is enough: the others are often the same in another format
-            self._guesses = [g for g in self._guesses if g[1] != kind]
+            self._sitemaps = self._sitemaps or kind != "feed"
+            if kind != "robots":
+                # the first guess that serves is enough: the others are often the same feed
+                # in another format
+                self._guesses = [g for g in self._guesses if g[1] != kind]
         self._next_guess()
+
+    def _serves(self, response: Response, kind: str) -> bool:
+        """Whether a Sitemap line or a guess serves what it should: a news sitemap (a site's
+        other sitemaps list its archive, not its news), or for a feed's guess a feed."""
+        ctype = response.headers.get("Content-Type")
+        if not serves_feed(response.body, response.url,
+                           ctype.decode("latin-1") if ctype else None, now=self.now(),
+                           max_bytes=self.max_bytes):
+            return False
+        if is_sitemap(response.body):
+            return is_news_sitemap(response.body, response.url)
+        return kind == "feed"
 
     def _guess_failed(self, cause: str) -> None:
         self._guesses.pop(0)

@@ -7,6 +7,8 @@ from scrapy_whittle.feeds.finder import (
     header_feeds,
     header_links,
     is_comments_feed,
+    is_news_sitemap,
+    is_sitemap,
     page_feeds,
     robots_sitemaps,
     serves_feed,
@@ -105,3 +107,22 @@ def test_what_serves_a_feed():
     assert serves_feed(rss, "https://example.com/feed", "text/html", **kw)   # a wrong type
     assert not serves_feed(PAGE, "https://example.com/feed", "application/rss+xml", **kw)
     assert not serves_feed(b'{"id": 1}', "https://example.com/feed.json", None, **kw)
+
+
+def test_news_sitemaps_are_told_from_the_archive():
+    import gzip
+
+    news = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+            b' xmlns:news="http://www.google.com/schemas/sitemap-news/0.9"><url><loc>'
+            b"https://x.org/a</loc></url></urlset>")
+    archive = (b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>'
+               b"https://x.org/2019/a</loc></url></urlset>")
+    index = (b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap>'
+             b"<loc>https://x.org/s1.xml</loc></sitemap></sitemapindex>")
+    assert is_news_sitemap(news, "https://x.org/s.xml")
+    assert is_news_sitemap(gzip.compress(news), "https://x.org/s.xml.gz")
+    assert not is_news_sitemap(archive, "https://x.org/news.xml")
+    assert is_news_sitemap(index, "https://x.org/news-index.xml")
+    assert not is_news_sitemap(index, "https://x.org/sitemap_index.xml")
+    assert is_sitemap(archive) and is_sitemap(gzip.compress(index))
+    assert not is_sitemap(PAGE)

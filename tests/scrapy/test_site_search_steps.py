@@ -45,13 +45,25 @@ def page(body: bytes, headers: dict | None = None) -> HtmlResponse:
     return HtmlResponse(SITE, body=body, headers=headers or {}, encoding="utf-8")
 
 
+NEWS = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+        b'xmlns:news="http://www.google.com/schemas/sitemap-news/0.9"><url>'
+        b"<loc>https://news.example.com/a</loc><news:news><news:publication_date>2026-11-28"
+        b"</news:publication_date><news:title>A</news:title></news:news></url></urlset>")
+ARCHIVE = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+           b"<url><loc>https://news.example.com/2019/a</loc></url></urlset>")
+
+
 def test_a_page_that_names_feeds_needs_no_guess_of_a_feed():
     s = Searching()
     head = (b'<html><head><link rel="alternate" type="application/rss+xml" href="/rss">'
             b"</head></html>")
     s.search.start(page(head))
     assert [r.url for r in s.sent] == [SITE + "robots.txt"]
-    s.answer(b"User-agent: *\nSitemap: https://news.example.com/news.xml\n")
+    s.answer(b"User-agent: *\nSitemap: https://news.example.com/sitemap.xml\n"
+             b"Sitemap: https://news.example.com/news.xml\n")
+    s.answer(ARCHIVE)                               # the archive: not news, not taken
+    s.answer(NEWS)
+    assert [r.url for r in s.sent[1:]] == [SITE + "sitemap.xml", SITE + "news.xml"]
     assert s.done == [s.search]
     assert s.search.found == [FoundFeed(SITE + "rss"), FoundFeed(SITE + "news.xml")]
     assert s.errors == []
