@@ -160,7 +160,8 @@ class Search:
 
     def _serves(self, response: Response, kind: str) -> bool:
         """Whether a Sitemap line or a guess serves what it should: a news sitemap (a site's
-        other sitemaps list its archive, not its news), or for a feed's guess a feed."""
+        other sitemaps list its archive, not its news), or a feed (the sitemap protocol
+        allows RSS and Atom as sitemaps), but for a news sitemap's guess."""
         ctype = response.headers.get("Content-Type")
         if not serves_feed(response.body, response.url,
                            ctype.decode("latin-1") if ctype else None, now=self.now(),
@@ -168,7 +169,7 @@ class Search:
             return False
         if is_sitemap(response.body):
             return is_news_sitemap(response.body, response.url)
-        return kind == "feed"
+        return kind != "sitemap"
 
     def _guess_failed(self, cause: str) -> None:
         self._guesses.pop(0)

@@ -60,12 +60,16 @@ def test_a_page_that_names_feeds_needs_no_guess_of_a_feed():
     s.search.start(page(head))
     assert [r.url for r in s.sent] == [SITE + "robots.txt"]
     s.answer(b"User-agent: *\nSitemap: https://news.example.com/sitemap.xml\n"
-             b"Sitemap: https://news.example.com/news.xml\n")
+             b"Sitemap: https://news.example.com/news.xml\n"
+             b"Sitemap: https://news.example.com/latest.rss\n")
     s.answer(ARCHIVE)                               # the archive: not news, not taken
     s.answer(NEWS)
-    assert [r.url for r in s.sent[1:]] == [SITE + "sitemap.xml", SITE + "news.xml"]
+    s.answer(RSS)                                   # a feed as a sitemap: the protocol's
+    assert [r.url for r in s.sent[1:]] == [SITE + "sitemap.xml", SITE + "news.xml",
+                                           SITE + "latest.rss"]
     assert s.done == [s.search]
-    assert s.search.found == [FoundFeed(SITE + "rss"), FoundFeed(SITE + "news.xml")]
+    assert s.search.found == [FoundFeed(SITE + "rss"), FoundFeed(SITE + "news.xml"),
+                              FoundFeed(SITE + "latest.rss")]
     assert s.errors == []
 
 
