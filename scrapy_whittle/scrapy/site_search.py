@@ -46,7 +46,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
-import numpy as np
 from scrapy import Request
 from scrapy.spidermiddlewares.httperror import HttpError
 
@@ -213,6 +212,7 @@ class SiteSearch:
         self.again_after = again_after
         #: site -> (its search, None while its page is asked for again; whether listed)
         self.searching: dict[str, tuple[Search | None, bool]] = {}
+
     def expand(self, specs: list[SourceSpec]) -> list[SourceSpec]:
         """A source list with each site searched before in its feeds' place (a site found
         without feeds: left out until it is due to be searched again), and without the sites
@@ -288,12 +288,9 @@ class SiteSearch:
         now = self.service.clock.now()
         if now - record.searched_at < self.again_after:
             return
-        src = self.service.sources
-        ids = [self.service.source_id(f.url) for f in record.feeds]
-        ids = np.asarray([i for i in ids if i is not None], dtype=np.int64)
-        if ids.size and not np.all(src.retired[ids] | src.merged[ids]):
+        dead, listed = self.service.sources_dead([f.url for f in record.feeds])
+        if not dead:
             return
-        listed = bool(np.any(src.listed[ids])) if ids.size else True
         self.stats.inc("site_search/searched_again")
         logger.info("site search: every feed of %s is dead: searching it again", site)
         # the page's request: its answer starts the search

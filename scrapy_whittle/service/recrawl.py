@@ -537,6 +537,16 @@ class RecrawlService:
         self._relist(sids, gone, listed=listed)
         return sids
 
+    def sources_dead(self, urls: list[str]) -> tuple[bool, bool]:
+        """(whether every source of ``urls`` this crawl knows is dead: retired or merged
+        into another, whether any is on the source list); (True, True) when it knows none."""
+        ids = np.asarray([i for i in map(self.sources.id_of, urls) if i is not None],
+                         dtype=np.int64)
+        if not ids.size:
+            return True, True
+        src = self.sources
+        return bool(np.all(src.retired[ids] | src.merged[ids])), bool(np.any(src.listed[ids]))
+
     def _relist(self, joining: list[int], leaving: list[int], *, listed: bool) -> None:
         back, gone, changed = self.sources.relist(joining, leaving, listed=listed)
         self.state.touch(changed)

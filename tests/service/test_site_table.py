@@ -88,3 +88,14 @@ def test_a_site_without_feeds_stays_out_of_the_list_until_due(tmp_path):
     assert [s.url for s in table.expand(listed, again_before=100.5)] == [
         SITE, "https://a.example.org/feed"]                 # due: searched again
     table.close()
+
+
+def test_whether_a_sites_feeds_are_dead():
+    service = RecrawlService(WhittleConfig(budget=10, policy="round_robin"))
+    urls = [f.url for f in FEEDS]
+    service.open([SourceSpec(u) for u in urls])
+    assert service.sources_dead(urls) == (False, True)
+    for url in urls:
+        service.sources.set_retired(service.source_id(url), True)
+    assert service.sources_dead(urls) == (True, True)
+    assert service.sources_dead(["https://unknown.example.org/feed"]) == (True, True)
