@@ -1,22 +1,23 @@
 """Site search: a source list may name a site's address; the crawl finds the site's feeds.
 
 **Site or feed** is told by what the address serves, never by how it is spelt: every address
-of ``WHITTLE_SOURCES`` is fetched as a source; when the first answer of a source that never
-gave a feed is an HTML page (the feed parser reads no RSS, Atom, JSON Feed or sitemap in it,
-and it starts like HTML, whatever its Content-Type says), the address is a site's, and it is
-searched (with ``WHITTLE_SITE_SEARCH``, on by default):
+of ``WHITTLE_SOURCES`` is fetched as a source; when a source that never gave a feed answers
+an HTML page (its first answer, as a rule: the feed parser reads no RSS, Atom, JSON Feed or
+sitemap in it, and it starts like HTML, whatever its Content-Type says), the address is a
+site's, and it is searched (with ``WHITTLE_SITE_SEARCH``, on by default):
 
 1. its page's ``<link rel="alternate">`` feeds and its response's ``Link`` headers
    (:mod:`scrapy_whittle.feeds.finder`, comments feeds left out);
 2. its robots.txt's ``Sitemap:`` lines, each fetched and taken if it serves a news sitemap
-   (most list the site's archive);
+   or a feed (most list the site's archive);
 3. when the page and headers name no feed, the well-known feed paths, one after another until
-   one serves a feed; when robots.txt names no sitemap, the usual news-sitemap paths, the same
-   way. A guess counts only if its answer reads as a feed (sites answer unknown paths with
+   one serves a feed; when robots.txt gave no news sitemap, the usual news-sitemap paths, the
+   same way. A guess counts only if its answer reads as a feed (sites answer unknown paths with
    their home page).
 
 Every fetch goes through Scrapy (the project's middlewares, robots.txt, retries, download
-slots), as a request of the crawl's own: served first, outside the budget. The feeds found
+slots); but for the page (the source's own crawl), as a request of the crawl's own: served
+first, outside the budget. The feeds found
 join the crawl as sources, each on its own (a site's sections stay separate sources; a story
 two of them list is counted once, as any story two feeds list), on the source list in the
 site's place; the site's address leaves the crawl. What was found is kept
