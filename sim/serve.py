@@ -24,6 +24,10 @@ serves until interrupted:
 * ``--rate-limit 50:1[:60]``: the first 50 feeds on a host of their own (``localhost``) that
   answers 429 above one request a minute (with ``Retry-After: 60``): ``sim.rate_limit``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
+* ``--sites K``: the listed feeds shared among K news sites, each on a port of its own, whose
+  home pages link them (``<link rel="alternate">``, ``Link`` headers, a usual path,
+  ``Sitemap:`` in robots.txt) among decoys, and one site without feeds (``sim.sites``);
+  ``/sites.txt`` lists their addresses, ``/sites.json`` the feeds each links.
 * ``--kinds mix``: sources served as RSS, Atom, JSON Feed and news sitemaps, some of the
   sitemaps (gzip) behind one sitemap index (``sim.kinds``); with ``--index-rotate T`` the
   index lists half of them at a time, the other half every T scenario time units.
@@ -65,6 +69,7 @@ from sim.rate_limit import HOST as RATE_LIMITED_HOST
 from sim.rate_limit import RateLimit, parse_rate_limit
 from sim.realistic import RealisticItems
 from sim.scenarios import make_scenario
+from sim.sites import SimSites, listen_sites
 from sim.websub_hub import HUB_PATH, WebSubHub, parse_hub
 
 if TYPE_CHECKING:
@@ -208,6 +213,7 @@ class SimWebResource(Resource):
         self.serving: dict[int, int] = {}       # feed -> responses being sent (latency)
         self.max_concurrent = 0                 # most requests of one feed served at once
         self.hub: WebSubHub | None = None       # set by start_server with ``hub``
+        self.sites = None                       # sim.sites.SiteHosts, with ``sites``
 
     # -- helpers ------------------------------------------------------------------------
     def base(self, request: Request) -> str:
@@ -238,6 +244,8 @@ class SimWebResource(Resource):
             return self._send(request, ("\n".join(lines) + "\n").encode(), "text/plain")
         if path == "/feeds.opml":
             return self._send(request, self.opml(self.base(request)), "text/x-opml")
+        if self.sites is not None and path in ("/sites.txt", "/sites.json"):
+            return self._send(request, *self.sites.document(path, self.base(request)))
         if path == "/params.json":
             return self._send(request, json.dumps(self.params(self.base(request))).encode(),
                               "application/json")
@@ -476,6 +484,10 @@ class SimServer:
     def stop(self):
         if self.resource.hub is not None:
             self.resource.hub.stop()
+        if self.resource.sites is not None:
+            from twisted.internet.defer import gatherResults
+
+            return gatherResults([self._port.stopListening(), self.resource.sites.stop()])
         return self._port.stopListening()
 
 
@@ -494,7 +506,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  hang_seconds: float = 600.0, fates: str | dict | None = None,
                  kinds: str | None = None, index_rotate: float = 0.0,
                  rate_limit: str | RateLimit | None = None,
-                 hub: str | dict | None = None, hub_tick: float = 0.05) -> SimServer:
+                 hub: str | dict | None = None, hub_tick: float = 0.05,
+                 sites: int = 0) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
@@ -507,7 +520,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
     that move or die (``sim.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
     (``sim.kinds``), its sitemap index listing half its children at a time, rotated every
-    ``index_rotate`` scenario time units (0: all, always); ``rate_limit``: feeds on a host
+    ``index_rotate`` scenario time units (0: all, always); ``sites``: the listed sources
+    shared among that many news sites, each on a port of its own, plus one without feeds
+    (``sim.sites``; 0: none); ``rate_limit``: feeds on a host
     that answers 429 above a rate (``sim.rate_limit``); ``hub``: a WebSub hub
     (``sim.websub_hub.parse_hub``), checking every ``hub_tick`` real seconds what is due
     (and, on a simulated ``clock``, holding it)."""
@@ -544,6 +559,9 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     site = Site(resource)
     site.noisy = False
     listening = reactor.listenTCP(port, site, interface="127.0.0.1")
+    if sites:
+        feeds = f"http://127.0.0.1:{listening.getHost().port}"
+        resource.sites = listen_sites(SimSites(resource.kinds, sites, seed), feeds, reactor)
     return SimServer(listening, resource)
 
 
@@ -617,6 +635,10 @@ def main(argv: list[str] | None = None) -> int:
                          "share, loss, delay (exponential|uniform), delay_mean, delay_max, "
                          "duplicate, spurious (per second and source), bad_signature, down_at, "
                          "lease_max (times in seconds; sim.websub_hub)")
+    ap.add_argument("--sites", type=int, default=0,
+                    help="the feeds shared among this many news sites, each on a port of its "
+                         "own, whose home pages link them (sim.sites); their addresses at "
+                         "/sites.txt (a WHITTLE_SOURCES), the truth at /sites.json")
     args = ap.parse_args(argv)
     try:
         parse_hub(args.hub, 1.0)
@@ -639,9 +661,12 @@ def main(argv: list[str] | None = None) -> int:
                           hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds,
                           index_rotate=args.index_rotate,
                           rate_limit=args.rate_limit,
-                          hub=args.hub)
+                          hub=args.hub, sites=args.sites)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
+    if args.sites:
+        print(f"  and {args.sites} sites linking them, addresses at {server.url}/sites.txt",
+              flush=True)
     if faults:
         print(f"  and {len(faults) * args.fault_copies} hostile sources: "
               f"{', '.join(faults)} ({args.fault_copies} of each)", flush=True)

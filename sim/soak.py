@@ -170,6 +170,9 @@ def run_crawl(args) -> int:
         "FEEDS": {str(out / "items.jsonl"): {"format": "jsonlines"}},
         "LOG_FILE": str(out / "crawl.log"), "LOG_LEVEL": "INFO", "LOGSTATS_INTERVAL": 60,
         "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": False,
+        # the hostile HTML page stands for a feed serving a page, the error not_a_feed; site
+        # search would take it, from its first answer, for a site without feeds
+        "WHITTLE_SITE_SEARCH": False,
     }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(FeedSpider)

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_whittle.feeds.parse_pool import ParsePool
+    from scrapy_whittle.scrapy.site_search import SiteSearch
     from scrapy_whittle.service.recrawl import RecrawlService
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,16 @@ def service_of(crawler: Crawler | None) -> RecrawlService | None:
     except (AttributeError, RuntimeError):
         return None
     return scheduler.sink if isinstance(scheduler, WhittleScheduler) else None
+
+
+def site_search_of(crawler: Crawler | None) -> SiteSearch | None:
+    """The site search of ``crawler``'s crawl (:mod:`scrapy_whittle.scrapy.site_search`), or
+    None (``WHITTLE_SITE_SEARCH`` off, a cluster crawl, no ``WhittleScheduler``)."""
+    try:
+        scheduler = crawler.engine.scheduler
+    except (AttributeError, RuntimeError):
+        return None
+    return getattr(scheduler, "site_search", None)
 
 
 async def _settle(result):
@@ -220,6 +231,9 @@ class FeedObserverMiddleware:
                                            content_type=ctype.decode("latin-1") if ctype
                                            else None)
         except FeedError as exc:
+            if exc.kind == "not_a_feed" and self._site_page(crawl, response):
+                request.meta.update(whittle_entries=[], whittle_values=[])
+                return response
             await self._failure(service, crawl, request, exc.kind, str(exc))
             return response
         for notice in parsed.notices:           # too_many_entries, field_too_long, ...
@@ -239,6 +253,7 @@ class FeedObserverMiddleware:
             hints=response_hints(response.headers, now, parsed.hints), listing=listing))
         request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
                             whittle_time=now)
+        self._reported(crawl)
         if parsed.sources:                    # a sitemap index: its children are sources
             request.meta[META_SOURCES] = list(parsed.sources)
             service.stats.inc("sources/named", len(parsed.sources))
@@ -289,11 +304,27 @@ class FeedObserverMiddleware:
                                 describe(exception))
         return None
 
-    @staticmethod
-    async def _failure(service: RecrawlService, crawl, request: Request, kind: str,
+    async def _failure(self, service: RecrawlService, crawl, request: Request, kind: str,
                        cause: str, retry_after: float | None = None) -> None:
         await _settle(service.crawl_failed(crawl, kind, cause, retry_after))
         request.meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
+        self._reported(crawl)
+
+    def _site_page(self, crawl, response: Response) -> bool:
+        """Whether the HTML page a source answered is a site's, searched now
+        (:mod:`scrapy_whittle.scrapy.site_search`)."""
+        from scrapy_whittle.feeds.parsers.prepare import looks_like_html
+
+        search = site_search_of(self.crawler)
+        return search is not None and looks_like_html(response.body) \
+            and search.page(crawl, response)
+
+    def _reported(self, crawl) -> None:
+        """A feed found on a site may have died with this crawl: its site may be searched
+        again."""
+        search = site_search_of(self.crawler)
+        if search is not None and search.table.sites:
+            search.reported(crawl)
 
     @staticmethod
     def _validators(response: Response) -> dict[str, Any]:

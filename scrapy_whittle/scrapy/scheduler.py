@@ -57,6 +57,7 @@ from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.scrapy.delivery import META_REPLAY, flush_feed_exports, replay_request
+from scrapy_whittle.scrapy.site_search import SiteSearch
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
@@ -65,6 +66,7 @@ from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import freeze_startup_heap
 from scrapy_whittle.service.recrawl import Crawl, RecrawlService
+from scrapy_whittle.service.site_table import SiteTable
 from scrapy_whittle.service.sources import SourceSpec, is_plain_url, load_sources
 from scrapy_whittle.service.store import StateStore
 from scrapy_whittle.service.types import CrawlSink
@@ -143,6 +145,9 @@ class WhittleScheduler(BaseScheduler):
         self._list_due = math.inf                # when the source list is read again
         self._list_for: RecrawlService | None = None   # the service the list was read for
         self._slots = DownloadSlots(crawler)
+        #: the sites of the source list (:mod:`scrapy_whittle.scrapy.site_search`); None in
+        #: a cluster process, or with WHITTLE_SITE_SEARCH off
+        self.site_search: SiteSearch | None = None
         self.polls = 0                        # next_request calls that looked at sources
         self._skipped = 0                     # bad entries of the lists read at start-up
 
@@ -184,6 +189,13 @@ class WhittleScheduler(BaseScheduler):
             obj = cls(Scheduler.from_crawler(crawler), service, sources=sources,
                       crawler=crawler, jobdir=job_dir(settings))
             obj._skipped = start.skipped
+            if config.site_search:
+                state = config.state and job_dir(settings)
+                table = SiteTable.in_jobdir(state) if state else SiteTable()
+                obj.site_search = SiteSearch(
+                    service, table, lambda request: crawler.engine.crawl(request),
+                    stats=stats, max_bytes=config.max_feed_size,
+                    again_after=config.retire_probe)
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
 
@@ -201,8 +213,12 @@ class WhittleScheduler(BaseScheduler):
         # with a list at a URL, the list is what the fetch finds: nothing leaves before.
         # The start-up check built the policy for the list; a JOBDIR's sources may make it
         # unbuildable still: one ERROR line then too
+        specs = self._initial + spider_sources
+        if self.site_search is not None:       # the sites searched before: their feeds
+            self.site_search.table.load()
+            specs = self.site_search.expand(specs)
         with refuse_to_start():
-            self.service.open(self._initial + spider_sources, listed=url is None)
+            self.service.open(specs, listed=url is None)
         self._initial = []                 # registered: the list is not kept twice
         # what a killed run had not delivered goes first
         self.followups.extend(replay_request(b) for b in self.service.replays)
@@ -246,7 +262,9 @@ class WhittleScheduler(BaseScheduler):
             return
         self.source_list = SourceListReader(lambda: self.service, self.config.sources,
                                             spider_sources, url, self.service.stats,
-                                            on_change=self._sources_changed)
+                                            on_change=self._sources_changed,
+                                            expand=(self.site_search.expand
+                                                    if self.site_search is not None else None))
         self._list_for = self.service
         if url is not None:
             self.followups.append(self.source_list.request())
@@ -308,6 +326,8 @@ class WhittleScheduler(BaseScheduler):
                 await deferred_to_future(self._writing)
             flush_feed_exports(self.crawler)
             self.service.close()
+            if self.site_search is not None:
+                self.site_search.table.close()
         self.sink.stats.stop()
         result = self.inner.close(reason)
         if result is not None:

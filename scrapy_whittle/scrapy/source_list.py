@@ -47,11 +47,15 @@ META_LIST = "whittle_source_list"
 class SourceListReader:
     """Reads ``config.sources`` (a URL or a file) for the service ``target()`` gives;
     ``extra``: sources that belong to the list too (the spider's ``whittle_sources``);
-    ``stats``: where failures are counted."""
+    ``stats``: where failures are counted; ``expand``: what puts the sites searched before in
+    their feeds' place (:meth:`scrapy_whittle.scrapy.site_search.SiteSearch.expand`)."""
 
     def __init__(self, target: Callable[[], RecrawlService | None], value: Any,
-                 extra: list[SourceSpec], url: str | None, stats, on_change=None) -> None:
+                 extra: list[SourceSpec], url: str | None, stats, on_change=None,
+                 expand: Callable[[list[SourceSpec]], list[SourceSpec]] | None = None
+                 ) -> None:
         self.target = target
+        self.expand = expand           # the sites searched before in their feeds' place
         self.stats = stats
         self.on_change = on_change
         self.value = value
@@ -109,7 +113,10 @@ class SourceListReader:
         if not specs:
             self._failed("the list has no source (the known sources are kept)")
             return
-        joined, left = service.sync_sources(list(specs) + self.extra)
+        listed = list(specs) + self.extra
+        if self.expand is not None:
+            listed = self.expand(listed)
+        joined, left = service.sync_sources(listed)
         self._failed_before = False
         if (joined or left) and self.on_change is not None:
             self.on_change()

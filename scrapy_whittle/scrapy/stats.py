@@ -19,6 +19,8 @@ Keys (all under ``whittle/``):
 * what was kept within plausible ranges (``scrapy_whittle.core.sanitize``): ``clipped/value``,
   ``clipped/published``, ``bursts`` (fetches that taught only part of their unseen entries),
   ``state_resets`` (sources whose learned state went bad, reset to their prior);
+* ``site_search/*``: sites' addresses searched for their feeds, the feeds found, the sites
+  without feeds (:mod:`scrapy_whittle.scrapy.site_search`);
 * ``sources``, ``sources/skipped`` (bad entries left out of the latest read of the source
   list), ``epochs``, ``decision/<policy>/seconds`` and ``decision/<policy>/calls``
   (time spent choosing sources), ``decision/<policy>/us_per_crawl`` at close.

@@ -399,6 +399,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHITTLE_SOURCES_REFRESH", 0.0, number(minimum=0),
             "seconds between two reads of the source list (file or URL); 0: read once, at "
             "start"),
+    Setting("WHITTLE_SITE_SEARCH", True, boolean,
+            "a source whose first answer is an HTML page is a site's address: its feeds and "
+            "news sitemaps are found (its page's `<link rel=\"alternate\">`, `Link` headers, "
+            "robots.txt `Sitemap:` lines, the usual paths) and crawled in its place "
+            "([sites.md](sites.md)); `False`: such a page is the error `not_a_feed`"),
     Setting("WHITTLE_POLICY", "whittle", _policy,
             "`\"whittle\"`: Whittle index on estimated parameters; "
             "`\"oracle\"`: Whittle index on given parameters (`WHITTLE_ORACLE_PARAMS`); or any "
@@ -656,6 +661,7 @@ class WhittleConfig:
     step: float | None = DEFAULTS["WHITTLE_STEP"]
     spread: bool = DEFAULTS["WHITTLE_SPREAD"]
     discovery: bool = DEFAULTS["WHITTLE_DISCOVERY"]
+    site_search: bool = DEFAULTS["WHITTLE_SITE_SEARCH"]
     seed: int = DEFAULTS["WHITTLE_SEED"]
     min_interval: float = DEFAULTS["WHITTLE_MIN_INTERVAL"]
     max_interval: float | None = DEFAULTS["WHITTLE_MAX_INTERVAL"]
@@ -728,6 +734,7 @@ class WhittleConfig:
             oracle_params=v["WHITTLE_ORACLE_PARAMS"],
             budget=v["WHITTLE_BUDGET"], period=v["WHITTLE_PERIOD"], step=v["WHITTLE_STEP"],
             spread=v["WHITTLE_SPREAD"], discovery=v["WHITTLE_DISCOVERY"],
+            site_search=v["WHITTLE_SITE_SEARCH"],
             seed=v["WHITTLE_SEED"],
             min_interval=v["WHITTLE_MIN_INTERVAL"],
             max_interval=v["WHITTLE_MAX_INTERVAL"],

@@ -271,6 +271,12 @@ class CrawlOutcomes:
         self.log_once(crawl.source, kind, crawl.url, f"{cause}; backing off {backoff:.3g} s")
         return backoff
 
+    def not_a_feed(self, crawl: Crawl) -> None:
+        """The fetch found a site's page (``RecrawlService.site_page``): a crawl that taught
+        nothing, without an error (the source leaves: it backs off nobody)."""
+        self._observe(crawl, self.clock.now(), False, 0, 0.0, False, [])
+        self.throttle.heard(crawl)            # its host answered, as hosts do
+
     def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
         report_warnings(self.stats, self.log_once, crawl, warnings)
 

@@ -508,6 +508,58 @@ class RecrawlService:
         self.stats.set("sources", len(self.sources) - self.sources.n_left)
         return joined, len(leaving)
 
+    def site_page(self, crawl: Crawl) -> bool | None:
+        """The fetch of ``crawl`` found a web page, not a feed. At a source that never gave a
+        feed the address is a site's, searched for its feeds
+        (:mod:`scrapy_whittle.scrapy.site_search`), which take its place (:meth:`site_feeds`):
+        the fetch teaches nothing (a failed crawl to the policy, no error counted) and the
+        source leaves the crawl (never fetched as a feed again; its record kept). Returns
+        whether it was on the source list; None, and nothing done, at a source that gave a
+        feed before: a feed that serves a page (a maintenance or challenge page) is a failing
+        feed, to report as such."""
+        sid = crawl.source
+        st = self.state
+        if np.isfinite(st.last_ok.item(sid)) or st.new_items.item(sid):
+            return None
+        listed = bool(self.sources.listed[sid])
+        self.outcomes.not_a_feed(crawl)
+        self._relist([], [sid], listed=False)
+        return listed
+
+    def site_feeds(self, specs: list[SourceSpec], dropped: list[str] = (), *,
+                   listed: bool = True) -> list[int]:
+        """A site's feeds: ``specs`` join the crawl as sources (on the source list with
+        ``listed``, as the site's address was), ``dropped`` (URLs of feeds the site had and
+        names no more) leave it. Returns the ids of ``specs``."""
+        sids = self._register(list(specs))
+        if self.keeper.policy is not None:
+            self.keeper.grow()
+        gone = [sid for sid in map(self.sources.id_of, dropped) if sid is not None]
+        self._relist(sids, gone, listed=listed)
+        return sids
+
+    def sources_dead(self, urls: list[str]) -> tuple[bool, bool]:
+        """(whether every source of ``urls`` this crawl knows is dead: retired or merged
+        into another, whether any is on the source list); (True, True) when it knows none."""
+        ids = np.asarray([i for i in map(self.sources.id_of, urls) if i is not None],
+                         dtype=np.int64)
+        if not ids.size:
+            return True, True
+        src = self.sources
+        return bool(np.all(src.retired[ids] | src.merged[ids])), bool(np.any(src.listed[ids]))
+
+    def _relist(self, joining: list[int], leaving: list[int], *, listed: bool) -> None:
+        back, gone, changed = self.sources.relist(joining, leaving, listed=listed)
+        self.state.touch(changed)
+        if gone.size:
+            self.planner.drop_left()
+            self.stats.inc("sources/left", int(gone.size))
+        if back.size:
+            self.stats.inc("sources/rejoined", int(back.size))
+            if self.keeper.policy is not None:
+                self.planner.discover(back, self.clock.now())
+        self.stats.set("sources", len(self.sources) - self.sources.n_left)
+
     def add_source(self, spec: SourceSpec) -> int:
         """Register one source (a spider's request); its id."""
         return self.add_sources([spec])[0]
@@ -590,6 +642,10 @@ class RecrawlService:
 
     def url(self, sid: int) -> str:
         return self.sources.url(sid)
+
+    def registered_url(self, sid: int) -> str:
+        """The URL source ``sid`` was registered under (a list's, whatever it moved to)."""
+        return self.sources.registry.registered_url(sid)
 
     def source_id(self, url: str) -> int | None:
         return self.sources.id_of(url)

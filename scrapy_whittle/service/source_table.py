@@ -219,6 +219,25 @@ class SourceTable(PerSourceArrays):
         self.n_left = int(np.count_nonzero(self.left))
         return back, leaving, changed
 
+    def relist(self, joining: list[int], leaving: list[int], *, listed: bool = True
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One place of the list changes hands (a site's address gives way to its feeds):
+        ``joining`` are crawled from now on (on the list with ``listed``), ``leaving`` are not
+        (their state kept). Returns the ids (rejoined, left, whose flags changed), as
+        :meth:`sync_list` does."""
+        join = np.unique(np.asarray(joining, dtype=np.int64))
+        leave = np.setdiff1d(np.asarray(leaving, dtype=np.int64), join)
+        back = join[self.left[join] & ~self.merged[join]]
+        gone = leave[~self.left[leave]]
+        changed = np.union1d(join, leave)
+        if listed:
+            self.listed[join] = True
+        self.listed[leave] = False
+        self.left[gone] = True
+        self.left[back] = False
+        self.n_left = int(np.count_nonzero(self.left))
+        return back, gone, changed
+
     def flags(self, ids: np.ndarray) -> np.ndarray:
         """The persisted flags of ``ids``: skipHours bits 0-23, skipDays 24-30, listed 32,
         left 33, retired 34, merged 35, consecutive 404s 40-47."""
