@@ -12,7 +12,6 @@ tcns2018, and uniform random crawling earns 1.08 / 2.36 = 0.46 of it on icc2021-
 from __future__ import annotations
 
 import pickle
-
 from dataclasses import replace
 
 import numpy as np
