@@ -64,6 +64,9 @@ class ReadOnlyStore(StateStore):
         # immutable=1 when no write-ahead log exists (the crawl closed cleanly): SQLite then
         # creates no -shm / -wal file beside it
         live = Path(f"{self.path}-wal").exists()
+        #: whether the crawl may still be running (its write-ahead log is there: running,
+        #: or killed); False once it closed cleanly
+        self.live = live
         uri = f"{self.path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}"
         try:
             self._db = self._check(sqlite3.connect(uri, uri=True, check_same_thread=False))
@@ -176,6 +179,9 @@ class CrawlReport:
     #: (every other host's); each is an allowance of floor(T / delay) crawls per epoch
     slot_delays: dict[str, float] = field(default_factory=dict)
     download_delay: float = 0.0
+    #: the crawl may still be running (or was killed): its last epoch may not be over; False
+    #: once it closed cleanly
+    live: bool = True
 
     def moved(self) -> dict[int, list[str]]:
         """id -> the URLs it had before, of every source that moved (not merged ones)."""
@@ -285,7 +291,7 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
         hosts=(store.rows("SELECT host, allowance, ceiling, throttles FROM hosts ORDER BY "
                           "host") if store.has_table("hosts") else []),
         host_limits=_host_limits(settings), slot_delays=_slot_delays(settings),
-        download_delay=_download_delay(settings))
+        download_delay=_download_delay(settings), live=store.live)
     n = report.n
     report.sources["index"] = np.full(n, np.nan)
     report.sources["planned"] = np.zeros(n, dtype=bool)

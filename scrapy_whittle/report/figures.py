@@ -93,7 +93,7 @@ def allocation(report: CrawlReport) -> Figure | None:
     budget_per_hour = report.budget * 3600.0 / report.period
     ax.set(xscale="log", yscale="log", xlabel=label, ylabel="crawls per hour",
            title=f"Where the budget went: {int(s['crawls'].sum())} crawls of "
-                 f"{report.n} sources (budget {budget_per_hour:.3g} crawls / hour)")
+                 f"{report.n} sources (budget {_count(budget_per_hour)} crawls / hour)")
     ax.legend(loc="upper left", frameon=False)
     return fig
 
@@ -140,7 +140,9 @@ def timeline(report: CrawlReport) -> Figure | None:
     bottom.set(ylabel="budget used (%)", ylim=(0, max(110, float(np.nanmax(used)) * 105)),
                xlabel="epoch start (UTC)")
     if report.epoch in set(e["epoch"].tolist()):
-        bottom.annotate("current epoch (still running)", xy=(times[-1], used[-1] * 100),
+        last = ("current epoch (still running)" if report.live
+                else "last epoch (the crawl stopped in it)")
+        bottom.annotate(last, xy=(times[-1], used[-1] * 100),
                         xytext=(-10, -22), textcoords="offset points", ha="right",
                         fontsize=8, color="#666666")
     fig.autofmt_xdate()
@@ -229,3 +231,8 @@ def budget(report: CrawlReport) -> Figure | None:
 def _short(url: str, width: int = 48) -> str:
     url = url.split("://", 1)[-1]
     return url if len(url) <= width else url[:20] + "…" + url[-(width - 21):]
+
+
+def _count(value: float) -> str:
+    """A rate of crawls as a reader writes it: 10,800 or 2.5, never 1.08e+04."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"

@@ -104,7 +104,31 @@ def test_a_live_crawl_is_read_at_its_last_checkpoint_and_never_written(tmp_path)
         from scrapy_whittle.report.data import ReadOnlyStore
 
         ReadOnlyStore(path).write(service.prepare_checkpoint())
+    assert first.live and second.live            # running: the last epoch may not be over
     service.close()
+
+
+def test_the_figures_say_whether_the_last_epoch_is_running_and_write_counts_plainly(
+        tmp_path):
+    from dataclasses import replace
+
+    from scrapy_whittle.report import figures
+
+    service, _, _ = crawled(tmp_path, epochs=3)
+    service.checkpoint()
+    running = load_report(tmp_path)
+    service.close()
+    stopped = load_report(tmp_path)
+    assert running.live and not stopped.live     # closed cleanly: no write-ahead log left
+    texts = {}
+    for name, report in (("running", running), ("stopped", stopped)):
+        last = int(report.epochs["epoch"][-1])               # its last epoch is "now"
+        report = replace(report, at=report.origin + (last + 0.5) * report.period)
+        fig = figures.timeline(report)
+        texts[name] = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert texts["running"] == ["current epoch (still running)"]
+    assert texts["stopped"] == ["last epoch (the crawl stopped in it)"]
+    assert figures._count(10800.0) == "10,800" and figures._count(2.5) == "2.5"
 
 
 def test_learned_values_are_shown_only_for_sources_fetched(tmp_path):
