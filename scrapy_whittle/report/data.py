@@ -246,6 +246,16 @@ def _slot_delays(settings: Mapping[str, Any]) -> dict[str, float]:
         return {}
 
 
+def _crawl_delay(meta: Mapping[str, Any], settings: Mapping[str, Any]) -> float:
+    """The ``DOWNLOAD_DELAY`` the crawl ran with (its store's meta: a ``-s`` on the command
+    line included), else the project's."""
+    try:
+        value = float(meta["download_delay"])
+    except (KeyError, TypeError, ValueError):
+        return _download_delay(settings)
+    return value if math.isfinite(value) and value > 0 else 0.0
+
+
 def _download_delay(settings: Mapping[str, Any]) -> float:
     """The project's ``DOWNLOAD_DELAY`` (every host's delay, hence its allowance); 0 where
     it is unreadable (the crawl itself refuses it)."""
@@ -291,7 +301,7 @@ def _read(store: ReadOnlyStore, settings: Mapping[str, Any], at: float | None) -
         hosts=(store.rows("SELECT host, allowance, ceiling, throttles FROM hosts ORDER BY "
                           "host") if store.has_table("hosts") else []),
         host_limits=_host_limits(settings), slot_delays=_slot_delays(settings),
-        download_delay=_download_delay(settings), live=store.live)
+        download_delay=_crawl_delay(meta, settings), live=store.live)
     n = report.n
     report.sources["index"] = np.full(n, np.nan)
     report.sources["planned"] = np.zeros(n, dtype=bool)

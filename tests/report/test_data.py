@@ -11,6 +11,7 @@ import pytest
 
 from scrapy_whittle.report import ReportError, load_report
 from scrapy_whittle.report.table import text
+from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.store import FILE_NAME, StateStore
 from tests.service.test_recrawl import START, PoissonFeeds, make_service
 
@@ -235,6 +236,12 @@ def test_each_host_that_limits_the_crawl_has_a_line_and_a_row(tmp_path):
     unset = load_report(tmp_path)
     assert "limit none set" in text(unset)
     # the project's delays are allowances too: a slot's own, and DOWNLOAD_DELAY for the rest
+    # (the project's where the store kept none, as one written before it kept the crawl's)
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        db.execute("DELETE FROM meta WHERE key = 'download_delay'")
+    db.close()
     report = load_report(tmp_path, settings={
         "WHITTLE_HOST_LIMITS": limits, "DOWNLOAD_DELAY": 250,
         "DOWNLOAD_SLOTS": {"o2.example": {"delay": 120}}})
@@ -250,3 +257,27 @@ def test_each_host_that_limits_the_crawl_has_a_line_and_a_row(tmp_path):
     plain = load_report(tmp_path)
     plain.hosts = []
     assert host_rows(plain) == [] and "Hosts that limit" not in render(plain, {})
+
+
+def test_the_hosts_delay_is_the_one_the_crawl_ran_with_not_the_project_file_s(tmp_path):
+    """A crawl run with ``-s DOWNLOAD_DELAY=0`` in a project whose settings say 1: the report
+    reads the crawl's delay from its store; a store written before it kept one, the
+    project's."""
+    from scrapy_whittle.service.config import WhittleConfig
+    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.sources import SourceSpec
+
+    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_POLICY": "round_robin"})
+    for delay in (0.0, 2.5):
+        store = StateStore(tmp_path / str(delay) / FILE_NAME)
+        service = RecrawlService(config, clock=SimulatedClock(start=START), store=store,
+                                 download_delay=delay)
+        service.open([SourceSpec(url=f"https://s{i}.example/f") for i in range(3)])
+        service.checkpoint()
+        service.close()
+        report = load_report(tmp_path / str(delay), settings={"DOWNLOAD_DELAY": 1})
+        assert report.download_delay == delay
+    from scrapy_whittle.report.data import _crawl_delay
+
+    assert _crawl_delay({}, {"DOWNLOAD_DELAY": 1}) == 1.0
