@@ -54,11 +54,15 @@ table { border-collapse: collapse; font-size: .85em; width: 100%; }
 th, td { padding: .25em .6em; border-bottom: 1px solid #e4e4e4; text-align: left;
          white-space: nowrap; }
 th { position: sticky; top: 0; background: #fff; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 td.url { max-width: 28em; overflow: hidden; text-overflow: ellipsis; }
 tr.planned td { background: #fdf0e6; }
 code { background: #f4f4f8; padding: 0 .3em; border-radius: 3px; }
 """
+
+
+#: the class of a number's cell and of its column's header (right-aligned)
+NUMBER = ' class="n"'
 
 
 def write(report: CrawlReport, out: str | Path, *, limit: int = 500,
@@ -120,7 +124,10 @@ def render(report: CrawlReport, made: dict[str, str], *, limit: int = 500,
                   "floor(T / delay)), lower while it is throttled (it answered 429 or 503: "
                   "cut, then given back while it answers well). robots.txt Crawl-delay is "
                   "read during the crawl and not kept in the state: not shown.</p>",
-                  "<table><thead><tr>", *(f"<th>{e(c)}</th>" for c in table.HOST_COLUMNS),
+                  "<table><thead><tr>",
+                  # numbers are right-aligned: so are their headers
+                  *(f"<th{NUMBER if i else ''}>{e(c)}</th>"
+                    for i, c in enumerate(table.HOST_COLUMNS)),
                   "</tr></thead><tbody>"]
         for row in hosts:
             cells = table.host_cells(row)
@@ -146,7 +153,8 @@ def render(report: CrawlReport, made: dict[str, str], *, limit: int = 500,
         f"sources by {by}; highlighted: chosen at the next selection (epoch "
         f"{report.plan_epoch}). "
         "<code>scrapy whittle sources JOBDIR</code> prints the whole table.</p>",
-        "<table><thead><tr>", *(f"<th>{e(c)}</th>" for c in table.COLUMNS),
+        "<table><thead><tr>", *(f"<th{NUMBER if 1 <= i < 7 else ''}>{e(c)}</th>"
+                                for i, c in enumerate(table.COLUMNS)),
         "</tr></thead><tbody>",
     ]
     ids = table.order(report)[:shown]

@@ -253,6 +253,9 @@ def test_each_host_that_limits_the_crawl_has_a_line_and_a_row(tmp_path):
     assert rows[OTHER_HOSTS][1:5] == (6, math.inf, 250.0, 2.0)    # o0, o3 ... o7
     page = render(report, {})
     assert "<h2>Hosts that limit the crawl</h2>" in page
+    # a number's header sits over it, right-aligned like the number
+    assert "<th>host</th>" in page and '<th class="n">feeds</th>' in page
+    assert '<th class="n">allowance now</th>' in page
     assert f'<td class="url">{BIG}</td><td class="n">12</td><td class="n">4</td>' in page
     plain = load_report(tmp_path)
     plain.hosts = []
