@@ -12,7 +12,6 @@ tcns2018, and uniform random crawling earns 1.08 / 2.36 = 0.46 of it on icc2021-
 from __future__ import annotations
 
 import pickle
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -161,38 +160,6 @@ def test_pruned_selection_is_the_full_top_m():
         obs, *_ = env.step(chosen)
         pol.observe(obs)
     assert pol.pruned_decisions > 50         # the pruned path was taken, and agreed
-
-
-def test_a_step_inside_an_epoch_prunes_by_the_epoch_end_state_and_chooses_the_full_top_m():
-    """With decision steps (resolution < 1), a step ranks by the states at its epoch's end
-    (kept over the epoch, recomputed for the sources a crawl changed) and computes exact
-    states only where that bound reaches the top; the choice is exactly the top M of
-    priority() at the step, step after step, with and without an eligibility mask."""
-    steps = 12
-    sc = make_scenario("news-mix", n=3000, seed=5, stochastic=True)
-    env = sc.make_env()
-    env.reset(seed=5)
-    pol = make_policy("whittle", sc.problem.without_parameters(), rng=5, resolution=1 / steps)
-    in_epoch = []
-    decide = pol._select_in_epoch
-
-    def counted(*args):
-        out = decide(*args)
-        in_epoch.append(out is not None)
-        return out
-
-    pol._select_in_epoch = counted
-    rng = np.random.default_rng(5)
-    budget = max(1, sc.budget // 4)
-    for t in range(40 * steps):
-        at = t / steps
-        eligible = rng.random(3000) < 0.97 if t % 5 == 0 else None
-        full = select_top(pol.priority(at), None, budget, eligible)
-        chosen = pol.select(at, budget, eligible)
-        np.testing.assert_array_equal(np.sort(chosen), np.sort(full))
-        obs, *_ = env.step(chosen)
-        pol.observe(replace(obs, epoch=at))
-    assert sum(in_epoch) > 200                 # the in-epoch path decided, and agreed
 
 
 def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_crawled():

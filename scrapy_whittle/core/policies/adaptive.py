@@ -187,11 +187,6 @@ class AdaptiveWhittlePolicy(Policy):
         self.last_missed = 0.0
         self._pruning = PrunedTop()
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
-        # the explored sources' expected states at the end of the current epoch, kept
-        # between its decision steps (see _select_in_epoch)
-        self._x_end = KeptRows(self._states_at_end)
-        self._x_end_at: float | None = None
-        self._in_epoch_gave_up = False
         check_groups(groups, problem.n)
         self.groups = groups
         self.group[:] = self._groups_of(np.arange(n))
@@ -318,13 +313,6 @@ class AdaptiveWhittlePolicy(Policy):
         """The estimates of sources ``ids`` changed: their kept u is computed again (and the
         population's prior with it)."""
         self._u.changed(ids)
-        self._x_end.changed(ids)
-        self._population_stamp += 1
-
-    def _all_estimates_changed(self) -> None:
-        """Every source's estimates changed (a restore, sources added, the values' unit)."""
-        self._u.forget()
-        self._x_end.forget()
         self._population_stamp += 1
 
     def _groups_of(self, ids: np.ndarray) -> np.ndarray:
@@ -351,7 +339,8 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _after_import(self) -> None:
         super()._after_import()
-        self._all_estimates_changed()
+        self._u.forget()
+        self._population_stamp += 1
         self.group[:] = self._groups_of(np.arange(self.n))
         self._pushers = None
         self._push_used = None
@@ -458,52 +447,15 @@ class AdaptiveWhittlePolicy(Policy):
         # explored: u G_k, k epochs after the last crawl (x0 = 0 then); on the explored
         # sources only while they are few (the start of a crawl)
         sub = slice(None) if 2 * ids.size > explored.shape[0] else ids
-        after_crawl = self._explored_state(epoch, sub)
+        k = np.maximum(epoch - self.last_epoch[sub], 0.0)
+        _, log_alpha, one_minus = self._alphas_at(sub, with_alpha=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            after_crawl = u[sub] * geometric_sum(k, log_alpha, one_minus)
         if sub is ids:
             x[ids] = after_crawl
         else:
             x = np.where(explored, after_crawl, x)
         return x, u
-
-    def _explored_state(self, epoch: float, ids) -> np.ndarray:
-        """x = u G_k of sources ``ids`` (an index array or a slice), k epochs after their
-        last crawl at ``epoch``, as if explored."""
-        k = np.maximum(epoch - self.last_epoch[ids], 0.0)
-        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return self._kept_u()[ids] * geometric_sum(k, log_alpha, one_minus)
-
-    def _states_at_end(self, ids) -> tuple[np.ndarray, ...]:
-        """Of sources ``ids``, at ``_x_end_at``: as if explored, the index, where their
-        window cannot fill by then, else the state u G_k (what bounds their index at every
-        earlier step: the index grows with the state, the state with the time since the last
-        crawl, and a window that fills at a step fills by the end); as if never explored,
-        the undecayed arrivals since they joined (u x epochs) and their prior value m0 (what
-        the population's prior is multiplied by, with the cost)."""
-        end = self._x_end_at
-        at = np.arange(self.n)[ids]
-        added = self.added_epoch[at]
-        waited = np.maximum(end - np.where(np.isnan(added), end, added), 0.0)
-        x, u = self._explored_state(end, at), self._kept_u()[at]
-        index = self._table(at, u, 1.0).index_where_unsaturated(x)
-        windowed = np.full(at.shape[0], -np.inf)
-        self._window_index(end, at, x, u, windowed, positions=True)
-        filled = windowed > -np.inf
-        index[filled] = x[filled]
-        return index, u * waited, self.values.m0[at].copy()
-
-    def _unexplored_state(self, epoch: float, ids: np.ndarray,
-                          explored: np.ndarray) -> np.ndarray:
-        """x of sources ``ids`` never explored, at ``epoch``, as ``_expected_polled`` has it
-        (``explored``: bool[N], every source's)."""
-        added = self.added_epoch[ids]
-        waited = np.maximum(epoch - np.where(np.isnan(added), epoch, added), 0.0)
-        x = self._kept_u()[ids] * waited
-        if not explored.all() and explored.any():
-            pooled = self.population_prior(epoch, explored)[self.group[ids]]
-            prior_x = self.values.m0[ids] * pooled * self.problem.cost[ids]
-            x = np.where(prior_x > x, prior_x, x)
-        return x
 
     def _table(self, ids: np.ndarray, u: np.ndarray, cost) -> IndexTable:
         """The index table of sources ``ids`` (arrivals ``u``, aligned with them), from the
@@ -602,12 +554,8 @@ class AdaptiveWhittlePolicy(Policy):
         k = int(np.floor(budget + 1e-9))
         if not 0 < k < self.n or not np.all(cost == 1.0):
             return select_top(self.priority(epoch), cost, budget, eligible)
-        explored = self.explored()
-        if self.resolution != 1.0 and not self.push.n and self._pruning.cut is not None:
-            chosen = self._select_in_epoch(epoch, budget, eligible, explored)
-            if chosen is not None:
-                return chosen
         x, u = self._expected(epoch)
+        explored = self.explored()
 
         def priority_of(ids):             # never crawled: x / C (C = 1), no index needed
             prio, ranked = x[ids], explored[ids]
@@ -628,55 +576,6 @@ class AdaptiveWhittlePolicy(Policy):
         self._pruning.settled(prio, chosen)
         return chosen
 
-    def _select_in_epoch(self, epoch: float, budget: float, eligible,
-                         explored: np.ndarray) -> np.ndarray | None:
-        """``select_top`` at a decision step inside an epoch, the expected states computed
-        only for the sources that can make the top (None: not decided here).
-
-        An explored source's state grows with the time since its last crawl, so its state at
-        the end of the epoch bounds its priority at every step of it: that bound is computed
-        once an epoch (``_x_end``), again only for the sources whose estimates changed since
-        (a crawl's, which also lowers the state), and ``PrunedTop`` computes the exact states
-        only where the bound reaches the top. The never-explored sources' priorities are
-        their states, computed at each step. Without this, every step computed every source's
-        state: the per-step cost of an epoch's first decision. Sources that push are left to
-        the full computation (their states depend on every push)."""
-        end = float(np.floor(epoch + 1e-9) + 1.0)
-        if self._x_end_at != end:
-            self._x_end.forget()
-            self._x_end_at = end
-            self._in_epoch_gave_up = False
-        elif self._in_epoch_gave_up:
-            return None
-        fresh = np.flatnonzero(~explored)
-        index_end, arrived_end, prior_scale = self._x_end.get(self.n)   # (prior_scale: m0)
-        bound = index_end.copy()
-        if fresh.size:            # (the population's prior is the step's: it moves as it learns)
-            bound[fresh] = arrived_end[fresh]
-            if explored.any():
-                pooled = self.population_prior(epoch, explored)[self.group[fresh]]
-                bound[fresh] = np.maximum(bound[fresh], prior_scale[fresh] * pooled
-                                          * self.problem.cost[fresh])
-        u_all = self._kept_u()
-
-        def priority_of(ids):
-            ranked = explored[ids]
-            prio = np.empty(ids.shape[0])
-            new = ids[~ranked]                         # never explored: x / C (C = 1)
-            prio[~ranked] = self._unexplored_state(epoch, new, explored)
-            at = ids[ranked]
-            x, u = self._explored_state(epoch, at), u_all[at]
-            index = self._table(at, u, 1.0).index_where_unsaturated(x)
-            self._window_index(epoch, at, x, u, index, positions=True)
-            prio[ranked] = index
-            return prio
-
-        chosen = self._pruning(bound, priority_of, budget, eligible)
-        # where the bounds reach too many sources (many never crawled, tied at their prior,
-        # at a crawl's start), the rest of the epoch's steps compute every state at once
-        self._in_epoch_gave_up = chosen is None
-        return chosen
-
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:
         self.added_epoch[np.isnan(self.added_epoch)] = obs.epoch
@@ -693,7 +592,8 @@ class AdaptiveWhittlePolicy(Policy):
         """The value prior follows the unit of the values observed (``ValueEstimator``,
         pooled): where that unit moved, so did every source's u."""
         if self.values.rescale():
-            self._all_estimates_changed()
+            self._u.forget()
+            self._population_stamp += 1
 
     def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
         src, t = obs.sources[sel], obs.time[sel]
@@ -1051,7 +951,8 @@ class AdaptiveWhittlePolicy(Policy):
         if n_new <= 0:
             return
         super().grow(n_new, cost)
-        self._all_estimates_changed()
+        self._u.forget()
+        self._population_stamp += 1
         self.group[self.n - n_new:] = self._groups_of(np.arange(self.n - n_new, self.n))
         self.rates.grow(n_new)
         self.decay.grow(n_new)
