@@ -600,6 +600,11 @@ class RecrawlService:
         anything."""
         return self.throttle.set_crawl_delay(host, delay)
 
+    def admit_article(self, host: str) -> bool:
+        """Whether an article request to ``host`` may go now, within the host's allowance
+        after its feeds (spent if so: :meth:`HostThrottle.admit_article`)."""
+        return self.throttle.admit_article(host)
+
     # -- time and handing out crawls ----------------------------------------------------
     def epoch_of(self, when: float) -> int:
         return self.timeline.epoch_of(when)
