@@ -77,7 +77,10 @@ def main(argv: list[str] | None = None) -> None:
         while view:
             view = view[channel_out.write(view):]
 
-    serve(read, write)
+    try:
+        serve(read, write)
+    except BrokenPipeError:     # the crawler is gone (killed): nobody waits for the reply
+        pass
 
 
 if __name__ == "__main__":
