@@ -19,13 +19,17 @@ The pieces, each where its kind of work is done:
 * ``FeedObserverMiddleware`` extracts the page (:func:`extract_response`) in the parse
   pool's worker processes and leaves the :class:`~scrapy_whittle.feeds.article.Article`,
   or the failure's kind, in the response's meta (:data:`META_RESULT`).
+  The re-crawl service judges whether the article repeats a story known, by its canonical
+  URL or its text (``RecrawlService.article_seen``,
+  :mod:`~scrapy_whittle.service.article_stories`).
 * ``FeedSpider.parse_article`` / ``article_failed`` make the item (:func:`article_item`):
   the entry's fields and ``text``, ``article_title``, ``authors``, ``article_date``,
-  ``language``, ``canonical_url`` and ``article_error`` (None, or why the item has no
-  text). A page that cannot be fetched or extracted still yields its item; the failure is
-  counted (``whittle/articles/failed/<kind>``) and logged once per kind. So does an article
-  whose host has no allowance left when the crawl's last epoch (``WHITTLE_MAX_EPOCHS``) has
-  ended: it is not sent beyond the allowance, its item goes without text (``crawl_ended``).
+  ``language``, ``canonical_url``, ``repeat`` (None, ``"canonical"`` or
+  ``"near_duplicate"``) and ``article_error`` (None, or why the item has no text). A page
+  that cannot be fetched or extracted still yields its item; the failure is counted
+  (``whittle/articles/failed/<kind>``) and logged once per kind. So does an article whose
+  host has no allowance left when the crawl's last epoch (``WHITTLE_MAX_EPOCHS``) has ended:
+  it is not sent beyond the allowance, its item goes without text (``crawl_ended``).
 """
 
 from __future__ import annotations
@@ -54,21 +58,25 @@ META_ARTICLE = "whittle_article"            # an article request's item, before 
 META_ARTICLE_OF = "whittle_article_of"      # the delivery batch that item belongs to
 META_RESULT = "whittle_article_result"      # the response's Article, or its failure's kind
 META_UNSENT = "whittle_article_unsent"      # the crawl ended before the request could go
+META_ENTRY = "whittle_article_entry"        # (source id, value) of the entry
+META_REPEAT = "whittle_article_repeat"      # how the article repeats a known story, if it does
 
 #: the item fields an article adds, and their value for an item without an article
 ARTICLE_FIELDS = {"text": None, "article_title": None, "authors": [], "article_date": None,
-                  "language": None, "canonical_url": None, "article_error": None}
+                  "language": None, "canonical_url": None, "repeat": None,
+                  "article_error": None}
 
 _HTML = ("text/html", "application/xhtml+xml")
 
 
 def article_request(item: dict[str, Any], link: str, batch: int | None,
-                    config: ArticlesConfig, *, callback: Callable, errback: Callable
-                    ) -> Request:
-    """The request of the article behind ``item``'s entry (``link``). Never filtered as a
-    duplicate (each promises one item to its batch); Scrapy's ``download_maxsize`` at
-    ``WHITTLE_ARTICLE_MAX_SIZE``."""
-    meta = {META_ARTICLE: item, "download_maxsize": config.max_size, "download_warnsize": 0}
+                    config: ArticlesConfig, *, callback: Callable, errback: Callable,
+                    source: int | None = None, value: float | None = None) -> Request:
+    """The request of the article behind ``item``'s entry (``link``), found in source
+    ``source`` worth ``value``. Never filtered as a duplicate (each promises one item to
+    its batch); Scrapy's ``download_maxsize`` at ``WHITTLE_ARTICLE_MAX_SIZE``."""
+    meta = {META_ARTICLE: item, META_ENTRY: (source, value),
+            "download_maxsize": config.max_size, "download_warnsize": 0}
     if batch is not None:
         meta[META_ARTICLE_OF] = batch
     return Request(link, callback=callback, errback=errback, dont_filter=True, meta=meta)
@@ -81,10 +89,13 @@ def promises_item(x: Any, batch: int) -> bool:
 
 
 # -- extraction (in FeedObserverMiddleware) ------------------------------------------------------
-async def extract_response(pool: ParsePool, request: Request, response: Response) -> None:
+async def extract_response(pool: ParsePool, request: Request, response: Response,
+                           service=None) -> None:
     """Extract an article response's page into ``request.meta[META_RESULT]``: the Article,
     or ``(kind, cause)`` of why there is none. Only a 200 is read: another status reaches
-    the spider's errback through Scrapy's HttpErrorMiddleware."""
+    the spider's errback through Scrapy's HttpErrorMiddleware. ``service`` (the re-crawl
+    service) judges whether the article repeats a story known (``article_seen``: its
+    canonical URL, its text), left in ``request.meta[META_REPEAT]``."""
     from scrapy_whittle.feeds.article import ArticleError
     from scrapy_whittle.feeds.parse import FeedError
 
@@ -96,11 +107,17 @@ async def extract_response(pool: ParsePool, request: Request, response: Response
         return
     language = response.headers.get("Content-Language")
     try:
-        request.meta[META_RESULT] = await pool.extract(
+        article = await pool.extract(
             response.body, url=response.url,
             content_language=language.decode("latin-1") if language else None)
     except (ArticleError, FeedError) as exc:
         request.meta[META_RESULT] = (exc.kind, str(exc))
+        return
+    request.meta[META_RESULT] = article
+    seen = getattr(service, "article_seen", None)       # (not a cluster's node)
+    source, value = request.meta.get(META_ENTRY, (None, None))
+    if seen is not None and source is not None:
+        request.meta[META_REPEAT] = seen(source, article.canonical, article.fingerprint, value)
 
 
 # -- items (in FeedSpider) ------------------------------------------------------------------------
@@ -133,17 +150,18 @@ class ArticleFailures:
                    "%r failures at debug level)", url, kind, cause, kind)
 
 
-def article_item(item: dict[str, Any], result: Article | tuple[str, str] | None
-                 ) -> dict[str, Any]:
-    """``item`` with the article's fields: from ``result``'s Article, or empty with
-    ``article_error`` set to the kind of failure."""
+def article_item(item: dict[str, Any], result: Article | tuple[str, str] | None,
+                 repeat: str | None = None) -> dict[str, Any]:
+    """``item`` with the article's fields: from ``result``'s Article (``repeat``: how it
+    repeats a story known, if it does), or empty with ``article_error`` set to the kind of
+    failure."""
     from scrapy_whittle.feeds.article import Article
 
     out = {**item, **ARTICLE_FIELDS, "authors": []}
     if isinstance(result, Article):
         out.update(text=result.text, article_title=result.title,
                    authors=list(result.authors), article_date=result.date,
-                   language=result.language, canonical_url=result.canonical)
+                   language=result.language, canonical_url=result.canonical, repeat=repeat)
     else:
         out["article_error"] = result[0] if result else "no_response"
     return out
@@ -157,7 +175,7 @@ def item_from_response(crawler: Crawler, response: Response) -> dict[str, Any]:
         failures.failed(result[0], response.url, result[1])
     elif result is not None:
         failures.inc("extracted")
-    return article_item(response.meta[META_ARTICLE], result)
+    return article_item(response.meta[META_ARTICLE], result, response.meta.get(META_REPEAT))
 
 
 def item_from_failure(crawler: Crawler, failure) -> dict[str, Any] | None:

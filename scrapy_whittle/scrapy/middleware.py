@@ -193,7 +193,7 @@ class FeedObserverMiddleware:
             return response
         if crawl is None:
             if META_ARTICLE in request.meta:       # an article page (WHITTLE_ARTICLES)
-                await extract_response(self.pool, request, response)
+                await extract_response(self.pool, request, response, service)
                 return response
             if response.status == 200 and urlsplit(response.url).path == "/robots.txt":
                 self._read_crawl_delay(service, response)

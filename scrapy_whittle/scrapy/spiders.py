@@ -13,7 +13,7 @@ Item fields: ``source`` (feed URL), ``source_id``, ``entry_id``, ``title``, ``li
 without a date), ``value`` (the entry's value at capture, as counted in ``whittle/utility``).
 With ``WHITTLE_ARTICLES`` an entry's item waits for its page and carries its article too:
 ``text``, ``article_title``, ``authors``, ``article_date``, ``language``, ``canonical_url``,
-``article_error`` (:mod:`scrapy_whittle.scrapy.articles`, docs/articles.md).
+``repeat``, ``article_error`` (:mod:`scrapy_whittle.scrapy.articles`, docs/articles.md).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ class FeedSpider(scrapy.Spider):
                 # the item waits for its page (scrapy_whittle.scrapy.articles)
                 yield article_request(item, entry.link, meta.get(META_BATCH), articles,
                                       callback=self.parse_article,
-                                      errback=self.article_failed)
+                                      errback=self.article_failed,
+                                      source=meta.get("whittle_source_id"), value=value)
             else:
                 yield item
         for url in meta.get("whittle_sources") or ():     # a sitemap index's children

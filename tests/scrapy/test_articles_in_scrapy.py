@@ -132,3 +132,35 @@ async def test_feeds_and_articles_of_a_host_stay_within_its_allowance():
     ended = [i for i in items if i["article_error"] == "crawl_ended"]
     assert ended and w["articles/failed/crawl_ended"] == len(ended)
     assert len(items) == sum(articles.values()) + len(ended)
+
+
+@pytest_twisted.ensureDeferred
+async def test_copies_of_a_story_are_repeats_by_canonical_url_or_text():
+    web = VirtualWeb(n=10, seed=8)
+    try:
+        crawler = on_clock(web, WHITTLE_SOURCES=web.feeds(10), WHITTLE_POLICY="round_robin",
+                           WHITTLE_BUDGET=10, WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=4,
+                           WHITTLE_NEAR_DUPLICATES=0.8)
+        items = collect(crawler)
+        stats = await run(crawler)
+    finally:
+        await web.stop()
+    w = whittle(stats)
+    pages = ArticlePages(8)
+    by_entry = {entry_of(i["link"]): i for i in items}
+    repeats = Counter()
+    for (i, seq), item in by_entry.items():
+        kind = pages.kind(i, seq)
+        partner = (i - 1, seq) if i % 2 else (i + 1, seq)
+        copied = kind != "own" or pages.kind(*partner) != "own"
+        if item["repeat"] is not None:
+            repeats[item["repeat"]] += 1
+            assert copied, item                      # only a copy or its original
+        if kind == "wire" and partner in by_entry:   # one of the two is the repeat
+            assert [by_entry[partner]["repeat"], item["repeat"]].count("near_duplicate") == 1
+        if kind == "syndicated" and partner in by_entry:
+            assert item["repeat"] == "canonical"     # the original's entry came first
+    assert repeats["canonical"] and repeats["near_duplicate"], repeats
+    assert w["articles/repeats/canonical"] == repeats["canonical"]
+    assert w["articles/repeats/near_duplicate"] == repeats["near_duplicate"]
+    assert w["dedup/repeats"] >= sum(repeats.values())
