@@ -29,7 +29,9 @@ The pieces, each where its kind of work is done:
   that cannot be fetched or extracted still yields its item; the failure is counted
   (``whittle/articles/failed/<kind>``) and logged once per kind. So does an article whose
   host has no allowance left when the crawl's last epoch (``WHITTLE_MAX_EPOCHS``) has ended:
-  it is not sent beyond the allowance, its item goes without text (``crawl_ended``).
+  it is not sent beyond the allowance, its item goes without text (``crawl_ended``); and so
+  does the oldest of the busiest host's when more than :data:`MAX_WAITING` wait
+  (``too_many_waiting``: the feeds bring entries faster than the hosts let pages go).
 """
 
 from __future__ import annotations
@@ -198,20 +200,28 @@ def item_from_failure(crawler: Crawler, failure) -> dict[str, Any] | None:
 
 
 # -- the queue (in WhittleScheduler) --------------------------------------------------------------
+#: article requests kept waiting at most: beyond, the oldest of the host with most waiting
+#: goes unsent (its item without text, ``too_many_waiting``), so that feeds bringing entries
+#: faster than their pages can be fetched do not fill the memory
+MAX_WAITING = 100_000
+
+
 class ArticleQueue:
     """Article requests waiting for their host, first in first out per host, hosts in
-    turn. ``admit(host)``: whether the host's allowance has a request left (spent if so;
-    the service's ``admit_article``, None: no allowance to keep, as in a cluster's worker);
-    ``saturated(host)``: whether its download slot is full (then a feed due there would
-    wait behind the article); ``host_limit``: ``WHITTLE_ARTICLE_HOST_LIMIT``, requests per
-    host and ``epoch()`` at most (None: no limit)."""
+    turn, at most ``max_waiting`` of them. ``admit(host)``: whether the host's allowance
+    has a request left (spent if so; the service's ``admit_article``, None: no allowance to
+    keep, as in a cluster's worker); ``saturated(host)``: whether its download slot is full
+    (then a feed due there would wait behind the article); ``host_limit``:
+    ``WHITTLE_ARTICLE_HOST_LIMIT``, requests per host and ``epoch()`` at most (None: no
+    limit); ``ended()``: whether the crawl's epochs are over."""
 
     def __init__(self, *, admit: Callable[[str], bool] | None,
                  saturated: Callable[[str], bool], epoch: Callable[[], int],
                  host_limit: float | None = None,
-                 ended: Callable[[], bool] = lambda: False) -> None:
+                 ended: Callable[[], bool] = lambda: False,
+                 max_waiting: int = MAX_WAITING) -> None:
         self.admit, self.saturated, self.epoch = admit, saturated, epoch
-        self.ended = ended
+        self.ended, self.max_waiting = ended, int(max_waiting)
         self.host_limit = math.inf if host_limit is None else float(host_limit)
         self.waiting: dict[str, deque[Request]] = {}
         self.turn: deque[str] = deque()             # hosts with requests, in turn
@@ -235,6 +245,9 @@ class ArticleQueue:
         """The next article request whose host may take it now, or None."""
         if not self._size:
             return None
+        if self._size > self.max_waiting:
+            host = max(self.waiting, key=lambda h: len(self.waiting[h]))
+            return self._unsent(host, "too_many_waiting")
         epoch = self.epoch()
         if epoch != self._epoch:
             self._epoch, self.sent = epoch, {}
@@ -247,7 +260,7 @@ class ArticleQueue:
             if self.sent.get(host, 0) >= self.host_limit or (
                     self.admit is not None and not self.admit(host)):
                 if ended:
-                    return self._unsent(host)
+                    return self._unsent(host, "crawl_ended")
                 continue
             line = self.waiting[host]
             request = line.popleft()
@@ -259,17 +272,18 @@ class ArticleQueue:
             return request
         return None
 
-    def _unsent(self, host: str) -> Request:
-        """A request of ``host`` when the crawl's epochs are over (``WHITTLE_MAX_EPOCHS``)
-        and the host's last allowance is spent: it is answered without a download
-        (:func:`unsent_response`), its item goes without text."""
+    def _unsent(self, host: str, why: str) -> Request:
+        """The oldest request of ``host``, answered without a download
+        (:func:`unsent_response`), its item without text: the crawl's epochs are over
+        (``WHITTLE_MAX_EPOCHS``) and the host's last allowance is spent (``crawl_ended``),
+        or too many requests wait (``too_many_waiting``)."""
         line = self.waiting[host]
         request = line.popleft()
         if not line:
             del self.waiting[host]
             self.turn.remove(host)
         self._size -= 1
-        request.meta[META_UNSENT] = True
+        request.meta[META_UNSENT] = why
         request.meta["dont_obey_robotstxt"] = True
         return request
 
@@ -279,5 +293,7 @@ def unsent_response(request: Request) -> Response:
     ``FeedObserverMiddleware.process_request``, as a replay's)."""
     from scrapy.http import Response
 
-    request.meta[META_RESULT] = ("crawl_ended", "the crawl's last epoch ended first")
+    why = request.meta[META_UNSENT]
+    request.meta[META_RESULT] = (why, "the crawl's last epoch ended first" if why == "crawl_ended"
+                                 else f"more than {MAX_WAITING} article requests waited")
     return Response(request.url, status=200, request=request, flags=["whittle-unsent"])

@@ -1,6 +1,6 @@
 """ArticleQueue: article requests wait for their host (its download slot, its allowance, the
 per-epoch cap), hosts in turn; once the crawl's epochs are over, one its host has no
-allowance left for is answered without a download."""
+allowance left for is answered without a download, and so is one beyond the queue's bound."""
 
 from __future__ import annotations
 
@@ -66,7 +66,17 @@ def test_after_the_last_epoch_what_has_no_allowance_goes_unsent():
     state["credit"]["a"] = 0
     state["ended"] = True
     first, second = queue.pop(), queue.pop()
-    assert (first.url, first.meta.get(META_UNSENT)) == ("http://a/1", True)
+    assert (first.url, first.meta.get(META_UNSENT)) == ("http://a/1", "crawl_ended")
     assert first.meta["dont_obey_robotstxt"]
     assert (second.url, META_UNSENT in second.meta) == ("http://b/1", False)
     assert len(queue) == 0
+
+
+def test_beyond_its_bound_the_busiest_host_s_oldest_goes_unsent():
+    queue, state = make(max_waiting=2)
+    for url in ("http://a/1", "http://a/2", "http://b/1"):
+        queue.push(req(url))
+    state["saturated"].update({"a", "b"})
+    first = queue.pop()
+    assert (first.url, first.meta[META_UNSENT]) == ("http://a/1", "too_many_waiting")
+    assert queue.pop() is None and len(queue) == 2
