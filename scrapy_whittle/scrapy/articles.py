@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from scrapy_whittle.feeds.article import Article
     from scrapy_whittle.feeds.parse_pool import ParsePool
     from scrapy_whittle.service.config import ArticlesConfig
+    from scrapy_whittle.service.types import CrawlSink
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def promises_item(x: Any, batch: int) -> bool:
 
 # -- extraction (in FeedObserverMiddleware) ------------------------------------------------------
 async def extract_response(pool: ParsePool, request: Request, response: Response,
-                           service=None) -> None:
+                           service: CrawlSink | None = None) -> None:
     """Extract an article response's page into ``request.meta[META_RESULT]``: the Article,
     or ``(kind, cause)`` of why there is none. Only a 200 is read: another status reaches
     the spider's errback through Scrapy's HttpErrorMiddleware. ``service`` (the re-crawl
@@ -116,10 +117,10 @@ async def extract_response(pool: ParsePool, request: Request, response: Response
         request.meta[META_RESULT] = (exc.kind, str(exc))
         return
     request.meta[META_RESULT] = article
-    seen = getattr(service, "article_seen", None)       # (not a cluster's node)
     source, value = request.meta.get(META_ENTRY, (None, None))
-    if seen is not None and source is not None:
-        request.meta[META_REPEAT] = seen(source, article.canonical, article.fingerprint, value)
+    if service is not None and source is not None:
+        request.meta[META_REPEAT] = service.article_seen(source, article.canonical,
+                                                         article.fingerprint, value)
 
 
 # -- items (in FeedSpider) ------------------------------------------------------------------------
@@ -209,13 +210,13 @@ MAX_WAITING = 100_000
 class ArticleQueue:
     """Article requests waiting for their host, first in first out per host, hosts in
     turn, at most ``max_waiting`` of them. ``admit(host)``: whether the host's allowance
-    has a request left (spent if so; the service's ``admit_article``, None: no allowance to
-    keep, as in a cluster's worker); ``saturated(host)``: whether its download slot is full
-    (then a feed due there would wait behind the article); ``host_limit``:
-    ``WHITTLE_ARTICLE_HOST_LIMIT``, requests per host and ``epoch()`` at most (None: no
-    limit); ``ended()``: whether the crawl's epochs are over."""
+    has a request left (spent if so: the crawl's ``admit_article``); ``saturated(host)``:
+    whether its download slot is full (then a feed due there would wait behind the
+    article); ``host_limit``:
+    ``WHITTLE_ARTICLE_HOST_LIMIT``, requests per host and ``epoch()`` (a period's
+    number) at most (None: no limit); ``ended()``: whether the crawl's epochs are over."""
 
-    def __init__(self, *, admit: Callable[[str], bool] | None,
+    def __init__(self, *, admit: Callable[[str], bool],
                  saturated: Callable[[str], bool], epoch: Callable[[], int],
                  host_limit: float | None = None,
                  ended: Callable[[], bool] = lambda: False,
@@ -257,8 +258,7 @@ class ArticleQueue:
             self.turn.rotate(-1)
             if self.saturated(host):
                 continue
-            if self.sent.get(host, 0) >= self.host_limit or (
-                    self.admit is not None and not self.admit(host)):
+            if self.sent.get(host, 0) >= self.host_limit or not self.admit(host):
                 if ended:
                     return self._unsent(host, "crawl_ended")
                 continue

@@ -148,10 +148,10 @@ class WhittleScheduler(BaseScheduler):
         self._list_for: RecrawlService | None = None   # the service the list was read for
         self._slots = DownloadSlots(crawler)
         #: article requests (WHITTLE_ARTICLES), handed out within their hosts' allowances
-        self.articles = ArticleQueue(admit=self._admit_article, saturated=self._slots.saturated,
-                                     epoch=lambda: getattr(self.sink, "epoch", 0),
-                                     host_limit=self.config.articles.host_limit,
-                                     ended=lambda: getattr(self.sink, "finished", False))
+        self.articles = ArticleQueue(
+            admit=self.sink.admit_article, saturated=self._slots.saturated,
+            epoch=lambda: int(self.sink.clock.now() // self.config.period),
+            host_limit=self.config.articles.host_limit, ended=lambda: self.sink.finished)
         self.polls = 0                        # next_request calls that looked at sources
         self._skipped = 0                     # bad entries of the lists read at start-up
 
@@ -394,12 +394,6 @@ class WhittleScheduler(BaseScheduler):
         if request is not None:
             return request
         return self.inner.next_request()
-
-    def _admit_article(self, host: str) -> bool:
-        """An article request to ``host`` may go: within the host's allowance after its
-        feeds (a cluster's worker has no allowance here: Scrapy's download slot paces it)."""
-        admit = getattr(self.sink, "admit_article", None)
-        return admit is None or admit(host)
 
     # -- source requests ----------------------------------------------------------------
     def _next_source_request(self) -> Request | None:
