@@ -23,7 +23,8 @@ Three measures, each in a process of its own:
   ``--concurrency`` requests in flight and extracting each page with the same function
   (``scrapy_whittle.feeds.article.extract_article``) in its callback. Articles per second
   (pages fetched and extracted) and CPU milliseconds per article (the crawler and its
-  workers; the stack's include its feeds).
+  workers; the stack's include its feeds). Last, the stack with articles off on the same
+  feeds: its feeds crawled per second, against the stack's with articles on.
 
 Real news pages with labelled text are not part of it (none can be fetched offline); the
 quality here is that of the simulated pages' boilerplate only.
@@ -171,7 +172,8 @@ def throughput(mode: str, args, urls: list[str]) -> dict:
         settings.update({
             "ADDONS": {"scrapy_whittle.Addon": 0}, "WHITTLE_SOURCES": urls,
             "WHITTLE_POLICY": "whittle", "WHITTLE_BUDGET": args.feed_rate * len(urls),
-            "WHITTLE_PERIOD": 1.0, "WHITTLE_LOGSTATS_INTERVAL": 0, "WHITTLE_ARTICLES": True,
+            "WHITTLE_PERIOD": 1.0, "WHITTLE_LOGSTATS_INTERVAL": 0,
+            "WHITTLE_ARTICLES": mode == "stack",          # "stack-off": the feeds alone
         })
         if args.workers is not None:
             settings["WHITTLE_PARSE_WORKERS"] = args.workers
@@ -293,11 +295,16 @@ def main(argv: list[str] | None = None) -> int:
         bare = child("bare", args, fh.name)
         server_bare = _proc_cpu(server.pid) - cpu0
         bare.pop("pages")
+        with open(fh.name, "w") as out:
+            json.dump([f"{base}/feed/{i}.xml" for i in range(args.feeds)], out)
+        alone = child("stack-off", args, fh.name)
+        alone.pop("pages")
         os.unlink(fh.name)
     finally:
         server.terminate()
         server.wait(10)
     report.update(stack=stack, bare=bare, ratio=stack["per_s"] / bare["per_s"],
+                  feeds_alone_per_s=alone["feeds_per_s"],
                   server_cpu_s={"stack": server_stack, "bare": server_bare},
                   load=os.getloadavg())
     print(json.dumps(report) if args.json else render(report))
@@ -322,7 +329,9 @@ def render(r: dict) -> str:
         f"{'full stack':12}{stack['per_s']:11.1f}{stack['cpu_ms_per_article']:16.2f}"
         f"  (and {stack['feeds_per_s']:.1f} feeds/s bringing {stack['entries_per_s']:.1f} "
         f"entries/s)",
-        f"ratio stack / bare: {r['ratio']:.2f}   load {r['load'][0]:.2f}",
+        f"ratio stack / bare: {r['ratio']:.2f}; the stack's feeds/s with articles on / off: "
+        f"{stack['feeds_per_s']:.2f} / {r['feeds_alone_per_s']:.2f} = "
+        f"{stack['feeds_per_s'] / r['feeds_alone_per_s']:.3f}   load {r['load'][0]:.2f}",
     ])
 
 
