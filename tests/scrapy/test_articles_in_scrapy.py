@@ -164,3 +164,18 @@ async def test_copies_of_a_story_are_repeats_by_canonical_url_or_text():
     assert w["articles/repeats/canonical"] == repeats["canonical"]
     assert w["articles/repeats/near_duplicate"] == repeats["near_duplicate"]
     assert w["dedup/repeats"] >= sum(repeats.values())
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_over_the_size_limit_is_not_read():
+    web = VirtualWeb(n=2, seed=9)
+    try:
+        crawler = on_clock(web, WHITTLE_SOURCES=web.feeds(2), WHITTLE_POLICY="round_robin",
+                           WHITTLE_BUDGET=2, WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=1,
+                           WHITTLE_ARTICLE_MAX_SIZE=1024)
+        items = collect(crawler)
+        stats = await run(crawler)
+    finally:
+        await web.stop()
+    assert items and {i["article_error"] for i in items} == {"too_large"}
+    assert whittle(stats)["articles/failed/too_large"] == len(items)
