@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import scrapy
 
-from scrapy_whittle.scrapy.articles import article_request, item_from_failure, item_from_response
+from scrapy_whittle.scrapy.articles import (
+    article_item,
+    article_request,
+    item_from_failure,
+    item_from_response,
+)
 from scrapy_whittle.scrapy.delivery import META_BATCH
 
 if TYPE_CHECKING:
@@ -47,14 +52,16 @@ class FeedSpider(scrapy.Spider):
         articles = self._articles()
         for entry, value in zip(entries, values, strict=True):
             item = self.parse_entry(response, entry, value)
-            if articles is not None and entry.link:
+            if articles is None:
+                yield item
+            elif entry.link:
                 # the item waits for its page (scrapy_whittle.scrapy.articles)
                 yield article_request(item, entry.link, meta.get(META_BATCH), articles,
                                       callback=self.parse_article,
                                       errback=self.article_failed,
                                       source=meta.get("whittle_source_id"), value=value)
-            else:
-                yield item
+            else:                       # no page to fetch: the item's fields all the same
+                yield article_item(item, ("no_link", "the entry has no link"))
         for url in meta.get("whittle_sources") or ():     # a sitemap index's children
             yield scrapy.Request(url, meta={"whittle_source": True})
 

@@ -80,3 +80,29 @@ def test_beyond_its_bound_the_busiest_host_s_oldest_goes_unsent():
     first = queue.pop()
     assert (first.url, first.meta[META_UNSENT]) == ("http://a/1", "too_many_waiting")
     assert queue.pop() is None and len(queue) == 2
+
+
+def test_feedspider_asks_for_each_linked_entry_s_page_and_keeps_the_others_items():
+    from scrapy.http import Response
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_whittle.feeds.parse import FeedEntry
+    from scrapy_whittle.scrapy.articles import META_ARTICLE_OF, META_ENTRY
+    from scrapy_whittle.scrapy.delivery import META_BATCH
+    from scrapy_whittle.scrapy.spiders import FeedSpider
+
+    crawler = get_crawler(FeedSpider, {"WHITTLE_BUDGET": 1, "WHITTLE_ARTICLES": True,
+                                       "WHITTLE_SOURCES": ["http://h/feed"]})
+    spider = FeedSpider.from_crawler(crawler)
+    entries = [FeedEntry("a", "A", "http://h/a", 1.0, None),
+               FeedEntry("b", "B", None, 2.0, None)]
+    meta = {"whittle_entries": entries, "whittle_values": [0.5, 1.0], "whittle_time": 5.0,
+            "whittle_source_id": 3, "whittle_source_url": "http://h/feed", META_BATCH: 7}
+    response = Response("http://h/feed", request=Request("http://h/feed", meta=meta))
+    request, item = list(spider.parse(response))
+    assert isinstance(request, Request) and request.url == "http://h/a"
+    assert request.meta[META_ARTICLE]["entry_id"] == "a" and request.meta[META_ARTICLE_OF] == 7
+    assert request.meta[META_ENTRY] == (3, 0.5) and request.dont_filter
+    assert request.callback == spider.parse_article and request.errback == spider.article_failed
+    assert item["entry_id"] == "b" and item["article_error"] == "no_link"
+    assert item["text"] is None
