@@ -13,6 +13,8 @@ serves until interrupted:
   carries its ``profile``: rate multipliers per bin of one period, from unix time
   ``origin``); ``/stats.json``: the ground-truth
   ledger (utility captured, items missed) and the virtual time;
+* ``/item/<i>/<seq>``: every entry's article page, boilerplate around it, some of them
+  wire copies or syndicated copies of another source's story (``sim.articles``);
 * ``/bad/<case>``: broken feeds for tests (see ``BAD_CASES``);
 * ``/hostile/<case>/<k>.xml``: servers that misbehave (``sim.faults``: resets, hangs, slow
   drip, 5xx/429 with Retry-After, redirect loops, gzip bombs, huge and malformed feeds,
@@ -62,6 +64,7 @@ import numpy as np
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
+from sim.articles import ArticlePages
 from sim.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
 from sim.feedweb import FeedWeb, Item
 from sim.kinds import INDEX_PATH, SourceKinds, parse_kinds
@@ -186,7 +189,7 @@ class SimWebResource(Resource):
                  bomb_bytes: int = 1536 * MIB, hang_seconds: float = 600.0,
                  fates: dict[int, tuple[str, float]] | None = None,
                  kinds: str | None = None, rate_limit: RateLimit | None = None,
-                 index_rotate: float = 0.0) -> None:
+                 index_rotate: float = 0.0, article_faults: float = 0.0) -> None:
         super().__init__()
         self.kinds = SourceKinds(web.n, kinds, index_rotate)
         self.rate_limit = rate_limit
@@ -214,6 +217,11 @@ class SimWebResource(Resource):
         self.max_concurrent = 0                 # most requests of one feed served at once
         self.hub: WebSubHub | None = None       # set by start_server with ``hub``
         self.sites = None                       # sim.sites.SiteHosts, with ``sites``
+        self.articles = ArticlePages(seed, faults=article_faults)   # /item/<i>/<seq>
+        self.article_requests = 0
+        #: (source, seq) -> publication (scenario time) of the entries feeds listed: an
+        #: article page states its date after its entry left the feed's window too
+        self.dates: dict[tuple[int, int], float] = {}
 
     # -- helpers ------------------------------------------------------------------------
     def base(self, request: Request) -> str:
@@ -288,6 +296,8 @@ class SimWebResource(Resource):
                               "application/xml")
         if (i := self.kinds.source_of(path)) is not None:
             return self.feed(request, i)
+        if path.startswith("/item/"):
+            return self.article(request, path)
         if path.startswith("/bad/"):
             return self.bad(request, path[5:].split(".")[0])
         if path.startswith("/hostile/"):
@@ -322,6 +332,9 @@ class SimWebResource(Resource):
             request.setResponseCode(304)
             return b"" if not self.latency else self._later(request, self.latency, b"")
         self.web.fetch(i, v)
+        if len(self.dates) > 1_000_000:
+            self.dates.clear()
+        self.dates.update(((i, it.seq), it.published) for it in items)
         base = self.base(request)
         body, ctype = self.document(i, items, v, base)
         if self.hub is not None:
@@ -340,6 +353,33 @@ class SimWebResource(Resource):
             return self.kinds.render(i, items, self.clock.real, base)
         body = (self.renderer.rss if i % 2 == 0 else self.renderer.atom)(i, items, v, base)
         return body, "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
+
+    def article(self, request: Request, path: str):
+        """``/item/<i>/<seq>``: entry seq's article page (``sim.articles``), dated as the
+        feed dated it; 404 before it is published."""
+        self.article_requests += 1
+        try:
+            i, seq = (int(x) for x in path[6:].split("/"))
+        except ValueError:
+            i = seq = -1
+        v = self.clock.now()
+        if not (0 <= i < self.web.n and 0 <= seq <= self.web.latest_seq(i, v)):
+            return self._send(request, b"not found", "text/plain", 404)
+        when = self.dates.get((i, seq))
+        if when is None:
+            when = next((it.published for it in self.web.feed(i, v) if it.seq == seq), None)
+        published = _iso(self.clock.real(when)) if when is not None else None
+        fault = self.articles.fault(i, seq)
+        if fault in ("404", "500"):
+            return self._send(request, b"no such page", "text/plain", int(fault))
+        if fault == "binary":
+            return self._send(request, b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png")
+        if fault == "empty":
+            return self._send(request, b"<html><head><title>Loading</title></head><body>"
+                              b"<div id='app'></div><script>render()</script></body></html>",
+                              "text/html")
+        body = self.articles.page(i, seq, self.base(request), published)
+        return self._send(request, self._maybe_gzip(request, body), "text/html; charset=utf-8")
 
     def render_POST(self, request: Request):
         if self.hub is not None and request.path == HUB_PATH.encode():
@@ -507,7 +547,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                  kinds: str | None = None, index_rotate: float = 0.0,
                  rate_limit: str | RateLimit | None = None,
                  hub: str | dict | None = None, hub_tick: float = 0.05,
-                 sites: int = 0) -> SimServer:
+                 sites: int = 0, article_faults: float = 0.0) -> SimServer:
     """Start serving in this process on the running (or about to run) Twisted reactor.
 
     ``clock``: a ``scrapy_whittle.service.clock`` clock shared with an in-process crawl (its time is
@@ -525,7 +565,8 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     (``sim.sites``; 0: none); ``rate_limit``: feeds on a host
     that answers 429 above a rate (``sim.rate_limit``); ``hub``: a WebSub hub
     (``sim.websub_hub.parse_hub``), checking every ``hub_tick`` real seconds what is due
-    (and, on a simulated ``clock``, holding it)."""
+    (and, on a simulated ``clock``, holding it); ``article_faults``: the share of article
+    pages that fail (``sim.articles``)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -546,7 +587,7 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
                               faults=faults, fault_copies=fault_copies,
                               bomb_bytes=bomb_bytes, hang_seconds=hang_seconds,
                               fates=parse_fates(fates), kinds=parse_kinds(kinds),
-                              index_rotate=index_rotate,
+                              index_rotate=index_rotate, article_faults=article_faults,
                               rate_limit=(parse_rate_limit(rate_limit)
                                           if isinstance(rate_limit, str | None) else rate_limit))
     hub_args = parse_hub(hub, unit)
@@ -630,6 +671,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="FEEDS:PER_MINUTE[:RETRY_AFTER]: the first FEEDS feeds on a host of "
                          "their own (localhost) answering 429 above PER_MINUTE requests a "
                          "minute (sim.rate_limit)")
+    ap.add_argument("--article-faults", type=float, default=0.0,
+                    help="share of the article pages /item/<i>/<seq> that fail (404, 500, "
+                         "not HTML, no article: sim.articles)")
     ap.add_argument("--hub", default="",
                     help="a WebSub hub at /hub: 'on', or options key=value,... among "
                          "share, loss, delay (exponential|uniform), delay_mean, delay_max, "
@@ -661,7 +705,8 @@ def main(argv: list[str] | None = None) -> int:
                           hang_seconds=args.hang_seconds, fates=args.fates, kinds=args.kinds,
                           index_rotate=args.index_rotate,
                           rate_limit=args.rate_limit,
-                          hub=args.hub, sites=args.sites)
+                          hub=args.hub, sites=args.sites,
+                          article_faults=args.article_faults)
     budget = make_scenario(args.scenario, n=args.n, seed=args.seed).budget
     print(f"serving {server.web.n} feeds at {server.url}/feeds.opml", flush=True)
     if args.sites:

@@ -30,7 +30,7 @@ except ImportError:  # packaging comes with the [test] extra; pip always vendors
     from pip._vendor.packaging.version import InvalidVersion, Version
 
 PROJECT = "scrapy-whittle"
-EXTRAS = ("test", "dqn", "experiments", "cluster", "report")
+EXTRAS = ("test", "dqn", "experiments", "cluster", "report", "articles")
 # The installer's own tools: the install commands do not put them in the environment (the
 # editable build takes setuptools from pyproject.toml's build-system, in an isolated
 # environment), so they are checked only where constraints.txt pins them.
@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
         for line in problems:
             print(f"  {line}", file=sys.stderr)
         print("Install with `python -m pip install -c constraints.txt -e "
-              "\".[test,dqn,experiments,cluster,report]\"`, or, to move the pins to newer "
+              "\".[test,dqn,experiments,cluster,report,articles]\"`, or, to move the pins to newer "
               "releases, run tools/refresh-constraints.", file=sys.stderr)
         return 1
     print(f"check_pinned: the {len(installed) - 1} packages that {PROJECT} needs are "

@@ -715,6 +715,16 @@ class ClusterNode:
         self._tell(lambda: self.redis.xadd(self.keys.results, fields),
                    "registering a source", spec.url)
 
+    def admit_article(self, host: str) -> bool:
+        """Article requests of a worker are paced by Scrapy's download slot alone: the
+        hosts' allowances are the planner's, which does not count them."""
+        return True
+
+    def article_seen(self, source: int, canonical: str | None, fingerprint: int | None,
+                     value: float | None) -> str | None:
+        """Articles are not judged across the cluster: their stories are the feeds'."""
+        return None
+
     def set_crawl_delay(self, host: str, delay: float) -> bool:
         """Kept in Redis (``Keys.crawl_delays``, which a planner taking over reads whole) and
         told to the planner through its inbox, in one transaction: a planner killed after it

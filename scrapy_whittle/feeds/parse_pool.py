@@ -13,6 +13,7 @@ until it is). At most ``workers`` parses run at once; the others wait in their w
 so that a worker never idles while the event loop is busy. A parse that takes longer than
 ``timeout`` seconds, or a worker that dies (killed, out of memory), fails only its body
 (``FeedError("parse_failed")``); the worker is replaced.
+Article pages are extracted the same way (:meth:`ParsePool.extract`, ``WHITTLE_ARTICLES``).
 No Scrapy import: usable from any asyncio program::
 
     pool = ParsePool(parser="feedparser-rs", workers=2, limits=ParseLimits())
@@ -234,6 +235,26 @@ class ParsePool:
                 self.fallbacks += 1
         self.offloaded += 1
         return await self._in_worker(kwargs)
+
+    async def extract(self, body: bytes, *, url: str, content_language: str | None = None):
+        """An article page's :class:`~scrapy_whittle.feeds.article.Article`, or its
+        ``ArticleError``; extracted in a worker (an article takes longer than a small feed's
+        parse) unless ``workers`` is 0. A worker that dies or times out on it gives
+        ``FeedError("parse_failed")``."""
+        kwargs = {"task": "article", "body": bytes(body), "url": url,
+                  "content_language": content_language}
+        if self.workers > 0 and not self._closed:
+            self.offloaded += 1
+            result = await self._in_worker(kwargs)
+        else:
+            from scrapy_whittle.feeds.parse_worker import article_reply
+
+            self.inline += 1
+            kwargs.pop("task")
+            result = article_reply(kwargs)
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     async def _inline(self, kwargs: dict, *, fallback: bool) -> ParsedFeed:
         """Parse on the loop, at most ``inline_slice`` seconds of parsing per loop iteration:

@@ -4,7 +4,9 @@
 It reads requests on stdin and writes replies on stdout, each a pickle behind an 8-byte
 big-endian length: a request is the keyword arguments of
 :func:`scrapy_whittle.feeds.parse.parse_feed`, a reply ``("ok", ParsedFeed)`` or
-``("error", FeedError)`` (an unexpected exception becomes ``FeedError("parse_failed")``).
+``("error", FeedError)``; a request with ``task="article"`` holds those of
+:func:`scrapy_whittle.feeds.article.extract_article` instead, its reply ``("ok", Article)``
+or ``("ok", ArticleError)`` (an unexpected exception becomes ``FeedError("parse_failed")``).
 It stops at the end of its input; ``--nice N`` lowers its priority by N. Anything else
 printed to stdout goes to stderr, so that it cannot break the protocol. A process of its
 own, rather than ``multiprocessing``, whose ``spawn`` re-imports the parent's ``__main__``
@@ -31,14 +33,25 @@ def serve(read, write) -> None:
             return
         (size,) = HEADER.unpack(header)
         kwargs = pickle.loads(read(size))
+        task = kwargs.pop("task", "feed")
         try:
-            reply = ("ok", parse_feed(**kwargs))
+            reply = ("ok", parse_feed(**kwargs) if task == "feed" else article_reply(kwargs))
         except FeedError as exc:
             reply = ("error", exc)
         except Exception as exc:   # a parser bug fails this body, not the worker
             reply = ("error", FeedError("parse_failed", f"{type(exc).__name__}: {exc}"))
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         write(HEADER.pack(len(data)) + data)
+
+
+def article_reply(kwargs: dict):
+    """An article page's content (``task`` "article"): the Article, or the ArticleError."""
+    from scrapy_whittle.feeds.article import ArticleError, extract_article
+
+    try:
+        return extract_article(**kwargs)
+    except ArticleError as exc:
+        return exc
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,7 +77,10 @@ def main(argv: list[str] | None = None) -> None:
         while view:
             view = view[channel_out.write(view):]
 
-    serve(read, write)
+    try:
+        serve(read, write)
+    except BrokenPipeError:     # the crawler is gone (killed): nobody waits for the reply
+        pass
 
 
 if __name__ == "__main__":

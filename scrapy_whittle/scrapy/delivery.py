@@ -9,8 +9,9 @@ items a feed response's callback yields; Scrapy's ``item_scraped``, ``item_dropp
 ``item_error`` signals count them through. When the callback is done and every item it made
 is through, the response's batch is delivered. (An item that fails in a pipeline has been
 handed to it: Scrapy logs the error; handing it out again after a restart would fail again.
-Items a callback makes from a follow-up request, say an article page, are that request's and
-are not tracked.)
+Items a callback makes from a follow-up request are that request's and are not tracked, but
+for an article request (``WHITTLE_ARTICLES``: :mod:`scrapy_whittle.scrapy.articles`): it
+counts as an item of the batch to come, and the batch waits for the item its page makes.)
 
 After a restart the scheduler hands out a *replay* request per undelivered batch
 (:func:`replay_request`): ``FeedObserverMiddleware`` answers it without downloading anything,
@@ -31,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import is_item
 from scrapy import Request, signals
 from scrapy.http import Response
+
+from scrapy_whittle.scrapy.articles import META_ARTICLE_OF, promises_item
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -71,7 +74,7 @@ class DeliveryMiddleware:
         count = self.open.setdefault(batch, [0, 0, False])
         try:
             for x in result:
-                if is_item(x):
+                if is_item(x) or promises_item(x, batch):
                     count[0] += 1
                 yield x
         finally:
@@ -87,7 +90,7 @@ class DeliveryMiddleware:
         count = self.open.setdefault(batch, [0, 0, False])
         try:
             async for x in result:
-                if is_item(x):
+                if is_item(x) or promises_item(x, batch):
                     count[0] += 1
                 yield x
         finally:
@@ -98,7 +101,10 @@ class DeliveryMiddleware:
         self._settle(batch, count)
 
     def _through(self, item: Any = None, response: Response | None = None, **_: Any) -> None:
-        batch = response.meta.get(META_BATCH) if response is not None else None
+        # an article's item: its response's, or the failure's request's (an errback's)
+        meta = response.meta if isinstance(response, Response) else getattr(
+            getattr(response, "request", None), "meta", None) or {}
+        batch = meta.get(META_BATCH, meta.get(META_ARTICLE_OF))
         count = self.open.get(batch) if batch is not None else None
         if count is not None:
             count[1] += 1

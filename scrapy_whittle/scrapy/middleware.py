@@ -45,6 +45,8 @@ are in ``response.meta["whittle_sources"]`` (counted in ``whittle/sources/named`
 (``meta={"whittle_source": True}``), so they join the discovery sweep; the service is told
 what the index lists with the fetch (``feed_fetched(..., listing=)``), so that a child it
 lists no more retires (``WHITTLE_SITEMAP_CHILD_MISSES``, ``WHITTLE_SITEMAP_CHILD_MAX_AGE``).
+An article page (``WHITTLE_ARTICLES``) is extracted by the same pool
+(:mod:`scrapy_whittle.scrapy.articles`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ from scrapy import signals
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from scrapy_whittle.feeds.hints import response_hints, retry_after
+from scrapy_whittle.scrapy.articles import (
+    META_ARTICLE,
+    META_UNSENT,
+    extract_response,
+    unsent_response,
+)
 from scrapy_whittle.scrapy.delivery import META_BATCH, META_REPLAY, replay_response
 from scrapy_whittle.scrapy.errors import RedirectLoop, describe, exception_kind
 from scrapy_whittle.scrapy.scheduler import META_CRAWL
@@ -177,6 +185,8 @@ class FeedObserverMiddleware:
         delivered is answered here, without a download (:mod:`scrapy_whittle.scrapy.delivery`)."""
         if META_REPLAY in request.meta:
             return replay_response(request)
+        if META_UNSENT in request.meta:
+            return unsent_response(request)
         if META_PUSH in request.meta:
             return push_response(request)
         visited = request.meta.get("redirect_urls")
@@ -193,6 +203,9 @@ class FeedObserverMiddleware:
             await self._pushed(service, request, response)
             return response
         if crawl is None:
+            if META_ARTICLE in request.meta:       # an article page (WHITTLE_ARTICLES)
+                await extract_response(self.pool, request, response, service)
+                return response
             if response.status == 200 and urlsplit(response.url).path == "/robots.txt":
                 self._read_crawl_delay(service, response)
             return response

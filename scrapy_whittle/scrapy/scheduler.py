@@ -18,6 +18,9 @@ scheduler only moves requests:
   (callback, headers, cb_kwargs). A request of the crawl's own with
   ``meta["whittle_outside"]`` (WebSub: a subscription request to a hub, a delivery to hand
   to the spider: :mod:`scrapy_whittle.scrapy.websub`) is served first too, at no budget.
+* **article requests** (``WHITTLE_ARTICLES``) wait in an
+  :class:`~scrapy_whittle.scrapy.articles.ArticleQueue` and go after the feeds due, within
+  their hosts' allowances, at no budget (:mod:`scrapy_whittle.scrapy.articles`).
 
 Politeness: a host's delay (``DOWNLOAD_DELAY``, its ``DOWNLOAD_SLOTS`` delay, robots.txt
 Crawl-delay: the longest) is its allowance in the plan, floor(T / d) crawls per epoch
@@ -56,6 +59,7 @@ from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_def
 from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
+from scrapy_whittle.scrapy.articles import META_ARTICLE, ArticleQueue
 from scrapy_whittle.scrapy.delivery import META_REPLAY, flush_feed_exports, replay_request
 from scrapy_whittle.scrapy.site_search import SiteSearch
 from scrapy_whittle.scrapy.source_list import SourceListReader
@@ -148,6 +152,11 @@ class WhittleScheduler(BaseScheduler):
         #: the sites of the source list (:mod:`scrapy_whittle.scrapy.site_search`); None in
         #: a cluster process, or with WHITTLE_SITE_SEARCH off
         self.site_search: SiteSearch | None = None
+        #: article requests (WHITTLE_ARTICLES), handed out within their hosts' allowances
+        self.articles = ArticleQueue(
+            admit=self.sink.admit_article, saturated=self._slots.saturated,
+            epoch=lambda: int(self.sink.clock.now() // self.config.period),
+            host_limit=self.config.articles.host_limit, ended=lambda: self.sink.finished)
         self.polls = 0                        # next_request calls that looked at sources
         self._skipped = 0                     # bad entries of the lists read at start-up
 
@@ -360,10 +369,11 @@ class WhittleScheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         sources = self.sink.has_crawls()
         waiting = self.source_list is not None and self.source_list.pending
-        return sources or waiting or bool(self.followups) or self.inner.has_pending_requests()
+        return (sources or waiting or bool(self.followups) or bool(self.articles)
+                or self.inner.has_pending_requests())
 
     def __len__(self) -> int:
-        return len(self.followups) + self.sink.queued() + len(self.inner)
+        return len(self.followups) + self.sink.queued() + len(self.articles) + len(self.inner)
 
     def enqueue_request(self, request: Request) -> bool:
         if META_CRAWL in request.meta or META_REPLAY in request.meta \
@@ -377,6 +387,9 @@ class WhittleScheduler(BaseScheduler):
                         if k not in ("verbatim_url", META_PLAIN)}
                 request = request.replace(meta=meta)
             self.followups.append(request)
+            return True
+        if META_ARTICLE in request.meta:
+            self.articles.push(request)
             return True
         if request.meta.get(META_REGISTER):
             template = request.replace(dont_filter=True, meta={
@@ -395,6 +408,9 @@ class WhittleScheduler(BaseScheduler):
         if self.followups:
             return self.followups.popleft()
         request = self._next_source_request()
+        if request is not None:
+            return request
+        request = self.articles.pop()
         if request is not None:
             return request
         return self.inner.next_request()

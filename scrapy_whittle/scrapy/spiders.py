@@ -11,14 +11,28 @@ Item fields: ``source`` (feed URL), ``source_id``, ``entry_id``, ``title``, ``li
 ``published`` (unix seconds, None when the feed gives no usable date), ``discovered_at``
 (unix seconds the response arrived), ``delay`` (discovered_at - published, seconds, None
 without a date), ``value`` (the entry's value at capture, as counted in ``whittle/utility``).
+With ``WHITTLE_ARTICLES`` an entry's item waits for its page and carries its article too:
+``text``, ``article_title``, ``authors``, ``article_date``, ``language``, ``canonical_url``,
+``repeat``, ``article_error`` (:mod:`scrapy_whittle.scrapy.articles`, docs/articles.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import scrapy
+
+from scrapy_whittle.scrapy.articles import (
+    article_item,
+    article_request,
+    item_from_failure,
+    item_from_response,
+)
+from scrapy_whittle.scrapy.delivery import META_BATCH
+
+if TYPE_CHECKING:
+    from scrapy_whittle.service.config import ArticlesConfig
 
 
 class FeedSpider(scrapy.Spider):
@@ -35,10 +49,41 @@ class FeedSpider(scrapy.Spider):
         meta = response.meta
         entries = meta.get("whittle_entries") or []
         values = meta.get("whittle_values") or [None] * len(entries)
+        articles = self._articles()
         for entry, value in zip(entries, values, strict=True):
-            yield self.parse_entry(response, entry, value)
+            item = self.parse_entry(response, entry, value)
+            if articles is None:
+                yield item
+            elif entry.link:
+                # the item waits for its page (scrapy_whittle.scrapy.articles)
+                yield article_request(item, entry.link, meta.get(META_BATCH), articles,
+                                      callback=self.parse_article,
+                                      errback=self.article_failed,
+                                      source=meta.get("whittle_source_id"), value=value)
+            else:                       # no page to fetch: the item's fields all the same
+                yield article_item(item, ("no_link", "the entry has no link"))
         for url in meta.get("whittle_sources") or ():     # a sitemap index's children
             yield scrapy.Request(url, meta={"whittle_source": True})
+
+    def _articles(self) -> ArticlesConfig | None:
+        """``WHITTLE_ARTICLES``' settings when on, else None."""
+        crawler = getattr(self, "crawler", None)
+        if crawler is None:
+            return None
+        from scrapy_whittle.scrapy.startup import crawl_start
+
+        config = crawl_start(crawler).config.articles
+        return config if config.enabled else None
+
+    def parse_article(self, response, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """The item of an entry whose page was fetched: its fields and the article's."""
+        yield item_from_response(self.crawler, response)
+
+    def article_failed(self, failure) -> Iterator[dict[str, Any]]:
+        """The item of an entry whose page could not be fetched: without its article."""
+        item = item_from_failure(self.crawler, failure)
+        if item is not None:
+            yield item
 
     def parse_entry(self, response, entry, value: float | None) -> dict[str, Any]:
         meta = response.meta

@@ -35,7 +35,7 @@ from scrapy_whittle.service.sources import is_list_url
 
 # Settings are read through ``Mapping.get`` alone: Scrapy's ``Settings`` is a Mapping, and so is
 # the plain dict the simulator and the tests pass, so the service needs no Scrapy import.
-__all__ = ["DEFAULTS", "REQUIRED", "SETTINGS", "InvalidSetting",
+__all__ = ["DEFAULTS", "REQUIRED", "SETTINGS", "ArticlesConfig", "InvalidSetting",
            "ParsingConfig", "Setting", "WhittleConfig", "check_setting_names",
            "download_slot_delays", "policy_names", "require_extra"]
 
@@ -167,6 +167,20 @@ def _policy(name: str, raw: Any) -> str:
     except ValueError as exc:
         raise _fail(name, raw, f"is not usable: {exc}") from None
     return raw
+
+
+def _articles(name: str, raw: Any) -> bool:
+    on = boolean(name, raw)
+    if on:
+        require_extra("trafilatura", "articles", name, raw)
+    return on
+
+
+def _near_duplicates(name: str, raw: Any) -> float:
+    value = number(minimum=0)(name, raw)
+    if value and not 0.5 <= value <= 1:
+        raise _fail(name, raw, "must be 0 (off) or a similarity from 0.5 to 1")
+    return value
 
 
 def _options(name: str, raw: Any) -> dict[str, Any]:
@@ -519,6 +533,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHITTLE_DEDUP_DROP_PARAMS", None, _names,
             "query parameters a link's story key leaves out (names; `utm_*`: every name with "
             "that prefix); None: the tracking parameters listed in [parsing.md](parsing.md)"),
+    Setting("WHITTLE_ARTICLES", False, _articles,
+            "fetch each new entry's page through Scrapy and extract its article into the "
+            "item (`text`, `authors`, `language`, ...; the extra `articles`): outside "
+            "`WHITTLE_BUDGET`, within its host's allowance ([articles.md](articles.md))"),
+    Setting("WHITTLE_ARTICLE_HOST_LIMIT", None, number(minimum=0, strict=True, optional=True),
+            "article requests per host and `WHITTLE_PERIOD` at most, within what the host's "
+            "allowance leaves its feeds (None: all that it leaves)"),
+    Setting("WHITTLE_ARTICLE_MAX_SIZE", 5 * 1024 * 1024, number(minimum=1024, integer=True),
+            "bytes of an article page at most (Scrapy's `download_maxsize` for its request)"),
+    Setting("WHITTLE_NEAR_DUPLICATES", 0.0, _near_duplicates,
+            "with `WHITTLE_ARTICLES`: an article whose text is this similar (0.5-1, share of "
+            "fingerprint bits; 0.8 tells a wire copy) to one seen before is a repeat of its "
+            "story; 0: off ([articles.md](articles.md))"),
     Setting("WHITTLE_ENGAGEMENT_SCALE", 1.0, number(minimum=0, strict=True),
             "value of an entry = engagement / scale: how engagement compares with "
             "`WHITTLE_ITEM_VALUE`, the value of an entry without it. Where every feed shows "
@@ -642,6 +669,19 @@ class ParsingConfig:
                          inline_max_bytes=self.inline_max_bytes, timeout=self.timeout)
 
 
+# -- full articles -----------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class ArticlesConfig:
+    """``WHITTLE_ARTICLES`` (``enabled``), ``WHITTLE_ARTICLE_HOST_LIMIT`` (``host_limit``),
+    ``WHITTLE_ARTICLE_MAX_SIZE`` (``max_size``), ``WHITTLE_NEAR_DUPLICATES``
+    (``near_duplicates``): :mod:`scrapy_whittle.scrapy.articles`."""
+
+    enabled: bool = DEFAULTS["WHITTLE_ARTICLES"]
+    host_limit: float | None = DEFAULTS["WHITTLE_ARTICLE_HOST_LIMIT"]
+    max_size: int = DEFAULTS["WHITTLE_ARTICLE_MAX_SIZE"]
+    near_duplicates: float = DEFAULTS["WHITTLE_NEAR_DUPLICATES"]
+
+
 # -- all settings ------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class WhittleConfig:
@@ -701,6 +741,7 @@ class WhittleConfig:
     websub_listen: tuple[str, int] | None = DEFAULTS["WHITTLE_WEBSUB_LISTEN"]
     websub_lease: float = DEFAULTS["WHITTLE_WEBSUB_LEASE"]
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
+    articles: ArticlesConfig = field(default_factory=ArticlesConfig)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -771,6 +812,10 @@ class WhittleConfig:
                              else v["WHITTLE_MAX_FEED_ENTRIES"]),
                 max_field_chars=v["WHITTLE_MAX_FIELD_LENGTH"],
                 max_bytes=v["WHITTLE_MAX_FEED_SIZE"]),
+            articles=ArticlesConfig(
+                enabled=v["WHITTLE_ARTICLES"], host_limit=v["WHITTLE_ARTICLE_HOST_LIMIT"],
+                max_size=v["WHITTLE_ARTICLE_MAX_SIZE"],
+                near_duplicates=v["WHITTLE_NEAR_DUPLICATES"]),
         )
 
 

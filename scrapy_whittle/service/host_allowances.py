@@ -13,6 +13,10 @@ overload seen by many of the host's feeds is one signal), and each epoch in whic
 answered well gives a little back (additive increase), up to its configured limit. The
 allowance is per host, not per feed, so a host's fifty feeds do not each find the limit.
 
+Article requests (``WHITTLE_ARTICLES``) to a host spend the same credit, after its feeds
+(:meth:`HostAllowances.admit_article`): a host's requests of both kinds stay within its
+allowance, and its feeds are planned as they would be without articles.
+
 Fractional allowances (one crawl every few epochs) are spent through a credit: an epoch may
 plan the whole part of what the host has accrued, and unspent credit does not pile up
 beyond one epoch's allowance (at least one crawl).
@@ -53,6 +57,8 @@ class HostAllowance:
     forbidden: int = 0               # 403s this epoch
     cut_in: int = -1                 # the last epoch whose overload cut the allowance
     throttles: int = 0               # cuts so far
+    articles: int = 0                # article requests this epoch (WHITTLE_ARTICLES)
+    feeds_before: int = 0            # crawls planned for it in the last epoch
 
 
 def delay_limit(delay: float, period: float) -> float:
@@ -144,7 +150,8 @@ class HostAllowances:
         for h in self.hosts.values():
             if h.cut_in < self.epoch and h.ok:
                 self._recover(h)
-            h.planned = h.ok = h.forbidden = 0
+            h.feeds_before = h.planned
+            h.planned = h.ok = h.forbidden = h.articles = 0
             if math.isfinite(h.allowance):
                 h.credit = min(h.credit + h.allowance, max(1.0, h.allowance))
         self.epoch = epoch
@@ -201,6 +208,26 @@ class HostAllowances:
         if cap < 1:
             return False
         self.planned(host)
+        return True
+
+    def admit_article(self, host: str) -> bool:
+        """One article request to ``host`` may go now (it is spent from the credit) if the
+        credit holds one beyond what the host's feeds are likely to take still this epoch
+        (as many crawls as the last epoch planned, less those planned so far): the feeds
+        go first, the articles take what they leave."""
+        h = self.hosts.get(host)
+        if h is None:
+            if not math.isfinite(self.default):
+                return True
+            h = self._entry(host)
+        if not math.isfinite(h.allowance):
+            h.articles += 1
+            return True
+        reserve = max(0, h.feeds_before - h.planned)
+        if math.floor(h.credit + 1e-9) - reserve < 1:
+            return False
+        h.credit -= 1
+        h.articles += 1
         return True
 
     def answered(self, host: str, count: int = 1) -> None:

@@ -180,6 +180,24 @@ class HostThrottle:
             return False
         return self.allowances.admit(self.sources.host_names[hid])
 
+    def admit_article(self, host: str) -> bool:
+        """Whether an article request to ``host`` may go now: not while the host is held,
+        stopped or paced, else within what its allowance leaves its feeds (spent:
+        :meth:`HostAllowances.admit_article`)."""
+        hid = self.sources.hosts.get(host)
+        if hid is not None:
+            if hid in self.stopped or hid in self.held:
+                return False
+            now = self.timeline.clock.now()
+            if self.paced.get(hid, -math.inf) > now + 1e-6:
+                return False
+        if not self.allowances.admit_article(host):
+            return False
+        if hid is not None and hid in self.paced:       # the next request, feed or article
+            allowance = self.allowances.allowance(host)
+            self.paced[hid] = now + self.timeline.period / max(allowance, 1e-9)
+        return True
+
     # -- pacing and slow start -----------------------------------------------------------
     def dispatched(self, sid: int, now: float, until: float) -> None:
         """Source ``sid`` was handed out at ``now``, in flight until ``until`` at most: a

@@ -120,6 +120,9 @@ class CrawlOutcomes:
         self.pushes: list[PushRow] = []
         self.buffer_since = math.inf
         self.declared: dict[int, float] = {}      # source -> rate its feed declares (/s)
+        #: source -> (entries, value) found repeats after their crawl was learnt: taken
+        #: from the source's next crawl (:meth:`late_repeat`)
+        self.repeats_due: dict[int, tuple[int, float]] = {}
         # for a policy without rate estimates: the service's own, for ``missed_items``
         self.own_rates: RateEstimator | None = None
         self.captures: list[tuple[int, float, list]] = []
@@ -280,10 +283,32 @@ class CrawlOutcomes:
     def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None:
         report_warnings(self.stats, self.log_once, crawl, warnings)
 
+    def late_repeat(self, sid: int, value: float) -> None:
+        """An entry of ``sid`` counted new at its crawl repeats a story known (its
+        article's canonical URL or text: :mod:`~scrapy_whittle.service.article_stories`):
+        counted in ``dedup/repeats``, and taken back from what the policy learns of the
+        source, from its buffered crawl if the policy has not learnt it yet, else from its
+        next crawl that brings entries."""
+        self.stats.inc("dedup/repeats")
+        self.state.utility[sid] = max(0.0, self.state.utility.item(sid) - value)
+        for k in range(len(self.buffer) - 1, -1, -1):
+            row = self.buffer[k]
+            if row[1] == sid and row[3] > 0:
+                self.buffer[k] = (*row[:3], row[3] - 1, max(0.0, row[4] - value), *row[5:7],
+                                  row[7][:-1], row[8])
+                return
+        n, v = self.repeats_due.get(sid, (0, 0.0))
+        self.repeats_due[sid] = (n + 1, v + value)
+
     def _observe(self, crawl: Crawl, now: float, ok: bool, new_items: int, reward: float,
                  window_full: bool, published: list[float], at_least: float = 0.0,
                  listed_from: float = math.nan) -> float:
         sid = crawl.source
+        if new_items and self.repeats_due and sid in self.repeats_due:
+            n, v = self.repeats_due.pop(sid)
+            taken = min(n, new_items)
+            new_items, reward = new_items - taken, max(0.0, reward - v)
+            published = published[:len(published) - taken]
         if not self.buffer:
             self.buffer_since = now
         timeline = self.timeline

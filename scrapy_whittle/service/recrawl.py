@@ -57,6 +57,7 @@ from scrapy_whittle.core.problem import Problem, SourceParams
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.feeds.story import DROP_PARAMS, ParamFilter
+from scrapy_whittle.service.article_stories import ArticleStories
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
@@ -119,6 +120,8 @@ class RecrawlService:
         self.sources = SourceTable(config)
         self.memory = EntryMemory(max_per_source=config.max_entries_per_source)
         self.stories = story_memory(config, self.memory)
+        #: what articles say about their stories (WHITTLE_ARTICLES)
+        self.article_stories = ArticleStories(self.stories, config.articles.near_duplicates)
         self.state = SourceState()
         self._log_once = OnceLog(logger)
         self.timeline = Timeline(clock, config.period, config.max_epochs,
@@ -656,6 +659,25 @@ class RecrawlService:
         (:mod:`~scrapy_whittle.service.host_allowances`). Returns whether it changed
         anything."""
         return self.throttle.set_crawl_delay(host, delay)
+
+    def article_seen(self, source: int, canonical: str | None, fingerprint: int | None,
+                     value: float | None) -> str | None:
+        """An entry of ``source`` (worth ``value`` at its capture) has its article: whether
+        the article repeats a story known (``"canonical"``, ``"near_duplicate"``: the
+        entry is taken back from what the source brought) or None
+        (:mod:`~scrapy_whittle.service.article_stories`)."""
+        if not 0 <= source < len(self.sources):
+            return None
+        verdict = self.article_stories.judge(source, canonical, fingerprint)
+        if verdict is not None:
+            self.stats.inc(f"articles/repeats/{verdict}")
+            self.outcomes.late_repeat(source, float(value or 0.0))
+        return verdict
+
+    def admit_article(self, host: str) -> bool:
+        """Whether an article request to ``host`` may go now, within the host's allowance
+        after its feeds (spent if so: :meth:`HostThrottle.admit_article`)."""
+        return self.throttle.admit_article(host)
 
     # -- time and handing out crawls ----------------------------------------------------
     def epoch_of(self, when: float) -> int:

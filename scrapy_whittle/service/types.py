@@ -162,5 +162,15 @@ class CrawlSink(Protocol):
 
     def set_crawl_delay(self, host: str, delay: float) -> bool: ...
 
+    # -- full articles (WHITTLE_ARTICLES: scrapy_whittle.scrapy.articles) -------------------
+    def admit_article(self, host: str) -> bool:
+        """Whether an article request to ``host`` may go now, within its allowance (spent
+        if so)."""
+
+    def article_seen(self, source: int, canonical: str | None, fingerprint: int | None,
+                     value: float | None) -> str | None:
+        """An entry's article: how it repeats a story known (taken back from the source),
+        or None."""
+
     def report_value(self, source: str | int, value: float, *, published: float,
                      at: float | None = None, base_value: float | None = None) -> bool: ...

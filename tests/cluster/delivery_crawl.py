@@ -1,5 +1,6 @@
 """A cluster process to kill while its items are in the pipelines:
-``python -m tests.cluster.delivery_crawl REDIS_URL SERVER_URL N ITEMS SECONDS DELAY``.
+``python -m tests.cluster.delivery_crawl REDIS_URL SERVER_URL N ITEMS SECONDS DELAY
+[articles]``.
 
 Crawls N feeds of a running ``sim.serve`` as one process of the cluster on REDIS_URL, with
 ``DeliveryMiddleware`` on and a pipeline that holds every item DELAY seconds (so that items
@@ -38,8 +39,11 @@ class ReplaySpider(FeedSpider):
 
 
 def main(argv: list[str]) -> int:
-    redis_url, server, n, items, seconds, delay = argv
+    redis_url, server, n, items, seconds, delay, *options = argv
+    # "articles": every entry's page fetched and extracted into its item (WHITTLE_ARTICLES)
+    articles = {"WHITTLE_ARTICLES": True} if "articles" in options else {}
     process = CrawlerProcess({
+        **articles,
         "SCHEDULER": "scrapy_whittle.WhittleScheduler",
         "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540,
                                    "tests.scrapy.crash_crawl.FoundEntries": 530},

@@ -33,9 +33,9 @@ def web():
     server.stop()
 
 
-def start(redis: RedisServer, web, tmp: Path, name: str) -> subprocess.Popen:
+def start(redis: RedisServer, web, tmp: Path, name: str, *options: str) -> subprocess.Popen:
     return spawn([sys.executable, "-m", "tests.cluster.delivery_crawl", redis.url, web.url,
-                  str(N_FEEDS), str(tmp / f"{name}.jsonl"), "120", "1.0"],
+                  str(N_FEEDS), str(tmp / f"{name}.jsonl"), "120", "1.0", *options],
                  log=tmp / f"{name}.log", cwd=ROOT)
 
 
@@ -57,9 +57,12 @@ def received(tmp: Path, names) -> set[tuple[str, str]]:
     return out
 
 
-def test_a_killed_process_loses_no_item_in_its_pipelines(any_redis, web, tmp_path):
+@pytest.mark.parametrize("articles", [False, True], ids=["feeds", "articles"])
+def test_a_killed_process_loses_no_item_in_its_pipelines(any_redis, web, tmp_path, articles):
+    """With ``articles`` (WHITTLE_ARTICLES) an entry's item waits for its page too."""
     names = ["w0", "w1"]
-    procs = {name: start(any_redis, web, tmp_path, name) for name in names}
+    options = ("articles",) if articles else ()
+    procs = {name: start(any_redis, web, tmp_path, name, *options) for name in names}
     victim, survivor = procs["w0"], procs["w1"]
     client = any_redis.client()
 
@@ -91,3 +94,7 @@ def test_a_killed_process_loses_no_item_in_its_pipelines(any_redis, web, tmp_pat
     everything = found(tmp_path, "w0") | found(tmp_path, "w1")
     assert everything - received(tmp_path, names) <= pending
     assert "Traceback" not in (tmp_path / "w1.log").read_text()
+    if articles:
+        items = [json.loads(line) for name in names
+                 for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+        assert items and all(i["text"] for i in items)

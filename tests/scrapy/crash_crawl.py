@@ -1,4 +1,5 @@
-"""A crawl to kill: ``python -m tests.scrapy.crash_crawl URL N JOBDIR ITEMS DUMP SECONDS``.
+"""A crawl to kill: ``python -m tests.scrapy.crash_crawl URL N JOBDIR ITEMS DUMP SECONDS
+[articles]``.
 
 Crawls N feeds of a running ``sim.serve`` with JOBDIR state, appending every item to ITEMS
 (one JSON line, flushed and fsynced: an item in the file was received by a pipeline; a
@@ -6,7 +7,8 @@ replayed one has ``"replayed": true``), every item to ``ITEMS.export`` through S
 feed export (``FEEDS``, appending), and every new entry a fetch found to ``ITEMS.found``
 before the spider sees it; once the state is restored, it writes to DUMP what the service
 holds (policy rows, validators, back-offs), for ``test_crash.py`` to compare with the
-checkpoint it killed the previous run after.
+checkpoint it killed the previous run after. With ``articles``, ``WHITTLE_ARTICLES`` is on:
+an entry's item waits for its page.
 """
 
 from __future__ import annotations
@@ -99,9 +101,12 @@ class DumpRestored:
 
 
 def main(argv: list[str]) -> int:
-    server, n, jobdir, items, dump, seconds = argv
+    server, n, jobdir, items, dump, seconds, *options = argv
     feeds = [f"{server}/feed/{i}.xml" for i in range(int(n))]
+    # "articles": every entry's page fetched and extracted into its item (WHITTLE_ARTICLES)
+    articles = {"WHITTLE_ARTICLES": True} if "articles" in options else {}
     process = CrawlerProcess({
+        **articles,
         "SCHEDULER": "scrapy_whittle.WhittleScheduler",
         "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540,
                                    f"{__name__}.FoundEntries": 530},

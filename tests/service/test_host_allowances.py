@@ -76,3 +76,18 @@ def test_a_burst_of_403s_reads_as_a_rate_limit_and_rows_round_trip():
     other = HostAllowances({"f.example": 6.0})
     other.load_rows(allow.rows())
     assert other.allowance("f.example") == allow.allowance("f.example") == 3.0
+
+
+def test_articles_take_what_the_feeds_leave_of_a_host_s_allowance():
+    allow = HostAllowances({"a.example": 10.0})
+    allow.start_epoch(0)
+    allow.planned("a.example", 6)                  # the epoch's plan: six feeds
+    assert [allow.admit_article("a.example") for _ in range(5)] == [True] * 4 + [False]
+    allow.start_epoch(1)                           # six feeds last epoch: kept for them
+    assert [allow.admit_article("a.example") for _ in range(5)] == [True] * 4 + [False]
+    allow.planned("a.example", 6)                  # the plan takes its six all the same
+    assert allow.caps(["a.example"]) == [0]
+    assert allow.admit_article("b.example")        # a host without an allowance
+    delayed = HostAllowances(period=3600.0, default_delay=600.0)     # 6 an epoch
+    delayed.start_epoch(0)
+    assert sum(delayed.admit_article("c.example") for _ in range(10)) == 6
