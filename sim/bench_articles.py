@@ -160,7 +160,9 @@ def throughput(mode: str, args, urls: list[str]) -> dict:
 
             def parse(self, response):
                 try:
-                    article = extract_article(response.body, response.url)
+                    ctype = response.headers.get("Content-Type") or b""
+                    article = extract_article(response.body, response.url,
+                                              content_type=ctype.decode("latin-1") or None)
                 except ArticleError:
                     article = None
                 if article is not None and state["measure"] is not None:

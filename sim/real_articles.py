@@ -15,9 +15,9 @@ Each page's extracted text is then scored against its labelled body the way the 
 scores (:func:`score`), three times:
 
 * ``crawl``: the item's ``text``, through the crawl (none where the item has no text);
-* ``direct``: ``scrapy_whittle.feeds.article.extract_article`` on the file's bytes and the
-  URL the crawl fetched: the same extractor without the crawl, so that a gap between the two
-  is the crawl's;
+* ``direct``: ``scrapy_whittle.feeds.article.extract_article`` on the file's bytes, with the
+  URL the crawl fetched and the header the server sent: the same extractor without the
+  crawl, so that a gap between the two is the crawl's;
 * ``trafilatura``: ``trafilatura.extract`` on the page decoded as UTF-8 with
   ``include_comments=False``, the call the benchmark makes for trafilatura: a gap between it and
   ``direct`` is the options and input of ``extract_article``.
@@ -53,6 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: tokens a shingle: the benchmark's
 SHINGLE = 4
 START = 1_700_000_000.0
+#: the pages' header as served: the benchmark's files are UTF-8
+CONTENT_TYPE = "text/html; charset=utf-8"
 _TOKEN = re.compile(r"\w+")
 
 
@@ -156,7 +158,7 @@ def start_server(pages: list[Page], per_feed: int, reactor=None):
             path = request.path.decode("utf-8", "replace")
             base = f"http://127.0.0.1:{request.getHost().port}"
             if path.startswith("/page/") and path[len("/page/"):] in by_id:
-                request.setHeader(b"Content-Type", b"text/html; charset=utf-8")
+                request.setHeader(b"Content-Type", CONTENT_TYPE.encode())
                 return by_id[path[len("/page/"):]].html
             m = re.fullmatch(r"/feed/(\d+)\.xml", path)
             if m and int(m[1]) < len(groups):
@@ -231,7 +233,7 @@ def direct(page: Page, url: str) -> str | None:
     from scrapy_whittle.feeds.article import ArticleError, extract_article
 
     try:
-        return extract_article(page.html, url).text
+        return extract_article(page.html, url, content_type=CONTENT_TYPE).text
     except ArticleError:
         return None
 
