@@ -1,10 +1,11 @@
 """Extraction on real news pages, through the crawl (``WHITTLE_ARTICLES``).
 
-    python -m sim.bench_articles --real [--pages 40] [--per-feed 5] [--json]
+    python -m sim.bench_articles --real [--pages N] [--per-feed 5] [--data DIR] [--json]
 
 The pages are those of ``sim/data/real_articles`` (40 pages of Zyte's public article
 extraction benchmark, each with its article body as people labelled it; see the README
-there). A local HTTP server, in the crawl's process and reactor, serves each page under its own
+there), or with ``--data`` those of a checkout of the whole benchmark (181 pages). A local
+HTTP server, in the crawl's process and reactor, serves each page under its own
 path (``/page/<id>``, as the benchmark stored it, ``text/html; charset=utf-8``) and an RSS feed
 per ``--per-feed`` pages (``/feed/<k>.xml``) linking to them. The whole stack crawls the feeds
 (``FeedSpider``, the add-on, ``WHITTLE_ARTICLES = True``, on a simulated clock), in a child
@@ -117,10 +118,16 @@ class Page:
 
 
 def load(pages: int | None = None, data: Path = DATA) -> list[Page]:
-    """The first ``pages`` pages (all: None) in the order of their ids."""
-    truth = json.loads((data / "ground_truth.json").read_text(encoding="utf-8"))
+    """The first ``pages`` pages (all: None) in the order of their ids, from ``data``: this
+    set's layout (``<id>.html.gz``, ``ground_truth.json``) or a checkout of the whole
+    benchmark (``html/<id>.html.gz``, ``ground-truth.json``)."""
+    data = Path(data)
+    whole = (data / "ground-truth.json").exists()
+    labels = data / ("ground-truth.json" if whole else "ground_truth.json")
+    truth = json.loads(labels.read_text(encoding="utf-8"))
+    html = data / "html" if whole else data
     ids = sorted(truth)[:pages]
-    return [Page(i, gzip.decompress((data / f"{i}.html.gz").read_bytes()),
+    return [Page(i, gzip.decompress((html / f"{i}.html.gz").read_bytes()),
                  truth[i]["articleBody"], truth[i].get("url")) for i in ids]
 
 
@@ -183,7 +190,7 @@ def crawl(args) -> dict:
     from sim.bench_throughput import TWISTED_REACTOR
 
     install_reactor(TWISTED_REACTOR)
-    pages = load(args.pages)
+    pages = load(args.pages, args.data)
     n_feeds = len(feeds_of(pages, args.per_feed))
     clock = SimulatedClock(start=START, speed=0.0)
     settings = {
@@ -247,16 +254,17 @@ def trafilatura_alone(page: Page) -> str | None:
 def report(args) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    cmd = [sys.executable, "-m", "sim.real_articles", "--child", "--pages", str(args.pages),
+    cmd = [sys.executable, "-m", "sim.real_articles", "--child", "--data", str(args.data),
            "--per-feed", str(args.per_feed), "--epochs", str(args.epochs),
            "--seed", str(args.seed)]
-    if args.workers is not None:
-        cmd += ["--workers", str(args.workers)]
+    for flag, value in (("--pages", args.pages), ("--workers", args.workers)):
+        if value is not None:
+            cmd += [flag, str(value)]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(f"the crawl failed:\n{out.stderr[-3000:]}")
     crawled = json.loads(out.stdout.strip().splitlines()[-1])
-    pages = load(args.pages)
+    pages = load(args.pages, args.data)
     per_page = []
     scores: dict[str, list[Score]] = {"crawl": [], "direct": [], "trafilatura": []}
     for page in pages:
@@ -296,7 +304,10 @@ def render(r: dict) -> str:
 
 def parser(prog: str = "python -m sim.real_articles") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    ap.add_argument("--pages", type=int, default=40, help="the first N pages of the set")
+    ap.add_argument("--pages", type=int, default=None,
+                    help="the first N pages of the set (default: all)")
+    ap.add_argument("--data", type=Path, default=DATA,
+                    help="the pages: this set (default) or a checkout of the whole benchmark")
     ap.add_argument("--per-feed", type=int, default=5, help="pages an RSS feed links to")
     ap.add_argument("--epochs", type=int, default=2,
                     help="the crawl's WHITTLE_MAX_EPOCHS (every feed is crawled each epoch)")
