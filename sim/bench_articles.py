@@ -26,8 +26,9 @@ Three measures, each in a process of its own:
   workers; the stack's include its feeds). Last, the stack with articles off on the same
   feeds: its feeds crawled per second, against the stack's with articles on.
 
-Real news pages with labelled text are not part of it (none can be fetched offline); the
-quality here is that of the simulated pages' boilerplate only.
+``--real``: extraction on real news pages with labelled text instead, through the crawl
+(``sim.real_articles``: 40 pages of Zyte's article extraction benchmark, served locally);
+the quality above is that of the simulated pages' boilerplate only.
 """
 
 from __future__ import annotations
@@ -159,7 +160,9 @@ def throughput(mode: str, args, urls: list[str]) -> dict:
 
             def parse(self, response):
                 try:
-                    article = extract_article(response.body, response.url)
+                    ctype = response.headers.get("Content-Type") or b""
+                    article = extract_article(response.body, response.url,
+                                              content_type=ctype.decode("latin-1") or None)
                 except ArticleError:
                     article = None
                 if article is not None and state["measure"] is not None:
@@ -243,6 +246,12 @@ def child(kind: str, args, urls_file: str | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--real" in argv:
+        from sim import real_articles
+
+        return real_articles.main([a for a in argv if a != "--real"],
+                                  prog="python -m sim.bench_articles --real")
     ap = argparse.ArgumentParser(prog="python -m sim.bench_articles",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--feeds", type=int, default=200, help="feeds of the throughput runs")
@@ -278,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             result = throughput(args.child, args, urls)
         print(json.dumps(result))
         return 0
-    args.passed = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--json"]
+    args.passed = [a for a in argv if a != "--json"]
     report: dict = {"off": child("sim-off", args), "on": child("sim-on", args),
                     "ample": child("sim-ample", args)}
     server, port = start_server(args)

@@ -112,8 +112,21 @@ def _language(tree, content_language: str | None) -> str | None:
     return primary if primary.isalpha() and 2 <= len(primary) <= 3 else None
 
 
-def extract_article(body: bytes, url: str, content_language: str | None = None) -> Article:
-    """The content of the article page ``body`` fetched from ``url`` (module docstring)."""
+def _encoding(body: bytes, content_type: str | None) -> str | None:
+    """The page's encoding as a browser (and Scrapy's ``TextResponse``) reads it: the
+    ``Content-Type`` header's charset, else a byte order mark, else a ``<meta>`` charset, else
+    UTF-8 if the bytes decode as such, else cp1252. Left to lxml, bytes without a ``<meta>``
+    charset are read as Latin-1 whatever the header says: a UTF-8 page's every non-ASCII
+    letter garbled."""
+    from w3lib.encoding import html_to_unicode
+
+    return html_to_unicode(content_type, body)[0]
+
+
+def extract_article(body: bytes, url: str, content_language: str | None = None,
+                    content_type: str | None = None) -> Article:
+    """The content of the article page ``body`` fetched from ``url`` (module docstring);
+    ``content_type``: the response's ``Content-Type`` header, whose charset decodes it."""
     import lxml.html
     from lxml.etree import ParserError
     from trafilatura import bare_extraction
@@ -121,7 +134,11 @@ def extract_article(body: bytes, url: str, content_language: str | None = None) 
     if not body or not body.strip():
         raise ArticleError("no_text", "empty page")
     try:
-        tree = lxml.html.document_fromstring(body)
+        parser = lxml.html.HTMLParser(encoding=_encoding(body, content_type))
+    except LookupError:                 # a charset that lxml does not know: its own guess
+        parser = None
+    try:
+        tree = lxml.html.document_fromstring(body, parser=parser)
     except (ParserError, ValueError) as exc:
         raise ArticleError("unreadable", f"not HTML: {exc}") from None
     language = _language(tree, content_language)

@@ -236,13 +236,14 @@ class ParsePool:
         self.offloaded += 1
         return await self._in_worker(kwargs)
 
-    async def extract(self, body: bytes, *, url: str, content_language: str | None = None):
+    async def extract(self, body: bytes, *, url: str, content_language: str | None = None,
+                      content_type: str | None = None):
         """An article page's :class:`~scrapy_whittle.feeds.article.Article`, or its
         ``ArticleError``; extracted in a worker (an article takes longer than a small feed's
         parse) unless ``workers`` is 0. A worker that dies or times out on it gives
         ``FeedError("parse_failed")``."""
         kwargs = {"task": "article", "body": bytes(body), "url": url,
-                  "content_language": content_language}
+                  "content_language": content_language, "content_type": content_type}
         if self.workers > 0 and not self._closed:
             self.offloaded += 1
             result = await self._in_worker(kwargs)

@@ -112,7 +112,8 @@ async def extract_response(pool: ParsePool, request: Request, response: Response
     try:
         article = await pool.extract(
             response.body, url=response.url,
-            content_language=language.decode("latin-1") if language else None)
+            content_language=language.decode("latin-1") if language else None,
+            content_type=ctype or None)
     except (ArticleError, FeedError) as exc:
         request.meta[META_RESULT] = (exc.kind, str(exc))
         return

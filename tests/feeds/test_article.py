@@ -45,6 +45,26 @@ def test_a_syndicated_copy_names_the_original_as_canonical():
     assert article.text == PAGES.text(i - 1, seq)
 
 
+def test_the_page_is_decoded_as_its_header_or_its_bytes_say_not_as_latin_1():
+    # real pages often declare their charset in the HTTP header only: read as Latin-1 (lxml's
+    # default for bytes), a UTF-8 page's non-ASCII letters came out garbled
+    paragraphs = "".join(
+        f"<p>Paragraph {n}: über die Brücke gingen „Menschen“ nach Zürich — café, naïve, "
+        f"Straße {n} und Plätze, die sie noch nie gesehen hatten, am Abend.</p>"
+        for n in range(6))
+    html = (f"<html><head><title>Grüße</title></head><body><article><h1>Grüße</h1>"
+            f"{paragraphs}</article></body></html>")
+    url = f"{BASE}/item/0/9"
+    want = "Paragraph 0: über die Brücke gingen „Menschen“ nach Zürich — café, naïve"
+    utf8 = html.encode("utf-8")
+    assert want in extract_article(utf8, url, content_type="text/html; charset=utf-8").text
+    assert want in extract_article(utf8, url).text            # no header: UTF-8 by its bytes
+    cp1252 = html.replace("„", '"').encode("cp1252")
+    got = extract_article(cp1252, url, content_type="text/html; charset=windows-1252").text
+    assert want.replace("„", '"') in got
+    assert "Ã" not in got
+
+
 def test_language_comes_from_the_page_or_its_header():
     html = page(0, 1).replace(b'<html lang="en">', b"<html>")
     assert extract_article(html, f"{BASE}/item/0/1").language is None
