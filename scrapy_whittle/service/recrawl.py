@@ -371,6 +371,7 @@ class RecrawlService:
                 new = self.memory.recall(sid, batch.entries)
                 if self.stories is not None:
                     self.stories.split(sid, new)
+                self._count_recovered(batch, new)
                 if sid != batch.source:
                     batch = dataclasses.replace(batch, source=sid)
             replays.append(batch)
@@ -382,6 +383,21 @@ class RecrawlService:
                         "some of them twice", sum(len(b.entries) for b in replays),
                         len(replays))
             self.stats.inc("deliveries/replayed", sum(len(b.entries) for b in replays))
+
+    def _count_recovered(self, batch, new) -> None:
+        """``new``: the entries of a journaled batch the checkpoint did not know, found after
+        it by the killed run, whose epoch rows counting them were lost with it. They are
+        captures all the same (their items go to the pipelines now): counted again in the
+        epoch they were found in, so that the report's captured entries are what reached the
+        pipelines."""
+        if not new:
+            return
+        keys = {e.key for e in new}
+        value = sum(v for e, v in zip(batch.entries, batch.values, strict=False)
+                    if e.key in keys)
+        totals = self.ledger.totals[self.timeline.epoch_of(batch.found_at)]
+        totals.new_items += len(new)
+        totals.utility += float(value)
 
     def _build_policy(self, n: int) -> Policy:
         alpha = u = None
