@@ -5,6 +5,7 @@ the ``whittle/*`` stats and pass, and fail when a threshold is set out of the cr
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,18 @@ from tests.scrapy.conftest import VirtualWeb, make_crawler, run
 # warning in a crawl, an error under the suite's filterwarnings = error
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Spider\.log\(\) is deprecated:scrapy.exceptions.ScrapyDeprecationWarning")
-EXAMPLE = Path(__file__).resolve().parents[2] / "example_project"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "example_project"
 N = 20
+
+
+def documented_settings() -> dict:
+    """The settings docs/deploy.md tells a project to add, read from its code block."""
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", (ROOT / "docs/deploy.md")
+                                      .read_text(), re.S) if "SPIDERMON_ENABLED" in b]
+    settings: dict = {}
+    exec(block, {}, settings)
+    return settings
 
 
 @pytest.fixture
@@ -29,10 +40,7 @@ async def crawl_monitored(**thresholds) -> dict:
     web = VirtualWeb(n=N, seed=2)
     crawler = make_crawler(
         WHITTLE_SOURCES=web.feeds(N), WHITTLE_CLOCK=web.clock, WHITTLE_BUDGET=4,
-        WHITTLE_PERIOD=3600.0, WHITTLE_MAX_EPOCHS=6, SPIDERMON_ENABLED=True,
-        EXTENSIONS={"spidermon.contrib.scrapy.extensions.Spidermon": 500},
-        SPIDERMON_SPIDER_CLOSE_MONITORS=["news_crawler.monitors.WhittleMonitorSuite"],
-        **thresholds)
+        WHITTLE_PERIOD=3600.0, WHITTLE_MAX_EPOCHS=6, **documented_settings(), **thresholds)
     try:
         return await run(crawler)
     finally:
