@@ -33,12 +33,13 @@ def scrape(port: int) -> dict[str, list]:
 
 @pytest_twisted.ensureDeferred
 async def test_a_crawl_is_scraped_with_its_stats_and_delays():
-    """Scraped mid-crawl (half-way through its epochs, from the reactor's thread, so that
-    the crawl stands still meanwhile): every metric is the service's stat of that moment."""
+    """The add-on installs the exporter when the setting is set. Scraped mid-crawl (half-way
+    through its epochs, from the reactor's thread, so that the crawl stands still meanwhile):
+    every metric is the service's stat of that moment."""
     web = VirtualWeb(n=N, seed=1)
     crawler = make_crawler(WHITTLE_SOURCES=web.feeds(N), WHITTLE_CLOCK=web.clock,
                            WHITTLE_BUDGET=4, WHITTLE_PERIOD=3600.0, WHITTLE_MAX_EPOCHS=24,
-                           WHITTLE_PROMETHEUS_PORT=0, EXTENSIONS={EXPORTER: 500})
+                           WHITTLE_PROMETHEUS_PORT=0, ADDONS={"scrapy_whittle.Addon": 0})
     scraped = {}
 
     def item(item, response, spider):
@@ -76,6 +77,11 @@ async def test_a_crawl_is_scraped_with_its_stats_and_delays():
             if s.name.endswith("_bucket")}
     counts = [hist[le] for le in sorted(hist, key=float)]
     assert counts == sorted(counts) and counts[-1] > 0
+    # the median lies in the first bucket that holds half the delays
+    bounds = sorted(hist, key=float)
+    k = next(i for i, c in enumerate(counts) if c >= counts[-1] / 2)
+    lower = float(bounds[k - 1]) if k else 0.0
+    assert lower <= stats["delay/median_s"] <= float(bounds[k]), (hist, stats)
     (total,) = [s.value for s in metrics["whittle_discovery_delay_seconds"]
                 if s.name.endswith("_sum")]
     assert total / counts[-1] == pytest.approx(stats["delay/mean_s"], rel=1e-6)

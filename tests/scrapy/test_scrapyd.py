@@ -132,7 +132,8 @@ def test_scheduled_cancelled_and_resumed_under_scrapyd(tmp_path):
                  what="the cancelled job to finish", alive=scrapyd.proc)
         log = scrapyd.log(first)
         assert "Received SIG" in log and "Spider closed (shutdown)" in log, log[-3000:]
-        assert "Whittle summary" in log and "Traceback" not in log, log[-3000:]
+        assert "Whittle summary" in log, log[-3000:]
+        assert "Traceback" not in log and "] ERROR:" not in log, log[-3000:]
         assert (jobdir / "whittle.sqlite").stat().st_size > 0
         crawled = scrapyd.crawls(first)
 
