@@ -149,7 +149,7 @@ class PrometheusExporter:
         try:
             self.server, self.thread = start_http_server(port, addr=host, registry=registry)
         except OSError as exc:       # the crawl goes on without its endpoint
-            self.crawler.stats.inc_value("whittle/errors/prometheus_listen")
+            self.whittle_stats().inc("errors/prometheus_listen")
             logger.error("WHITTLE_PROMETHEUS_PORT (%r): cannot listen on %s:%d (%s): no "
                          "Prometheus endpoint in this crawl", self.crawler.settings.get(
                              "WHITTLE_PROMETHEUS_PORT"), host, port, exc)
@@ -158,6 +158,12 @@ class PrometheusExporter:
         self.snapshot()
         self._task = create_looping_call(self.snapshot)
         self._task.start(SNAPSHOT_EVERY, now=False)
+
+    def whittle_stats(self):
+        """The crawl's ``whittle/*`` counts: the local service's, or the cluster process's."""
+        scheduler = self.crawler.engine.scheduler
+        service = getattr(scheduler, "service", None)
+        return service.stats if service is not None else scheduler.node.stats
 
     def snapshot(self) -> None:
         """Copy what the next scrapes show (on the reactor's thread)."""
