@@ -30,7 +30,8 @@ except ImportError:  # packaging comes with the [test] extra; pip always vendors
     from pip._vendor.packaging.version import InvalidVersion, Version
 
 PROJECT = "scrapy-whittle"
-EXTRAS = ("test", "dqn", "experiments", "cluster", "report", "articles")
+EXTRAS = ("test", "dqn", "experiments", "cluster", "report", "articles", "deploy",
+          "monitoring")
 # The installer's own tools: the install commands do not put them in the environment (the
 # editable build takes setuptools from pyproject.toml's build-system, in an isolated
 # environment), so they are checked only where constraints.txt pins them.
@@ -172,8 +173,8 @@ def main(argv: list[str]) -> int:
         for line in problems:
             print(f"  {line}", file=sys.stderr)
         print("Install with `python -m pip install -c constraints.txt -e "
-              "\".[test,dqn,experiments,cluster,report,articles]\"`, or, to move the pins to newer "
-              "releases, run tools/refresh-constraints.", file=sys.stderr)
+              f"\".[{','.join(EXTRAS)}]\"`, or, to move the pins to newer releases, run "
+              "tools/refresh-constraints.", file=sys.stderr)
         return 1
     print(f"check_pinned: the {len(installed) - 1} packages that {PROJECT} needs are "
           f"installed at the versions {path.name} pins")

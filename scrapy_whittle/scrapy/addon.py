@@ -12,7 +12,9 @@ It installs ``WhittleScheduler`` as ``SCHEDULER``, ``FeedObserverMiddleware`` at
 lists a robots.txt middleware itself: :mod:`scrapy_whittle.scrapy.robots`),
 ``DeliveryMiddleware`` at 10 in ``SPIDER_MIDDLEWARES`` (items handed out again after a kill:
 :mod:`scrapy_whittle.scrapy.delivery`), ``WebSubSubscriber`` in ``EXTENSIONS`` (off unless
-``WHITTLE_WEBSUB_CALLBACK`` is set: :mod:`scrapy_whittle.scrapy.websub`), gives every
+``WHITTLE_WEBSUB_CALLBACK`` is set: :mod:`scrapy_whittle.scrapy.websub`) and
+``PrometheusExporter`` (off unless ``WHITTLE_PROMETHEUS_PORT`` is set:
+:mod:`scrapy_whittle.scrapy.prometheus`), gives every
 ``WHITTLE_*`` setting its default (from the table in :mod:`scrapy_whittle.service.config`,
 so that ``scrapy settings --get`` shows what the crawl uses) and lowers ``CONCURRENT_ITEMS``
 to 16 (below), all with Scrapy's ``"addon"`` priority, so a value the project sets itself wins (a
@@ -50,6 +52,7 @@ MIDDLEWARE_ORDER = 540
 RETRY_AFTER_ORDER = 560          # before RetryMiddleware (550) sees a response
 CONCURRENT_ITEMS = 16            # see the module docstring
 WEBSUB_ORDER = 500               # an extension: its order matters to no other
+PROMETHEUS_ORDER = 500           # the same
 ROBOTS_ORDER = 100               # Scrapy's RobotsTxtMiddleware's, should its base lack it
 
 
@@ -67,6 +70,7 @@ class Addon:
         from scrapy_whittle.scrapy.delivery import ORDER as DELIVERY_ORDER
         from scrapy_whittle.scrapy.delivery import DeliveryMiddleware
         from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, RetryAfterMiddleware
+        from scrapy_whittle.scrapy.prometheus import PrometheusExporter
         from scrapy_whittle.scrapy.scheduler import WhittleScheduler
         from scrapy_whittle.scrapy.websub import WebSubSubscriber
 
@@ -89,6 +93,8 @@ class Addon:
                 "SPIDER_MIDDLEWARES", DeliveryMiddleware, DELIVERY_ORDER)
             settings.setdefault_in_component_priority_dict(
                 "EXTENSIONS", WebSubSubscriber, WEBSUB_ORDER)
+            settings.setdefault_in_component_priority_dict(
+                "EXTENSIONS", PrometheusExporter, PROMETHEUS_ORDER)
             if settings.getbool("ROBOTSTXT_OBEY"):
                 install_quiet_robots(settings)
         crawl_start(self.crawler)

@@ -399,6 +399,21 @@ def _listen(name: str, raw: Any) -> tuple[str, int] | None:
     return host, int(port)
 
 
+def _prometheus(name: str, raw: Any) -> tuple[str, int] | None:
+    """A port on 127.0.0.1 (0: any free one), or ``host:port``; None or empty: off. Needs
+    prometheus-client (the ``monitoring`` extra)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, str) and ":" in raw:
+        listen = _listen(name, raw)
+    else:
+        listen = ("127.0.0.1", number(minimum=0, integer=True)(name, raw))
+        if listen[1] > 65535:
+            raise _fail(name, raw, "must be a port (0 to 65535) or host:port")
+    require_extra("prometheus_client", "monitoring", name, raw)
+    return listen
+
+
 # -- the table ---------------------------------------------------------------------------------
 # The feed limits' defaults are the feed parsers' own, so a feed parsed outside a crawl obeys
 # the same limits as one parsed in it.
@@ -599,6 +614,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Unset: no WebSub"),
     Setting("WHITTLE_WEBSUB_LEASE", 864000.0, number(minimum=60),
             "lease asked of the hubs, seconds (the hub decides; renewed with a tenth left)"),
+    Setting("WHITTLE_PROMETHEUS_PORT", None, _prometheus,
+            "port on 127.0.0.1 (or `host:port`; 0: any free one) where the crawl's `whittle/*` "
+            "stats are served to Prometheus (`/metrics`; the `monitoring` extra, "
+            "[deploy.md](deploy.md)). Unset: none"),
     Setting("WHITTLE_HALF_LIFE", None, _half_life,
             "prior half-life of readers' interest, seconds: a number for every source, or a "
             "dict `{url or category: seconds, \"*\": fallback}`; a source's category is its "
@@ -740,6 +759,7 @@ class WhittleConfig:
     websub_callback: str | None = DEFAULTS["WHITTLE_WEBSUB_CALLBACK"]
     websub_listen: tuple[str, int] | None = DEFAULTS["WHITTLE_WEBSUB_LISTEN"]
     websub_lease: float = DEFAULTS["WHITTLE_WEBSUB_LEASE"]
+    prometheus_listen: tuple[str, int] | None = DEFAULTS["WHITTLE_PROMETHEUS_PORT"]
     parsing: ParsingConfig = field(default_factory=ParsingConfig)
     articles: ArticlesConfig = field(default_factory=ArticlesConfig)
 
@@ -804,6 +824,7 @@ class WhittleConfig:
             redis_standby=v["WHITTLE_REDIS_STANDBY"],
             websub_callback=v["WHITTLE_WEBSUB_CALLBACK"],
             websub_listen=v["WHITTLE_WEBSUB_LISTEN"], websub_lease=v["WHITTLE_WEBSUB_LEASE"],
+            prometheus_listen=v["WHITTLE_PROMETHEUS_PORT"],
             parsing=ParsingConfig(
                 parser=v["WHITTLE_FEED_PARSER"], workers=v["WHITTLE_PARSE_WORKERS"],
                 inline_max_bytes=v["WHITTLE_PARSE_INLINE_MAX_BYTES"],

@@ -87,6 +87,7 @@ OTHER = {
     "WHITTLE_WEBSUB_CALLBACK": "https://crawler.example/websub",
     "WHITTLE_WEBSUB_LISTEN": "127.0.0.1:8080",
     "WHITTLE_WEBSUB_LEASE": 3600,
+    "WHITTLE_PROMETHEUS_PORT": 9410,
 }
 
 
