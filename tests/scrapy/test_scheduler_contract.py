@@ -109,3 +109,100 @@ def test_the_middlewares_are_built_from_a_crawler_that_never_started():
         assert isinstance(build_from_crawler(cls, crawler), cls)
     crawler.engine = None                        # no engine at all: no service to report to
     assert service_of(crawler) is None
+
+
+# -- Scrapy's scheduler tests, WhittleScheduler in its place -------------------------------
+# What Scrapy's own tests/test_scheduler.py checks of a scheduler, asked of a WhittleScheduler
+# with no feed of its own (every request passes through to Scrapy's scheduler): length and
+# pending, everything dequeued, priorities honoured, the downloader-aware queue fair across
+# download slots; in memory, and with JOBDIR across a close and a new scheduler.
+
+QUEUES = ["scrapy.pqueues.ScrapyPriorityQueue", "scrapy.pqueues.DownloaderAwarePriorityQueue"]
+THREE = ["http://foo.example/a", "http://foo.example/b", "http://foo.example/c"]
+
+
+class _Slots:
+    """A downloader stand-in: download slots whose active downloads a test sets."""
+
+    def __init__(self) -> None:
+        self.slots: dict[str, SimpleNamespace] = {}
+
+    def get_slot_key(self, request: Request) -> str:
+        return request.meta.get(Downloader.DOWNLOAD_SLOT) or request.url.split("/")[2]
+
+    def busy(self, key: str, delta: int) -> None:
+        slot = self.slots.setdefault(key, SimpleNamespace(active=[]))
+        if delta > 0:
+            slot.active.append(object())
+        else:
+            slot.active.pop()
+
+
+def _passing(queue: str, jobdir) -> tuple[WhittleScheduler, Spider]:
+    crawler = get_crawler(_Spider, {
+        "ADDONS": {"scrapy_whittle.Addon": 0}, "WHITTLE_BUDGET": 2,
+        "WHITTLE_LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "INFO",
+        "SCHEDULER_PRIORITY_QUEUE": queue,
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.LifoMemoryQueue",
+        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleLifoDiskQueue",
+        "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
+        **({"JOBDIR": str(jobdir)} if jobdir else {})})
+    crawler.engine = SimpleNamespace(downloader=_Slots())
+    spider = _Spider.from_crawler(crawler)
+    scheduler = build_from_crawler(WhittleScheduler, crawler)
+    scheduler.open(spider)
+    return scheduler, spider
+
+
+async def _given(queue: str, jobdir, requests: list[Request]) -> WhittleScheduler:
+    """A scheduler given ``requests``: the same one, or with ``jobdir`` a new one opened on
+    the JOBDIR the first left them in."""
+    scheduler, _ = _passing(queue, jobdir)
+    assert not scheduler.has_pending_requests() and len(scheduler) == 0
+    for request in requests:
+        assert scheduler.enqueue_request(request)
+    if jobdir:
+        await scheduler.close("finished")
+        scheduler, _ = _passing(queue, jobdir)
+    return scheduler
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "jobdir"])
+@pytest_twisted.ensureDeferred
+async def test_scrapy_s_checks_length_dequeue_and_priorities(tmp_path, queue, on_disk):
+    jobdir = tmp_path / "job" if on_disk else None
+    scheduler = await _given(queue, jobdir, [Request(url) for url in THREE])
+    assert scheduler.has_pending_requests() and len(scheduler) == len(THREE)
+    assert sorted(_drain(scheduler)) == THREE and not scheduler.has_pending_requests()
+    await scheduler.close("finished")
+    priorities = [-2, 1, -1, 0, 2]
+    scheduler = await _given(queue, tmp_path / "job2" if on_disk else None,
+                             [Request(f"http://foo.example/{i}", priority=p)
+                              for i, p in enumerate(priorities)])
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request.priority)
+    assert out == sorted(priorities, reverse=True)
+    await scheduler.close("finished")
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "jobdir"])
+@pytest_twisted.ensureDeferred
+async def test_scrapy_s_downloader_aware_queue_is_fair_across_slots(tmp_path, on_disk):
+    slots = ["a", "a", "b", "b", "c", "c"]
+    requests = []
+    for i, key in enumerate(slots):
+        requests.append(Request(f"http://foo.example/{i}",
+                                meta={Downloader.DOWNLOAD_SLOT: key}))
+    scheduler = await _given(QUEUES[1], tmp_path / "job" if on_disk else None, requests)
+    downloader = scheduler.crawler.engine.downloader
+    taken = []
+    while (request := scheduler.next_request()) is not None:
+        key = downloader.get_slot_key(request)
+        downloader.busy(key, +1)              # in flight: the queue prefers idler slots
+        taken.append(key)
+    # every round hands each slot one request before any gets a second
+    assert sorted(taken) == sorted(slots)
+    assert all(len(set(taken[i:i + 3])) == 3 for i in range(0, len(taken), 3))
+    await scheduler.close("finished")
