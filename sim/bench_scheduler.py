@@ -47,7 +47,8 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_whittle.core.policies import POLICIES
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.scrapy.scheduler import META_CRAWL, WhittleScheduler
+from scrapy_whittle.scrapy.meta import META_CRAWL
+from scrapy_whittle.scrapy.scheduler import WhittleScheduler
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.gc_pause import thaw
 from sim.scenarios import make_scenario

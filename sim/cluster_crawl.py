@@ -20,6 +20,7 @@ from collections import Counter
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 
+from scrapy_whittle.scrapy.meta import META_SOURCE_URL
 from scrapy_whittle.scrapy.spiders import FeedSpider
 
 
@@ -42,7 +43,7 @@ class SyncedItems:
 
     def polled(self, response, request, spider):
         if "whittle_crawl" in request.meta and time.time() >= self.polls_since:
-            self.polls[request.meta.get("whittle_source_url", request.url)] += 1
+            self.polls[request.meta.get(META_SOURCE_URL, request.url)] += 1
 
     def process_item(self, item):
         row = {**item, "piped_at": time.time()}

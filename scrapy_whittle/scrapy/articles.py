@@ -46,6 +46,15 @@ from urllib.parse import urlsplit
 
 from scrapy import Request
 
+from scrapy_whittle.scrapy.meta import (
+    META_ARTICLE,
+    META_ARTICLE_OF,
+    META_ENTRY,
+    META_REPEAT,
+    META_RESULT,
+    META_UNSENT,
+)
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -57,12 +66,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-META_ARTICLE = "whittle_article"            # an article request's item, before its article
-META_ARTICLE_OF = "whittle_article_of"      # the delivery batch that item belongs to
-META_RESULT = "whittle_article_result"      # the response's Article, or its failure's kind
-META_UNSENT = "whittle_article_unsent"      # the crawl ended before the request could go
-META_ENTRY = "whittle_article_entry"        # (source id, value) of the entry
-META_REPEAT = "whittle_article_repeat"      # how the article repeats a known story, if it does
 
 #: the item fields an article adds, and their value for an item without an article
 ARTICLE_FIELDS = {"text": None, "article_title": None, "authors": [], "article_date": None,

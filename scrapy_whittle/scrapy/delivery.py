@@ -33,7 +33,17 @@ from itemadapter import is_item
 from scrapy import Request, signals
 from scrapy.http import Response
 
-from scrapy_whittle.scrapy.articles import META_ARTICLE_OF, promises_item
+from scrapy_whittle.scrapy.articles import promises_item
+from scrapy_whittle.scrapy.meta import (
+    META_ARTICLE_OF,
+    META_BATCH,
+    META_ENTRIES,
+    META_REPLAY,
+    META_SOURCE_ID,
+    META_SOURCE_URL,
+    META_TIME,
+    META_VALUES,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -47,8 +57,6 @@ logger = logging.getLogger(__name__)
 #: middleware has filtered it, as it goes to the pipelines
 ORDER = 10
 
-META_BATCH = "whittle_batch"         # a feed response's batch of new entries
-META_REPLAY = "whittle_replay"       # a replay request's Batch
 
 
 class DeliveryMiddleware:
@@ -125,15 +133,15 @@ def replay_request(batch: Batch) -> Request:
     ``FeedObserverMiddleware`` without a download; robots.txt was obeyed by the fetch that
     found the entries)."""
     return Request(batch.url, dont_filter=True, meta={
-        META_REPLAY: batch, "whittle_source_id": batch.source,
-        "whittle_source_url": batch.url, "dont_obey_robotstxt": True, "dont_cache": True})
+        META_REPLAY: batch, META_SOURCE_ID: batch.source,
+        META_SOURCE_URL: batch.url, "dont_obey_robotstxt": True, "dont_cache": True})
 
 
 def replay_response(request: Request) -> Response:
     """The response of a replay request: the batch's entries as the fetch found them."""
     batch: Batch = request.meta[META_REPLAY]
-    request.meta.update(whittle_entries=batch.entries, whittle_values=batch.values,
-                        whittle_time=batch.found_at, whittle_batch=batch.id)
+    request.meta.update({META_ENTRIES: batch.entries, META_VALUES: batch.values,
+                         META_TIME: batch.found_at, META_BATCH: batch.id})
     return Response(batch.url, status=200, request=request, flags=["whittle-replay"])
 
 

@@ -60,17 +60,24 @@ from scrapy import signals
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from scrapy_whittle.feeds.hints import response_hints, retry_after
-from scrapy_whittle.scrapy.articles import (
-    META_ARTICLE,
-    META_UNSENT,
-    extract_response,
-    unsent_response,
-)
-from scrapy_whittle.scrapy.delivery import META_BATCH, META_REPLAY, replay_response
+from scrapy_whittle.scrapy.articles import extract_response, unsent_response
+from scrapy_whittle.scrapy.delivery import replay_response
 from scrapy_whittle.scrapy.errors import RedirectLoop, describe, exception_kind
-from scrapy_whittle.scrapy.scheduler import META_CRAWL
+from scrapy_whittle.scrapy.meta import (
+    META_ARTICLE,
+    META_BATCH,
+    META_CRAWL,
+    META_ENTRIES,
+    META_ERROR,
+    META_PUSH,
+    META_REPLAY,
+    META_SOURCES,
+    META_TIME,
+    META_UNSENT,
+    META_VALUES,
+)
 from scrapy_whittle.scrapy.startup import crawl_start
-from scrapy_whittle.scrapy.websub import META_PUSH, push_response
+from scrapy_whittle.scrapy.websub import push_response
 from scrapy_whittle.service.config import WhittleConfig
 
 if TYPE_CHECKING:
@@ -84,8 +91,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: the sources a response named (a sitemap index's children), for the spider to register
-META_SOURCES = "whittle_sources"
 
 
 def service_of(crawler: Crawler | None) -> RecrawlService | None:
@@ -219,8 +224,8 @@ class FeedObserverMiddleware:
             await _settle(service.not_modified(
                 crawl, **self._validators(response), latency=_latency(request),
                 hints=response_hints(response.headers, service.clock.now())))
-            request.meta.update(whittle_entries=[], whittle_values=[],
-                                whittle_time=service.clock.now())
+            request.meta.update({META_ENTRIES: [], META_VALUES: [],
+                                 META_TIME: service.clock.now()})
             return response
         if response.status >= 300:
             kind, cause = f"http_{response.status}", f"HTTP {response.status}"
@@ -245,7 +250,7 @@ class FeedObserverMiddleware:
                                            else None)
         except FeedError as exc:
             if exc.kind == "not_a_feed" and self._site_page(crawl, response):
-                request.meta.update(whittle_entries=[], whittle_values=[])
+                request.meta.update({META_ENTRIES: [], META_VALUES: []})
                 return response
             await self._failure(service, crawl, request, exc.kind, str(exc))
             return response
@@ -264,8 +269,8 @@ class FeedObserverMiddleware:
         found = await _settle(service.feed_fetched(
             crawl, parsed.entries, **self._validators(response), latency=_latency(request),
             hints=response_hints(response.headers, now, parsed.hints), listing=listing))
-        request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
-                            whittle_time=now)
+        request.meta.update({META_ENTRIES: found.entries, META_VALUES: found.values,
+                             META_TIME: now})
         self._reported(crawl)
         if parsed.sources:                    # a sitemap index: its children are sources
             request.meta[META_SOURCES] = list(parsed.sources)
@@ -299,13 +304,13 @@ class FeedObserverMiddleware:
         except FeedError as exc:
             service.stats.inc(f"errors/push_{exc.kind}")
             logger.info("WebSub delivery for %s unusable: %s", response.url, exc)
-            request.meta.update(whittle_error=f"push_{exc.kind}", whittle_entries=[],
-                                whittle_values=[])
+            request.meta.update({META_ERROR: f"push_{exc.kind}", META_ENTRIES: [],
+                                 META_VALUES: []})
             return
         found = await _settle(service.pushed(push.source, parsed.entries,
                                              now=push.received_at))
-        request.meta.update(whittle_entries=found.entries, whittle_values=found.values,
-                            whittle_time=push.received_at)
+        request.meta.update({META_ENTRIES: found.entries, META_VALUES: found.values,
+                             META_TIME: push.received_at})
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
 
@@ -320,7 +325,7 @@ class FeedObserverMiddleware:
     async def _failure(self, service: RecrawlService, crawl, request: Request, kind: str,
                        cause: str, retry_after: float | None = None) -> None:
         await _settle(service.crawl_failed(crawl, kind, cause, retry_after))
-        request.meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
+        request.meta.update({META_ERROR: kind, META_ENTRIES: [], META_VALUES: []})
         self._reported(crawl)
 
     def _site_page(self, crawl, response: Response) -> bool:

@@ -59,13 +59,26 @@ from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_def
 from scrapy.utils.job import job_dir
 from twisted.internet.threads import deferToThread
 
-from scrapy_whittle.scrapy.articles import META_ARTICLE, ArticleQueue
-from scrapy_whittle.scrapy.delivery import META_REPLAY, flush_feed_exports, replay_request
+from scrapy_whittle.scrapy.articles import ArticleQueue
+from scrapy_whittle.scrapy.delivery import flush_feed_exports, replay_request
+from scrapy_whittle.scrapy.meta import (
+    META_ARTICLE,
+    META_CRAWL,
+    META_ENTRIES,
+    META_ERRBACK,
+    META_ERROR,
+    META_OUTSIDE,
+    META_PLAIN,
+    META_REGISTER,
+    META_REPLAY,
+    META_SOURCE_ID,
+    META_SOURCE_URL,
+    META_VALUES,
+)
 from scrapy_whittle.scrapy.site_search import SiteSearch
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
 from scrapy_whittle.scrapy.stats import WhittleStats
-from scrapy_whittle.scrapy.websub import META_OUTSIDE
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import freeze_startup_heap
@@ -83,10 +96,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-META_CRAWL = "whittle_crawl"
-META_REGISTER = "whittle_source"
-META_ERRBACK = "whittle_errback"          # a template's own errback, called after ours
-META_PLAIN = "whittle_plain_url"         # _request set verbatim_url: the URL needs no escaping
 LEGACY_STATE_FILE = "whittle.state.pickle"
 
 
@@ -446,8 +455,8 @@ class WhittleScheduler(BaseScheduler):
         every large feed) and the errback that reports the failures the
         middleware cannot see (:meth:`_source_failed`)."""
         limit = self.config.max_feed_size
-        meta = {META_CRAWL: crawl, "whittle_source_id": crawl.source,
-                "whittle_source_url": crawl.url, "dont_cache": True,
+        meta = {META_CRAWL: crawl, META_SOURCE_ID: crawl.source,
+                META_SOURCE_URL: crawl.url, "dont_cache": True,
                 "download_maxsize": limit, "download_warnsize": 0}
         template = self.templates.get(crawl.source)
         if template is None and self._templates_by_url:
@@ -480,14 +489,14 @@ class WhittleScheduler(BaseScheduler):
         request = getattr(failure, "request", None)
         meta = request.meta if request is not None else {}
         crawl = meta.get(META_CRAWL)
-        if crawl is not None and "whittle_error" not in meta and "whittle_entries" not in meta:
+        if crawl is not None and META_ERROR not in meta and META_ENTRIES not in meta:
             from scrapy_whittle.scrapy.errors import describe, exception_kind
 
             kind = exception_kind(failure.value)
             result = self.sink.crawl_failed(crawl, kind, describe(failure.value))
             if inspect.isawaitable(result):
                 await result
-            meta.update(whittle_error=kind, whittle_entries=[], whittle_values=[])
+            meta.update({META_ERROR: kind, META_ENTRIES: [], META_VALUES: []})
         errback = meta.get(META_ERRBACK)
         if errback is not None:
             return errback(failure)

@@ -62,7 +62,7 @@ from scrapy_whittle.feeds.finder import (
     serves_feed,
     well_known_urls,
 )
-from scrapy_whittle.scrapy.websub import META_OUTSIDE
+from scrapy_whittle.scrapy.meta import META_OUTSIDE, META_SEARCH
 from scrapy_whittle.service.sources import SourceSpec
 
 if TYPE_CHECKING:
@@ -74,8 +74,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: marks the requests of a site's search
-META_SEARCH = "whittle_site_search"
 
 
 def _header_values(response: Response, name: str) -> list[str]:

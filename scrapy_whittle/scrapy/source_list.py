@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from twisted.internet.threads import deferToThread
 
+from scrapy_whittle.scrapy.meta import META_LIST
 from scrapy_whittle.scrapy.startup import skipped_message
 from scrapy_whittle.service.sources import SourceListError, load_sources, parse_source_list
 
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-META_LIST = "whittle_source_list"
 
 
 class SourceListReader:

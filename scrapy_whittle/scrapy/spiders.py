@@ -29,7 +29,16 @@ from scrapy_whittle.scrapy.articles import (
     item_from_failure,
     item_from_response,
 )
-from scrapy_whittle.scrapy.delivery import META_BATCH
+from scrapy_whittle.scrapy.meta import (
+    META_BATCH,
+    META_ENTRIES,
+    META_REGISTER,
+    META_SOURCE_ID,
+    META_SOURCE_URL,
+    META_SOURCES,
+    META_TIME,
+    META_VALUES,
+)
 
 if TYPE_CHECKING:
     from scrapy_whittle.service.config import ArticlesConfig
@@ -47,8 +56,8 @@ class FeedSpider(scrapy.Spider):
 
     def parse(self, response, **kwargs: Any) -> Iterator[dict[str, Any] | scrapy.Request]:
         meta = response.meta
-        entries = meta.get("whittle_entries") or []
-        values = meta.get("whittle_values") or [None] * len(entries)
+        entries = meta.get(META_ENTRIES) or []
+        values = meta.get(META_VALUES) or [None] * len(entries)
         articles = self._articles()
         for entry, value in zip(entries, values, strict=True):
             item = self.parse_entry(response, entry, value)
@@ -59,11 +68,11 @@ class FeedSpider(scrapy.Spider):
                 yield article_request(item, entry.link, meta.get(META_BATCH), articles,
                                       callback=self.parse_article,
                                       errback=self.article_failed,
-                                      source=meta.get("whittle_source_id"), value=value)
+                                      source=meta.get(META_SOURCE_ID), value=value)
             else:                       # no page to fetch: the item's fields all the same
                 yield article_item(item, ("no_link", "the entry has no link"))
-        for url in meta.get("whittle_sources") or ():     # a sitemap index's children
-            yield scrapy.Request(url, meta={"whittle_source": True})
+        for url in meta.get(META_SOURCES) or ():     # a sitemap index's children
+            yield scrapy.Request(url, meta={META_REGISTER: True})
 
     def _articles(self) -> ArticlesConfig | None:
         """``WHITTLE_ARTICLES``' settings when on, else None."""
@@ -87,11 +96,11 @@ class FeedSpider(scrapy.Spider):
 
     def parse_entry(self, response, entry, value: float | None) -> dict[str, Any]:
         meta = response.meta
-        discovered = meta.get("whittle_time")
+        discovered = meta.get(META_TIME)
         published = entry.published
         return {
-            "source": meta.get("whittle_source_url", response.url),
-            "source_id": meta.get("whittle_source_id"),
+            "source": meta.get(META_SOURCE_URL, response.url),
+            "source_id": meta.get(META_SOURCE_ID),
             "entry_id": entry.key,
             "title": entry.title,
             "link": entry.link,

@@ -56,6 +56,13 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from scrapy_whittle.cluster.websub import read, read_delivery, tell_planner
+from scrapy_whittle.scrapy.meta import (
+    META_HUB_REQUEST,
+    META_OUTSIDE,
+    META_PUSH,
+    META_SOURCE_ID,
+    META_SOURCE_URL,
+)
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.websub import (
@@ -75,11 +82,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: a request of the crawl's own (to a hub, a delivery to hand out): served first, no budget
-META_OUTSIDE = "whittle_outside"
-#: a delivery's :class:`Push` (answered by ``FeedObserverMiddleware`` without a download)
-META_PUSH = "whittle_push"
-META_HUB_REQUEST = "whittle_websub"
 #: real seconds between checks for requests due (a simulated clock's: see the docstring)
 TICK = 1.0
 SIMULATED_TICK = 0.005
@@ -323,8 +325,8 @@ class WebSubSubscriber:
         ``FeedObserverMiddleware`` without a download."""
         self.stats.inc("websub/deliveries")
         self.crawler.engine.crawl(Request(url, dont_filter=True, meta={
-            META_PUSH: push, META_OUTSIDE: True, "whittle_source_id": push.source,
-            "whittle_source_url": url, "dont_obey_robotstxt": True, "dont_cache": True}))
+            META_PUSH: push, META_OUTSIDE: True, META_SOURCE_ID: push.source,
+            META_SOURCE_URL: url, "dont_obey_robotstxt": True, "dont_cache": True}))
 
     # -- the callback in a cluster ----------------------------------------------------------------
     async def _cluster_verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from scrapy_whittle.scrapy.articles import META_ARTICLE, META_UNSENT, ArticleQueue
+from scrapy_whittle.scrapy.articles import ArticleQueue
+from scrapy_whittle.scrapy.meta import META_ARTICLE, META_UNSENT
 
 
 def req(url: str) -> Request:
@@ -87,8 +88,7 @@ def test_feedspider_asks_for_each_linked_entry_s_page_and_keeps_the_others_items
     from scrapy.utils.test import get_crawler
 
     from scrapy_whittle.feeds.parse import FeedEntry
-    from scrapy_whittle.scrapy.articles import META_ARTICLE_OF, META_ENTRY
-    from scrapy_whittle.scrapy.delivery import META_BATCH
+    from scrapy_whittle.scrapy.meta import META_ARTICLE_OF, META_BATCH, META_ENTRY
     from scrapy_whittle.scrapy.spiders import FeedSpider
 
     crawler = get_crawler(FeedSpider, {"WHITTLE_BUDGET": 1, "WHITTLE_ARTICLES": True,

@@ -13,12 +13,8 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.scrapy.delivery import (
-    META_BATCH,
-    DeliveryMiddleware,
-    replay_request,
-    replay_response,
-)
+from scrapy_whittle.scrapy.delivery import DeliveryMiddleware, replay_request, replay_response
+from scrapy_whittle.scrapy.meta import META_BATCH
 from scrapy_whittle.service.deliveries import Batch
 
 

@@ -237,7 +237,8 @@ def test_source_requests_skip_the_escaping_only_where_it_changes_nothing():
     from scrapy import Spider
     from scrapy.core.downloader import Downloader
 
-    from scrapy_whittle.scrapy.scheduler import META_CRAWL, WhittleScheduler
+    from scrapy_whittle.scrapy.meta import META_CRAWL
+    from scrapy_whittle.scrapy.scheduler import WhittleScheduler
     from scrapy_whittle.service.clock import SimulatedClock
     from tests.scrapy.conftest import make_crawler
 
