@@ -44,7 +44,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sim.bench_throughput import TWISTED_REACTOR, _cpu, _proc_cpu
+from sim.bare_scrapy import TWISTED_REACTOR, bare_settings, round_robin_spider
+from sim.bench_throughput import _cpu, _proc_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 START = 1_700_000_000.0
@@ -130,34 +131,15 @@ def throughput(mode: str, args, urls: list[str]) -> dict:
     Scrapy on the article pages ``urls``."""
     import asyncio
 
-    import scrapy
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
 
     from scrapy_whittle.feeds.article import ArticleError, extract_article
 
-    settings = {
-        "TWISTED_REACTOR": TWISTED_REACTOR, "LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False,
-        "CONCURRENT_REQUESTS": args.concurrency,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency, "ROBOTSTXT_OBEY": False,
-        "COOKIES_ENABLED": False, "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 30,
-        "LOGSTATS_INTERVAL": 0,
-    }
+    settings = bare_settings(args.concurrency)
     state: dict = {"measure": None, "pages": [], "extracted": 0}
     if mode == "bare":
-        class BareArticles(scrapy.Spider):
-            name = "bare"
-            position = 0
-
-            def next_request(self):
-                url = urls[self.position % len(urls)]
-                self.position += 1
-                return scrapy.Request(url, dont_filter=True, callback=self.parse)
-
-            async def start(self):
-                for _ in range(args.concurrency):
-                    yield self.next_request()
-
+        class BareArticles(round_robin_spider(urls, args.concurrency)):
             def parse(self, response):
                 try:
                     ctype = response.headers.get("Content-Type") or b""

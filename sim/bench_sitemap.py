@@ -35,7 +35,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from sim.bench_throughput import TWISTED_REACTOR, _cpu, _time_callbacks
+from sim.bare_scrapy import TWISTED_REACTOR
+from sim.bench_throughput import _cpu, _time_callbacks
 from sim.realistic import WORDS
 
 ROOT = Path(__file__).resolve().parents[1]

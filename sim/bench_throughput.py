@@ -36,7 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+from sim.bare_scrapy import bare_settings, round_robin_spider
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -47,34 +48,13 @@ def _crawl(mode: str, urls: list[str], seconds: float, concurrency: int, warmup:
     """One crawl; measured from the moment every URL has been fetched once (and at least
     ``warmup`` seconds have passed) for ``seconds`` seconds: the steady state, where a feed
     shows the entries published since its previous crawl rather than its whole window."""
-    import scrapy
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
 
-    settings = {
-        "TWISTED_REACTOR": TWISTED_REACTOR, "LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False,
-        "CONCURRENT_REQUESTS": concurrency, "CONCURRENT_REQUESTS_PER_DOMAIN": concurrency,
-        "ROBOTSTXT_OBEY": False, "COOKIES_ENABLED": False, "LOG_INSTALL_ROOT_HANDLER": False,
-        "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 30, "LOGSTATS_INTERVAL": 0,
-    }
+    settings = bare_settings(concurrency)
     feed_urls = set(urls)
     if mode == "bare":
-        class BareSpider(scrapy.Spider):
-            name = "bare"
-            position = 0
-
-            def next_request(self):
-                url = urls[self.position % len(urls)]
-                self.position += 1
-                return scrapy.Request(url, dont_filter=True, callback=self.parse)
-
-            async def start(self):
-                for _ in range(concurrency):
-                    yield self.next_request()
-
-            def parse(self, response):
-                yield self.next_request()
-        spidercls = BareSpider
+        spidercls = round_robin_spider(urls, concurrency)
     else:
         from scrapy_whittle.scrapy.spiders import FeedSpider
 

@@ -187,7 +187,7 @@ def crawl(args) -> dict:
 
     from scrapy_whittle.scrapy.spiders import FeedSpider
     from scrapy_whittle.service.clock import SimulatedClock
-    from sim.bench_throughput import TWISTED_REACTOR
+    from sim.bare_scrapy import TWISTED_REACTOR
 
     install_reactor(TWISTED_REACTOR)
     pages = load(args.pages, args.data)
