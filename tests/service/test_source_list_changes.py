@@ -116,7 +116,8 @@ def test_weights_and_intervals_must_be_finite_numbers():
 def test_every_policy_starts_with_no_source_when_the_list_comes_later(name):
     """A list at a URL is fetched after the service opens: the service builds its policy
     for no source, then the sources join. Every registered policy, with the oracle's
-    parameters and daily rhythms for those that need them."""
+    parameters and daily rhythms for those that need them, deciding at the default's steps
+    (fractional epochs)."""
     from scrapy_whittle.core.policies import policy_class
     from scrapy_whittle.service.clock import SimulatedClock
     from scrapy_whittle.service.config import WhittleConfig

@@ -29,6 +29,8 @@ is ranked exactly as by ``whittle``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from scrapy_whittle.core.columns import Col
@@ -129,8 +131,12 @@ class DiurnalOraclePolicy(Policy):
         phase = int(p.phase(epoch))
         return period_values(p.alpha, p.u)[:, phase] / (1.0 - p.alpha ** p.k)
 
-    def _advance(self, epoch: int) -> None:
-        """Bring x to the start of ``epoch``: x <- alpha x + u(phase) once per epoch."""
+    def _advance(self, epoch: float) -> None:
+        """Bring x to the start of ``epoch``: x <- alpha x + u(phase) once per epoch. A
+        fractional epoch (a decision step, ``WHITTLE_STEP``) is its whole epoch's: the model
+        is the paper's, in whole epochs, so a source crawled at a step is empty until the
+        next epoch's arrivals."""
+        epoch = math.floor(epoch)
         if self._advanced_to is None:
             self._advanced_to = self._start = epoch
             if self.warm:
@@ -162,9 +168,9 @@ class DiurnalOraclePolicy(Policy):
             self._tables[phase] = table
         return table
 
-    def priority(self, epoch: int) -> np.ndarray:
+    def priority(self, epoch: float) -> np.ndarray:
         self._advance(epoch)
-        return self._table(int(self.periodic.phase(epoch))).index(self.x)
+        return self._table(int(self.periodic.phase(self._advanced_to))).index(self.x)
 
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget``; with unit costs the index is computed
@@ -174,7 +180,7 @@ class DiurnalOraclePolicy(Policy):
         if not np.all(cost == 1.0):
             return select_top(self.priority(epoch), cost, budget, eligible)
         self._advance(epoch)
-        table = self._table(int(self.periodic.phase(epoch)))
+        table = self._table(int(self.periodic.phase(self._advanced_to)))
         chosen = self._pruning(self.x, lambda ids: table.index_at(ids, self.x[ids]), budget,
                                eligible)
         if chosen is not None:
