@@ -210,11 +210,13 @@ class HostAllowances:
         self.planned(host)
         return True
 
-    def admit_article(self, host: str) -> bool:
+    def admit_article(self, host: str, due: float = 1.0) -> bool:
         """One article request to ``host`` may go now (it is spent from the credit) if the
         credit holds one beyond what the host's feeds are likely to take still this epoch
         (as many crawls as the last epoch planned, less those planned so far): the feeds
-        go first, the articles take what they leave."""
+        go first, the articles take what they leave. ``due``: the share of the epoch's
+        allowance accrued when the current decision step began (steps plan the feeds as the
+        epoch goes): the host's requests of both kinds stay within that share."""
         h = self.hosts.get(host)
         if h is None:
             if not math.isfinite(self.default):
@@ -225,6 +227,8 @@ class HostAllowances:
             return True
         reserve = max(0, h.feeds_before - h.planned)
         if math.floor(h.credit + 1e-9) - reserve < 1:
+            return False
+        if due < 1.0 and h.planned + h.articles + 1 > math.floor(h.allowance * due + 1e-9):
             return False
         h.credit -= 1
         h.articles += 1

@@ -185,13 +185,20 @@ class HostThrottle:
         stopped or paced, else within what its allowance leaves its feeds (spent:
         :meth:`HostAllowances.admit_article`)."""
         hid = self.sources.hosts.get(host)
+        timeline = self.timeline
+        now = timeline.clock.now()
         if hid is not None:
             if hid in self.stopped or hid in self.held:
                 return False
-            now = self.timeline.clock.now()
             if self.paced.get(hid, -math.inf) > now + 1e-6:
                 return False
-        if not self.allowances.admit_article(host):
+        steps = timeline.steps
+        # with decision steps the feeds are planned step by step: the articles may take only
+        # what the epoch's allowance had accrued when this step began, less what the feeds
+        # took, or the first steps' articles would spend what later steps' feeds are owed
+        due = 1.0 if steps == 1 else \
+            (timeline.step_of(now) - timeline.epoch_of(now) * steps) / steps
+        if not self.allowances.admit_article(host, due):
             return False
         if hid is not None and hid in self.paced:       # the next request, feed or article
             allowance = self.allowances.allowance(host)
