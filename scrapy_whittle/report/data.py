@@ -401,6 +401,9 @@ def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]
     if canonical_name(project_policy) != core:
         given.pop("WHITTLE_POLICY_OPTIONS", None)      # options of another policy
     try:
+        step = report.meta.get("step")          # (a state file of before it was kept: the
+        if step is not None:                      # project's, or the default)
+            given["WHITTLE_STEP"] = float(step)
         config = WhittleConfig.from_settings({
             **given, "WHITTLE_POLICY": core, "WHITTLE_BUDGET": report.budget,
             "WHITTLE_PERIOD": report.period, "WHITTLE_CLOCK": SimulatedClock(start=report.at),

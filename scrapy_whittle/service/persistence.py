@@ -105,7 +105,8 @@ class StatePersistence:
         cp = Checkpoint(taken_at=self.clock.now(), meta={
             "origin": self.timeline.origin, "period": self.config.period,
             "budget": self.config.budget, "policy": self.config.core_policy,
-            "download_delay": self.throttle.allowances.default_delay})
+            "download_delay": self.throttle.allowances.default_delay,
+            "step": self.timeline.step})
         new, self.new = self.new, []
         cp.moves, self.moves = self.moves, []
         cp.aliases, self.aliases = self.aliases, []

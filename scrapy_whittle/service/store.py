@@ -3,8 +3,9 @@
 Tables (schema version 7; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
-  ``budget``, ``policy``, ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last
-  checkpoint's state was taken);
+  ``budget``, ``policy``, ``download_delay``, ``step`` (seconds between two decisions),
+  ``checkpoint_seq`` and ``checkpoint_at`` (unix time the last checkpoint's state was
+  taken);
 * ``sources``: one row per source: ``id``, ``url``, ``title``, ``category``, ``weight``,
   ``min_interval``; the crawl book-keeping ``last_crawl``, ``retry_at`` (back-off or a
   server's "not before"), ``failures``, ``flags`` (the feed's skipHours in bits 0-23, its
