@@ -183,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--period", type=float, default=600.0, help="seconds per epoch")
     ap.add_argument("--epochs", type=int, default=144)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--step", type=float, default=None,
+                    help="WHITTLE_STEP in seconds (default: the setting's default; "
+                         "--period: one plan an epoch, its crawls leaving at once)")
     args = ap.parse_args(argv)
+    extra = {} if args.step is None else {"WHITTLE_STEP": args.step}
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.reactor import install_reactor
     from twisted.internet import defer
@@ -200,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(await crawl(feeds=args.feeds, others=args.others,
                                         per_minute=args.per_minute,
                                         retry_after=args.retry_after, budget=args.budget,
-                                        period=args.period, epochs=args.epochs, seed=seed))
+                                        period=args.period, epochs=args.epochs, seed=seed,
+                                        settings=extra))
         finally:
             reactor.stop()
 
@@ -210,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.feeds} feeds on a host answering 429 above {args.per_minute} request(s) a "
           f"minute (Retry-After: {ra}), {args.others} on another host; budget "
           f"{args.budget:g} per epoch of {args.period:g} s, {args.epochs} epochs, Scrapy with "
-          "the add-on on the simulated clock")
+          "the add-on on the simulated clock"
+          + ("" if args.step is None else f", a decision every {args.step:g} s"))
     print("seed  requests  429s  429 after first  cut in epoch  429 after learnt  "
           "allowance used  allowance  answered/epoch  bears")
     for r in runs:
