@@ -454,7 +454,10 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds between two decisions of the policy: each step plans the share of the "
             "budget due by its end (what earlier steps left unspent included), so crawls leave "
             "paced and any source may be chosen at any step. Rounded down to divide "
-            "`WHITTLE_PERIOD`; unset: `WHITTLE_PERIOD`, one decision an epoch"),
+            "`WHITTLE_PERIOD`. Unset: a decision a minute, or one per crawl the budget allows "
+            "where it allows fewer (`WHITTLE_PERIOD` / `WHITTLE_BUDGET` seconds), at most "
+            "one an epoch; `WHITTLE_PERIOD`: one plan an epoch, its crawls leaving at its "
+            "start"),
     Setting("WHITTLE_SPREAD", False, boolean,
             "spread an epoch's crawls evenly over the epoch instead of starting them at once"),
     Setting("WHITTLE_DISCOVERY", False, boolean,
@@ -767,9 +770,15 @@ class WhittleConfig:
     def steps_per_epoch(self) -> int:
         """The policy's decisions in an epoch: ``WHITTLE_PERIOD`` / ``WHITTLE_STEP``, rounded
         up (so that a step is never longer than the setting asks)."""
-        if self.step is None or self.step >= self.period:
+        step = self.decision_step
+        if step >= self.period:
             return 1
-        return max(1, math.ceil(self.period / self.step - 1e-9))
+        return max(1, math.ceil(self.period / step - 1e-9))
+
+    @property
+    def decision_step(self) -> float:
+        """``WHITTLE_STEP`` in seconds, its default resolved (``auto_step``)."""
+        return auto_step(self.period, self.budget) if self.step is None else self.step
 
     def longest_interval(self, total_cost: float = 0.0) -> float | None:
         """``WHITTLE_MAX_INTERVAL`` in seconds for sources of ``total_cost`` (their crawl
@@ -868,6 +877,19 @@ MAX_INTERVAL_PERIODS = 24
 #: the default maximum interval is at least this many times the interval at which the budget
 #: would crawl every source in turn
 MAX_INTERVAL_ROUNDS = 8
+
+
+#: the shortest decision step of ``WHITTLE_STEP``'s default, in seconds: the resolution news
+#: readers judge a crawler by, and the finest the feed readers' own rules schedule at
+MIN_AUTO_STEP = 60.0
+
+
+def auto_step(period: float, budget: float) -> float:
+    """``WHITTLE_STEP``'s default: a decision a minute, or one per crawl the budget allows
+    where it allows fewer than one a minute (a finer step would plan nothing most of the
+    time, at the cost of a decision); one an epoch where the period is shorter than that."""
+    step = max(MIN_AUTO_STEP, period / budget) if budget > 0 else period
+    return min(step, period)
 
 
 def max_interval_of(setting: float | None, period: float, budget: float = math.inf,

@@ -1,7 +1,9 @@
-"""Each epoch's plan: what the policy chose, handed out as the downloader takes it.
+"""Each decision step's plan: what the policy chose, handed out as the downloader takes it.
 
-At the first ``next_crawl`` of an epoch the policy picks sources of total cost at most M =
-``WHITTLE_BUDGET`` among those that may be fetched now (not in flight, not backing off, past
+At the first ``next_crawl`` of a decision step (``WHITTLE_STEP``: a minute by default; one
+step an epoch with ``WHITTLE_STEP = WHITTLE_PERIOD``) the policy picks sources of total cost
+at most the share of M = ``WHITTLE_BUDGET`` due by the step's end, less what the epoch spent,
+among those that may be fetched now (not in flight, not backing off, past
 their minimum interval, host not saturated), each host within its allowance
 (:mod:`~scrapy_whittle.service.host_throttle`: ``WHITTLE_HOST_LIMITS``, throttling); they
 are handed out as the downloader takes them

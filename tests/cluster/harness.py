@@ -19,7 +19,10 @@ from scrapy_whittle.service.types import DictStats
 
 START = 1_700_000_000.0
 PERIOD = 600.0
-SETTINGS = {"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": PERIOD, "WHITTLE_POLICY": "round_robin",
+# one plan an epoch: these tests count in epochs (the default's steps:
+# tests/service/test_steps.py)
+SETTINGS = {"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": PERIOD, "WHITTLE_STEP": PERIOD,
+            "WHITTLE_POLICY": "round_robin",
             "WHITTLE_RETIRE_AFTER": 10 * PERIOD, "WHITTLE_RETIRE_PROBE": 20 * PERIOD}
 
 

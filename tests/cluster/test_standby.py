@@ -41,7 +41,8 @@ def _specs(n: int = N) -> list[SourceSpec]:
 
 def _config(policy: str) -> WhittleConfig:
     return WhittleConfig.from_settings({
-        "WHITTLE_BUDGET": BUDGET, "WHITTLE_PERIOD": PERIOD, "WHITTLE_POLICY": policy,
+        "WHITTLE_BUDGET": BUDGET, "WHITTLE_PERIOD": PERIOD, "WHITTLE_STEP": PERIOD,
+        "WHITTLE_POLICY": policy,
         "WHITTLE_RETIRE_404_AFTER": 1800.0, "WHITTLE_HALF_LIFE": {"news": 7200.0}})
 
 

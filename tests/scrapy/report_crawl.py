@@ -29,6 +29,9 @@ def main(argv: list[str]) -> int:
     process = AsyncCrawlerProcess({
         "ADDONS": {"scrapy_whittle.Addon": 0},
         "WHITTLE_BUDGET": BUDGET, "WHITTLE_PERIOD": PERIOD, "WHITTLE_MAX_EPOCHS": epochs,
+        # one plan an epoch: the test resumes the crawl for one and compares it with the
+        # plan the report showed
+        "WHITTLE_STEP": PERIOD,
         "WHITTLE_CLOCK": clock, "WHITTLE_ENGAGEMENT_SCALE": 1000,
         "WHITTLE_BACKOFF_BASE": 1800, "WHITTLE_LOGSTATS_INTERVAL": 0,
         "JOBDIR": jobdir, "LOG_LEVEL": "WARNING", "LOGSTATS_INTERVAL": 0,

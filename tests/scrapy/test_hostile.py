@@ -73,6 +73,7 @@ async def test_a_hostile_web_is_counted_logged_once_and_starves_no_healthy_feed(
     crawler = make_crawler(
         WHITTLE_SOURCES=[*web.feeds(10), *urls], WHITTLE_CLOCK=web.clock,
         WHITTLE_PERIOD=PERIOD, WHITTLE_BUDGET=16, WHITTLE_MAX_EPOCHS=EPOCHS,
+        WHITTLE_STEP=PERIOD,            # one plan an epoch: the shares above were measured so
         WHITTLE_ENGAGEMENT_SCALE=1000, WHITTLE_MAX_FEED_SIZE=4 * MIB,
         WHITTLE_MAX_ENTRIES_PER_SOURCE=2000,
         WHITTLE_BACKOFF_BASE=BACKOFF_BASE, WHITTLE_BACKOFF_MAX=BACKOFF_MAX,

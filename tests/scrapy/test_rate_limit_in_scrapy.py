@@ -14,8 +14,9 @@ from sim.bench_hosts import crawl
 async def test_a_rate_limited_host_is_found_once_then_paced_and_used():
     # 10 feeds on the limited host (it bears 10 crawls an epoch of 10 minutes), 10 on
     # another; a budget of 16 an epoch wants more of the limited host than it bears
+    # one plan an epoch: its crawls leave at once, the burst a limited host refuses
     run = await crawl(feeds=10, others=10, per_minute=1, budget=16, period=600.0,
-                      epochs=36, seed=0)
+                      epochs=36, seed=0, settings={"WHITTLE_STEP": 600.0})
     assert run.cut_epoch == 0, run               # found in the first epoch,
     # by two refusals (slow start: one request, then two at once, both refused), not one
     # per feed

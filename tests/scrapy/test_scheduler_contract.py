@@ -31,6 +31,7 @@ class _Spider(Spider):
 def _crawler(**settings):
     crawler = get_crawler(_Spider, {
         "ADDONS": {"scrapy_whittle.Addon": 0}, "WHITTLE_BUDGET": 2, "WHITTLE_SOURCES": FEEDS,
+        "WHITTLE_STEP": 3600,           # one plan an epoch: the budget at once, then nothing
         "WHITTLE_LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "INFO", **settings})
     crawler.engine = SimpleNamespace(downloader=Downloader(crawler))    # as Scrapy's MockEngine
     return crawler, _Spider.from_crawler(crawler)

@@ -55,8 +55,10 @@ async def test_a_list_at_a_url_is_fetched_through_scrapy_and_refreshed(tmp_path,
     web = ListAndFeeds(clock)
     port = reactor.listenTCP(0, Site(web), interface="127.0.0.1")
     url = f"http://127.0.0.1:{port.getHost().port}"
+    # one plan an epoch (WHITTLE_STEP): the hits below are counted in epochs
     settings = dict(WHITTLE_SOURCES=f"{url}/list.txt", WHITTLE_SOURCES_REFRESH=3600,
                     WHITTLE_POLICY="round_robin", WHITTLE_BUDGET=3, WHITTLE_PERIOD=3600,
+                    WHITTLE_STEP=3600,
                     WHITTLE_MAX_EPOCHS=6, WHITTLE_CLOCK=clock, JOBDIR=str(tmp_path / "job"))
     try:
         crawler = make_crawler(**settings)

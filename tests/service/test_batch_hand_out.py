@@ -32,7 +32,9 @@ class CountingHosts:
 
 def _service(policy: str, **settings) -> tuple[RecrawlService, SimulatedClock]:
     clock = SimulatedClock(start=START)
+    # one plan an epoch: these tests count in epochs (the default's steps: test_steps.py)
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 40, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": policy, **settings})
     service = RecrawlService(config, clock=clock)
     service.open([SourceSpec(url=f"https://h{i % HOSTS}.example/{i}.xml") for i in range(N)])

@@ -27,7 +27,9 @@ def story(key, link, published=START):
 
 
 def make(tmp_path=None, n=3, clock=None, journal=False, **settings):
+    # one plan an epoch: these tests count in epochs (the default's steps: test_steps.py)
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": n, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin",
                                           "WHITTLE_DEDUP": "link", **settings})
     store = StateStore(tmp_path / FILE_NAME) if tmp_path is not None else None

@@ -85,7 +85,9 @@ def test_without_a_state_file_nothing_is_journaled():
 
 
 def _service(tmp_path, clock):
+    # one plan an epoch: these tests count in epochs (the default's steps: test_steps.py)
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin"})
     service = RecrawlService(config, clock=clock, store=StateStore(tmp_path / FILE_NAME))
     service.journal_deliveries = True
@@ -129,6 +131,7 @@ def test_the_service_hands_out_again_what_a_killed_run_had_not_delivered(tmp_pat
 def _one_feed(tmp_path, clock):
     # WHITTLE_DEDUP "entry": what is new is the entry memory's word alone
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin",
                                           "WHITTLE_DEDUP": "entry"})
     service = RecrawlService(config, clock=clock, store=StateStore(tmp_path / FILE_NAME))

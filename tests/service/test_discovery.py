@@ -24,7 +24,9 @@ def specs(ids, host=None):
 
 def make_service(n=20, budget=2, clock=None, store=None, sources=None, **settings):
     config = WhittleConfig.from_settings({
-        "WHITTLE_BUDGET": budget, "WHITTLE_PERIOD": PERIOD, "WHITTLE_POLICY": "round_robin",
+        # one plan an epoch: these tests count in epochs (the default's steps: test_steps.py)
+        "WHITTLE_BUDGET": budget, "WHITTLE_PERIOD": PERIOD, "WHITTLE_STEP": PERIOD,
+        "WHITTLE_POLICY": "round_robin",
         "WHITTLE_DISCOVERY": True, **settings})
     clock = clock or SimulatedClock(start=START)
     service = RecrawlService(config, clock=clock, store=store)

@@ -19,7 +19,9 @@ from tests.service.test_host_throttle import BIG, START, URLS, FakeWeb, crawl_ep
 
 
 def make_service(clock, *, urls=URLS, slot_delays=None, download_delay=0.0, **settings):
+    # one plan an epoch: these tests count in epochs (the default's steps: test_steps.py)
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 6, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin", **settings})
     service = RecrawlService(config, clock=clock, slot_delays=slot_delays,
                              download_delay=download_delay)

@@ -26,7 +26,9 @@ URLS = [f"https://{BIG}/feed/{i}.xml" for i in range(12)] + [
 
 
 def make_service(clock, store=None, **settings):
+    # one plan an epoch: these tests count in epochs (the default's steps: test_steps.py)
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 6, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin", **settings})
     service = RecrawlService(config, clock=clock, store=store)
     service.open([SourceSpec(url=u) for u in URLS])

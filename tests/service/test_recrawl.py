@@ -24,6 +24,8 @@ START = 1_700_000_000.0
 
 def make_service(n=4, policy="round_robin", budget=2, period=600.0, store=None, clock=None,
                  **settings):
+    # one plan an epoch: these tests count in epochs (the default's steps: test_steps.py)
+    settings.setdefault("WHITTLE_STEP", period)
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": budget, "WHITTLE_PERIOD": period,
                                           "WHITTLE_POLICY": policy, **settings})
     clock = clock or SimulatedClock(start=START)

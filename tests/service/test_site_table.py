@@ -53,7 +53,7 @@ def crawl_of(service: RecrawlService, url: str) -> Crawl:
 
 
 def test_a_site_gives_way_to_its_feeds():
-    service = RecrawlService(WhittleConfig(budget=10, policy="round_robin"))
+    service = RecrawlService(WhittleConfig(budget=10, step=3600.0, policy="round_robin"))
     service.open([SourceSpec("https://a.example.org/feed"), SourceSpec(SITE)])
     site = service.source_id(SITE)
     crawl = crawl_of(service, SITE)
@@ -71,7 +71,7 @@ def test_a_site_gives_way_to_its_feeds():
 
 
 def test_a_feed_that_served_a_page_is_no_site():
-    service = RecrawlService(WhittleConfig(budget=10, policy="round_robin"))
+    service = RecrawlService(WhittleConfig(budget=10, step=3600.0, policy="round_robin"))
     service.open([SourceSpec("https://a.example.org/feed")])
     crawl = crawl_of(service, "https://a.example.org/feed")
     service.feed_fetched(crawl, [])
@@ -91,7 +91,7 @@ def test_a_site_without_feeds_stays_out_of_the_list_until_due(tmp_path):
 
 
 def test_whether_a_sites_feeds_are_dead():
-    service = RecrawlService(WhittleConfig(budget=10, policy="round_robin"))
+    service = RecrawlService(WhittleConfig(budget=10, step=3600.0, policy="round_robin"))
     urls = [f.url for f in FEEDS]
     service.open([SourceSpec(u) for u in urls])
     assert service.sources_dead(urls) == (False, True)

@@ -244,6 +244,7 @@ def test_source_requests_skip_the_escaping_only_where_it_changes_nothing():
 
     plain, other = "http://h1.example/feed/1.xml", "http://h2.example/fl\u00fcsse.xml"
     crawler = make_crawler(WHITTLE_SOURCES=[plain, other], WHITTLE_BUDGET=2,
+                           WHITTLE_STEP=3600,        # one plan: both requests at once
                            WHITTLE_POLICY="round_robin", WHITTLE_STATE=False,
                            WHITTLE_CLOCK=SimulatedClock(start=1e9))
     crawler.engine = SimpleNamespace(downloader=Downloader(crawler))   # what open() reads

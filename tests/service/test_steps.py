@@ -43,17 +43,33 @@ def test_what_a_step_leaves_unspent_later_steps_may_spend():
 
 def test_one_step_an_epoch_is_the_epochs_plan():
     feeds = PoissonFeeds([2.0 / 3600] * 8)
-    a, clock_a = make_service(n=8, budget=4, period=3600.0)
-    b, clock_b = make_service(n=8, budget=4, period=3600.0, WHITTLE_STEP=3600)
-    assert hand_out(a, clock_a, feeds, START + 3 * 3600) == \
-        hand_out(b, clock_b, feeds, START + 3 * 3600)
+    service, clock = make_service(n=8, budget=4, period=3600.0, WHITTLE_STEP=3600)
+    crawls = hand_out(service, clock, feeds, START + 3 * 3600)
+    # the whole budget at each epoch's start, as the plan of an epoch always did
+    assert [t for t, _ in crawls] == [0.0] * 4 + [3600.0] * 4 + [7200.0] * 4
 
 
-def test_the_step_divides_the_period():
-    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, "WHITTLE_PERIOD": 3600,
-                                          "WHITTLE_STEP": 700})
-    assert config.steps_per_epoch == 6                          # 600 s, not 700
-    assert WhittleConfig.from_settings({"WHITTLE_BUDGET": 1}).steps_per_epoch == 1
+def test_the_default_decides_every_minute_or_once_per_crawl_the_budget_allows():
+    def steps(**settings):
+        return WhittleConfig.from_settings({"WHITTLE_BUDGET": 1, **settings}).steps_per_epoch
+
+    assert steps(WHITTLE_BUDGET=1000) == 60                      # a minute
+    assert steps(WHITTLE_BUDGET=60) == 60
+    assert steps(WHITTLE_BUDGET=12) == 12                        # one a crawl: 5 minutes
+    assert steps(WHITTLE_BUDGET=1) == 1                          # the hour itself
+    assert steps(WHITTLE_BUDGET=1000, WHITTLE_PERIOD=30) == 1    # a period under a minute
+    assert steps(WHITTLE_BUDGET=1000, WHITTLE_STEP=3600) == 1    # one plan an epoch, asked
+
+
+def test_the_default_paces_an_epochs_budget_over_the_epoch():
+    feeds = PoissonFeeds([2.0 / 3600] * 30)
+    service, clock = make_service(n=30, budget=20, period=3600.0, WHITTLE_STEP=None,
+                                  policy="whittle")
+    crawls = hand_out(service, clock, feeds, START + 2 * 3600)
+    times = np.array([t for t, _ in crawls])
+    assert times.shape[0] == 40                                  # the budget, no more
+    assert service.config.decision_step == 180.0                 # one crawl a step
+    np.testing.assert_allclose(times, 180.0 * np.arange(40))
 
 
 def test_the_learned_policy_decides_at_fractional_epochs_with_the_steps_index():
