@@ -78,6 +78,7 @@ class HostWatch:
     def __init__(self, service, host: str) -> None:
         self.host = host
         self.epochs: dict[int, tuple[int, int, int]] = {}   # epoch -> (planned, cap, cuts)
+        self.calls: list[tuple[int, int]] = []              # each selection: (epoch, cuts)
         throttle = service.throttle
         select = throttle.select
 
@@ -90,14 +91,19 @@ class HostWatch:
                 self.epochs[epoch] = (h.planned, cap, h.throttles)
             else:
                 self.epochs[epoch] = (0, -1, 0 if h is None else h.throttles)
+            self.calls.append((epoch, self.epochs[epoch][2]))
             return chosen
 
         throttle.select = watched
 
     def cut_epoch(self) -> int | None:
-        """The epoch the host's allowance was first cut in (the epoch before the first
-        selection that saw a cut)."""
-        return next((k - 1 for k, (_, _, cuts) in sorted(self.epochs.items()) if cuts), None)
+        """The epoch the host's allowance was first cut in: that of the selection before
+        the first that saw a cut (the epoch before, with one selection an epoch; with
+        decision steps, most often the same)."""
+        first = next((j for j, (_, cuts) in enumerate(self.calls) if cuts), None)
+        if first is None:
+            return None
+        return self.calls[first - 1][0] if first else self.calls[0][0] - 1
 
 
 def settings_for(urls: list[str], clock, budget: float, period: float, epochs: int) -> dict:

@@ -238,11 +238,13 @@ class HostAllowances:
         """``count`` good answers (a feed, a 304) from ``host``."""
         self._entry(host).ok += count
 
-    def overloaded(self, host: str, observed: float | None = None) -> bool:
+    def overloaded(self, host: str, observed: float | None = None,
+                   share: float = 1.0) -> bool:
         """``host`` answered 429 or 503: its allowance is cut, at most once an epoch, from
         what it has (or, unlimited so far, from ``observed``: its crawls per epoch lately,
         else this epoch's plan of it, at least one), and what it bore this epoch (its good
-        answers) becomes its ceiling. Returns whether this answer cut it."""
+        answers, over the ``share`` of the epoch gone by with decision steps) becomes its
+        ceiling. Returns whether this answer cut it."""
         h = self._entry(host)
         if h.cut_in == self.epoch:
             return False
@@ -252,7 +254,7 @@ class HostAllowances:
         cut = max(self.floor, self.decrease * base)
         # the host bore its good answers of this epoch: recovery stops there, not at the
         # rate that made it object
-        h.ceiling = min(h.ceiling, max(cut, float(h.ok)))
+        h.ceiling = min(h.ceiling, max(cut, h.ok / share))
         h.allowance = cut
         h.credit = min(h.credit, 0.0)      # nothing more this epoch
         h.cut_in = self.epoch

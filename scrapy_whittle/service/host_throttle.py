@@ -169,6 +169,22 @@ class HostThrottle:
                 allowances.planned(src.host_names[hid], int(counts[hid]))
         return chosen
 
+    def unplanned(self, sids) -> None:
+        """Sources ``sids`` of a decision step's plan were never handed out (the next
+        step plans again): their hosts get back the allowance the plan took."""
+        allowances = self.allowances
+        if not allowances.hosts and not math.isfinite(allowances.default):
+            return
+        src = self.sources
+        counts: dict[int, int] = {}
+        for sid in sids:
+            hid = src.host.item(sid)
+            counts[hid] = counts.get(hid, 0) + 1
+        for hid, count in counts.items():
+            name = src.host_names[hid]
+            if name in allowances.hosts:
+                allowances.planned(name, -count)
+
     def admit(self, sid: int) -> bool:
         """Whether source ``sid`` may be fetched now outside the plan (a first fetch, a
         probe): its host is not stopped or held, and its allowance of this epoch has a
@@ -305,11 +321,14 @@ class HostThrottle:
         if crawl.source in seen:
             return                       # one source's answers say nothing more of its host
         seen.add(crawl.source)
-        # a paced host's requests are spread: one refusal says its rate is too high
-        needed = (1 if hid in self.paced else 2) if overload else FORBIDDEN_BURST
+        # a paced host's requests are spread (so are every host's with decision steps): one
+        # refusal says its rate is too high
+        spread = hid in self.paced or self.timeline.steps > 1
+        needed = (1 if spread else 2) if overload else FORBIDDEN_BURST
         if not self._the_host_s(hid, len(seen), needed):
             return
-        cut = allowances.overloaded(name, self._observed(crawl, hid, name, overload))
+        cut = allowances.overloaded(name, self._observed(crawl, hid, name, overload),
+                                    self._share(now))
         if cut:
             self.stopped.add(hid)
             self._pace(hid)
@@ -327,7 +346,8 @@ class HostThrottle:
         if not self.latency.slowing(hid, crawl.source, latency, self._count_sources):
             return
         name = self.sources.host_names[hid]
-        if self.allowances.overloaded(name, self._observed(crawl, hid, name, False)):
+        if self.allowances.overloaded(name, self._observed(crawl, hid, name, False),
+                                      self._share(self.timeline.clock.now())):
             self.stopped.add(hid)
             self._pace(hid)
             self.stats.inc("hosts/decreases")
@@ -362,7 +382,19 @@ class HostThrottle:
         ok -= 0 if h is None else h.ok
         if ok > 0:
             allowances.answered(name, ok)
-        return float(max(taken + (self.queued(hid) if overload else 0), 1))
+        # (a share of the epoch, with decision steps: its crawls so far and the step's plan
+        # are that share of the host's rate an epoch)
+        share = self._share(self.timeline.clock.now())
+        return float(max(taken + (self.queued(hid) if overload else 0), 1)) / share
+
+    def _share(self, now: float) -> float:
+        """The share of its epoch that ends with the decision step of ``now`` (1 with one
+        step an epoch): what the host took in it, over it, is its rate an epoch."""
+        timeline = self.timeline
+        steps = timeline.steps
+        if steps == 1:
+            return 1.0
+        return (timeline.step_of(now) - timeline.epoch_of(now) * steps + 1) / steps
 
     # -- persistence ---------------------------------------------------------------------
     def rows(self) -> list[tuple[str, float, float, int]]:

@@ -264,10 +264,12 @@ class EpochPlanner:
 
     def _start_step(self, s: int, now: float, busy: set[int]) -> None:
         """A decision step within the epoch: what the crawls since the last one taught is
-        learned, and the plan made again, for the budget due by the step's end."""
+        learned, and the plan made again, for the budget due by the step's end (what the
+        last plan did not hand out gives its hosts' allowances back)."""
         self.outcomes.flush()
         if self.plan:
             self.stats.inc("skipped", len(self.plan))
+            self.throttle.unplanned(self.plan)
         self._plan_step(s, now, busy, False, None)
 
     def _plan_step(self, s: int, now: float, busy: set[int], new_epoch: bool,
