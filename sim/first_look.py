@@ -1,6 +1,6 @@
 """The first-look oracle: the ceiling of any crawler that must visit a source to learn it.
 
-It is the oracle Whittle policy (``scrapy_whittle.core.policies.whittle.WhittlePolicy``) with
+It is the oracle Whittle policy (``scrapy_whittle.core.policies.oracle.WhittlePolicy``) with
 one restriction: it knows a source's true (alpha_i, u_i) only once it has crawled that source
 (a first crawl shows its feed, and a perfect learner would read the source's law from it).
 Before, it knows only the population: the true parameters of all the sources, but not which
@@ -24,7 +24,7 @@ import numpy as np
 
 from scrapy_whittle.core.dynamics import expected_state
 from scrapy_whittle.core.observation import Observation
-from scrapy_whittle.core.policies.whittle import ExpectedStatePolicy, WhittlePolicy
+from scrapy_whittle.core.policies.oracle import ExpectedStatePolicy, WhittlePolicy
 from scrapy_whittle.core.problem import Problem
 
 NAME = "first-look"

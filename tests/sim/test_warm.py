@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.core.observation import Observation
-from scrapy_whittle.core.policies.whittle import WhittlePolicy
+from scrapy_whittle.core.policies.oracle import WhittlePolicy
 from scrapy_whittle.core.problem import Problem, SourceParams
 from sim.bench import evaluate, learning_curve
 from sim.diurnal import DiurnalWeb

@@ -20,8 +20,8 @@ from scrapy_whittle.core.problem import Problem
 
 # name -> "module:Class" (relative to scrapy_whittle.core.policies)
 POLICIES: dict[str, str] = {
-    "whittle": "adaptive:AdaptiveWhittlePolicy",
-    "oracle": "whittle:WhittlePolicy",
+    "whittle": "whittle:AdaptiveWhittlePolicy",
+    "oracle": "oracle:WhittlePolicy",
     "greedy": "simple:GreedyPolicy",
     "uniform": "simple:UniformPolicy",
     "round_robin": "simple:RoundRobinPolicy",

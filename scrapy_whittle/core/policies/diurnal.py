@@ -40,8 +40,8 @@ from scrapy_whittle.core.estimators.profile import ProfileEstimator
 from scrapy_whittle.core.index import IndexTable
 from scrapy_whittle.core.observation import Observation, one_per_source
 from scrapy_whittle.core.periodic import PeriodicArrivals, period_values
-from scrapy_whittle.core.policies.adaptive import AdaptiveWhittlePolicy
 from scrapy_whittle.core.policies.base import Policy
+from scrapy_whittle.core.policies.whittle import AdaptiveWhittlePolicy
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import PrunedTop, select_top
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies.base import Policy
-from scrapy_whittle.core.policies.whittle import ExpectedStatePolicy
+from scrapy_whittle.core.policies.oracle import ExpectedStatePolicy
 from scrapy_whittle.core.selection import select_top
 
 

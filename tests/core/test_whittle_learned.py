@@ -18,7 +18,7 @@ import pytest
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies import make_policy
-from scrapy_whittle.core.policies.adaptive import AdaptiveWhittlePolicy
+from scrapy_whittle.core.policies.whittle import AdaptiveWhittlePolicy
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import select_top
 from sim.scenarios import make_scenario
