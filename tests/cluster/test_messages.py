@@ -18,7 +18,8 @@ from tests.cluster.harness import PERIOD, SETTINGS, Cluster, on_asyncio
 from tests.cluster.test_sharded_state import CutShort
 
 URLS = ["https://a.example/feed.xml", "https://b.example/feed.xml"]
-LEARNING = {**SETTINGS, "WHITTLE_POLICY": "whittle"}
+# the planner at the default's decision steps (the harness plans once an epoch)
+LEARNING = {**SETTINGS, "WHITTLE_POLICY": "whittle", "WHITTLE_STEP": None}
 ACCEPTED = "planner/feedback/accepted"
 
 
