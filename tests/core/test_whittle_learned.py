@@ -239,3 +239,18 @@ def test_kept_parameters_equal_a_fresh_computation(name, n, stochastic):
     check()
     with pytest.raises(ValueError):      # read-only: nothing outside changes the kept u
         pol._kept_u()[0] = 1.0
+
+
+@pytest.mark.parametrize("resolution", [1.0, 1 / 60])
+def test_the_population_prior_is_kept_for_an_epoch_only_under_decision_steps(resolution):
+    """The prior of sources never crawled, an average over the learned ones, is computed once
+    an epoch under decision steps (every step would pay a pass over them), and again at each
+    selection that follows learning with one decision an epoch (the papers' policy)."""
+    scn = make_scenario("news-mix", n=200, seed=0)
+    _, pol, _ = run(scn, "whittle", 30, problem=None)
+    pol.resolution = resolution
+    first = pol.population_prior(30.0)
+    pol._estimates_changed(np.arange(5))                   # (what a crawl's learning does)
+    again = pol.population_prior(30.5 if resolution < 1 else 30.0)
+    assert (again is first) == (resolution < 1)
+    assert pol.population_prior(31.0) is not first         # a new epoch: computed again

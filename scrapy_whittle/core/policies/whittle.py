@@ -49,6 +49,7 @@ content in place.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -190,7 +191,7 @@ class AdaptiveWhittlePolicy(Policy):
         check_groups(groups, problem.n)
         self.groups = groups
         self.group[:] = self._groups_of(np.arange(n))
-        self._population_cache: tuple[int, int, np.ndarray] | None = None
+        self._population_cache: tuple[float, int, np.ndarray, int] | None = None
         self._population_stamp = 0
         # pushes: rows only for the sources that ever pushed (row push_rows.row[i])
         self.push = PushReliability(0, **{"min_censor_age": 0.01 * period,
@@ -322,9 +323,12 @@ class AdaptiveWhittlePolicy(Policy):
     def population_prior(self, epoch: int, explored: np.ndarray | None = None) -> np.ndarray:
         """Per pooling group, the expected index at ``epoch`` of a source never crawled, per
         unit of prior weight and cost (``scrapy_whittle.core.population``), from the sources
-        learned so far; NaN where none was. Kept until the estimates or the epoch change."""
+        learned so far; NaN where none was. Kept until the estimates or the epoch change; with
+        decision steps (``resolution`` < 1) for the whole epoch: an average over the learned
+        sources moves little within one, and every step would pay a pass over them."""
         cached = self._population_cache
-        if cached is not None and cached[:2] == (epoch, self._population_stamp):
+        if cached is not None and (cached[:2] == (epoch, self._population_stamp) or (
+                self.resolution < 1.0 and cached[3] == math.floor(epoch))):
             return cached[2]
         if explored is None:
             explored = self.explored()
@@ -334,13 +338,14 @@ class AdaptiveWhittlePolicy(Policy):
         out = expected_index(epoch, log_alpha, one_minus, self._kept_u()[ids],
                              self.history_epoch[ids], self.values.m0[ids], self.group[ids],
                              n_groups)
-        self._population_cache = (epoch, self._population_stamp, out)
+        self._population_cache = (epoch, self._population_stamp, out, math.floor(epoch))
         return out
 
     def _after_import(self) -> None:
         super()._after_import()
         self._u.forget()
         self._population_stamp += 1
+        self._population_cache = None
         self.group[:] = self._groups_of(np.arange(self.n))
         self._pushers = None
         self._push_used = None
@@ -594,6 +599,7 @@ class AdaptiveWhittlePolicy(Policy):
         if self.values.rescale():
             self._u.forget()
             self._population_stamp += 1
+            self._population_cache = None
 
     def _observe_batch(self, obs: Observation, sel: np.ndarray) -> None:
         src, t = obs.sources[sel], obs.time[sel]
@@ -953,6 +959,7 @@ class AdaptiveWhittlePolicy(Policy):
         super().grow(n_new, cost)
         self._u.forget()
         self._population_stamp += 1
+        self._population_cache = None
         self.group[self.n - n_new:] = self._groups_of(np.arange(self.n - n_new, self.n))
         self.rates.grow(n_new)
         self.decay.grow(n_new)
