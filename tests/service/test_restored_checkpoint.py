@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.service.policy_keeper import row_digests
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from tests.service.test_recrawl import PoissonFeeds, crawl_epochs, make_service
 
 N, BUDGET = 50, 5
@@ -18,11 +18,11 @@ N, BUDGET = 50, 5
 def test_the_first_checkpoint_after_a_restore_writes_the_crawled_sources(tmp_path, policy):
     feeds = PoissonFeeds([1 / 600] * N)
     service, clock = make_service(n=N, policy=policy, budget=BUDGET,
-                                  store=StateStore(tmp_path / FILE_NAME))
+                                  store=SqliteStateStore(tmp_path / FILE_NAME))
     crawl_epochs(service, clock, feeds, 3)
     service.checkpoint()
     restored, _ = make_service(n=N, policy=policy, budget=BUDGET, clock=clock,
-                               store=StateStore(tmp_path / FILE_NAME))
+                               store=SqliteStateStore(tmp_path / FILE_NAME))
     crawl_epochs(restored, clock, feeds, 1)
     cp = restored.prepare_checkpoint()
     assert cp.n_new == 0
