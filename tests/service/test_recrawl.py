@@ -124,45 +124,6 @@ def test_batched_observations_teach_what_single_ones_do():
     np.testing.assert_array_equal(one.select(3, 2), many.select(3, 2))
 
 
-POLICIES = ["whittle", "thompson-whittle", "round_robin", "uniform", "nutch", "miniflux",
-            "thompson", "lspe"]
-
-
-@pytest.mark.parametrize("policy", POLICIES)
-def test_a_restored_crawl_continues_exactly_as_the_uninterrupted_one(tmp_path, policy):
-    """Crawl, checkpoint, restore into a new service: the state is the checkpointed one and
-    the next decisions are those the first service makes."""
-    feeds = PoissonFeeds([1 / 600, 1 / 1800, 1 / 300, 1 / 7200, 1 / 900, 1 / 60], seed=1)
-    store = SqliteStateStore(tmp_path / FILE_NAME)
-    service, clock = make_service(n=6, policy=policy, store=store)
-    crawl_epochs(service, clock, feeds, 12)
-    service.checkpoint()
-    restored, _ = make_service(n=6, policy=policy, clock=clock,
-                               store=SqliteStateStore(tmp_path / FILE_NAME))
-    ids = np.arange(6)
-    assert restored.policy.export_rows(ids).tobytes() == service.policy.export_rows(ids).tobytes()
-    assert restored.memory.export_keys(ids) == service.memory.export_keys(ids)
-    np.testing.assert_array_equal(restored.sources.retry_at, service.sources.retry_at)
-    np.testing.assert_array_equal(restored.sources.last_crawl, service.sources.last_crawl)
-    assert restored.origin == service.origin
-    # both continue from here with the same crawls and the same entries
-    a = crawl_epochs(service, clock, feeds, 0)
-    clock2 = SimulatedClock(start=clock.now())
-    restored.clock = clock2
-    plan_a, plan_b = [], []
-    # six epochs, or as many as the feed readers' rules (which space their crawls by real
-    # minutes and hours) take to crawl twelve times
-    for epoch in range(500):
-        if epoch >= 6 and len(plan_a) >= 12:
-            break
-        for svc, plan, clk in ((service, plan_a, clock), (restored, plan_b, clock2)):
-            while (crawl := svc.next_crawl()) is not None:
-                found = svc.feed_fetched(crawl, feeds.entries(crawl.source, clk.now()))
-                plan.append((crawl.source, crawl.epoch, [e.key for e in found.entries]))
-            clk.advance_to(svc.wake_at)
-    assert a == [] and plan_a == plan_b and len(plan_a) >= 12
-
-
 def test_checkpoints_write_only_what_changed(tmp_path):
     feeds = PoissonFeeds([1 / 600] * 50)
     service, clock = make_service(n=50, policy="whittle", budget=5,
