@@ -37,7 +37,8 @@ the two sides genuinely differ:
   the new entries and stores them as a pending batch in one atomic step (two workers never
   both take an entry for new). The same identity and rule, no common Python shape: the
   cluster's is one step of a script with the delivery journal, never a call the service
-  makes, so no interface is declared for it.
+  makes, so no interface is declared for it (``tests/cluster/test_entry_strings.py`` checks
+  the script against ``EntryMemory`` fetch by fetch and push by push).
 * **The story memory** (``WHITTLE_DEDUP = "link"``): which stories the crawl has, across
   sources, by the hashes of their story keys, least recently seen forgotten first beyond a
   bound that follows the entry memory's; an entry new to its feed whose story is known is a
@@ -46,7 +47,8 @@ the two sides genuinely differ:
   through the store (``Checkpoint.stories``, ``StateStore.stories()``). A cluster:
   :mod:`scrapy_whittle.cluster.stories`, part of the worker's report script, so that of two
   workers fetching two feeds that list one story one emits it. As with the entry memory,
-  the same identity and bound, and no call of the service to declare.
+  the same identity and bound, and no call of the service to declare
+  (``tests/cluster/test_stories.py`` checks the nodes against one process's service).
 * **The WebSub subscriptions**: one implementation of the subscriber
   (:class:`~scrapy_whittle.service.websub.Subscriptions`, the service's, also the cluster
   planner's); what is stored is their rows (``SavedState.websub``), restored by ``load``.
@@ -60,8 +62,10 @@ the two sides genuinely differ:
   (``Checkpoint.sitemap_children``, ``sitemap_indexes``) and restored by ``load``
   (:mod:`scrapy_whittle.cluster.index_children` lays them out in Redis).
 
-So the interface the service depends on is :class:`StateStore` alone; the shared test suite
-(``tests/storage``) runs it against SQLite and a real redis-server.
+So the storage interface the service depends on is :class:`StateStore` alone; one test suite
+(``tests/storage``) checks its contract on SQLite and on a real redis-server, the
+subscriptions' and the sitemap children's rows among what a checkpoint writes and ``load``
+reads back.
 """
 
 from __future__ import annotations
@@ -169,8 +173,8 @@ class SavedState:
 class StateStore(ABC):
     """Where a crawl's learned state is kept (see the module docstring for the contract)."""
 
-    #: where the state is, as the logs and errors name it (the SQLite file; Redis's label
-    #: and the crawl's prefix)
+    #: where the state is, as the logs and errors name it: the SQLite file (beside which one
+    #: process journals its deliveries), Redis's label and the crawl's prefix
     path: Path | str
     #: where an unusable state was moved before the crawl started afresh (None: it was not)
     moved_aside: Path | None = None

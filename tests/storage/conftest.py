@@ -24,9 +24,10 @@ class Backend:
 
     name: str
     open: Callable[[], StateStore]
-    #: whether the store keeps the entry memory (a cluster keeps it in Redis, where its
-    #: workers look it up: :mod:`scrapy_whittle.cluster.entries`)
-    keeps_entries: bool
+    #: whether the store keeps the entry and story memories (a cluster keeps them in Redis,
+    #: where its workers look them up: :mod:`scrapy_whittle.cluster.entries`,
+    #: :mod:`scrapy_whittle.cluster.stories`)
+    keeps_memories: bool
     #: whether the checkpoints write the WebSub subscriptions (``Checkpoint.websub``); else
     #: ``put_subscriptions(rows)`` stores them, as that side writes each when it changes
     checkpoints_websub: bool = True
@@ -44,7 +45,7 @@ def session_redis(tmp_path_factory):
 def backend(request, tmp_path):
     if request.param == "sqlite":
         yield Backend("sqlite", lambda: SqliteStateStore(tmp_path / FILE_NAME),
-                      keeps_entries=True)
+                      keeps_memories=True)
         return
     server = request.getfixturevalue("session_redis")
     with server.client() as client:
@@ -59,5 +60,5 @@ def backend(request, tmp_path):
                 row[3]: websub.encode(Subscription.from_row(row), (f"https://s{row[0]}/", 1.0))
                 for row in rows})
 
-        yield Backend("redis", lambda: RedisStateStore(client, keys), keeps_entries=False,
+        yield Backend("redis", lambda: RedisStateStore(client, keys), keeps_memories=False,
                       checkpoints_websub=False, put_subscriptions=put_subscriptions)

@@ -68,7 +68,7 @@ def test_a_restored_service_continues_as_the_uninterrupted_one(backend, policy):
     restored, _ = make_service(n=N, policy=policy, budget=BUDGET, clock=clock,
                                store=backend.open())
     ids = np.arange(N)
-    if not backend.keeps_entries:        # as the cluster's workers find it in Redis
+    if not backend.keeps_memories:       # as the cluster's workers find it in Redis
         restored.memory.import_keys(ids, service.memory.export_keys(ids))
     assert restored.policy.export_rows(ids).tobytes() == service.policy.export_rows(ids).tobytes()
     assert restored.memory.export_keys(ids) == service.memory.export_keys(ids)
@@ -130,6 +130,7 @@ def test_what_the_checkpoints_write_is_loaded_back(backend):
         epochs=[(0, 3, 3.0, 6, 6.0, 0, 0)], epoch_errors=[(0, "timeout", 1)],
         hosts=[("a.example", 2.0, math.inf, 1)],
         sitemap_children=[(2, 0, 1, 900.0, 0)],
+        stories=[(-5, 0, 1), (7, 2, 2), (9, 1, 3)], story_sources=[(7, 0)],
         sitemap_indexes=[(0, 1, 900.0, ("https://c.example/news.xml",))]))
     store.write(Checkpoint(
         taken_at=2000.0, meta={"origin": 500.0},
@@ -140,9 +141,11 @@ def test_what_the_checkpoints_write_is_loaded_back(backend):
         aliases=[("https://s1.example/feed", 1)],
         hosts=[("a.example", 1.0, 4.0, 2), ("b.example", 3.0, math.inf, 1)],
         sitemap_children=[(2, 0, 2, 900.0, 1)],
+        stories=[(-5, 1, 4)], stories_gone=[(9,)],
         websub=[subscription.row()]))
     store.close()
-    saved = backend.open().load()
+    store = backend.open()
+    saved = store.load()
     assert saved.n_sources == 3
     assert (saved.meta["origin"], saved.meta["checkpoint_at"],
             int(saved.meta["checkpoint_seq"])) == (500.0, 2000.0, 2)
@@ -165,3 +168,5 @@ def test_what_the_checkpoints_write_is_loaded_back(backend):
     assert saved.sitemap_children == [(2, 0, 2, 900.0, 1)]
     assert saved.sitemap_indexes == [(0, 1, 900.0, ("https://c.example/news.xml",))]
     assert saved.websub == [subscription.row()]
+    assert sorted(store.stories()) == ([(-5, 1, 4), (7, 2, 2)] if backend.keeps_memories
+                                       else [])
