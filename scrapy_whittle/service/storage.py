@@ -185,7 +185,8 @@ class StateStore(ABC):
 
     @abstractmethod
     def write(self, cp: Checkpoint) -> None:
-        """Commit one checkpoint (blocking: the callers run it off the reactor)."""
+        """Commit one checkpoint (blocking: the scheduler and the planner call it in a
+        thread, never on the reactor)."""
 
     @abstractmethod
     def stories(self) -> list[tuple[int, int, int]]:

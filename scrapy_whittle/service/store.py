@@ -200,7 +200,6 @@ WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "r
                   "lease_seconds", "expires_at", "retry_at", "failures")
 
 
-
 class SqliteStateStore(StateStore):
     """One crawl's SQLite state file (see the module docstring): the :class:`StateStore`
     of one process."""
