@@ -1,6 +1,6 @@
-"""Each implementation of the storage interfaces (:mod:`scrapy_whittle.service.storage`), for
-the one suite that checks their contract: SQLite in the test's directory, Redis on a real
-redis-server (one for the session, emptied before each test)."""
+"""Each implementation of the state store (:class:`~scrapy_whittle.service.storage.StateStore`),
+for the one suite that checks their contract: SQLite in the test's directory, Redis on a
+real redis-server (one for the session, emptied before each test)."""
 
 from __future__ import annotations
 

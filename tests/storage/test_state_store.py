@@ -98,7 +98,7 @@ def test_a_restored_service_continues_as_the_uninterrupted_one(backend, policy):
     assert plans[0] == plans[1] and len(plans[0]) >= 12
 
 
-#: a policy's per-source row (one double) and its global state
+#: the layout of a policy's per-source row: one double
 LAYOUT = json.dumps(np.dtype([("n", "<f8")]).descr)
 
 
