@@ -34,7 +34,7 @@ from scrapy_whittle.service.config import (
     download_slot_delays,
 )
 from scrapy_whittle.service.measures import DelayHistogram
-from scrapy_whittle.service.store import FILE_NAME, StateStore, StoreError
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore, StoreError
 
 #: columns of the ``sources`` table the report shows, in this order
 SOURCE_COLUMNS = ("id", "url", "title", "rate_per_hour", "half_life_hours", "mean_value",
@@ -51,7 +51,7 @@ class ReportError(Exception):
     """The state file cannot be read; the message says which and why."""
 
 
-class ReadOnlyStore(StateStore):
+class ReadOnlyStore(SqliteStateStore):
     """A state store opened read-only: never created, repaired, moved aside or written."""
 
     def __init__(self, path: str | Path) -> None:

@@ -85,7 +85,7 @@ from scrapy_whittle.service.gc_pause import freeze_startup_heap
 from scrapy_whittle.service.recrawl import Crawl, RecrawlService
 from scrapy_whittle.service.site_table import SiteTable
 from scrapy_whittle.service.sources import SourceSpec, is_plain_url, load_sources
-from scrapy_whittle.service.store import StateStore
+from scrapy_whittle.service.store import SqliteStateStore
 from scrapy_whittle.service.types import CrawlSink
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ class WhittleScheduler(BaseScheduler):
         result = self.inner.open(spider)
         if self.config.state and self.jobdir:
             self._retire_legacy_state()
-            self.service.store = StateStore.in_jobdir(self.jobdir)
+            self.service.store = SqliteStateStore.in_jobdir(self.jobdir)
         spider_sources = load_sources(getattr(spider, "whittle_sources", None) or None)
         url = self.config.sources_url
         # with a list at a URL, the list is what the fetch finds: nothing leaves before.

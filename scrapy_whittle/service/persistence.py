@@ -35,7 +35,7 @@ from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
-from scrapy_whittle.service.store import Checkpoint, SavedState, StateStore
+from scrapy_whittle.service.storage import Checkpoint, SavedState, StateStore
 from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import Stats
 

@@ -76,7 +76,7 @@ from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec, url_host
-from scrapy_whittle.service.store import Checkpoint, SavedState, StateStore, StoreError
+from scrapy_whittle.service.storage import Checkpoint, SavedState, StateStore, StoreError
 from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import (  # noqa: F401  (the service's public types)
     FLUSH_AFTER,

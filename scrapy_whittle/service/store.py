@@ -81,12 +81,19 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
+from scrapy_whittle.service.storage import (
+    LOAD_COLUMNS,
+    NEW_COLUMNS,
+    STATE_COLUMNS,
+    Checkpoint,
+    SavedState,
+    StateStore,
+    StoreError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -193,99 +200,10 @@ SCHEMA_7 = (
 WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "requested_at",
                   "lease_seconds", "expires_at", "retry_at", "failures")
 
-#: columns of ``sources`` a checkpoint rewrites for every changed source, in this order
-STATE_COLUMNS = ("last_crawl", "retry_at", "failures", "flags", "etag", "modified",
-                 "crawls", "errors", "new_items", "utility", "rate_per_hour", "half_life_hours",
-                 "mean_value", "policy_row", "entries", "alive_at")
-NEW_COLUMNS = ("id", "url", "title", "category", "weight", "min_interval")
 
-
-class StoreError(RuntimeError):
-    """The state file cannot be used and must not be moved aside (a newer schema)."""
-
-
-@dataclass
-class Checkpoint:
-    """What changed since the previous checkpoint (built by the re-crawl service).
-
-    ``new_sources`` (rows of NEW_COLUMNS) and ``source_rows`` (STATE_COLUMNS + id) are
-    functions returning the rows, so that turning the service's snapshot into a million
-    tuples happens in the writer's thread, not on the reactor; ``n_new`` and ``n_changed``
-    count them."""
-
-    taken_at: float
-    meta: dict[str, Any] = field(default_factory=dict)
-    new_sources: Callable[[], Iterable[tuple]] = lambda: ()
-    source_rows: Callable[[], Iterable[tuple]] = lambda: ()
-    n_new: int = 0
-    n_changed: int = 0
-    blocks: list[tuple[int, str, bytes]] = field(default_factory=list)
-    policy: tuple[str, str, bytes] | None = None                 # name, row layout, global
-    epochs: list[tuple] = field(default_factory=list)           # epochs rows, increments
-    epoch_errors: list[tuple] = field(default_factory=list)     # (epoch, kind, increment)
-    epoch_measures: list[tuple] = field(default_factory=list)   # (epoch, missed, delay s)
-    epoch_delays: list[tuple] = field(default_factory=list)     # (epoch, bin, increment)
-    #: (source, published, value) rows of the entries found, and how many fetches found them
-    publications: Callable[[], Iterable[tuple]] = lambda: ()
-    n_publications: int = 0
-    #: publications before this unix time are deleted (None: none kept, none deleted)
-    publications_since: float | None = None
-    #: the story memory's changes: (story, source, seq) rows added or moved, (story,) rows
-    #: forgotten, (story, source) repeats seen (:mod:`scrapy_whittle.service.story_memory`)
-    stories: list[tuple] = field(default_factory=list)
-    stories_gone: list[tuple] = field(default_factory=list)
-    story_sources: list[tuple] = field(default_factory=list)
-    #: the delivery journal's segment started with this checkpoint (the older ones go once
-    #: it is committed: :mod:`scrapy_whittle.service.deliveries`)
-    journal_segment: int = 0
-    #: (id, URL) of the sources that moved, and the (URL, id) aliases made since the last one
-    moves: list[tuple[int, str]] = field(default_factory=list)
-    aliases: list[tuple[str, int]] = field(default_factory=list)
-    #: every throttled host's (host, allowance, ceiling, throttles), when they changed
-    #: (None: as stored)
-    hosts: list[tuple[str, float, float, int]] | None = None
-    #: every WebSub subscription's row, when one changed (None: as stored)
-    websub: list[tuple] | None = None
-    #: the (child, parent, misses, listed_at, dropped) rows of the child sitemaps that
-    #: changed
-    sitemap_children: list[tuple] = field(default_factory=list)
-    #: the (index, partial, listed_at, awaiting URLs) rows of the sitemap indexes whose last
-    #: listing changed
-    sitemap_indexes: list[tuple] = field(default_factory=list)
-
-
-#: columns of ``sources`` read back by a restore, in this order
-#: the columns a restore reads (not the readable copies of what the policy learned, nor the
-#: titles: at a million sources every column read costs a second)
-READABLE = ("rate_per_hour", "half_life_hours", "mean_value")
-LOAD_COLUMNS = ("id", "url", "category", "weight", "min_interval",
-                *(c for c in STATE_COLUMNS if c not in READABLE))
-
-
-@dataclass
-class SavedState:
-    """What a store held when it was opened: ``sources`` maps each of LOAD_COLUMNS to its
-    values in id order (a sequence or a numpy array; ``policy_row``: bytes or None each,
-    or the policy's rows as one structured array)."""
-
-    meta: dict[str, Any]
-    sources: dict[str, tuple]
-    blocks: list[tuple[int, str, bytes]]
-    policy: tuple[str, str, bytes] | None
-    epochs: list[tuple]
-    aliases: list[tuple[str, int]] = field(default_factory=list)
-    hosts: list[tuple[str, float, float, int]] = field(default_factory=list)
-    websub: list[tuple] = field(default_factory=list)
-    sitemap_children: list[tuple] = field(default_factory=list)
-    sitemap_indexes: list[tuple] = field(default_factory=list)
-
-    @property
-    def n_sources(self) -> int:
-        return len(self.sources["id"])
-
-
-class StateStore:
-    """One crawl's SQLite state file (see the module docstring)."""
+class SqliteStateStore(StateStore):
+    """One crawl's SQLite state file (see the module docstring): the :class:`StateStore`
+    of one process."""
 
     schema_version = SCHEMA_VERSION     # of the file opened
 
@@ -297,7 +215,7 @@ class StateStore:
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
-    def in_jobdir(cls, jobdir: str | Path) -> StateStore:
+    def in_jobdir(cls, jobdir: str | Path) -> SqliteStateStore:
         return cls(Path(jobdir) / FILE_NAME)
 
     def _open(self) -> sqlite3.Connection:

@@ -18,7 +18,7 @@ from scrapy_whittle.core.estimators._base import MAX_INPUT
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from tests.service.test_recrawl import START, make_service
 
 HOUR = 3600.0
@@ -208,7 +208,7 @@ def test_a_poisoned_estimate_is_reset_before_the_next_selection(caplog):
 def test_a_poisoned_stored_state_is_repaired_at_restore(tmp_path, caplog):
     path = tmp_path / FILE_NAME
     service, clock = make_service(n=3, policy="whittle", budget=3, period=60.0,
-                                  store=StateStore(path))
+                                  store=SqliteStateStore(path))
 
     def feed(sid, now, k):
         return entries([f"{sid}-{k}"], published=[now - 5])
@@ -228,7 +228,7 @@ def test_a_poisoned_stored_state_is_repaired_at_restore(tmp_path, caplog):
     db.commit()
     db.close()
     again, clock2 = make_service(n=3, policy="whittle", budget=3, period=60.0,
-                                 store=StateStore(path), clock=clock)
+                                 store=SqliteStateStore(path), clock=clock)
     assert again.stats.get("state_resets") >= 2          # the estimate, the back-off
     run_epochs(again, clock2, feed, 2)
     assert again.stats.get("crawls") == 6                # source 2 is crawled again

@@ -16,7 +16,7 @@ from scrapy_whittle.feeds.hints import (
 )
 from scrapy_whittle.feeds.httpdates import http_date
 from scrapy_whittle.feeds.parse import FeedEntry, parse_feed
-from scrapy_whittle.service.store import StateStore
+from scrapy_whittle.service.store import SqliteStateStore
 from tests.service.test_recrawl import START, make_service
 
 HINTED = b"""<?xml version="1.0"?>
@@ -190,7 +190,7 @@ def test_declared_rate_is_a_prior_that_evidence_outweighs():
 
 
 def test_skip_masks_and_not_before_survive_a_restart(tmp_path):
-    store = StateStore(tmp_path)
+    store = SqliteStateStore(tmp_path)
     service, clock = make_service(n=2, budget=2, store=store)
     a, b = service.next_crawl(), service.next_crawl()
     _fetch(service, clock, a, ServerHints(feed=FeedHints(ttl=1800.0, skip_hours=0b1010,
@@ -198,7 +198,7 @@ def test_skip_masks_and_not_before_survive_a_restart(tmp_path):
     _fetch(service, clock, b, ServerHints(feed=FeedHints()))
     retry_at = float(service.sources.retry_at[0])
     service.close()
-    again, _ = make_service(n=2, budget=2, store=StateStore(tmp_path), clock=clock)
+    again, _ = make_service(n=2, budget=2, store=SqliteStateStore(tmp_path), clock=clock)
     src = again.sources
     assert (int(src.skip_hours[0]), int(src.skip_days[0])) == (0b1010, 0b11)
     assert (int(src.skip_hours[1]), int(src.skip_days[1])) == (0, 0)

@@ -12,7 +12,7 @@ import pytest
 from scrapy_whittle.report import ReportError, load_report
 from scrapy_whittle.report.table import text
 from scrapy_whittle.service.clock import SimulatedClock
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from tests.service.test_recrawl import START, PoissonFeeds, make_service
 
 
@@ -28,7 +28,7 @@ def crawl(service, clock, feeds, epochs, failing=()):
 
 
 def crawled(tmp_path, policy="whittle", n=6, epochs=12, failing=(4,), **settings):
-    store = StateStore(tmp_path / FILE_NAME)
+    store = SqliteStateStore(tmp_path / FILE_NAME)
     service, clock = make_service(n=n, policy=policy, budget=2, period=600.0, store=store,
                                   **settings)
     feeds = PoissonFeeds([0.01 * (i + 1) for i in range(n)], seed=1)
@@ -78,7 +78,8 @@ def test_an_oracle_policy_without_its_parameters_has_no_plan(tmp_path):
                                           "WHITTLE_POLICY": "oracle",
                                           "WHITTLE_ORACLE_PARAMS": oracle})
     service = RecrawlService(config, clock=SimulatedClock(start=START),
-                             store=StateStore(tmp_path / FILE_NAME), oracle=load_oracle(oracle))
+                             store=SqliteStateStore(tmp_path / FILE_NAME),
+                             oracle=load_oracle(oracle))
     service.open([SourceSpec(url=url) for url in oracle])
     service.close()
     report = load_report(tmp_path)
@@ -146,7 +147,7 @@ def test_no_state_or_no_checkpoint_is_a_report_error(tmp_path):
     with pytest.raises(ReportError, match="no crawl state here"):
         load_report(tmp_path)
     assert not list(tmp_path.iterdir())
-    StateStore(tmp_path / FILE_NAME).close()          # a crawl that wrote nothing yet
+    SqliteStateStore(tmp_path / FILE_NAME).close()          # a crawl that wrote nothing yet
     with pytest.raises(ReportError, match="no checkpoint"):
         load_report(tmp_path)
 
@@ -224,7 +225,7 @@ def test_each_host_that_limits_the_crawl_has_a_line_and_a_row(tmp_path):
 
     clock = SimulatedClock(start=T0)
     limits = {BIG: 4, "o1.example": 1}
-    service = host_service(clock, store=StateStore(tmp_path / FILE_NAME),
+    service = host_service(clock, store=SqliteStateStore(tmp_path / FILE_NAME),
                            WHITTLE_HOST_LIMITS=limits)
     crawl_epochs(service, clock, limited(service, clock, FakeWeb(rate=2)), 4)
     service.close()
@@ -273,7 +274,7 @@ def test_the_hosts_delay_is_the_one_the_crawl_ran_with_not_the_project_file_s(tm
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": 600.0,
                                           "WHITTLE_POLICY": "round_robin"})
     for delay in (0.0, 2.5):
-        store = StateStore(tmp_path / str(delay) / FILE_NAME)
+        store = SqliteStateStore(tmp_path / str(delay) / FILE_NAME)
         service = RecrawlService(config, clock=SimulatedClock(start=START), store=store,
                                  download_delay=delay)
         service.open([SourceSpec(url=f"https://s{i}.example/f") for i in range(3)])

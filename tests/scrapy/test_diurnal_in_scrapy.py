@@ -14,7 +14,7 @@ from scrapy_whittle.core.periodic import arrivals_from_bins
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import load_oracle, load_oracle_profiles
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from tests.scrapy.conftest import Server, VirtualWeb, make_crawler, run, whittle
 from tests.scrapy.test_crawl import keep_scheduler
 
@@ -69,7 +69,7 @@ async def test_diurnal_whittle_learns_rhythms_through_scrapy(tmp_path):
     # what it learned is in the store, and a restart finds it there
     config = WhittleConfig.from_settings(settings)
     again = RecrawlService(config, clock=web.clock,
-                           store=StateStore(tmp_path / "job" / FILE_NAME))
+                           store=SqliteStateStore(tmp_path / "job" / FILE_NAME))
     again.open([])
     assert again.policy.profile.items.sum() == policy.profile.items.sum()
     np.testing.assert_array_equal(again.policy.profile.coefficients(),

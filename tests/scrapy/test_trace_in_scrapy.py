@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import pytest_twisted
 
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from sim.feedweb import FeedWeb
 from sim.scenarios import make_scenario
 from sim.trace import read_trace
@@ -129,7 +129,7 @@ def test_the_trace_command_s_errors_are_one_line(crawl, tmp_path):
     # a state file written before publications were recorded (schema 2)
     old = tmp_path / "old"
     old.mkdir()
-    StateStore(old / FILE_NAME).close()
+    SqliteStateStore(old / FILE_NAME).close()
     db = sqlite3.connect(old / FILE_NAME)
     with db:
         db.execute("DROP TABLE publications")

@@ -16,7 +16,7 @@ from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.entry_memory import key_hashes
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from scrapy_whittle.service.story_memory import StoryMemory, to_signed
 
 START = 1_700_000_000.0
@@ -32,7 +32,7 @@ def make(tmp_path=None, n=3, clock=None, journal=False, **settings):
                                           "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin",
                                           "WHITTLE_DEDUP": "link", **settings})
-    store = StateStore(tmp_path / FILE_NAME) if tmp_path is not None else None
+    store = SqliteStateStore(tmp_path / FILE_NAME) if tmp_path is not None else None
     service = RecrawlService(config, clock=clock or SimulatedClock(start=START), store=store)
     service.journal_deliveries = journal
     service.open([SourceSpec(url=f"https://s{i}.example/feed.xml") for i in range(n)])

@@ -10,7 +10,7 @@ from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 
@@ -89,7 +89,7 @@ def _service(tmp_path, clock):
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": 600.0,
                                           "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin"})
-    service = RecrawlService(config, clock=clock, store=StateStore(tmp_path / FILE_NAME))
+    service = RecrawlService(config, clock=clock, store=SqliteStateStore(tmp_path / FILE_NAME))
     service.journal_deliveries = True
     service.open([SourceSpec(url=f"https://s{i}.example/feed.xml") for i in range(2)])
     return service
@@ -134,7 +134,7 @@ def _one_feed(tmp_path, clock):
                                           "WHITTLE_STEP": 600.0,
                                           "WHITTLE_POLICY": "round_robin",
                                           "WHITTLE_DEDUP": "entry"})
-    service = RecrawlService(config, clock=clock, store=StateStore(tmp_path / FILE_NAME))
+    service = RecrawlService(config, clock=clock, store=SqliteStateStore(tmp_path / FILE_NAME))
     service.journal_deliveries = True
     service.open([SourceSpec(url="https://s.example/feed.xml")])
     return service

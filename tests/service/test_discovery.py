@@ -12,7 +12,7 @@ from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.discovery import interleaved_by_host
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 PERIOD = 600.0
@@ -81,11 +81,11 @@ def test_off_by_default_only_the_budget_is_fetched():
 
 def test_a_restarted_crawl_sweeps_only_the_sources_never_fetched(tmp_path):
     path = tmp_path / FILE_NAME
-    service, clock = make_service(store=StateStore(path))
+    service, clock = make_service(store=SqliteStateStore(path))
     first = crawl_until(service, clock, START + PERIOD / 2)     # sources 0..9, then killed
     service.checkpoint()
     assert sorted(s for s, _, _ in first) == list(range(10))
-    restored, _ = make_service(store=StateStore(path), clock=clock)
+    restored, _ = make_service(store=SqliteStateStore(path), clock=clock)
     now = clock.now()
     assert len(restored.planner.sweep) == 10                    # 10..19
     done = crawl_until(restored, clock, now + PERIOD)

@@ -16,7 +16,7 @@ from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 BIG = "big.example"
@@ -193,12 +193,12 @@ def test_a_host_that_answers_once_then_refuses_is_throttled_from_the_first_visit
 
 def test_allowances_survive_a_restart(tmp_path):
     clock = SimulatedClock(start=START)
-    service = make_service(clock, store=StateStore(tmp_path / FILE_NAME))
+    service = make_service(clock, store=SqliteStateStore(tmp_path / FILE_NAME))
     crawl_epochs(service, clock, limited(service, clock, FakeWeb(rate=2)), 3)
     throttled = service.throttle.allowances.throttled()
     assert throttled == {BIG: pytest.approx(2.0)}     # of the 4 it was sent at first
     service.close()
-    restored = make_service(clock, store=StateStore(tmp_path / FILE_NAME))
+    restored = make_service(clock, store=SqliteStateStore(tmp_path / FILE_NAME))
     assert restored.throttle.allowances.throttled() == throttled
     assert restored.throttle.allowances.hosts[BIG].ceiling == 2.0
     assert restored.stats.get("hosts/throttled") == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import StateStore
+from scrapy_whittle.service.store import SqliteStateStore
 from tests.service.test_recrawl import make_service
 from tests.service.test_retirement import crawl_all
 
@@ -40,7 +40,7 @@ class Site:
 
 
 def start(tmp_path, **settings):
-    service, clock = make_service(n=2, budget=8, store=StateStore(tmp_path / "w.sqlite"),
+    service, clock = make_service(n=2, budget=8, store=SqliteStateStore(tmp_path / "w.sqlite"),
                                   **settings)
     return service, clock, Site(service)
 
@@ -134,7 +134,7 @@ def test_the_children_survive_a_restart(tmp_path):
     epoch(service, clock, site)                  # C2: two misses
     service.close()
     again = RecrawlService(service.config, clock=clock,
-                           store=StateStore(tmp_path / "w.sqlite"))
+                           store=SqliteStateStore(tmp_path / "w.sqlite"))
     again.open([_spec(INDEX), _spec(USER)])
     assert again.children.children[c2].misses == 2
     site.service = again
@@ -142,7 +142,7 @@ def test_the_children_survive_a_restart(tmp_path):
     assert again.sources.retired[c2] and again.children.children[c2].dropped
     again.close()
     third = RecrawlService(service.config, clock=clock,
-                           store=StateStore(tmp_path / "w.sqlite"))
+                           store=SqliteStateStore(tmp_path / "w.sqlite"))
     third.open([_spec(INDEX), _spec(USER)])
     assert third.sources.retired[c2] and third.children.children[c2].dropped
     site.service, site.answer = third, [C1, C2]
@@ -179,7 +179,7 @@ def test_an_index_naming_new_children_is_not_silent(tmp_path):
 def _reopen(service, clock, site):
     """The crawl started again on the same state file (a kill -9 after ``service``'s last
     checkpoint, or a normal stop: whatever it wrote)."""
-    again = RecrawlService(service.config, clock=clock, store=StateStore(service.store.path))
+    again = RecrawlService(service.config, clock=clock, store=SqliteStateStore(service.store.path))
     again.open([_spec(INDEX), _spec(USER)])
     site.service = again
     return again
@@ -237,7 +237,7 @@ def test_a_child_awaiting_registration_put_on_the_source_list_at_a_restart_is_li
     service, clock, site = start(tmp_path)
     crawl_all(service, site)                     # lists C1, C2 (unknown yet), USER
     service.checkpoint()                         # killed before the spider registered them
-    again = RecrawlService(service.config, clock=clock, store=StateStore(service.store.path))
+    again = RecrawlService(service.config, clock=clock, store=SqliteStateStore(service.store.path))
     again.open([_spec(INDEX), _spec(USER), _spec(C1)])      # C1 put on the list meanwhile
     c1, c2 = again.source_id(C1), again.source_id(C2)
     assert again.children.children[c1].parent == 0 == again.children.children[c2].parent

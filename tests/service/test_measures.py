@@ -10,7 +10,7 @@ import pytest
 
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.measures import EDGES, N_BINS, DelayHistogram
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from tests.service.test_recrawl import START, PoissonFeeds, make_service
 
 BIN = 10 ** 0.1            # the histogram's bins are this wide (ratio), past the first
@@ -76,7 +76,7 @@ def test_the_stats_give_the_delays_of_the_entries_re_crawls_captured():
 
 def test_the_store_holds_each_epochs_measures_and_every_dated_entry_found(tmp_path):
     path = tmp_path / FILE_NAME
-    service, clock = make_service(n=4, budget=2, period=600.0, store=StateStore(path),
+    service, clock = make_service(n=4, budget=2, period=600.0, store=SqliteStateStore(path),
                                   WHITTLE_ENGAGEMENT_SCALE=10)
     feeds = EngagedFeeds([1 / 60, 1 / 900, 1 / 200, 1 / 2000], window=5)   # source 0 misses
     found = drive(service, clock, feeds, 30)
@@ -104,13 +104,13 @@ def test_a_publication_is_stored_with_the_checkpoint_that_records_its_entry(tmp_
     entries: found again after the restart, each is stored once."""
     path = tmp_path / FILE_NAME
     feeds = PoissonFeeds([1 / 100, 1 / 300, 1 / 200], window=30)
-    service, clock = make_service(n=3, budget=2, period=600.0, store=StateStore(path))
+    service, clock = make_service(n=3, budget=2, period=600.0, store=SqliteStateStore(path))
     found = drive(service, clock, feeds, 4)
     service.checkpoint()
     stored = len(found)
     found += drive(service, clock, feeds, 3)          # then killed: no checkpoint, no close
     assert len(found) > stored
-    restored, _ = make_service(n=3, budget=2, period=600.0, store=StateStore(path),
+    restored, _ = make_service(n=3, budget=2, period=600.0, store=SqliteStateStore(path),
                                clock=clock)
     found += drive(restored, clock, feeds, 6)
     restored.close()
@@ -124,7 +124,7 @@ def test_a_publication_is_stored_with_the_checkpoint_that_records_its_entry(tmp_
 def test_publications_older_than_the_retention_are_deleted(tmp_path):
     path = tmp_path / FILE_NAME
     days = 0.1
-    service, clock = make_service(n=2, budget=2, period=600.0, store=StateStore(path),
+    service, clock = make_service(n=2, budget=2, period=600.0, store=SqliteStateStore(path),
                                   WHITTLE_TRACE_DAYS=days)
     found = drive(service, clock, PoissonFeeds([1 / 300, 1 / 500], window=30), 40)
     service.close()
@@ -140,7 +140,7 @@ def test_publications_older_than_the_retention_are_deleted(tmp_path):
 
 def test_no_publications_kept_when_the_trace_is_off(tmp_path):
     path = tmp_path / FILE_NAME
-    service, clock = make_service(n=2, budget=2, store=StateStore(path), WHITTLE_TRACE_DAYS=0)
+    service, clock = make_service(n=2, budget=2, store=SqliteStateStore(path), WHITTLE_TRACE_DAYS=0)
     drive(service, clock, PoissonFeeds([1 / 300, 1 / 500]), 5)
     service.close()
     db = sqlite3.connect(path)

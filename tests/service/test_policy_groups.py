@@ -9,7 +9,7 @@ from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 
 LIST = [SourceSpec(url="https://a.example/politics.xml", category="politics"),
         SourceSpec(url="https://b.example/sport.xml", category="sport"),
@@ -40,9 +40,9 @@ def test_two_categories_of_feeds_are_two_groups_and_the_rest_pool_by_host():
 
 
 def test_the_groups_survive_a_restart(tmp_path):
-    service = open_service(store=StateStore(tmp_path / FILE_NAME))
+    service = open_service(store=SqliteStateStore(tmp_path / FILE_NAME))
     service.checkpoint()
-    restored = open_service(store=StateStore(tmp_path / FILE_NAME))
+    restored = open_service(store=SqliteStateStore(tmp_path / FILE_NAME))
     assert restored.policy.group.tolist() == [0, 1, 0, 2, 1, 2, 3]
 
 

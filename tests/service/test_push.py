@@ -10,7 +10,7 @@ from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 
@@ -101,13 +101,13 @@ def feed(k, now, window=8):
 
 
 def test_push_state_survives_a_checkpoint(tmp_path):
-    service, clock = make(store=StateStore(tmp_path / FILE_NAME))
+    service, clock = make(store=SqliteStateStore(tmp_path / FILE_NAME))
     for k in range(10):
         clock.advance_to(START + 60.0 * (k + 1))
         assert [e.key for e in service.pushed(1, feed(k, clock.now())).entries] == [f"p{k}"]
     poll(service, clock, 1, feed(9, START + 600.0))      # checks the pushes: nothing lost
     service.checkpoint()
-    restored, _ = make(store=StateStore(tmp_path / FILE_NAME), clock=clock)
+    restored, _ = make(store=SqliteStateStore(tmp_path / FILE_NAME), clock=clock)
     share = restored.policy.estimates()["push_share"]
     np.testing.assert_array_equal(share, service.policy.estimates()["push_share"])
     assert share[1] > 0.8

@@ -17,7 +17,7 @@ from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, SCHEMA_VERSION, StateStore, StoreError
+from scrapy_whittle.service.store import FILE_NAME, SCHEMA_VERSION, SqliteStateStore, StoreError
 
 START = 1_700_000_000.0
 
@@ -126,49 +126,10 @@ def test_batched_observations_teach_what_single_ones_do():
     np.testing.assert_array_equal(one.select(3, 2), many.select(3, 2))
 
 
-POLICIES = ["whittle", "thompson-whittle", "round_robin", "uniform", "nutch", "miniflux",
-            "thompson", "lspe"]
-
-
-@pytest.mark.parametrize("policy", POLICIES)
-def test_a_restored_crawl_continues_exactly_as_the_uninterrupted_one(tmp_path, policy):
-    """Crawl, checkpoint, restore into a new service: the state is the checkpointed one and
-    the next decisions are those the first service makes."""
-    feeds = PoissonFeeds([1 / 600, 1 / 1800, 1 / 300, 1 / 7200, 1 / 900, 1 / 60], seed=1)
-    store = StateStore(tmp_path / FILE_NAME)
-    service, clock = make_service(n=6, policy=policy, store=store)
-    crawl_epochs(service, clock, feeds, 12)
-    service.checkpoint()
-    restored, _ = make_service(n=6, policy=policy, clock=clock,
-                               store=StateStore(tmp_path / FILE_NAME))
-    ids = np.arange(6)
-    assert restored.policy.export_rows(ids).tobytes() == service.policy.export_rows(ids).tobytes()
-    assert restored.memory.export_keys(ids) == service.memory.export_keys(ids)
-    np.testing.assert_array_equal(restored.sources.retry_at, service.sources.retry_at)
-    np.testing.assert_array_equal(restored.sources.last_crawl, service.sources.last_crawl)
-    assert restored.origin == service.origin
-    # both continue from here with the same crawls and the same entries
-    a = crawl_epochs(service, clock, feeds, 0)
-    clock2 = SimulatedClock(start=clock.now())
-    restored.clock = clock2
-    plan_a, plan_b = [], []
-    # six epochs, or as many as the feed readers' rules (which space their crawls by real
-    # minutes and hours) take to crawl twelve times
-    for epoch in range(500):
-        if epoch >= 6 and len(plan_a) >= 12:
-            break
-        for svc, plan, clk in ((service, plan_a, clock), (restored, plan_b, clock2)):
-            while (crawl := svc.next_crawl()) is not None:
-                found = svc.feed_fetched(crawl, feeds.entries(crawl.source, clk.now()))
-                plan.append((crawl.source, crawl.epoch, [e.key for e in found.entries]))
-            clk.advance_to(svc.wake_at)
-    assert a == [] and plan_a == plan_b and len(plan_a) >= 12
-
-
 def test_checkpoints_write_only_what_changed(tmp_path):
     feeds = PoissonFeeds([1 / 600] * 50)
     service, clock = make_service(n=50, policy="whittle", budget=5,
-                                  store=StateStore(tmp_path / FILE_NAME))
+                                  store=SqliteStateStore(tmp_path / FILE_NAME))
     crawl_epochs(service, clock, feeds, 3)
     first = service.prepare_checkpoint()
     assert first.n_new == 50 and first.n_changed == 50
@@ -189,13 +150,13 @@ def test_checkpoints_write_only_what_changed(tmp_path):
 
 def test_entries_seen_before_the_checkpoint_are_never_new_again(tmp_path):
     feeds = PoissonFeeds([1 / 120] * 3, window=50)
-    service, clock = make_service(n=3, budget=3, store=StateStore(tmp_path / FILE_NAME))
+    service, clock = make_service(n=3, budget=3, store=SqliteStateStore(tmp_path / FILE_NAME))
     before = crawl_epochs(service, clock, feeds, 4)
     service.checkpoint()
     after = crawl_epochs(service, clock, feeds, 2)        # then the process dies
     assert before and after
     restored, _ = make_service(n=3, budget=3, clock=clock,
-                               store=StateStore(tmp_path / FILE_NAME))
+                               store=SqliteStateStore(tmp_path / FILE_NAME))
     clock.advance_to(clock.now() + 1)
     again = []
     while (crawl := restored.next_crawl()) is not None:
@@ -210,7 +171,7 @@ def test_a_damaged_state_file_is_moved_aside_and_the_crawl_starts_fresh(tmp_path
                                                                          caplog):
     path = tmp_path / FILE_NAME
     if damage in ("truncated",):
-        service, clock = make_service(n=30, store=StateStore(path))
+        service, clock = make_service(n=30, store=SqliteStateStore(path))
         crawl_epochs(service, clock, PoissonFeeds([1 / 60] * 30), 3)
         service.close()
         data = path.read_bytes()
@@ -221,7 +182,7 @@ def test_a_damaged_state_file_is_moved_aside_and_the_crawl_starts_fresh(tmp_path
     else:
         path.write_bytes(b"" if damage == "empty" else b"\x00garbage" * 100)
     caplog.set_level(logging.ERROR)
-    service, _ = make_service(n=3, store=StateStore(path))
+    service, _ = make_service(n=3, store=SqliteStateStore(path))
     assert service.next_crawl() is not None                 # crawling, from scratch
     assert len(service.sources) == 3
     aside = [p for p in tmp_path.glob(f"{FILE_NAME}.corrupt-*")
@@ -233,12 +194,12 @@ def test_a_damaged_state_file_is_moved_aside_and_the_crawl_starts_fresh(tmp_path
 
 def test_a_state_file_of_a_newer_schema_is_refused_not_moved(tmp_path):
     path = tmp_path / FILE_NAME
-    StateStore(path).close()
+    SqliteStateStore(path).close()
     with sqlite3.connect(path) as db:
         db.execute("update meta set value = ? where key = 'schema_version'",
                    (SCHEMA_VERSION + 1,))
     with pytest.raises(StoreError, match="newer scrapy-whittle"):
-        StateStore(path)
+        SqliteStateStore(path)
     assert path.exists() and not list(tmp_path.glob("*.corrupt-*"))
 
 

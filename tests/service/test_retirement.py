@@ -8,7 +8,7 @@ from __future__ import annotations
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import StateStore
+from scrapy_whittle.service.store import SqliteStateStore
 from tests.service.test_recrawl import make_service
 
 DAY = 86400.0
@@ -32,7 +32,7 @@ def crawl_all(service, answer):
 
 
 def test_a_moved_source_keeps_its_id_and_its_old_url_names_it(tmp_path):
-    store = StateStore(tmp_path / "whittle.sqlite")
+    store = SqliteStateStore(tmp_path / "whittle.sqlite")
     service, clock = make_service(n=0, budget=3, store=store)
     service.sync_sources([spec("a"), spec("b")])
     crawl = service.next_crawl()
@@ -51,7 +51,7 @@ def test_a_moved_source_keeps_its_id_and_its_old_url_names_it(tmp_path):
     service.close()
     # after a restart, with the old URL still listed: still one source, at its new URL
     again = RecrawlService(service.config, clock=clock,
-                           store=StateStore(tmp_path / "whittle.sqlite"))
+                           store=SqliteStateStore(tmp_path / "whittle.sqlite"))
     again.open([spec("a"), spec("b")])
     assert len(again.sources) == 2 and again.url(a) == "https://new.example/a.xml"
     assert again.source_id(spec("a").url) == a == again.source_id("https://new.example/a.xml")
@@ -60,7 +60,7 @@ def test_a_moved_source_keeps_its_id_and_its_old_url_names_it(tmp_path):
 
 
 def test_a_source_moving_onto_another_merges_into_it(tmp_path):
-    service, clock = make_service(n=0, budget=3, store=StateStore(tmp_path / "w.sqlite"))
+    service, clock = make_service(n=0, budget=3, store=SqliteStateStore(tmp_path / "w.sqlite"))
     service.sync_sources([spec("a"), spec("b")])
     a, b = service.source_id(spec("a").url), service.source_id(spec("b").url)
     crawl = service.next_crawl()
@@ -79,7 +79,8 @@ def test_a_source_moving_onto_another_merges_into_it(tmp_path):
         planned += crawl_all(service, service.not_modified)
     assert a not in planned and b in planned
     service.close()
-    again = RecrawlService(service.config, clock=clock, store=StateStore(tmp_path / "w.sqlite"))
+    again = RecrawlService(service.config, clock=clock,
+                           store=SqliteStateStore(tmp_path / "w.sqlite"))
     again.open([spec("a"), spec("b")])
     assert len(again.sources) == 2 and again.source_id(spec("a").url) == b
     assert again.sources.merged[a] and again.sources.left[a] and not again.sources.left[b]
@@ -88,7 +89,7 @@ def test_a_source_moving_onto_another_merges_into_it(tmp_path):
 
 def test_410_retires_at_once_and_a_probe_with_new_entries_brings_it_back(tmp_path):
     service, clock = make_service(n=2, budget=2, WHITTLE_RETIRE_PROBE=DAY,
-                                  store=StateStore(tmp_path / "w.sqlite"))
+                                  store=SqliteStateStore(tmp_path / "w.sqlite"))
 
     def answer(crawl):
         if crawl.source == 0:
@@ -107,7 +108,7 @@ def test_410_retires_at_once_and_a_probe_with_new_entries_brings_it_back(tmp_pat
     service.close()
     # the probe survives a restart, and comes a day after the retirement
     again = RecrawlService(service.config, clock=clock,
-                           store=StateStore(tmp_path / "w.sqlite"))
+                           store=SqliteStateStore(tmp_path / "w.sqlite"))
     again.open([])
     assert again.sources.retired[0]
     clock.advance_to(again.sources.retry_at[0])

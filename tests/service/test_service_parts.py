@@ -13,7 +13,7 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.epochs import EpochLedger, EpochTotals
 from scrapy_whittle.service.outcomes import count_fetch, judge_fetch
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from scrapy_whittle.service.types import DictStats
 from tests.service.test_recrawl import make_service
 
@@ -45,7 +45,7 @@ def test_the_ledger_drains_named_totals_in_the_stores_column_order():
 
 
 def test_a_checkpoint_writes_what_each_epoch_did(tmp_path):
-    service, _ = make_service(n=3, budget=3, store=StateStore(tmp_path / FILE_NAME))
+    service, _ = make_service(n=3, budget=3, store=SqliteStateStore(tmp_path / FILE_NAME))
     crawls = []
     while (crawl := service.next_crawl()) is not None:
         crawls.append(crawl)

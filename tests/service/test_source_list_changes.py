@@ -14,7 +14,7 @@ from scrapy_whittle.service.sources import (
     is_list_url,
     parse_source_list,
 )
-from scrapy_whittle.service.store import StateStore
+from scrapy_whittle.service.store import SqliteStateStore
 from tests.service.test_recrawl import make_service
 
 OPML = b"""<?xml version="1.0"?><opml version="2.0"><body>
@@ -75,10 +75,10 @@ def test_sources_leave_and_rejoin_with_their_state():
 
 
 def test_a_changed_list_between_runs_of_a_jobdir_crawl(tmp_path):
-    store = StateStore(tmp_path / "whittle.sqlite")
+    store = SqliteStateStore(tmp_path / "whittle.sqlite")
     service, clock = make_service(n=0, budget=3, store=store)
     service.close()
-    first, _ = make_service(n=0, budget=3, store=StateStore(tmp_path / "whittle.sqlite"),
+    first, _ = make_service(n=0, budget=3, store=SqliteStateStore(tmp_path / "whittle.sqlite"),
                             clock=clock)
     first.sync_sources(specs("a", "b", "c"))
     while (crawl := first.next_crawl()) is not None:
@@ -88,7 +88,7 @@ def test_a_changed_list_between_runs_of_a_jobdir_crawl(tmp_path):
     from scrapy_whittle.service.recrawl import RecrawlService
 
     again = RecrawlService(first.config, clock=clock,
-                           store=StateStore(tmp_path / "whittle.sqlite"))
+                           store=SqliteStateStore(tmp_path / "whittle.sqlite"))
     again.open(specs("a", "c", "d"))
     b = again.source_id("https://b.example/feed.xml")
     assert again.sources.left[b] and again.stats.get("sources") == 3
@@ -96,7 +96,7 @@ def test_a_changed_list_between_runs_of_a_jobdir_crawl(tmp_path):
     again.close()
     # a run with no list at all (resuming the JOBDIR as it is) removes nothing
     third = RecrawlService(first.config, clock=clock,
-                           store=StateStore(tmp_path / "whittle.sqlite"))
+                           store=SqliteStateStore(tmp_path / "whittle.sqlite"))
     third.open([])
     assert list(third.sources.left[:4]) == [False, True, False, False]
     third.close()

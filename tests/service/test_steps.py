@@ -88,16 +88,16 @@ def test_the_learned_policy_decides_at_fractional_epochs_with_the_steps_index():
 
 
 def test_a_crawl_resumes_under_another_step_with_what_it_learned(tmp_path):
-    from scrapy_whittle.service.store import FILE_NAME, StateStore
+    from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 
     feeds = PoissonFeeds([6.0 / 3600, 0.5 / 3600, 3.0 / 3600, 1.0 / 3600], window=20)
     service, clock = make_service(n=4, policy="whittle", budget=4, period=3600.0,
-                                  store=StateStore(tmp_path / FILE_NAME))
+                                  store=SqliteStateStore(tmp_path / FILE_NAME))
     hand_out(service, clock, feeds, START + 5 * 3600)
     service.checkpoint()
     learned = service.keeper.policy.export_rows(np.arange(4))
     resumed, _ = make_service(n=4, policy="whittle", budget=4, period=3600.0, clock=clock,
-                              store=StateStore(tmp_path / FILE_NAME), WHITTLE_STEP=600)
+                              store=SqliteStateStore(tmp_path / FILE_NAME), WHITTLE_STEP=600)
     policy = resumed.keeper.policy
     # what it learned, in epochs, is read as it was written: the same rows
     assert policy.export_rows(np.arange(4)).tobytes() == learned.tobytes()

@@ -9,7 +9,7 @@ import sqlite3
 
 from scrapy_whittle.report.data import ReadOnlyStore
 from scrapy_whittle.service.state_codec import decode, encode
-from scrapy_whittle.service.store import SCHEMA_VERSION, Checkpoint, StateStore
+from scrapy_whittle.service.store import SCHEMA_VERSION, Checkpoint, SqliteStateStore
 
 SCHEMA_3_TABLES = ("epoch_measures", "epoch_delays", "publications")
 SCHEMA_3_VIEW = """CREATE VIEW feeds AS SELECT id, url, (flags >> 33) & 1 AS left_list
@@ -19,7 +19,7 @@ SCHEMA_4_TABLES = ("stories", "story_sources")
 
 def _schema_6_file(path) -> None:
     """A state file as schema 6 wrote it (no ``sitemap_indexes`` table)."""
-    StateStore(path).close()
+    SqliteStateStore(path).close()
     db = sqlite3.connect(path)
     with db:
         db.execute("DROP TABLE sitemap_indexes")
@@ -90,12 +90,12 @@ def test_schema_1_policy_names_are_read_as_today_s(tmp_path):
         assert saved.meta["policy"] == new and saved.policy[0] == new
         assert decode(saved.policy[2])["policy"] == new
         report.close()
-        store = StateStore(path)                         # for writing: upgraded in place
+        store = SqliteStateStore(path)                         # for writing: upgraded in place
         assert store.schema_version == SCHEMA_VERSION
         saved = store.load()
         assert saved.meta["policy"] == new and decode(saved.policy[2])["policy"] == new
         store.close()
-        store = StateStore(path)                         # and not translated a second time
+        store = SqliteStateStore(path)                         # and not translated a second time
         assert store.load().meta["policy"] == new
         store.close()
 
@@ -112,7 +112,7 @@ def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
     assert report.schema_version == 2 and report.load().epochs == [(0, 3, 3.0, 5, 2.5, 0, 1)]
     report.close()
     assert not set(SCHEMA_3_TABLES) & _tables(path)
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert store.schema_version == SCHEMA_VERSION == 7
     store.write(Checkpoint(taken_at=200.0, epochs=[(0, 1, 1.0, 2, 1.0, 0, 0)],
                            epoch_measures=[(0, 1.5, 40.0)], epoch_delays=[(0, 16, 2)],
@@ -145,7 +145,7 @@ def test_schema_3_is_upgraded_in_place_with_aliases_and_alive_at(tmp_path):
     assert saved.sources["alive_at"] == (None,)
     report.close()
     assert "aliases" not in _tables(path)
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert store.schema_version == SCHEMA_VERSION == 7
     store.write(Checkpoint(taken_at=200.0, moves=[(0, "http://b/feed")],
                            aliases=[("http://a/feed", 0)]))
@@ -170,7 +170,7 @@ def test_schema_3_is_upgraded_in_place_and_keeps_stories_from_then_on(tmp_path):
     report = ReadOnlyStore(path)                          # read-only: as it is, no stories
     assert report.schema_version == 3 and report.stories() == []
     report.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert store.schema_version == SCHEMA_VERSION and store.stories() == []
     store.write(Checkpoint(taken_at=200.0, stories=[(-5, 1, 1), (7, 2, 2)],
                            story_sources=[(-5, 2)]))
@@ -198,7 +198,7 @@ def test_schema_4_is_upgraded_in_place_and_keeps_websub_subscriptions_from_then_
     report = ReadOnlyStore(path)                          # read-only: as it is, none
     assert report.schema_version == 4 and report.load().websub == []
     report.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert store.schema_version == SCHEMA_VERSION == 7
     assert store.load().sources["url"] == ("http://a/feed",) and store.load().websub == []
     subs = Subscriptions("http://me.example/cb", 3600.0)
@@ -207,7 +207,7 @@ def test_schema_4_is_upgraded_in_place_and_keeps_websub_subscriptions_from_then_
     assert subs.verify(request.key, "subscribe", "http://a/feed", "7200", 160.0)
     store.write(Checkpoint(taken_at=200.0, websub=subs.rows()))
     store.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     again = Subscriptions("http://me.example/cb", 3600.0)
     again.load(store.load().websub)
     store.close()
@@ -229,7 +229,7 @@ def test_schema_5_is_upgraded_in_place_and_keeps_sitemap_children_from_then_on(t
     report = ReadOnlyStore(path)                          # read-only: as it is, none
     assert report.schema_version == 5 and report.load().sitemap_children == []
     report.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert store.schema_version == SCHEMA_VERSION == 7
     saved = store.load()
     assert saved.sources["url"] == ("http://a/index.xml", "http://a/news-1.xml")
@@ -237,7 +237,7 @@ def test_schema_5_is_upgraded_in_place_and_keeps_sitemap_children_from_then_on(t
     store.write(Checkpoint(taken_at=200.0, sitemap_children=[(1, 0, 2, 150.0, 0)]))
     store.write(Checkpoint(taken_at=300.0, sitemap_children=[(1, 0, 3, 150.0, 1)]))
     store.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert store.load().sitemap_children == [(1, 0, 3, 150.0, 1)]
     store.close()
 
@@ -259,7 +259,7 @@ def test_schema_6_is_upgraded_in_place_keeping_the_children_and_listings_from_th
     assert report.schema_version == 6 and saved.sitemap_indexes == []
     assert saved.sitemap_children == [(1, 0, 2, 150.0, 0)]
     report.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert store.schema_version == SCHEMA_VERSION == 7
     saved = store.load()
     assert saved.sitemap_children == [(1, 0, 2, 150.0, 0)] and saved.sitemap_indexes == []
@@ -267,7 +267,7 @@ def test_schema_6_is_upgraded_in_place_keeping_the_children_and_listings_from_th
         (0, 1, 180.0, ("http://a/news-2.xml", "http://a/é.xml"))]))
     store.write(Checkpoint(taken_at=300.0, sitemap_indexes=[(0, 1, 250.0, ("http://a/é.xml",))]))
     store.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     saved = store.load()
     assert saved.sitemap_indexes == [(0, 1, 250.0, ("http://a/é.xml",))]
     assert saved.sitemap_children == [(1, 0, 2, 150.0, 0)]
@@ -276,7 +276,7 @@ def test_schema_6_is_upgraded_in_place_keeping_the_children_and_listings_from_th
 
 def test_a_damaged_listing_row_forgets_its_awaiting_children_only(tmp_path, caplog):
     path = tmp_path / "whittle.sqlite"
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     store.write(Checkpoint(taken_at=200.0, meta={"origin": 100.0}, sitemap_indexes=[
         (0, 1, 180.0, ("http://a/news-2.xml",)), (3, 0, 190.0, ())]))
     store.close()
@@ -284,7 +284,7 @@ def test_a_damaged_listing_row_forgets_its_awaiting_children_only(tmp_path, capl
     with db:
         db.execute("UPDATE sitemap_indexes SET awaiting = '{garbage' WHERE parent = 0")
     db.close()
-    store = StateStore(path)
+    store = SqliteStateStore(path)
     assert sorted(store.load().sitemap_indexes) == [(0, 1, 180.0, ()), (3, 0, 190.0, ())]
     store.close()
     assert "damaged sitemap index" in caplog.text

@@ -14,7 +14,7 @@ from scrapy_whittle.service.clock import HOLD_POLL, SimulatedClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, StateStore
+from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
 from scrapy_whittle.service.websub import (
     ACTIVE,
     LEAVING,
@@ -200,7 +200,7 @@ def service(tmp_path, urls) -> RecrawlService:
         "WHITTLE_WEBSUB_CALLBACK": "https://me.example/websub",
         "WHITTLE_WEBSUB_LISTEN": "127.0.0.1:0"})
     svc = RecrawlService(config, clock=SimulatedClock(start=START),
-                         store=StateStore(tmp_path / FILE_NAME))
+                         store=SqliteStateStore(tmp_path / FILE_NAME))
     svc.open([SourceSpec(url=u) for u in urls])
     return svc
 
