@@ -154,6 +154,7 @@ class RecrawlService:
                                     max_flight=self.max_flight, **parts)
         self.persistence = StatePersistence(config, clock=clock, memory=self.memory,
                                             stories=self.stories,
+                                            prints=self.article_stories.near,
                                             outcomes=self.outcomes,
                                             rebuild_policy=self._build_policy, **parts)
         self.store = store
@@ -179,6 +180,8 @@ class RecrawlService:
         self.state.track_changes = store is not None
         if self.stories is not None:
             self.stories.track_changes = store is not None
+        if self.article_stories.near is not None:
+            self.article_stories.near.track_changes = store is not None
         self.outcomes.publications.enabled = store is not None and self.config.trace_days > 0
 
     @property
