@@ -545,6 +545,10 @@ class RecrawlService:
             return None
         listed = bool(self.sources.listed[sid])
         self.outcomes.not_a_feed(crawl)
+        # no back-off: a crawl killed before the search ended finds the site on its list
+        # again at the restart, to be fetched and searched at once (not a back-off later);
+        # its failure stays, which tells the restore it never gave a feed
+        self.sources.retry_at[sid] = 0.0
         self._relist([], [sid], listed=False)
         return listed
 

@@ -13,12 +13,14 @@ import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from urllib.request import urlopen
 
 import numpy as np
 import pytest
 
 from scrapy_whittle.service.deliveries import DIRECTORY, Batch
 from scrapy_whittle.service.entry_memory import entry_hashes
+from scrapy_whittle.service.site_table import SiteTable
 from scrapy_whittle.service.store import FILE_NAME
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
@@ -256,6 +258,62 @@ def test_no_item_is_lost_over_random_kills_with_articles_on(fast_web, tmp_path):
     assert [i for i in emitted if i["replayed"]]   # some kills fell while articles were out
     logs = "".join(log(tmp_path, r) for r in range(kills + 1))
     assert "Traceback" not in logs, logs[logs.index("Traceback") - 2000:][:5000]
+
+
+@pytest.fixture(scope="module")
+def sites_web():
+    """3 news sites sharing 12 feeds, and a site without feeds."""
+    server = Server("--scenario", "news-mix", "--n", "12", "--speed", "36000", "--seed", "5",
+                    "--sites", "3")
+    with urlopen(f"{server.url}/sites.json") as answer:
+        server.sites = {s["url"]: sorted(s["feeds"]) for s in json.load(answer)["sites"]}
+    yield server
+    server.stop()
+
+
+def searched(tmp: Path) -> dict[str, list[str]]:
+    """The sites the crawl's site table holds, each with the feeds found on it."""
+    table = SiteTable.in_jobdir(tmp / "job")
+    try:
+        table.load()
+    finally:
+        table.close()
+    return {site: sorted(f.url for f in record.feeds) for site, record in table.sites.items()}
+
+
+def test_a_crawl_killed_while_it_searches_sites_loses_no_site_and_no_item(sites_web, tmp_path):
+    # killed once a site's search has ended, while the other sites are still being searched
+    # (a search's requests go first, at one every 0.05 s: the feeds wait); the restart
+    # searches those (the searched one it remembers, its feeds joining the crawl from the
+    # site table) and delivers every entry its fetches find
+    proc = start(sites_web, tmp_path, 0, 300.0, "sites")
+    wait_for(lambda: searched(tmp_path), timeout=120, alive=proc, what="a site searched")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, log(tmp_path, 0)[-3000:]
+    before = searched(tmp_path)
+    assert 1 <= len(before) < len(sites_web.sites), before    # searches were under way
+    proc = start(sites_web, tmp_path, 1, 300.0, "sites")
+
+    def complete() -> bool:
+        received = {(i["source"], i["entry_id"]) for i in items(tmp_path)}
+        return (searched(tmp_path) == sites_web.sites
+                and {s for s, _ in found(tmp_path)} == {f for fs in sites_web.sites.values()
+                                                        for f in fs}
+                and found(tmp_path) <= received)
+
+    try:
+        wait_for(complete, timeout=120, alive=proc,
+                 what="every site searched, every entry found delivered")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log(tmp_path, 1)[-3000:]}") from None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    logs = log(tmp_path, 0) + log(tmp_path, 1)
+    assert "Traceback" not in logs
+    # a site searched before the kill was not searched again
+    again = [site for site in before if f"site search: {site} names" in log(tmp_path, 1)]
+    assert again == []
 
 
 def test_a_damaged_state_file_does_not_stop_the_crawl(fast_web, tmp_path):
