@@ -263,9 +263,9 @@ def test_no_item_is_lost_over_random_kills_with_articles_on(fast_web, tmp_path):
 
 @pytest.fixture(scope="module")
 def sites_web():
-    """3 news sites sharing 12 feeds, and a site without feeds."""
-    server = Server("--scenario", "news-mix", "--n", "12", "--speed", "36000", "--seed", "5",
-                    "--sites", "3")
+    """2 news sites sharing 8 feeds, and a site without feeds."""
+    server = Server("--scenario", "news-mix", "--n", "8", "--speed", "36000", "--seed", "5",
+                    "--sites", "2")
     with urlopen(f"{server.url}/sites.json") as answer:
         server.sites = {s["url"]: sorted(s["feeds"]) for s in json.load(answer)["sites"]}
     yield server
