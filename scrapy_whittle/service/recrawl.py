@@ -697,6 +697,11 @@ class RecrawlService:
             self.outcomes.late_repeat(source, float(value or 0.0))
         return verdict
 
+    def article_room(self) -> dict[str, int]:
+        """Each host with a finite allowance: the article requests it may take now, spent
+        (a cluster's planner grants them: :mod:`scrapy_whittle.cluster.article_room`)."""
+        return self.throttle.article_room()
+
     def admit_article(self, host: str) -> bool:
         """Whether an article request to ``host`` may go now, within the host's allowance
         after its feeds (spent if so: :meth:`HostThrottle.admit_article`)."""
