@@ -76,6 +76,10 @@ class Keys:
         return self._k("categories")
 
     @property
+    def article_room(self) -> str:   # hash: host -> article requests granted, not claimed
+        return self._k("article_room")
+
+    @property
     def entry_capacity(self) -> str:  # counter: hashes all sources' entry memories may hold
         return self._k("entries:capacity")
 

@@ -57,6 +57,7 @@ from redis.exceptions import ConnectionError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry as SyncRetry
 
+from scrapy_whittle.cluster.article_room import ArticleRoom
 from scrapy_whittle.cluster.connect import (
     async_client,
     key_prefix,
@@ -198,6 +199,11 @@ class ClusterNode:
         #: URL and weight of each source a delivery came for (:mod:`scrapy_whittle.cluster.websub`)
         self.websub = HubsFound() if config.websub_callback else None
         self.push_sources: dict[int, tuple[str, float]] = {}
+        #: the article requests the planner granted per host (``WHITTLE_ARTICLES``; None:
+        #: off): :mod:`scrapy_whittle.cluster.article_room`
+        self.articles = (ArticleRoom(self.redis, self.keys, self.retry,
+                                     woken=lambda: self.on_tasks and self.on_tasks())
+                         if config.articles.enabled else None)
         #: callback: sends the planner's requests to hubs (set by the WebSub extension)
         self.on_hub_requests = None
 
@@ -340,9 +346,13 @@ class ClusterNode:
         pipe = self.redis.pipeline(transaction=False)
         pipe.hget(k.meta, "finished")
         pipe.hmget(k.totals, "crawls", "sources")
+        if self.articles is not None:
+            pipe.hkeys(k.article_room)
         pipe.xreadgroup("workers", self.consumer, {k.tasks: ">"}, count=count,
                         block=TASK_WAIT)
-        finished, (crawls, sources), got = await pipe.execute()
+        finished, (crawls, sources), *room, got = await pipe.execute()
+        if room:
+            self.articles.read(room[0])
         return got, [finished, crawls, sources]
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
@@ -716,9 +726,9 @@ class ClusterNode:
                    "registering a source", spec.url)
 
     def admit_article(self, host: str) -> bool:
-        """Article requests of a worker are paced by Scrapy's download slot alone: the
-        hosts' allowances are the planner's, which does not count them."""
-        return True
+        """Whether an article request to ``host`` may go now: within the requests the
+        planner granted for the host (:mod:`scrapy_whittle.cluster.article_room`)."""
+        return self.articles is None or self.articles.admit(host)
 
     def article_seen(self, source: int, canonical: str | None, fingerprint: int | None,
                      value: float | None) -> str | None:

@@ -46,6 +46,7 @@ import threading
 import time
 from collections import defaultdict
 
+from scrapy_whittle.cluster.article_room import grant
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.standby import Standby
 from scrapy_whittle.cluster.state import RedisStateStore
@@ -154,6 +155,7 @@ class Planner:
                                label=node.redis_label, stats=node.stats) if standby else None
         self._standing: asyncio.Future | None = None    # its restore or follow, in a thread
         self._standby_failing = False
+        self._granted_epoch: int | None = None    # the epoch of the last article grants
 
     @property
     def leader(self) -> bool:
@@ -199,6 +201,8 @@ class Planner:
         await self._read_messages(block)
         await self._tell_sources()
         await self._dispatch()
+        if self.service.config.articles.enabled:
+            await self._grant_articles()
         if self.websub is not None:
             await self.websub.step(self.service.clock.now())
         if now - self._reclaimed > self._reclaim_every():
@@ -413,6 +417,21 @@ class Planner:
             writes.add("HINCRBYFLOAT", k.spent, epoch, total)
         writes.add("HINCRBY", k.totals, "crawls", len(tasks))
         await self.node.write(writes)
+
+    async def _grant_articles(self) -> None:
+        """The article requests each host with an allowance may take now, granted to the
+        workers (:mod:`scrapy_whittle.cluster.article_room`); a new epoch's afresh."""
+        service = self.service
+        fresh = service.epoch != self._granted_epoch
+        room = service.article_room()
+        if fresh or any(room.values()):
+            def write():
+                pipe = self.node.redis.pipeline(transaction=True)
+                grant(pipe, self.keys, room, fresh)
+                return pipe.execute()
+
+            await self.retry(write, "granting article requests")
+        self._granted_epoch = service.epoch
 
     async def _reclaim(self) -> int:
         """Take back the tasks workers hold past the lease, hand them out again; forget the

@@ -263,6 +263,10 @@ class RedisStateStore(StateStore):
         (:mod:`scrapy_whittle.cluster.stories`), so its planner has no stories to restore."""
         return []
 
+    def article_prints(self) -> list[tuple[int, int, bytes]]:
+        """None: a cluster does not compare its articles' texts."""
+        return []
+
     def load(self) -> SavedState | None:
         k = self.keys
         raw_meta = self.client.hgetall(k.meta)

@@ -14,8 +14,16 @@ An entry is judged a repeat at its feed's fetch by its story keys (its link, its
   whose text fingerprint (:func:`scrapy_whittle.feeds.article.fingerprint`) agrees with a
   fingerprint seen before on at least a share s of its bits is a repeat: a wire story the
   outlets rewrote a little, under URLs of their own. The fingerprints of the last
-  ``capacity`` articles are kept (numpy, one vectorised comparison an article); they are not
-  stored in the crawl's state: after a restart the comparison starts afresh.
+  ``capacity`` articles are kept (numpy, one vectorised comparison an article), with the
+  source each came from. An article whose text is exactly one its own source brought before
+  is that article again (a batch handed out again after a restart fetches its pages again),
+  not a repeat, and is not kept twice.
+
+With a store, the fingerprints are part of the crawl's state: the checkpoint writes those
+kept since the previous one (:meth:`NearDuplicates.drain`; the store's ``article_prints``,
+as bounded as the ring), a restart reads them back (:meth:`NearDuplicates.load`), so a wire
+copy fetched after the restart is known as one. A state file without them (an older crawl's)
+starts the comparison afresh.
 
 A repeat found here was counted new at its fetch; the service then takes it back
 (:meth:`~scrapy_whittle.service.outcomes.CrawlOutcomes.late_repeat`), so that the policy
@@ -23,6 +31,8 @@ learns the feed brought less.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -41,28 +51,72 @@ def _words(fingerprint: int) -> np.ndarray:
 
 
 class NearDuplicates:
-    """The last ``capacity`` fingerprints (a ring), and the share of bits ``threshold`` at
-    which two are the same story."""
+    """The last ``capacity`` fingerprints (a ring) and their sources, and the share of bits
+    ``threshold`` at which two are the same story."""
 
     def __init__(self, threshold: float, capacity: int = CAPACITY) -> None:
         self.threshold, self.capacity = float(threshold), int(capacity)
         self.prints = np.zeros((self.capacity, _WORDS), dtype=np.uint64)
+        self.sources = np.zeros(self.capacity, dtype=np.int64)
         self.size = 0
         self.next = 0
         #: bits that may differ: at most (1 - threshold) of them
         self.max_bits = int(np.floor((1.0 - self.threshold) * 64 * _WORDS + 1e-9))
+        #: the store's number of the next fingerprint kept (one more than the last's)
+        self.seq = 0
+        #: (seq, source, fingerprint) kept since the last checkpoint (:meth:`drain`)
+        self.kept: list[tuple[int, int, int]] = []
+        #: whether what is kept is tracked for :meth:`drain` (a crawl without a store: no)
+        self.track_changes = True
 
-    def seen(self, fingerprint: int) -> bool:
-        """Whether ``fingerprint`` is a near-duplicate of one kept; kept from now on if not."""
+    def seen(self, fingerprint: int, source: int = -1) -> bool:
+        """Whether ``fingerprint``, of an article of ``source``, is a near-duplicate of one
+        kept; kept from now on if it is neither that nor the same article again."""
         words = _words(fingerprint)
         if self.size:
             differ = np.bitwise_count(self.prints[:self.size] ^ words).sum(axis=1)
-            if int(differ.min()) <= self.max_bits:
-                return True
+            close = differ <= self.max_bits
+            if close.any():
+                again = close & (differ == 0) & (self.sources[:self.size] == source)
+                if (close & ~again).any():
+                    return True
+                return False             # the article itself, seen again: kept already
+        self._keep(words, source)
+        if self.track_changes:
+            self.kept.append((self.seq, source, fingerprint))
+        self.seq += 1
+        return False
+
+    def _keep(self, words: np.ndarray, source: int) -> None:
         self.prints[self.next] = words
+        self.sources[self.next] = source
         self.next = (self.next + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
-        return False
+
+    # -- persistence ------------------------------------------------------------------------
+    def drain(self) -> tuple[list[tuple[int, int, bytes]], int]:
+        """The store rows (seq, source, fingerprint's bytes) of the fingerprints kept since
+        the last call, and the seq below which the store forgets them (the ring holds the
+        last ``capacity``)."""
+        kept, self.kept = self.kept[-self.capacity:], []
+        rows = [(seq, source, fp.to_bytes(8 * _WORDS, "big")) for seq, source, fp in kept]
+        return rows, self.seq - self.capacity
+
+    def load(self, rows: Iterable[tuple[int, int, bytes]]) -> None:
+        """The stored fingerprints (seq, source, bytes), in any order: the last
+        ``capacity`` are kept, oldest first (a damaged row is left out)."""
+        rows = sorted((r for r in rows if len(r[2]) == 8 * _WORDS), key=lambda r: r[0])
+        self.seq = int(rows[-1][0]) + 1 if rows else 0
+        rows = rows[-self.capacity:]
+        self.prints[:] = 0
+        self.size = self.next = 0
+        if rows:
+            raw = b"".join(r[2] for r in rows)
+            n = len(rows)
+            self.prints[:n] = np.frombuffer(raw, dtype=">u8").reshape(n, _WORDS)
+            self.sources[:n] = [int(r[1]) for r in rows]
+            self.size, self.next = n, n % self.capacity
+        self.kept = []
 
 
 class ArticleStories:
@@ -85,7 +139,7 @@ class ArticleStories:
             if repeats:
                 verdict = CANONICAL
         if self.near is not None and fingerprint is not None:
-            near = self.near.seen(fingerprint)
+            near = self.near.seen(fingerprint, source)
             if verdict is None and near:
                 verdict = NEAR_DUPLICATE
         return verdict

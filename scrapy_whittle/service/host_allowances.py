@@ -234,6 +234,23 @@ class HostAllowances:
         h.articles += 1
         return True
 
+    def article_room(self, skip: frozenset[str] = frozenset()) -> dict[str, int]:
+        """Each host with a finite allowance (but those of ``skip``): the article requests
+        it may take now, all spent from its credit at once, as :meth:`admit_article` would
+        admit them one by one (0: none now). A cluster's planner grants them to its
+        workers, which cannot ask it request by request."""
+        out = {}
+        for host, h in self.hosts.items():
+            if not math.isfinite(h.allowance):
+                continue
+            room = 0
+            if host not in skip:
+                room = max(0, math.floor(h.credit + 1e-9) - max(0, h.feeds_before - h.planned))
+            h.credit -= room
+            h.articles += room
+            out[host] = room
+        return out
+
     def answered(self, host: str, count: int = 1) -> None:
         """``count`` good answers (a feed, a 304) from ``host``."""
         self._entry(host).ok += count

@@ -221,6 +221,16 @@ class HostThrottle:
             self.paced[hid] = now + self.timeline.period / max(allowance, 1e-9)
         return True
 
+    def article_room(self) -> dict[str, int]:
+        """Each host with a finite allowance: the article requests it may take now, spent
+        (:meth:`HostAllowances.article_room`); none while the host is held, stopped or
+        paced."""
+        now = self.timeline.clock.now()
+        names = self.sources.host_names
+        skip = {names[hid] for hid in (*self.stopped, *self.held)}
+        skip.update(names[hid] for hid, at in self.paced.items() if at > now + 1e-6)
+        return self.allowances.article_room(frozenset(skip))
+
     # -- pacing and slow start -----------------------------------------------------------
     def dispatched(self, sid: int, now: float, until: float) -> None:
         """Source ``sid`` was handed out at ``now``, in flight until ``until`` at most: a

@@ -4,7 +4,8 @@ restore after a restart (:mod:`scrapy_whittle.service.store` holds the tables).
 A checkpoint writes what changed since the previous one: the sources registered, the rows of
 the sources crawled or otherwise touched (book-keeping, validators, counters, the policy's
 per-source state, the entries seen), the stories seen across sources and the sources that
-repeated them (:mod:`scrapy_whittle.service.story_memory`), the policy's global state, the
+repeated them (:mod:`scrapy_whittle.service.story_memory`), the text fingerprints of the
+last articles (:mod:`scrapy_whittle.service.article_stories`), the policy's global state, the
 epochs' totals and measures, and the publication times of the entries found (with the
 entries seen, in the same transaction; those older than ``WHITTLE_TRACE_DAYS`` are deleted).
 After a crash the crawl restarts from the last checkpoint; the entries found but not yet through the
@@ -25,6 +26,7 @@ import numpy as np
 
 from scrapy_whittle.core.columns import dtype_from_descr
 from scrapy_whittle.core.policies import Policy
+from scrapy_whittle.service.article_stories import NearDuplicates
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
@@ -52,11 +54,13 @@ class StatePersistence:
                  sources: SourceTable, memory: EntryMemory, state: SourceState, stats: Stats,
                  keeper: PolicyKeeper, outcomes: CrawlOutcomes, ledger: EpochLedger,
                  rebuild_policy: Callable[[int], Policy], throttle: HostThrottle,
-                 stories: StoryMemory | None = None) -> None:
+                 stories: StoryMemory | None = None,
+                 prints: NearDuplicates | None = None) -> None:
         self.config = config
         self.throttle = throttle
         self.hosts_stored: list[tuple] = []       # the hosts' rows as last written
         self.stories = stories
+        self.prints = prints
         self.clock = clock
         self.timeline = timeline
         self.sources = sources
@@ -133,6 +137,8 @@ class StatePersistence:
         cp.epoch_measures, cp.epoch_delays = epochs.measures, epochs.delays
         if self.stories is not None:
             cp.stories, cp.stories_gone, cp.story_sources = self.stories.drain()
+        if self.prints is not None:
+            cp.article_prints, cp.article_prints_from = self.prints.drain()
         hosts = self.throttle.rows()
         if hosts != self.hosts_stored:       # a few rows, rewritten whole when one changed
             cp.hosts = self.hosts_stored = hosts
@@ -164,6 +170,8 @@ class StatePersistence:
         self.restore_rows(saved)
         if self.stories is not None:
             self.stories.load(self.store.stories())
+        if self.prints is not None:
+            self.prints.load(self.store.article_prints())
         self.keeper.touched = False
         logger.info("re-crawl service: restored %d sources from %s (checkpoint %s)",
                     saved.n_sources, self.store.path, saved.meta.get("checkpoint_seq"))

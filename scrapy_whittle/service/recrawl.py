@@ -154,6 +154,7 @@ class RecrawlService:
                                     max_flight=self.max_flight, **parts)
         self.persistence = StatePersistence(config, clock=clock, memory=self.memory,
                                             stories=self.stories,
+                                            prints=self.article_stories.near,
                                             outcomes=self.outcomes,
                                             rebuild_policy=self._build_policy, **parts)
         self.store = store
@@ -179,6 +180,8 @@ class RecrawlService:
         self.state.track_changes = store is not None
         if self.stories is not None:
             self.stories.track_changes = store is not None
+        if self.article_stories.near is not None:
+            self.article_stories.near.track_changes = store is not None
         self.outcomes.publications.enabled = store is not None and self.config.trace_days > 0
 
     @property
@@ -542,6 +545,10 @@ class RecrawlService:
             return None
         listed = bool(self.sources.listed[sid])
         self.outcomes.not_a_feed(crawl)
+        # no back-off: a crawl killed before the search ended finds the site on its list
+        # again at the restart, to be fetched and searched at once (not a back-off later);
+        # its failure stays, which tells the restore it never gave a feed
+        self.sources.retry_at[sid] = 0.0
         self._relist([], [sid], listed=False)
         return listed
 
@@ -689,6 +696,11 @@ class RecrawlService:
             self.stats.inc(f"articles/repeats/{verdict}")
             self.outcomes.late_repeat(source, float(value or 0.0))
         return verdict
+
+    def article_room(self) -> dict[str, int]:
+        """Each host with a finite allowance: the article requests it may take now, spent
+        (a cluster's planner grants them: :mod:`scrapy_whittle.cluster.article_room`)."""
+        return self.throttle.article_room()
 
     def admit_article(self, host: str) -> bool:
         """Whether an article request to ``host`` may go now, within the host's allowance

@@ -145,7 +145,11 @@ class Checkpoint:
     #: the (index, partial, listed_at, awaiting URLs) rows of the sitemap indexes whose last
     #: listing changed
     sitemap_indexes: list[tuple] = field(default_factory=list)
-
+    #: the (seq, source, print) rows of the article fingerprints kept since the last one,
+    #: and the seq below which the stored ones are forgotten
+    #: (:mod:`scrapy_whittle.service.article_stories`)
+    article_prints: list[tuple[int, int, bytes]] = field(default_factory=list)
+    article_prints_from: int = 0
 
 
 @dataclass
@@ -192,6 +196,11 @@ class StateStore(ABC):
     def stories(self) -> list[tuple[int, int, int]]:
         """The story memory's rows (story hash, first source, seq) where this store keeps
         the story memory; none where it lives elsewhere."""
+
+    @abstractmethod
+    def article_prints(self) -> list[tuple[int, int, bytes]]:
+        """The text fingerprints of the last articles, (seq, source, print) rows, where this
+        store keeps them (``WHITTLE_NEAR_DUPLICATES``); none where it does not."""
 
     @abstractmethod
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The crawl's state in SQLite (``JOBDIR/whittle.sqlite``), written incrementally.
 
-Tables (schema version 7; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
+Tables (schema version 8; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 
 * ``meta(key, value)``: ``schema_version``, ``origin`` (unix time of epoch 0), ``period``,
   ``budget``, ``policy``, ``download_delay``, ``step`` (seconds between two decisions),
@@ -51,6 +51,10 @@ Tables (schema version 7; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
 * ``sitemap_indexes(parent, partial, listed_at, awaiting)``: each sitemap index's last
   listing: whether it was read only in part (a 304 repeating it counts no miss), when it was
   read, and the child URLs it named that were not registered yet (a JSON list);
+* ``article_prints(seq, source, print)``: with ``WHITTLE_NEAR_DUPLICATES``, the text
+  fingerprints of the last articles (``print``: the 256-bit SimHash, 32 bytes big-endian),
+  numbered in the order they were kept, with the source of each; as bounded as the
+  comparison's ring (:mod:`scrapy_whittle.service.article_stories`);
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -69,8 +73,9 @@ empty until the crawl goes on; schema 4 ``aliases`` and ``alive_at``, which an u
 source starts with NULL: its clock of retirement starts at its next fetch, and ``stories``,
 ``story_sources`` and ``hosts``, empty until the crawl goes on; schema 5 ``websub``, empty;
 schema 6 ``sitemap_children``, empty: an index's children are known again at its next
-fetch; schema 7 ``sitemap_indexes``, empty: each index's is written at its next listing),
-in one transaction.
+fetch; schema 7 ``sitemap_indexes``, empty: each index's is written at its next listing;
+schema 8 ``article_prints``, empty: the near-duplicate comparison starts afresh), in one
+transaction.
 """
 
 from __future__ import annotations
@@ -98,7 +103,7 @@ from scrapy_whittle.service.storage import (
 logger = logging.getLogger(__name__)
 
 FILE_NAME = "whittle.sqlite"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Schema 1 named the policies differently: its "whittle" is the oracle index policy
 #: ("oracle"), its "adaptive-whittle" the learned one ("whittle").
@@ -195,6 +200,13 @@ SCHEMA_7 = (
            awaiting TEXT NOT NULL)""",
 )
 
+#: what schema 8 added: the text fingerprints of the last articles
+#: (:mod:`scrapy_whittle.service.article_stories`)
+SCHEMA_8 = (
+    """CREATE TABLE IF NOT EXISTS article_prints (
+           seq INTEGER PRIMARY KEY, source INTEGER NOT NULL, print BLOB NOT NULL)""",
+)
+
 #: the columns of ``websub``, in the order of a subscription's row
 #: (:class:`scrapy_whittle.service.websub.Subscription`'s fields)
 WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "requested_at",
@@ -230,7 +242,7 @@ class SqliteStateStore(StateStore):
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.executescript(SCHEMA)
             # SCHEMA has every column: of the upgrades, the tables it lacks
-            for statement in SCHEMA_3 + SCHEMA_4 + SCHEMA_5 + SCHEMA_6 + SCHEMA_7:
+            for statement in SCHEMA_3 + SCHEMA_4 + SCHEMA_5 + SCHEMA_6 + SCHEMA_7 + SCHEMA_8:
                 if "ADD COLUMN" not in statement:
                     db.execute(statement)
             db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
@@ -292,7 +304,7 @@ class SqliteStateStore(StateStore):
             for statement in SCHEMA_4:
                 if not ("alive_at" in columns and "ADD COLUMN alive_at" in statement):
                     db.execute(statement)
-            for statement in SCHEMA_5 + SCHEMA_6 + SCHEMA_7:
+            for statement in SCHEMA_5 + SCHEMA_6 + SCHEMA_7 + SCHEMA_8:
                 db.execute(statement)
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                        (SCHEMA_VERSION,))
@@ -431,6 +443,12 @@ class SqliteStateStore(StateStore):
                 if cp.story_sources:
                     db.executemany("INSERT OR IGNORE INTO story_sources VALUES (?, ?)",
                                    cp.story_sources)
+                if cp.article_prints:
+                    db.executemany("INSERT OR REPLACE INTO article_prints VALUES (?, ?, ?)",
+                                   cp.article_prints)
+                if cp.article_prints_from > 0:
+                    db.execute("DELETE FROM article_prints WHERE seq < ?",
+                               (cp.article_prints_from,))
                 if cp.n_publications:
                     db.executemany("INSERT INTO publications VALUES (?, ?, ?)",
                                    cp.publications())
@@ -454,6 +472,14 @@ class SqliteStateStore(StateStore):
             return []
         with self._lock:
             return self._db.execute("SELECT story, source, seq FROM stories").fetchall()
+
+    def article_prints(self) -> list[tuple[int, int, bytes]]:
+        """The text fingerprints of the last articles: (seq, source, print) rows (none in a
+        file of an older schema)."""
+        if self.schema_version < 8:
+            return []
+        with self._lock:
+            return self._db.execute("SELECT seq, source, print FROM article_prints").fetchall()
 
     def close(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from scrapy_whittle.cluster.tasks import task_crawl
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources import SourceSpec
@@ -161,3 +162,54 @@ def test_two_processes_keep_the_hosts_limit_together(redis_server, tmp_path):
     assert max(epochs.values()) == 2
     items, _ = results(tmp_path, names)
     no_duplicates(items)
+
+
+@on_asyncio
+async def test_workers_send_articles_within_what_the_planner_grants_each_host(redis_server):
+    """a.example takes 3 requests an epoch: its feed's one, and two articles the planner
+    grants, claimed by the workers as they ask; b.example (no limit) and a host no feed is
+    on take articles as their download slots free; the feeds' plan is as without articles."""
+    urls = ["https://a.example/0.xml", "https://b.example/0.xml"]
+    cluster = Cluster(redis_server.url, {**SETTINGS, "WHITTLE_BUDGET": 2,
+                                         "WHITTLE_ARTICLES": True,
+                                         "WHITTLE_HOST_LIMITS": {"a.example": 3}})
+
+    async def drained(node, host: str) -> int:
+        """Articles to ``host`` the worker lets go when asked until a claim brings none
+        (more than 10: unbounded)."""
+        sent = 0
+        while sent <= 10:
+            if node.admit_article(host):
+                sent += 1
+                continue
+            await node.articles.settled()
+            if not node.articles.claimed.get(host):
+                break
+        return sent
+
+    try:
+        nodes = [await cluster.node(urls), await cluster.node(urls)]
+        for node in nodes:
+            node.articles.empty_wait = 0.0       # each refusal claims: no real time here
+        sent, feeds = [], Counter()
+        for epoch in range(3):
+            await nodes[0].planner.step()
+            for node in nodes:                   # a task each, and the hosts granted
+                got, _ = await node._take(1, True)
+                for task_id, f in got[0][1]:
+                    node.queue.append((task_crawl(f), task_id.decode()))
+                crawl = node.next_crawl()
+                feeds[urlsplit(crawl.url).hostname] += 1
+                assert node.articles.hosts == {"a.example"}
+                await _answer(node, {crawl.source: crawl})
+            if epoch != 1:                       # the second's grants left unclaimed
+                sent.append([await drained(node, "a.example") for node in nodes])
+            # never refused: nothing granted, nothing claimed
+            assert all(nodes[1].admit_article(h) for h in ("b.example", "c.example") * 4)
+            cluster.advance()
+    finally:
+        await cluster.close()
+    # the first worker claimed both grants of an epoch at once, the other found none; the
+    # grants left unclaimed were gone the next epoch
+    assert sent == [[2, 0]] * 2
+    assert feeds == Counter({"a.example": 3, "b.example": 3})

@@ -8,7 +8,9 @@ feed export (``FEEDS``, appending), and every new entry a fetch found to ``ITEMS
 before the spider sees it; once the state is restored, it writes to DUMP what the service
 holds (policy rows, validators, back-offs), for ``test_crash.py`` to compare with the
 checkpoint it killed the previous run after. With ``articles``, ``WHITTLE_ARTICLES`` is on:
-an entry's item waits for its page.
+an entry's item waits for its page. With ``sites``, the sources are the sites of ``sim.serve
+--sites`` (its ``/sites.txt``; N is not read), searched for their feeds, one request to
+127.0.0.1 at a time every 0.05 s (``DOWNLOAD_DELAY``) so that a search takes a while.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from urllib.request import urlopen
 
 import numpy as np
 from scrapy import signals
@@ -103,10 +106,17 @@ class DumpRestored:
 def main(argv: list[str]) -> int:
     server, n, jobdir, items, dump, seconds, *options = argv
     feeds = [f"{server}/feed/{i}.xml" for i in range(int(n))]
+    extra = {}
     # "articles": every entry's page fetched and extracted into its item (WHITTLE_ARTICLES)
-    articles = {"WHITTLE_ARTICLES": True} if "articles" in options else {}
+    if "articles" in options:
+        extra["WHITTLE_ARTICLES"] = True
+    # "sites": the sources are sites' addresses, searched for their feeds, slowly
+    if "sites" in options:
+        with urlopen(f"{server}/sites.txt") as answer:
+            feeds = answer.read().decode().split()
+        extra.update(DOWNLOAD_DELAY=0.05, DOWNLOAD_DELAY_JITTER=0)
     process = CrawlerProcess({
-        **articles,
+        **extra,
         "SCHEDULER": "scrapy_whittle.WhittleScheduler",
         "DOWNLOADER_MIDDLEWARES": {"scrapy_whittle.FeedObserverMiddleware": 540,
                                    f"{__name__}.FoundEntries": 530},

@@ -1,8 +1,9 @@
 """Crashes lose nothing: a crawl killed with SIGKILL at random moments (seeded) restarts from
 its last checkpoint (same learned state, validators, back-offs), delivers every entry it
 found at least once (to its pipelines and to its feed export), emits again an entry emitted
-before that checkpoint only as a replay of what was not through the pipelines yet, and a
-damaged state file never stops it."""
+before that checkpoint only as a replay of what was not through the pipelines yet; a
+damaged state file never stops it, and a crawl killed while it searches sites finds at its
+restart every site searched or searches it again, and delivers its feeds' entries."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from urllib.request import urlopen
 
 import numpy as np
 import pytest
 
 from scrapy_whittle.service.deliveries import DIRECTORY, Batch
 from scrapy_whittle.service.entry_memory import entry_hashes
+from scrapy_whittle.service.site_table import SiteTable
 from scrapy_whittle.service.store import FILE_NAME
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
@@ -258,14 +261,63 @@ def test_no_item_is_lost_over_random_kills_with_articles_on(fast_web, tmp_path):
     assert "Traceback" not in logs, logs[logs.index("Traceback") - 2000:][:5000]
 
 
-def test_a_damaged_state_file_does_not_stop_the_crawl(fast_web, tmp_path):
+@pytest.fixture(scope="module")
+def sites_web():
+    """2 news sites sharing 8 feeds, and a site without feeds."""
+    server = Server("--scenario", "news-mix", "--n", "8", "--speed", "36000", "--seed", "5",
+                    "--sites", "2")
+    with urlopen(f"{server.url}/sites.json") as answer:
+        server.sites = {s["url"]: sorted(s["feeds"]) for s in json.load(answer)["sites"]}
+    yield server
+    server.stop()
+
+
+def searched(tmp: Path) -> dict[str, list[str]]:
+    """The sites the crawl's site table holds, each with the feeds found on it."""
+    table = SiteTable.in_jobdir(tmp / "job")
+    try:
+        table.load()
+    finally:
+        table.close()
+    return {site: sorted(f.url for f in record.feeds) for site, record in table.sites.items()}
+
+
+def test_a_damaged_state_file_and_a_kill_while_sites_are_searched_lose_nothing(
+        sites_web, tmp_path):
+    # the crawl starts on a damaged state file (moved aside: a fresh crawl), and is killed
+    # once a site's search has ended, while the other sites are still being searched (a
+    # search's requests go first, at one every 0.05 s: the feeds wait); the restart
+    # searches those (the searched one it remembers, its feeds joining the crawl from the
+    # site table) and delivers every entry its fetches find
     job = tmp_path / "job"
     job.mkdir()
     (job / FILE_NAME).write_bytes(b"SQLite format 3\x00" + b"\xff" * 5000)   # truncated
-    proc = start(fast_web, tmp_path, 0, seconds=1.0)
-    proc.wait(120)
-    err = log(tmp_path, 0)
-    assert proc.returncode == 0, err[-3000:]
-    assert err.count("moved aside") == 1 and "Traceback" not in err
-    assert len(items(tmp_path)) > 0
-    assert snapshot(job / FILE_NAME)["origin"] > 0               # a fresh state, written
+    proc = start(sites_web, tmp_path, 0, 300.0, "sites")
+    wait_for(lambda: searched(tmp_path), timeout=120, alive=proc, what="a site searched")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, log(tmp_path, 0)[-3000:]
+    assert log(tmp_path, 0).count("moved aside") == 1
+    before = searched(tmp_path)
+    assert 1 <= len(before) < len(sites_web.sites), before    # searches were under way
+    proc = start(sites_web, tmp_path, 1, 300.0, "sites")
+
+    def complete() -> bool:
+        received = {(i["source"], i["entry_id"]) for i in items(tmp_path)}
+        return (searched(tmp_path) == sites_web.sites
+                and {s for s, _ in found(tmp_path)} == {f for fs in sites_web.sites.values()
+                                                        for f in fs}
+                and found(tmp_path) <= received)
+
+    try:
+        wait_for(complete, timeout=120, alive=proc,
+                 what="every site searched, every entry found delivered")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log(tmp_path, 1)[-3000:]}") from None
+    proc.send_signal(signal.SIGTERM)                  # Scrapy's graceful stop
+    proc.wait(60)
+    assert proc.returncode == 0, log(tmp_path, 1)[-3000:]
+    assert "Traceback" not in log(tmp_path, 0) + log(tmp_path, 1)
+    assert "moved aside" not in log(tmp_path, 1)      # the fresh state, written and read
+    # a site searched before the kill was not searched again
+    assert [site for site in before if f"site search: {site} names" in log(tmp_path, 1)] == []

@@ -10,6 +10,7 @@ import pytest
 from scrapy_whittle.feeds.article import fingerprint
 from scrapy_whittle.feeds.story import ParamFilter
 from scrapy_whittle.service.article_stories import ArticleStories, NearDuplicates
+from scrapy_whittle.service.store import FILE_NAME, Checkpoint, StateStore
 from scrapy_whittle.service.story_memory import StoryMemory
 from sim.articles import ArticlePages
 from tests.service.test_dedup import crawls, make, story
@@ -42,12 +43,55 @@ def test_near_duplicate_texts_are_one_story_unrelated_ones_are_not():
     assert ArticleStories(None, threshold=0.0).near is None
 
 
-def test_the_comparison_keeps_the_last_fingerprints():
+def test_the_comparison_keeps_the_last_fingerprints_and_knows_an_article_seen_again():
     near = NearDuplicates(0.9, capacity=2)
     prints = [fingerprint(PAGES.text(0, s)) for s in range(3)]
-    assert [near.seen(p) for p in prints] == [False, False, False]
-    assert near.seen(prints[2]) and near.seen(prints[1])
-    assert not near.seen(prints[0])                 # forgotten: the ring holds two
+    assert [near.seen(p, 0) for p in prints] == [False, False, False]
+    assert near.seen(prints[2], 1) and near.seen(prints[1], 1)
+    assert not near.seen(prints[0], 1)              # forgotten: the ring holds two
+    # the same text from the source that brought it: that article again (a batch handed
+    # out again after a restart), not a repeat, and not kept twice
+    assert not near.seen(prints[0], 1) and near.seq == 4
+    assert near.seen(prints[0], 0)                  # another source's copy: a repeat
+
+
+def test_the_fingerprints_survive_a_restart(tmp_path):
+    """A crawl stopped and resumed on its state file knows the wire copy of a story whose
+    original it fetched before the stop; the store keeps the ring's last fingerprints."""
+    wire = [(i, s) for i in range(1, 9, 2) for s in range(40) if PAGES.kind(i, s) == "wire"]
+    assert len(wire) >= 3
+    service = make(tmp_path, n=2, WHITTLE_ARTICLES=True, WHITTLE_NEAR_DUPLICATES=0.8)
+    for i, s in wire:
+        assert service.article_seen(0, None, fingerprint(PAGES.text(i - 1, s)), 1.0) is None
+    service.close()
+    resumed = make(tmp_path, n=2, WHITTLE_ARTICLES=True, WHITTLE_NEAR_DUPLICATES=0.8)
+    assert resumed.article_stories.near.size == len(wire)
+    # the original's page fetched again (its batch handed out again): no repeat
+    i, s = wire[0]
+    assert resumed.article_seen(0, None, fingerprint(PAGES.text(i - 1, s)), 1.0) is None
+    assert [resumed.article_seen(1, None, fingerprint(PAGES.text(i, s)), 1.0)
+            for i, s in wire] == ["near_duplicate"] * len(wire)
+    assert resumed.stats.get("articles/repeats/near_duplicate") == len(wire)
+    resumed.close()
+    # the store holds as many as the ring: a smaller ring reads the last of them
+    near = NearDuplicates(0.8, capacity=2)
+    store = StateStore(tmp_path / FILE_NAME)
+    rows = store.article_prints()
+    near.load(rows)
+    assert len(rows) == len(wire) and (near.size, near.next, near.seq) == (2, 0, len(wire))
+    assert near.seen(fingerprint(PAGES.text(wire[-1][0], wire[-1][1])), 1)
+    assert not near.seen(fingerprint(PAGES.text(wire[0][0], wire[0][1])), 1)
+    store.write(Checkpoint(taken_at=0.0, meta={}, article_prints=near.drain()[0],
+                           article_prints_from=near.seq - near.capacity))
+    assert sorted(r[0] for r in store.article_prints()) == [len(wire) - 1, len(wire)]
+    store.close()
+
+
+def test_without_a_store_nothing_is_kept_for_a_checkpoint():
+    service = make(n=2, WHITTLE_ARTICLES=True, WHITTLE_NEAR_DUPLICATES=0.8)
+    service.article_seen(0, None, fingerprint(PAGES.text(0, 0)), 1.0)
+    assert not service.article_stories.near.track_changes
+    assert service.article_stories.near.kept == []
 
 
 def test_a_repeat_found_by_the_article_is_taken_back_from_the_feed():

@@ -91,3 +91,9 @@ def test_articles_take_what_the_feeds_leave_of_a_host_s_allowance():
     delayed = HostAllowances(period=3600.0, default_delay=600.0)     # 6 an epoch
     delayed.start_epoch(0)
     assert sum(delayed.admit_article("c.example") for _ in range(10)) == 6
+    # a cluster's planner takes what admit_article would admit, at once, to grant it
+    allow.start_epoch(2)
+    allow.planned("a.example", 6)
+    assert allow.article_room(frozenset({"a.example"})) == {"a.example": 0}   # held
+    assert allow.article_room() == {"a.example": 4}
+    assert allow.article_room() == {"a.example": 0} and not allow.admit_article("a.example")

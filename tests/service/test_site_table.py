@@ -60,6 +60,8 @@ def test_a_site_gives_way_to_its_feeds():
     assert service.site_page(crawl) is True          # it was on the list
     assert service.sources.left[site] and not service.sources.listed[site]
     assert service.stats.get("errors/not_a_feed") == 0
+    # no back-off: a restart before its search ended fetches it again at once
+    assert service.sources.retry_at[site] == 0.0
     ids = service.site_feeds([SourceSpec(f.url, title=f.title) for f in FEEDS], listed=True)
     src = service.sources
     assert np.all(src.listed[ids]) and not np.any(src.left[ids])

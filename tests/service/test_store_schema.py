@@ -1,7 +1,8 @@
 """Older state files: schema 1 (other policy names) is read, and upgraded, with today's names;
 schema 2 (no measures, no publications) and schema 3 (no aliases, no ``alive_at``, no
 stories) and schema 4 (no WebSub subscriptions) and schema 5 (no sitemap children) and
-schema 6 (no sitemap indexes' last listings) are upgraded in place, what they held kept."""
+schema 6 (no sitemap indexes' last listings) and schema 7 (no article fingerprints) are upgraded
+in place, what they held kept."""
 
 from __future__ import annotations
 
@@ -17,9 +18,19 @@ SCHEMA_3_VIEW = """CREATE VIEW feeds AS SELECT id, url, (flags >> 33) & 1 AS lef
 SCHEMA_4_TABLES = ("stories", "story_sources")
 
 
-def _schema_6_file(path) -> None:
-    """A state file as schema 6 wrote it (no ``sitemap_indexes`` table)."""
+def _schema_7_file(path) -> None:
+    """A state file as schema 7 wrote it (no ``article_prints`` table)."""
     SqliteStateStore(path).close()
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("DROP TABLE article_prints")
+        db.execute("UPDATE meta SET value = 7 WHERE key = 'schema_version'")
+    db.close()
+
+
+def _schema_6_file(path) -> None:
+    """A state file as schema 6 wrote it (no ``sitemap_indexes`` table either)."""
+    _schema_7_file(path)
     db = sqlite3.connect(path)
     with db:
         db.execute("DROP TABLE sitemap_indexes")
@@ -113,7 +124,7 @@ def test_schema_2_is_upgraded_in_place_keeping_what_it_held(tmp_path):
     report.close()
     assert not set(SCHEMA_3_TABLES) & _tables(path)
     store = SqliteStateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 7
+    assert store.schema_version == SCHEMA_VERSION == 8
     store.write(Checkpoint(taken_at=200.0, epochs=[(0, 1, 1.0, 2, 1.0, 0, 0)],
                            epoch_measures=[(0, 1.5, 40.0)], epoch_delays=[(0, 16, 2)],
                            publications=lambda: [(0, 150.0, None), (0, 20.0, 0.5)],
@@ -146,7 +157,7 @@ def test_schema_3_is_upgraded_in_place_with_aliases_and_alive_at(tmp_path):
     report.close()
     assert "aliases" not in _tables(path)
     store = SqliteStateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 7
+    assert store.schema_version == SCHEMA_VERSION == 8
     store.write(Checkpoint(taken_at=200.0, moves=[(0, "http://b/feed")],
                            aliases=[("http://a/feed", 0)]))
     saved = store.load()
@@ -199,7 +210,7 @@ def test_schema_4_is_upgraded_in_place_and_keeps_websub_subscriptions_from_then_
     assert report.schema_version == 4 and report.load().websub == []
     report.close()
     store = SqliteStateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 7
+    assert store.schema_version == SCHEMA_VERSION == 8
     assert store.load().sources["url"] == ("http://a/feed",) and store.load().websub == []
     subs = Subscriptions("http://me.example/cb", 3600.0)
     subs.discovered(0, "http://hub.example/", "http://a/feed", 150.0)
@@ -230,7 +241,7 @@ def test_schema_5_is_upgraded_in_place_and_keeps_sitemap_children_from_then_on(t
     assert report.schema_version == 5 and report.load().sitemap_children == []
     report.close()
     store = SqliteStateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 7
+    assert store.schema_version == SCHEMA_VERSION == 8
     saved = store.load()
     assert saved.sources["url"] == ("http://a/index.xml", "http://a/news-1.xml")
     assert saved.sitemap_children == []
@@ -260,7 +271,7 @@ def test_schema_6_is_upgraded_in_place_keeping_the_children_and_listings_from_th
     assert saved.sitemap_children == [(1, 0, 2, 150.0, 0)]
     report.close()
     store = SqliteStateStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 7
+    assert store.schema_version == SCHEMA_VERSION == 8
     saved = store.load()
     assert saved.sitemap_children == [(1, 0, 2, 150.0, 0)] and saved.sitemap_indexes == []
     store.write(Checkpoint(taken_at=200.0, sitemap_indexes=[
@@ -288,3 +299,26 @@ def test_a_damaged_listing_row_forgets_its_awaiting_children_only(tmp_path, capl
     assert sorted(store.load().sitemap_indexes) == [(0, 1, 180.0, ()), (3, 0, 190.0, ())]
     store.close()
     assert "damaged sitemap index" in caplog.text
+
+
+def test_schema_7_is_upgraded_in_place_keeping_article_prints_from_then_on(tmp_path):
+    path = tmp_path / "whittle.sqlite"
+    _schema_7_file(path)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO meta VALUES ('origin', 100.0)")
+        db.execute("INSERT INTO sources (id, url) VALUES (0, 'http://a/feed')")
+    db.close()
+    assert "article_prints" not in _tables(path)
+    report = ReadOnlyStore(path)                          # read-only: as it is, none
+    assert report.schema_version == 7 and report.article_prints() == []
+    report.close()
+    store = SqliteStateStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 8 and store.article_prints() == []
+    assert store.load().sources["url"] == ("http://a/feed",)
+    store.write(Checkpoint(taken_at=200.0, article_prints=[(0, 0, b"\1" * 32),
+                                                           (1, 0, b"\2" * 32)]))
+    store.write(Checkpoint(taken_at=201.0, article_prints=[(2, 0, b"\3" * 32)],
+                           article_prints_from=1))
+    assert sorted(store.article_prints()) == [(1, 0, b"\2" * 32), (2, 0, b"\3" * 32)]
+    store.close()
