@@ -10,7 +10,7 @@ import pytest
 from scrapy_whittle.feeds.article import fingerprint
 from scrapy_whittle.feeds.story import ParamFilter
 from scrapy_whittle.service.article_stories import ArticleStories, NearDuplicates
-from scrapy_whittle.service.store import FILE_NAME, Checkpoint, StateStore
+from scrapy_whittle.service.store import FILE_NAME, Checkpoint, SqliteStateStore
 from scrapy_whittle.service.story_memory import StoryMemory
 from sim.articles import ArticlePages
 from tests.service.test_dedup import crawls, make, story
@@ -75,7 +75,7 @@ def test_the_fingerprints_survive_a_restart(tmp_path):
     resumed.close()
     # the store holds as many as the ring: a smaller ring reads the last of them
     near = NearDuplicates(0.8, capacity=2)
-    store = StateStore(tmp_path / FILE_NAME)
+    store = SqliteStateStore(tmp_path / FILE_NAME)
     rows = store.article_prints()
     near.load(rows)
     assert len(rows) == len(wire) and (near.size, near.next, near.seq) == (2, 0, len(wire))
