@@ -2,14 +2,15 @@
 
 As a worker it reads crawls from the stream ``Keys.tasks`` (consumer group ``workers``) into
 a small local queue the scheduler hands to Scrapy's downloader, and it is what the feed
-middleware reports to: a :class:`~scrapy_whittle.service.types.CrawlSink` like the re-crawl
-service, its reports coroutines. The entries of a fetched feed are told new or old by the
-shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and judged by the service's own
-code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what the fetch showed goes to
-``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one atomic step with
-the acknowledgement of the task (a script for a fetched feed, after the one that told its
-entries; a transaction for a 304 or a failure). Every Redis call goes through a
-:class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does not end it.
+middleware reports to: a :class:`~scrapy_whittle.service.sink.CrawlSink`, as the re-crawl
+service's :class:`~scrapy_whittle.service.sink.LocalSink` is. The entries of a fetched feed
+are told new or old by the shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and
+judged by the service's own code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what
+the fetch showed goes to ``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`)
+in one atomic step with the acknowledgement of the task (a script for a fetched feed, after
+the one that told its entries; a transaction for a 304 or a failure). Every Redis call goes
+through a :class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does
+not end it.
 
 During an outage the node hands the downloader no crawl (its report could not be made), and a
 fetch already made waits for Redis at most ``WHITTLE_REDIS_WAIT`` seconds to report, then is
@@ -102,6 +103,7 @@ from scrapy_whittle.service.deliveries import Batch
 from scrapy_whittle.service.index_children import Listing
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import count_fetch, judge_fetch, report_warnings
+from scrapy_whittle.service.sink import CrawlSink
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import NO_LOAD, Crawl, FetchResult, HostLoad, valued
 
@@ -117,8 +119,8 @@ TASK_WAIT = 500
 DELIVERY_GATHER = 0.05
 
 
-class ClusterNode:
-    """A :class:`~scrapy_whittle.service.types.CrawlSink`; ``start`` / ``stop`` on the
+class ClusterNode(CrawlSink):
+    """A :class:`~scrapy_whittle.service.sink.CrawlSink`; ``start`` / ``stop`` on the
     reactor's event loop."""
 
     #: the node is woken by the tasks it takes (``on_tasks``), never by a due time

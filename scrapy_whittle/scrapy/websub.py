@@ -63,8 +63,10 @@ from scrapy_whittle.scrapy.meta import (
     META_SOURCE_ID,
     META_SOURCE_URL,
 )
+from scrapy_whittle.scrapy.sink import whittle_sink
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.sink import LocalSink
 from scrapy_whittle.service.websub import (
     SUBSCRIBE,
     RecentDeliveries,
@@ -135,12 +137,11 @@ class WebSubSubscriber:
 
     # -- life -------------------------------------------------------------------------------
     def spider_opened(self, spider=None) -> None:
-        scheduler = self.crawler.engine.scheduler
-        node = getattr(scheduler, "node", None)
-        if node is not None and node.websub is not None:
-            self._open_cluster(node)
+        sink = whittle_sink(self.crawler)
+        if sink is not None and not isinstance(sink, LocalSink) and sink.websub is not None:
+            self._open_cluster(sink)             # a cluster's node
             return
-        service = getattr(scheduler, "service", None)
+        service = sink.service if isinstance(sink, LocalSink) else None
         if service is None or service.websub is None:
             logger.warning("WebSub: no local re-crawl service in this crawl: not started")
             return
