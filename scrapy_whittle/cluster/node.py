@@ -50,6 +50,7 @@ import os
 import secrets
 import socket
 from collections import deque
+from typing import NamedTuple
 
 import redis
 from redis.asyncio.retry import Retry
@@ -117,6 +118,17 @@ TASK_WAIT = 500
 #: seconds a delivered batch waits for others to be forgotten with it (a tenth of the lease
 #: at most: it is no longer renewed)
 DELIVERY_GATHER = 0.05
+
+
+class PushSource(NamedTuple):
+    """What a WebSub delivery's subscription in Redis says of its source (a task carries it
+    for a fetch): its URL and weight."""
+
+    url: str
+    weight: float
+
+
+UNKNOWN_PUSH_SOURCE = PushSource("", 1.0)
 
 
 class ClusterNode(CrawlSink):
@@ -199,7 +211,7 @@ class ClusterNode(CrawlSink):
         #: WebSub (``WHITTLE_WEBSUB_CALLBACK``; None: off): the hubs fetched feeds name, the
         #: URL and weight of each source a delivery came for (:mod:`scrapy_whittle.cluster.websub`)
         self.websub = HubsFound() if config.websub_callback else None
-        self.push_sources: dict[int, tuple[str, float]] = {}
+        self.push_sources: dict[int, PushSource] = {}
         #: callback: sends the planner's requests to hubs (set by the WebSub extension)
         self.on_hub_requests = None
 
@@ -568,10 +580,10 @@ class ClusterNode(CrawlSink):
         now = self.clock.now() if now is None else now
         distinct, packed = packed_hashes(entries)
         shown = distinct[:self.config.max_entries_per_source]
-        url, weight = self.push_sources.get(source, ("", 1.0))
-        values, _ = valued(shown, weight, self.config)
-        journal = entry_args(url, source, now, shown, values) if self.journal_deliveries \
-            else []
+        known = self.push_sources.get(source, UNKNOWN_PUSH_SOURCE)
+        values, _ = valued(shown, known.weight, self.config)
+        journal = entry_args(known.url, source, now, shown, values) \
+            if self.journal_deliveries else []
         report = report_arg("", report_fields(CrawlResult(source, "", 0, now, now, PUSH)),
                             values, shown)
         keys, args = self.entry_call(source, packed, journal, push=True)
