@@ -142,6 +142,12 @@ class LocalSink(CrawlSink):
 
     def __init__(self, service: RecrawlService) -> None:
         self.service = service
+        # the scheduler asks these for every request it hands out: the service's own bound
+        # methods in their place, so that no call is added in between
+        self.next_crawl = service.next_crawl
+        self.has_crawls = service.has_crawls
+        self.queued = service.queued
+        self.reports_pending = service.reports_pending
 
     @property
     def clock(self) -> Clock:
