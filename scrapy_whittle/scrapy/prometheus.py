@@ -36,6 +36,7 @@ from scrapy.utils.asyncio import create_looping_call
 from scrapy_whittle.scrapy.sink import whittle_sink
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.measures import EDGES
+from scrapy_whittle.service.sink import LocalSink
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -168,11 +169,11 @@ class PrometheusExporter:
         """Copy what the next scrapes show (on the reactor's thread)."""
         stats = self.crawler.stats.get_stats()
         values = {k[len(PREFIX):]: v for k, v in stats.items() if k.startswith(PREFIX)}
-        # a local crawl's service: its measures too (a cluster's are its planner's)
-        service = getattr(whittle_sink(self.crawler), "service", None)
-        if service is None:                     # a cluster process: the stats alone
+        sink = whittle_sink(self.crawler)
+        if not isinstance(sink, LocalSink):     # a cluster process: the stats alone
             self.collector.snapshot = Snapshot(values)
             return
+        service = sink.service                  # its measures too
         values.update(service.stats.values)     # newer than the collector's copy
         delays = service.outcomes.delays
         cumulative = delays.counts.cumsum()
