@@ -2,14 +2,15 @@
 
 As a worker it reads crawls from the stream ``Keys.tasks`` (consumer group ``workers``) into
 a small local queue the scheduler hands to Scrapy's downloader, and it is what the feed
-middleware reports to: a :class:`~scrapy_whittle.service.types.CrawlSink` like the re-crawl
-service, its reports coroutines. The entries of a fetched feed are told new or old by the
-shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and judged by the service's own
-code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what the fetch showed goes to
-``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`) in one atomic step with
-the acknowledgement of the task (a script for a fetched feed, after the one that told its
-entries; a transaction for a 304 or a failure). Every Redis call goes through a
-:class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does not end it.
+middleware reports to: a :class:`~scrapy_whittle.service.sink.CrawlSink`, as the re-crawl
+service's :class:`~scrapy_whittle.service.sink.LocalSink` is. The entries of a fetched feed
+are told new or old by the shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and
+judged by the service's own code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what
+the fetch showed goes to ``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`)
+in one atomic step with the acknowledgement of the task (a script for a fetched feed, after
+the one that told its entries; a transaction for a 304 or a failure). Every Redis call goes
+through a :class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does
+not end it.
 
 During an outage the node hands the downloader no crawl (its report could not be made), and a
 fetch already made waits for Redis at most ``WHITTLE_REDIS_WAIT`` seconds to report, then is
@@ -49,6 +50,7 @@ import os
 import secrets
 import socket
 from collections import deque
+from typing import NamedTuple
 
 import redis
 from redis.asyncio.retry import Retry
@@ -103,6 +105,7 @@ from scrapy_whittle.service.deliveries import Batch
 from scrapy_whittle.service.index_children import Listing
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import count_fetch, judge_fetch, report_warnings
+from scrapy_whittle.service.sink import CrawlSink
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import NO_LOAD, Crawl, FetchResult, HostLoad, valued
 
@@ -118,8 +121,19 @@ TASK_WAIT = 500
 DELIVERY_GATHER = 0.05
 
 
-class ClusterNode:
-    """A :class:`~scrapy_whittle.service.types.CrawlSink`; ``start`` / ``stop`` on the
+class PushSource(NamedTuple):
+    """What a WebSub delivery's subscription in Redis says of its source (a task carries it
+    for a fetch): its URL and weight."""
+
+    url: str
+    weight: float
+
+
+UNKNOWN_PUSH_SOURCE = PushSource("", 1.0)
+
+
+class ClusterNode(CrawlSink):
+    """A :class:`~scrapy_whittle.service.sink.CrawlSink`; ``start`` / ``stop`` on the
     reactor's event loop."""
 
     #: the node is woken by the tasks it takes (``on_tasks``), never by a due time
@@ -198,7 +212,7 @@ class ClusterNode:
         #: WebSub (``WHITTLE_WEBSUB_CALLBACK``; None: off): the hubs fetched feeds name, the
         #: URL and weight of each source a delivery came for (:mod:`scrapy_whittle.cluster.websub`)
         self.websub = HubsFound() if config.websub_callback else None
-        self.push_sources: dict[int, tuple[str, float]] = {}
+        self.push_sources: dict[int, PushSource] = {}
         #: the article requests the planner granted per host (``WHITTLE_ARTICLES``; None:
         #: off): :mod:`scrapy_whittle.cluster.article_room`
         self.articles = (ArticleRoom(self.redis, self.keys, self.retry,
@@ -576,10 +590,10 @@ class ClusterNode:
         now = self.clock.now() if now is None else now
         distinct, packed = packed_hashes(entries)
         shown = distinct[:self.config.max_entries_per_source]
-        url, weight = self.push_sources.get(source, ("", 1.0))
-        values, _ = valued(shown, weight, self.config)
-        journal = entry_args(url, source, now, shown, values) if self.journal_deliveries \
-            else []
+        known = self.push_sources.get(source, UNKNOWN_PUSH_SOURCE)
+        values, _ = valued(shown, known.weight, self.config)
+        journal = entry_args(known.url, source, now, shown, values) \
+            if self.journal_deliveries else []
         report = report_arg("", report_fields(CrawlResult(source, "", 0, now, now, PUSH)),
                             values, shown)
         keys, args = self.entry_call(source, packed, journal, push=True)

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from scrapy_whittle.feeds.article import Article
     from scrapy_whittle.feeds.parse_pool import ParsePool
     from scrapy_whittle.service.config import ArticlesConfig
-    from scrapy_whittle.service.types import CrawlSink
+    from scrapy_whittle.service.sink import CrawlSink
 
 logger = logging.getLogger(__name__)
 

@@ -44,6 +44,7 @@ from scrapy_whittle.scrapy.meta import (
     META_TIME,
     META_VALUES,
 )
+from scrapy_whittle.scrapy.sink import whittle_sink
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -121,11 +122,9 @@ class DeliveryMiddleware:
     def _settle(self, batch: int, count: list) -> None:
         if count[2] and count[1] >= count[0]:
             del self.open[batch]
-            # the scheduler's sink: the re-crawl service, or a cluster's node
-            sink = getattr(getattr(self.crawler.engine, "scheduler", None), "sink", None)
-            delivered = getattr(sink, "delivered", None)
-            if delivered is not None:
-                delivered(batch)
+            sink = whittle_sink(self.crawler)      # the re-crawl service, or a cluster's node
+            if sink is not None:
+                sink.delivered(batch)
 
 
 def replay_request(batch: Batch) -> Request:

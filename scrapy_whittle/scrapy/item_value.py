@@ -38,10 +38,10 @@ def report_value(crawler: Crawler, *, source: str | int, value: float, published
     """Pass the observed value of one entry to the crawl's policy; see the module docstring.
     Returns whether it was used (False with a WhittleScheduler-less crawl, an unknown source,
     a policy that learns no decay, or an implausible report)."""
-    from scrapy_whittle.scrapy.middleware import service_of
+    from scrapy_whittle.scrapy.sink import whittle_sink
 
-    service = service_of(crawler)
-    if service is None:
+    sink = whittle_sink(crawler)
+    if sink is None:
         return False
-    return service.report_value(source, value, published=published, at=at,
-                                base_value=base_value)
+    return sink.report_value(source, value, published=published, at=at,
+                             base_value=base_value)

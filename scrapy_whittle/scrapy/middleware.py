@@ -14,7 +14,9 @@ for every other request.
 It is an adapter: for a source response it parses the body (``scrapy_whittle.feeds.parse``,
 through ``scrapy_whittle.feeds.parse_pool.ParsePool``: small feeds on the reactor thread, large
 ones in worker processes; the pool is closed at ``engine_stopped``) and hands what it found
-to the re-crawl service (:mod:`scrapy_whittle.service.recrawl`), which remembers the
+to the re-crawl service (:mod:`scrapy_whittle.service.recrawl`; a cluster's node in a cluster
+crawl: the sink the scheduler published, :func:`scrapy_whittle.scrapy.sink.whittle_sink`),
+which remembers the
 validators for the next conditional GET,
 keeps the entries not seen before, values them (engagement / ``WHITTLE_ENGAGEMENT_SCALE``
 when the feed gives one, else ``WHITTLE_ITEM_VALUE`` x the source's weight) and lets the
@@ -51,7 +53,6 @@ An article page (``WHITTLE_ARTICLES``) is extracted by the same pool
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -76,6 +77,7 @@ from scrapy_whittle.scrapy.meta import (
     META_UNSENT,
     META_VALUES,
 )
+from scrapy_whittle.scrapy.sink import site_search_of, whittle_sink
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.scrapy.websub import push_response
 from scrapy_whittle.service.config import WhittleConfig
@@ -86,39 +88,9 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_whittle.feeds.parse_pool import ParsePool
-    from scrapy_whittle.scrapy.site_search import SiteSearch
-    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.sink import CrawlSink
 
 logger = logging.getLogger(__name__)
-
-
-
-def service_of(crawler: Crawler | None) -> RecrawlService | None:
-    """What ``crawler``'s crawl reports fetches to: its re-crawl service, or in a cluster
-    the process's node (the same methods, as coroutines). None without a
-    ``WhittleScheduler``, or before the crawl starts."""
-    from scrapy_whittle.scrapy.scheduler import WhittleScheduler
-
-    try:
-        scheduler = crawler.engine.scheduler
-    except (AttributeError, RuntimeError):
-        return None
-    return scheduler.sink if isinstance(scheduler, WhittleScheduler) else None
-
-
-def site_search_of(crawler: Crawler | None) -> SiteSearch | None:
-    """The site search of ``crawler``'s crawl (:mod:`scrapy_whittle.scrapy.site_search`), or
-    None (``WHITTLE_SITE_SEARCH`` off, a cluster crawl, no ``WhittleScheduler``)."""
-    try:
-        scheduler = crawler.engine.scheduler
-    except (AttributeError, RuntimeError):
-        return None
-    return getattr(scheduler, "site_search", None)
-
-
-async def _settle(result):
-    """The value of a call to the service (plain) or to a cluster node (a coroutine)."""
-    return await result if inspect.isawaitable(result) else result
 
 
 class RetryAfterMiddleware:
@@ -200,32 +172,31 @@ class FeedObserverMiddleware:
             raise RedirectLoop(f"redirect loop: ... {chain}")
 
     async def process_response(self, request: Request, response: Response) -> Response:
-        service = service_of(self.crawler)
+        sink = whittle_sink(self.crawler)
         crawl = request.meta.get(META_CRAWL)
-        if service is None:
+        if sink is None:
             return response
         if META_PUSH in request.meta:
-            await self._pushed(service, request, response)
+            await self._pushed(sink, request, response)
             return response
         if crawl is None:
             if META_ARTICLE in request.meta:       # an article page (WHITTLE_ARTICLES)
-                await extract_response(self.pool, request, response, service)
+                await extract_response(self.pool, request, response, sink)
                 return response
             if response.status == 200 and urlsplit(response.url).path == "/robots.txt":
-                self._read_crawl_delay(service, response)
+                self._read_crawl_delay(sink, response)
             return response
         if response.status < 300 or response.status == 304:
             target = moved_to(request)
-            moved = getattr(service, "moved", None)
-            if target is not None and moved is not None:
-                crawl = moved(crawl, target)
+            if target is not None:
+                crawl = sink.moved(crawl, target)
                 request.meta[META_CRAWL] = crawl
         if response.status == 304:
-            await _settle(service.not_modified(
+            await sink.not_modified(
                 crawl, **self._validators(response), latency=_latency(request),
-                hints=response_hints(response.headers, service.clock.now())))
+                hints=response_hints(response.headers, sink.clock.now()))
             request.meta.update({META_ENTRIES: [], META_VALUES: [],
-                                 META_TIME: service.clock.now()})
+                                 META_TIME: sink.clock.now()})
             return response
         if response.status >= 300:
             kind, cause = f"http_{response.status}", f"HTTP {response.status}"
@@ -233,10 +204,10 @@ class FeedObserverMiddleware:
                 kind, cause = "redirect", f"HTTP {response.status} not followed"
             wait = None
             if response.status in (429, 503):
-                wait = retry_after(response.headers, service.clock.now())
+                wait = retry_after(response.headers, sink.clock.now())
                 if wait is not None:
                     cause += f", Retry-After {wait:.0f} s"
-            await self._failure(service, crawl, request, kind, cause, wait)
+            await self._failure(sink, crawl, request, kind, cause, wait)
             return response
         from scrapy_whittle.feeds.parse import FeedError
         from scrapy_whittle.feeds.sitemap import INDEX as SITEMAP_INDEX
@@ -245,42 +216,42 @@ class FeedObserverMiddleware:
         ctype = response.headers.get("Content-Type")
         try:
             parsed = await self.pool.parse(response.body, url=response.url,
-                                           now=service.clock.now(),
+                                           now=sink.clock.now(),
                                            content_type=ctype.decode("latin-1") if ctype
                                            else None)
         except FeedError as exc:
             if exc.kind == "not_a_feed" and self._site_page(crawl, response):
                 request.meta.update({META_ENTRIES: [], META_VALUES: []})
                 return response
-            await self._failure(service, crawl, request, exc.kind, str(exc))
+            await self._failure(sink, crawl, request, exc.kind, str(exc))
             return response
         for notice in parsed.notices:           # too_many_entries, field_too_long, ...
-            service.stats.inc(f"warnings/{notice}")
+            sink.stats.inc(f"warnings/{notice}")
         if parsed.warnings:
-            service.feed_warnings(crawl, parsed.warnings)
+            sink.feed_warnings(crawl, parsed.warnings)
         if self.config.websub_callback is not None:
             # before the report: in a cluster the hub goes to the planner with the result
-            self._discover_hub(service, crawl, response)
-        now = service.clock.now()             # the entries are told new at this instant
+            self._discover_hub(sink, crawl, response)
+        now = sink.clock.now()                # the entries are told new at this instant
         # a sitemap index: the children it lists no more retire after a while (in a cluster
         # the listing goes to the planner with the fetch's result)
         listing = Listing(tuple(parsed.sources), not parsed.sources_partial) \
             if parsed.kind == SITEMAP_INDEX else None
-        found = await _settle(service.feed_fetched(
+        found = await sink.feed_fetched(
             crawl, parsed.entries, **self._validators(response), latency=_latency(request),
-            hints=response_hints(response.headers, now, parsed.hints), listing=listing))
+            hints=response_hints(response.headers, now, parsed.hints), listing=listing)
         request.meta.update({META_ENTRIES: found.entries, META_VALUES: found.values,
                              META_TIME: now})
         self._reported(crawl)
         if parsed.sources:                    # a sitemap index: its children are sources
             request.meta[META_SOURCES] = list(parsed.sources)
-            service.stats.inc("sources/named", len(parsed.sources))
+            sink.stats.inc("sources/named", len(parsed.sources))
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
         return response
 
     @staticmethod
-    def _discover_hub(service: RecrawlService, crawl, response: Response) -> None:
+    def _discover_hub(sink: CrawlSink, crawl, response: Response) -> None:
         """The WebSub hub a fetched feed names, told to the subscriptions (a cluster node's
         ``websub`` keeps it for the fetch's result)."""
         from scrapy_whittle.service.websub import discover
@@ -288,9 +259,9 @@ class FeedObserverMiddleware:
         links = [v.decode("latin-1") for v in response.headers.getlist("Link")]
         found = discover(response.url, response.body, links)
         if found is not None:
-            service.websub.discovered(crawl.source, *found, service.clock.now())
+            sink.websub.discovered(crawl.source, *found, sink.clock.now())
 
-    async def _pushed(self, service: RecrawlService, request: Request,
+    async def _pushed(self, sink: CrawlSink, request: Request,
                       response: Response) -> None:
         """A WebSub delivery: parsed by the pool like a fetched feed, handed to
         ``RecrawlService.pushed``; its new entries go to the spider like a fetch's."""
@@ -302,29 +273,28 @@ class FeedObserverMiddleware:
                                            now=push.received_at,
                                            content_type=push.content_type)
         except FeedError as exc:
-            service.stats.inc(f"errors/push_{exc.kind}")
+            sink.stats.inc(f"errors/push_{exc.kind}")
             logger.info("WebSub delivery for %s unusable: %s", response.url, exc)
             request.meta.update({META_ERROR: f"push_{exc.kind}", META_ENTRIES: [],
                                  META_VALUES: []})
             return
-        found = await _settle(service.pushed(push.source, parsed.entries,
-                                             now=push.received_at))
+        found = await sink.pushed(push.source, parsed.entries, now=push.received_at)
         request.meta.update({META_ENTRIES: found.entries, META_VALUES: found.values,
                              META_TIME: push.received_at})
         if found.batch is not None:
             request.meta[META_BATCH] = found.batch
 
     async def process_exception(self, request: Request, exception: BaseException) -> None:
-        service = service_of(self.crawler)
+        sink = whittle_sink(self.crawler)
         crawl = request.meta.get(META_CRAWL)
-        if service is not None and crawl is not None:
-            await self._failure(service, crawl, request, exception_kind(exception),
+        if sink is not None and crawl is not None:
+            await self._failure(sink, crawl, request, exception_kind(exception),
                                 describe(exception))
         return None
 
-    async def _failure(self, service: RecrawlService, crawl, request: Request, kind: str,
+    async def _failure(self, sink: CrawlSink, crawl, request: Request, kind: str,
                        cause: str, retry_after: float | None = None) -> None:
-        await _settle(service.crawl_failed(crawl, kind, cause, retry_after))
+        await sink.crawl_failed(crawl, kind, cause, retry_after)
         request.meta.update({META_ERROR: kind, META_ENTRIES: [], META_VALUES: []})
         self._reported(crawl)
 
@@ -352,7 +322,7 @@ class FeedObserverMiddleware:
 
         return {"etag": header("ETag"), "last_modified": header("Last-Modified")}
 
-    def _read_crawl_delay(self, service: RecrawlService, response: Response) -> None:
+    def _read_crawl_delay(self, sink: CrawlSink, response: Response) -> None:
         """Scrapy obeys robots.txt rules but not ``Crawl-delay``: it paces the host's download
         slot here and enters the cost of the host's sources in the service."""
         from protego import Protego  # a dependency of Scrapy's own robots.txt support
@@ -367,7 +337,7 @@ class FeedObserverMiddleware:
         if not delay:
             return
         host = urlsplit(response.url).hostname or ""
-        if not service.set_crawl_delay(host, float(delay)):
+        if not sink.set_crawl_delay(host, float(delay)):
             return
         logger.info("robots.txt of %s asks for Crawl-delay %g s: pacing its slot, cost of its "
                     "sources raised accordingly", host, delay)

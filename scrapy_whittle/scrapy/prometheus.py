@@ -33,8 +33,10 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
+from scrapy_whittle.scrapy.sink import whittle_sink
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.measures import EDGES
+from scrapy_whittle.service.sink import LocalSink
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -161,18 +163,17 @@ class PrometheusExporter:
 
     def whittle_stats(self):
         """The crawl's ``whittle/*`` counts: the local service's, or the cluster process's."""
-        scheduler = self.crawler.engine.scheduler
-        service = getattr(scheduler, "service", None)
-        return service.stats if service is not None else scheduler.node.stats
+        return whittle_sink(self.crawler).stats
 
     def snapshot(self) -> None:
         """Copy what the next scrapes show (on the reactor's thread)."""
         stats = self.crawler.stats.get_stats()
         values = {k[len(PREFIX):]: v for k, v in stats.items() if k.startswith(PREFIX)}
-        service = getattr(self.crawler.engine.scheduler, "service", None)
-        if service is None:                     # a cluster process: the stats alone
+        sink = whittle_sink(self.crawler)
+        if not isinstance(sink, LocalSink):     # a cluster process: the stats alone
             self.collector.snapshot = Snapshot(values)
             return
+        service = sink.service                  # its measures too
         values.update(service.stats.values)     # newer than the collector's copy
         delays = service.outcomes.delays
         cumulative = delays.counts.cumsum()

@@ -34,18 +34,19 @@ close.
 
 Cluster: with ``WHITTLE_REDIS_URL`` (or ``REDIS_URL``) the crawls come from the process's
 :class:`~scrapy_whittle.cluster.node.ClusterNode` (the tasks it took from the Redis stream)
-instead of a local service; both are a :class:`~scrapy_whittle.service.types.CrawlSink`, so
-the requests, redirects and retries, the wake-ups and the middleware's reports work the same.
+instead of a local service; both are a :class:`~scrapy_whittle.service.sink.CrawlSink` (the
+local one a :class:`~scrapy_whittle.service.sink.LocalSink`), published on the crawler
+(:func:`~scrapy_whittle.scrapy.sink.whittle_sink`), so the requests, redirects and retries,
+the wake-ups and the middlewares' reports work the same.
 A source a spider registers is told to the cluster's planner; its template is kept by URL
 until the planner gives it an id. The source list and the state in JOBDIR are the local
 service's (a cluster keeps its state in Redis). What another worker found and did not deliver
 (killed) the node reclaims from Redis mid-crawl; the scheduler hands it out as replay
-requests (``node.take_replay()``) before the next source.
+requests (``sink.take_replay()``) before the next source.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from collections import deque
@@ -75,6 +76,7 @@ from scrapy_whittle.scrapy.meta import (
     META_SOURCE_URL,
     META_VALUES,
 )
+from scrapy_whittle.scrapy.sink import publish
 from scrapy_whittle.scrapy.site_search import SiteSearch
 from scrapy_whittle.scrapy.source_list import SourceListReader
 from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to_start
@@ -83,10 +85,10 @@ from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
 from scrapy_whittle.service.gc_pause import freeze_startup_heap
 from scrapy_whittle.service.recrawl import Crawl, RecrawlService
+from scrapy_whittle.service.sink import CrawlSink, LocalSink
 from scrapy_whittle.service.site_table import SiteTable
 from scrapy_whittle.service.sources import SourceSpec, is_plain_url, load_sources
 from scrapy_whittle.service.store import SqliteStateStore
-from scrapy_whittle.service.types import CrawlSink
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -141,8 +143,8 @@ class WhittleScheduler(BaseScheduler):
         self.inner = inner
         self.service = service         # the local service; None in a cluster process
         self.node = node               # the cluster process's node; None in a local crawl
-        #: what hands out the crawls and what the middleware reports fetches to
-        self.sink: CrawlSink = node if node is not None else service
+        #: what hands out the crawls and what the middlewares report fetches to
+        self.sink: CrawlSink = node if node is not None else LocalSink(service)
         self.config: WhittleConfig = service.config if service is not None else config
         self.crawler = crawler
         self.jobdir = jobdir
@@ -214,6 +216,7 @@ class WhittleScheduler(BaseScheduler):
                     service, table, lambda request: crawler.engine.crawl(request),
                     stats=stats, max_bytes=config.max_feed_size,
                     again_after=config.retire_probe)
+        publish(crawler, obj.sink, obj.site_search)
         crawler.signals.connect(obj._spider_idle, signal=signals.spider_idle)
         return obj
 
@@ -332,20 +335,18 @@ class WhittleScheduler(BaseScheduler):
 
     async def _close(self, reason: str) -> None:
         self._cancel_wakeup()
-        if self.node is not None:
-            # crawls taken and not downloaded go back to the cluster's other workers
-            unstarted = [r.meta[META_CRAWL] for r in self.followups if META_CRAWL in r.meta]
-            self.followups.clear()
-            await self.node.stop(unstarted)
-        else:
-            if self._checkpoints is not None and self._checkpoints.running:
-                self._checkpoints.stop()
-            if self._writing is not None:          # let a checkpoint in progress finish
-                await deferred_to_future(self._writing)
-            flush_feed_exports(self.crawler)
-            self.service.close()
-            if self.site_search is not None:
-                self.site_search.table.close()
+        if self._checkpoints is not None and self._checkpoints.running:
+            self._checkpoints.stop()
+        if self._writing is not None:          # let a checkpoint in progress finish
+            await deferred_to_future(self._writing)
+        # what the last checkpoint counts as delivered must be in the export files
+        flush_feed_exports(self.crawler)
+        # crawls taken and not downloaded (a cluster's go back to its other workers)
+        unstarted = [r.meta[META_CRAWL] for r in self.followups if META_CRAWL in r.meta]
+        self.followups.clear()
+        await self.sink.stop(unstarted)
+        if self.site_search is not None:
+            self.site_search.table.close()
         self.sink.stats.stop()
         result = self.inner.close(reason)
         if result is not None:
@@ -429,10 +430,9 @@ class WhittleScheduler(BaseScheduler):
         listing = self._source_list_due()
         if listing is not None:
             return listing
-        if self.node is not None:          # entries a killed worker had not delivered
-            batch = self.node.take_replay()
-            if batch is not None:
-                return replay_request(batch)
+        batch = self.sink.take_replay()    # entries a killed worker had not delivered
+        if batch is not None:
+            return replay_request(batch)
         service = self.service
         if service is not None and not len(service.sources):
             # nothing to crawl yet: wait for the list (the clock must not run ahead of it)
@@ -493,9 +493,7 @@ class WhittleScheduler(BaseScheduler):
             from scrapy_whittle.scrapy.errors import describe, exception_kind
 
             kind = exception_kind(failure.value)
-            result = self.sink.crawl_failed(crawl, kind, describe(failure.value))
-            if inspect.isawaitable(result):
-                await result
+            await self.sink.crawl_failed(crawl, kind, describe(failure.value))
             meta.update({META_ERROR: kind, META_ENTRIES: [], META_VALUES: []})
         errback = meta.get(META_ERRBACK)
         if errback is not None:

@@ -37,10 +37,7 @@ by the process that plans (``ClusterNode.on_hub_requests``).
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
@@ -48,8 +45,7 @@ from urllib.parse import urlencode
 from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
-from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.defer import Deferred
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.web.resource import Resource
@@ -63,8 +59,10 @@ from scrapy_whittle.scrapy.meta import (
     META_SOURCE_ID,
     META_SOURCE_URL,
 )
+from scrapy_whittle.scrapy.sink import whittle_sink
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.clock import SimulatedClock
+from scrapy_whittle.service.sink import LocalSink
 from scrapy_whittle.service.websub import (
     SUBSCRIBE,
     RecentDeliveries,
@@ -78,6 +76,7 @@ if TYPE_CHECKING:
 
     from scrapy_whittle.cluster.node import ClusterNode
     from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.sink import CrawlSink
     from scrapy_whittle.service.websub import HubRequest
 
 logger = logging.getLogger(__name__)
@@ -106,19 +105,18 @@ def push_response(request: Request) -> Response:
 
 
 class WebSubSubscriber:
-    """See the module docstring."""
+    """See the module docstring. The HTTP side; what the subscriptions say is asked of
+    ``subscriptions``: a :class:`LocalSubscriptions` (the service's) or a
+    :class:`ClusterSubscriptions` (in Redis), made for the crawl's sink when the spider
+    opens."""
 
     def __init__(self, crawler: Crawler, listen: tuple[str, int], max_body: int) -> None:
         self.crawler = crawler
         self.listen = listen
         self.max_body = max_body
-        self.service: RecrawlService | None = None
-        self.node: ClusterNode | None = None      # a cluster crawl's process
+        self.subscriptions: LocalSubscriptions | ClusterSubscriptions | None = None
         self.stats = None                         # the service's, or the node's
         self.port = None
-        self._loop: LoopingCall | None = None
-        self._sim_clock: SimulatedClock | None = None
-        self._soon = False
         self._warned: set[str] = set()
         #: one process's deliveries of the last REPEAT_WINDOW (a cluster's are in Redis)
         self.recent = RecentDeliveries()
@@ -135,30 +133,12 @@ class WebSubSubscriber:
 
     # -- life -------------------------------------------------------------------------------
     def spider_opened(self, spider=None) -> None:
-        scheduler = self.crawler.engine.scheduler
-        node = getattr(scheduler, "node", None)
-        if node is not None and node.websub is not None:
-            self._open_cluster(node)
-            return
-        service = getattr(scheduler, "service", None)
-        if service is None or service.websub is None:
+        subscriptions = subscriptions_of(self, whittle_sink(self.crawler))
+        if subscriptions is None:
             logger.warning("WebSub: no local re-crawl service in this crawl: not started")
             return
-        self.stats = service.stats
-        if not self._listen(service.stats):
-            return
-        self.service = service
-        clock = service.clock
-        simulated = isinstance(clock, SimulatedClock)
-        if simulated:
-            self._sim_clock = clock
-            clock.add_horizon(self.horizon)
-        self._loop = LoopingCall(self.send_due)
-        self._loop.start(SIMULATED_TICK if simulated else TICK, now=True)
-        counts = service.websub.counts()
-        logger.info("WebSub callback at %s (listening on %s:%d); %d subscriptions restored",
-                    service.websub.callback, self.listen[0], self.port.getHost().port,
-                    sum(counts.values()))
+        self.subscriptions, self.stats = subscriptions, subscriptions.stats
+        subscriptions.open()
 
     def _listen(self, stats) -> bool:
         """Serve the callback (False: the address cannot be listened on; counted, logged)."""
@@ -178,47 +158,14 @@ class WebSubSubscriber:
             return False
         return True
 
-    def _open_cluster(self, node: ClusterNode) -> None:
-        """A cluster's process: the planner's requests to hubs are sent from here while this
-        process plans (whether or not it can listen); the callback is served here."""
-        self.node, self.stats = node, node.stats
-        node.on_hub_requests = self.send
-        if not self._listen(node.stats):
-            return
-        logger.info("WebSub callback at %s (listening on %s:%d), the subscriptions in Redis "
-                    "(%s)", self.crawler.settings.get("WHITTLE_WEBSUB_CALLBACK"),
-                    self.listen[0], self.port.getHost().port, node.keys.websub)
-
     async def spider_closed(self, spider=None, reason=None) -> None:
-        if self.node is not None:
-            self.node.on_hub_requests = None
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        if self._sim_clock is not None:
-            self._sim_clock.remove_horizon(self.horizon)
+        if self.subscriptions is not None:
+            self.subscriptions.close()
         if self.port is not None:
             port, self.port = self.port, None
             await maybe_deferred_to_future(port.stopListening())
 
     # -- requests to hubs --------------------------------------------------------------------
-    def horizon(self) -> float:
-        """When a request to a hub is due next; due now: sent at once."""
-        t = self.service.websub.next_due() if self.service is not None else math.inf
-        if t <= self.service.clock.now() and not self._soon:
-            from twisted.internet import reactor
-
-            self._soon = True
-            reactor.callLater(0, self.send_due)
-        return t
-
-    def send_due(self) -> None:
-        self._soon = False
-        service = self.service
-        engine = getattr(self.crawler, "engine", None)
-        if service is None or engine is None or getattr(engine, "spider", None) is None:
-            return
-        self.send(service.websub.due(service.clock.now()))
-
     def send(self, requests: list[HubRequest]) -> None:
         """Send ``requests`` to their hubs through Scrapy."""
         engine = getattr(self.crawler, "engine", None)
@@ -247,57 +194,24 @@ class WebSubSubscriber:
         return []
 
     def _refused(self, request: Request, cause: str) -> None:
-        key = request.meta[META_HUB_REQUEST]
-        if self.service is not None:
-            self.service.websub.failed(key, self.service.clock.now())
-        elif self.node is not None and self.node.planner.websub is not None:
-            self.node.planner.websub.failed(key, self.node.clock.now())   # still planning
+        if self.subscriptions is not None:
+            self.subscriptions.refused(request.meta[META_HUB_REQUEST])
         self.stats.inc("errors/websub_request")
         logger.warning("WebSub: the hub %s refused or missed a request (%s): asked again "
                        "later", request.url, cause)
 
     # -- the callback ------------------------------------------------------------------------
-    def verification(self, key: str, args: dict[str, str]):
-        """A hub's GET: (status, body), or in a cluster a coroutine of them."""
-        if self.node is not None:
-            return self._cluster_verification(key, args)
-        service = self.service
-        websub, now = service.websub, service.clock.now()
-        mode, topic = args.get("hub.mode", ""), args.get("hub.topic", "")
-        if mode == "denied":
-            if websub.denied(key, topic, now):
-                service.stats.inc("websub/denied")
-                logger.warning("WebSub: the hub denied the subscription to %s (%s)", topic,
-                               args.get("hub.reason", "no reason given"))
-                return 200, b""
-            return 404, b""
-        if not websub.verify(key, mode, topic, args.get("hub.lease_seconds"), now):
-            service.stats.inc("websub/refused_verifications")
-            return 404, b""
-        service.stats.inc("websub/verified" if mode == "subscribe" else "websub/unsubscribed")
-        return 200, args.get("hub.challenge", "").encode()
+    async def verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
+        """A hub's GET: (status, body)."""
+        return await self.subscriptions.verification(key, args)
 
-    def delivery(self, key: str, body: bytes, signature: str | None,
-                 content_type: str | None):
-        """A hub's POST: the status to answer, or in a cluster a coroutine of it."""
+    async def delivery(self, key: str, body: bytes, signature: str | None,
+                       content_type: str | None) -> int:
+        """A hub's POST: the status to answer."""
         if len(body) > self.max_body:
             self.stats.inc("errors/push_too_large")
             return 413
-        if self.node is not None:
-            return self._cluster_delivery(key, body, signature, content_type)
-        service = self.service
-        verdict = service.websub.delivery(key, body, signature)
-        if isinstance(verdict, str):
-            return self._dropped(key, verdict)
-        sid = verdict.source
-        if not 0 <= sid < len(service.sources):
-            service.stats.inc("errors/push_unknown_source")
-            return 410
-        now = service.clock.now()
-        if self.recent.repeated(delivery_id(key, signature), now):
-            return self._repeated(key)
-        self._hand_out(Push(sid, body, content_type, now), service.url(sid))
-        return 202
+        return await self.subscriptions.delivery(key, body, signature, content_type)
 
     def _repeated(self, key: str) -> int:
         """A delivery received already (a hub's retry, a copy that reached another process
@@ -328,11 +242,141 @@ class WebSubSubscriber:
             META_PUSH: push, META_OUTSIDE: True, META_SOURCE_ID: push.source,
             META_SOURCE_URL: url, "dont_obey_robotstxt": True, "dont_cache": True}))
 
-    # -- the callback in a cluster ----------------------------------------------------------------
-    async def _cluster_verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
+
+def subscriptions_of(subscriber: WebSubSubscriber, sink: CrawlSink | None
+                     ) -> LocalSubscriptions | ClusterSubscriptions | None:
+    """The subscriptions ``subscriber`` answers hubs from, for the crawl's ``sink`` (None:
+    none, WebSub is not on in its service)."""
+    if isinstance(sink, LocalSink):
+        service = sink.service
+        return LocalSubscriptions(subscriber, service) if service.websub is not None else None
+    if sink is not None and sink.websub is not None:       # a cluster's node
+        return ClusterSubscriptions(subscriber, sink)
+    return None
+
+
+class LocalSubscriptions:
+    """The subscriptions of a crawl in one process: its service's (``service.websub``); the
+    requests to hubs are sent from here when due."""
+
+    def __init__(self, subscriber: WebSubSubscriber, service: RecrawlService) -> None:
+        self.subscriber = subscriber
+        self.service = service
+        self.stats = service.stats
+        self._loop: LoopingCall | None = None
+        self._sim_clock: SimulatedClock | None = None
+        self._soon = False
+
+    def open(self) -> None:
+        subscriber, service = self.subscriber, self.service
+        if not subscriber._listen(self.stats):
+            return
+        clock = service.clock
+        simulated = isinstance(clock, SimulatedClock)
+        if simulated:
+            self._sim_clock = clock
+            clock.add_horizon(self.horizon)
+        self._loop = LoopingCall(self.send_due)
+        self._loop.start(SIMULATED_TICK if simulated else TICK, now=True)
+        counts = service.websub.counts()
+        logger.info("WebSub callback at %s (listening on %s:%d); %d subscriptions restored",
+                    service.websub.callback, subscriber.listen[0],
+                    subscriber.port.getHost().port, sum(counts.values()))
+
+    def close(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._sim_clock is not None:
+            self._sim_clock.remove_horizon(self.horizon)
+
+    def horizon(self) -> float:
+        """When a request to a hub is due next; due now: sent at once."""
+        t = self.service.websub.next_due()
+        if t <= self.service.clock.now() and not self._soon:
+            from twisted.internet import reactor
+
+            self._soon = True
+            reactor.callLater(0, self.send_due)
+        return t
+
+    def send_due(self) -> None:
+        self._soon = False
+        service = self.service
+        engine = getattr(self.subscriber.crawler, "engine", None)
+        if engine is None or getattr(engine, "spider", None) is None:
+            return
+        self.subscriber.send(service.websub.due(service.clock.now()))
+
+    def refused(self, key: str) -> None:
+        self.service.websub.failed(key, self.service.clock.now())
+
+    async def verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
+        service = self.service
+        websub, now = service.websub, service.clock.now()
+        mode, topic = args.get("hub.mode", ""), args.get("hub.topic", "")
+        if mode == "denied":
+            if websub.denied(key, topic, now):
+                service.stats.inc("websub/denied")
+                logger.warning("WebSub: the hub denied the subscription to %s (%s)", topic,
+                               args.get("hub.reason", "no reason given"))
+                return 200, b""
+            return 404, b""
+        if not websub.verify(key, mode, topic, args.get("hub.lease_seconds"), now):
+            service.stats.inc("websub/refused_verifications")
+            return 404, b""
+        service.stats.inc("websub/verified" if mode == "subscribe" else "websub/unsubscribed")
+        return 200, args.get("hub.challenge", "").encode()
+
+    async def delivery(self, key: str, body: bytes, signature: str | None,
+                       content_type: str | None) -> int:
+        subscriber, service = self.subscriber, self.service
+        verdict = service.websub.delivery(key, body, signature)
+        if isinstance(verdict, str):
+            return subscriber._dropped(key, verdict)
+        sid = verdict.source
+        if not 0 <= sid < len(service.sources):
+            service.stats.inc("errors/push_unknown_source")
+            return 410
+        now = service.clock.now()
+        if subscriber.recent.repeated(delivery_id(key, signature), now):
+            return subscriber._repeated(key)
+        subscriber._hand_out(Push(sid, body, content_type, now), service.url(sid))
+        return 202
+
+
+class ClusterSubscriptions:
+    """The subscriptions of a cluster crawl: the planner's, in Redis; a hub's verification or
+    delivery is checked against them there, and the planner's requests to hubs are sent by
+    the process that plans (``ClusterNode.on_hub_requests``)."""
+
+    def __init__(self, subscriber: WebSubSubscriber, node: ClusterNode) -> None:
+        self.subscriber = subscriber
+        self.node = node
+        self.stats = node.stats
+
+    def open(self) -> None:
+        """The planner's requests to hubs are sent from here while this process plans
+        (whether or not it can listen); the callback is served here."""
+        subscriber, node = self.subscriber, self.node
+        node.on_hub_requests = subscriber.send
+        if not subscriber._listen(node.stats):
+            return
+        logger.info("WebSub callback at %s (listening on %s:%d), the subscriptions in Redis "
+                    "(%s)", subscriber.crawler.settings.get("WHITTLE_WEBSUB_CALLBACK"),
+                    subscriber.listen[0], subscriber.port.getHost().port, node.keys.websub)
+
+    def close(self) -> None:
+        self.node.on_hub_requests = None
+
+    def refused(self, key: str) -> None:
+        websub = self.node.planner.websub
+        if websub is not None:                       # still planning
+            websub.failed(key, self.node.clock.now())
+
+    async def verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
         from scrapy_whittle.cluster.retry import RedisUnavailable
 
-        node = self.node
+        node, stats = self.node, self.stats
         mode, topic = args.get("hub.mode", ""), args.get("hub.topic", "")
         try:
             found = await read(node, key)
@@ -341,27 +385,28 @@ class WebSubSubscriber:
                 if sub is None or sub.topic != topic or sub.mode != SUBSCRIBE:
                     return 404, b""
                 await tell_planner(node, "denied", key, mode, topic, node.clock.now())
-                self.stats.inc("websub/denied")
+                stats.inc("websub/denied")
                 logger.warning("WebSub: the hub denied the subscription to %s (%s)", topic,
                                args.get("hub.reason", "no reason given"))
                 return 200, b""
             if not intended(sub, mode, topic):
-                self.stats.inc("websub/refused_verifications")
+                stats.inc("websub/refused_verifications")
                 return 404, b""
             # the planner starts the lease: told before the hub hears the challenge
             await tell_planner(node, "verified", key, mode, topic, node.clock.now(),
                                args.get("hub.lease_seconds"))
         except RedisUnavailable:
-            self.stats.inc("errors/websub_redis")   # the outage is logged by the node
+            stats.inc("errors/websub_redis")   # the outage is logged by the node
             return 503, b""              # the hub verifies again later, or gives up
-        self.stats.inc("websub/verified" if mode == SUBSCRIBE else "websub/unsubscribed")
+        stats.inc("websub/verified" if mode == SUBSCRIBE else "websub/unsubscribed")
         return 200, args.get("hub.challenge", "").encode()
 
-    async def _cluster_delivery(self, key: str, body: bytes, signature: str | None,
-                                content_type: str | None) -> int:
+    async def delivery(self, key: str, body: bytes, signature: str | None,
+                       content_type: str | None) -> int:
+        from scrapy_whittle.cluster.node import PushSource
         from scrapy_whittle.cluster.retry import RedisUnavailable
 
-        node = self.node
+        subscriber, node = self.subscriber, self.node
         now = node.clock.now()
         try:
             found, repeated = await read_delivery(node, key, signature, now)
@@ -369,14 +414,14 @@ class WebSubSubscriber:
             self.stats.inc("errors/websub_redis")
             return 503                   # the hub may send it again; a poll finds it anyway
         if found is None:
-            return self._dropped(key, "push_unknown_callback")
+            return subscriber._dropped(key, "push_unknown_callback")
         sub, url, weight = found
         if not check_signature(sub.secret, body, signature):
-            return self._dropped(key, "push_signature")
+            return subscriber._dropped(key, "push_signature")
         if repeated:
-            return self._repeated(key)
-        node.push_sources[sub.source] = (url, weight)
-        self._hand_out(Push(sub.source, body, content_type, now), url)
+            return subscriber._repeated(key)
+        node.push_sources[sub.source] = PushSource(url, weight)
+        subscriber._hand_out(Push(sub.source, body, content_type, now), url)
         return 202
 
 
@@ -420,10 +465,7 @@ class CallbackResource(Resource):
 
     @staticmethod
     def _answer(request, result, answer):
-        """``answer(result)`` now, or (a cluster's: a coroutine) when it is done."""
-        if not inspect.isawaitable(result):
-            return answer(result)
-
+        """``answer(result)`` when the coroutine ``result`` is done (a cluster's asks Redis)."""
         gone: list[bool] = []            # the hub hung up meanwhile: nobody to answer
         request.notifyFinish().addErrback(lambda _: gone.append(True))
 
@@ -438,5 +480,5 @@ class CallbackResource(Resource):
                 request.setResponseCode(500)
                 request.finish()
 
-        Deferred.fromFuture(asyncio.ensure_future(result)).addCallbacks(done, failed)
+        deferred_from_coro(result).addCallbacks(done, failed)
         return NOT_DONE_YET

@@ -20,6 +20,7 @@ import math
 import time
 from collections import defaultdict
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,9 +46,38 @@ from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.story_memory import StoryMemory
 from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, Stats, valued
 
-#: a push the policy has not learnt yet: (source, time since the origin, new entries, their
-#: value, their publication times)
-PushRow = tuple[int, float, int, float, list]
+
+class FetchRow(NamedTuple):
+    """A crawl the policy has not learnt yet: a row of the next ``Observation`` (the rows of
+    an epoch, transposed, are its columns: :meth:`CrawlOutcomes.flush`)."""
+
+    epoch: float           # the policy's clock: the decision step of the crawl's dispatch
+    source: int
+    time: float            # when its answer came, since the origin
+    new_items: int
+    reward: float          # the new entries' value
+    ok: bool
+    window_full: bool
+    published: list        # the new entries' publication times (unix seconds)
+    listed_from: float     # the oldest entry the feed listed, since the origin (nan: unknown)
+
+
+class PushRow(NamedTuple):
+    """A WebSub push the policy has not learnt yet (``Policy.observe_push``)."""
+
+    source: int
+    time: float            # since the origin
+    new_items: int
+    reward: float
+    published: list
+
+
+class Capture(NamedTuple):
+    """A re-crawl that found entries, whose discovery delays the next flush measures."""
+
+    epoch: int             # the crawl's epoch (of the ledger)
+    at: float              # when it found them
+    published: list        # their publication times
 
 
 def judge_fetch(new: list[FeedEntry], visible: int, had_before: bool, weight: float,
@@ -116,7 +146,7 @@ class CrawlOutcomes:
         self.keeper = keeper
         self.ledger = ledger
         self.log_once = log_once
-        self.buffer: list[tuple] = []
+        self.buffer: list[FetchRow] = []
         self.pushes: list[PushRow] = []
         self.buffer_since = math.inf
         self.declared: dict[int, float] = {}      # source -> rate its feed declares (/s)
@@ -125,7 +155,7 @@ class CrawlOutcomes:
         self.repeats_due: dict[int, tuple[int, float]] = {}
         # for a policy without rate estimates: the service's own, for ``missed_items``
         self.own_rates: RateEstimator | None = None
-        self.captures: list[tuple[int, float, list]] = []
+        self.captures: list[Capture] = []
         self.delays = DelayHistogram()
         self.publications = PublicationLog()
 
@@ -181,7 +211,7 @@ class CrawlOutcomes:
         now = self.clock.now() if now is None else now
         if new_items and published.__class__ is list \
                 and math.isfinite(self.state.last_ok.item(sid)):    # a re-crawl
-            self.captures.append((crawl.epoch, now, published))
+            self.captures.append(Capture(crawl.epoch, now, published))
         new_items, reward, learned = self._learnable(crawl, new_items, reward, published, now,
                                                      window_full)
         if etag or last_modified:
@@ -293,9 +323,10 @@ class CrawlOutcomes:
         self.state.utility[sid] = max(0.0, self.state.utility.item(sid) - value)
         for k in range(len(self.buffer) - 1, -1, -1):
             row = self.buffer[k]
-            if row[1] == sid and row[3] > 0:
-                self.buffer[k] = (*row[:3], row[3] - 1, max(0.0, row[4] - value), *row[5:7],
-                                  row[7][:-1], row[8])
+            if row.source == sid and row.new_items > 0:
+                self.buffer[k] = row._replace(new_items=row.new_items - 1,
+                                              reward=max(0.0, row.reward - value),
+                                              published=row.published[:-1])
                 return
         n, v = self.repeats_due.get(sid, (0, 0.0))
         self.repeats_due[sid] = (n + 1, v + value)
@@ -313,9 +344,9 @@ class CrawlOutcomes:
             self.buffer_since = now
         timeline = self.timeline
         # the policy's clock: the decision step of the crawl's dispatch, in epochs
-        self.buffer.append((timeline.policy_epoch(timeline.step_of(crawl.sent_at)), sid,
-                            now - timeline.origin, new_items, reward, ok, window_full,
-                            published, listed_from - timeline.origin))
+        self.buffer.append(FetchRow(timeline.policy_epoch(timeline.step_of(crawl.sent_at)),
+                                    sid, now - timeline.origin, new_items, reward, ok,
+                                    window_full, published, listed_from - timeline.origin))
         self.state.touch(sid)
         backoff = self.sources.crawl_done(sid, when=crawl.sent_at, ok=ok, now=now,
                                           at_least=at_least)
@@ -419,7 +450,7 @@ class CrawlOutcomes:
             self.stats.inc("clipped/published", sum(changed))
         if not self.buffer and not self.pushes:
             self.buffer_since = now
-        self.pushes.append((sid, now - self.timeline.origin, new_items, reward, times))
+        self.pushes.append(PushRow(sid, now - self.timeline.origin, new_items, reward, times))
         self.state.touch(sid)
         stats = self.stats
         stats.inc("push/deliveries")
@@ -440,16 +471,16 @@ class CrawlOutcomes:
 
     def _observe_pushes(self, policy, pushes: list[PushRow]) -> None:
         """The buffered pushes, one ``observe_push`` batch."""
-        sources, times, new_items, reward, published = zip(*pushes, strict=True)
-        offsets = np.zeros(len(sources) + 1, dtype=np.int64)
-        np.cumsum(new_items, out=offsets[1:])
-        item_published = np.fromiter(chain.from_iterable(published), dtype=np.float64,
+        cols = PushRow(*zip(*pushes, strict=True))       # the rows' columns, by name
+        offsets = np.zeros(len(cols.source) + 1, dtype=np.int64)
+        np.cumsum(cols.new_items, out=offsets[1:])
+        item_published = np.fromiter(chain.from_iterable(cols.published), dtype=np.float64,
                                      count=int(offsets[-1]))
         item_published -= self.timeline.origin
         timeline = self.timeline
-        epoch = timeline.policy_epoch(timeline.step_of(timeline.origin + max(times)))
-        policy.observe_push(Observation(epoch=epoch, sources=sources, time=times,
-                                        new_items=new_items, reward=reward,
+        epoch = timeline.policy_epoch(timeline.step_of(timeline.origin + max(cols.time)))
+        policy.observe_push(Observation(epoch=epoch, sources=cols.source, time=cols.time,
+                                        new_items=cols.new_items, reward=cols.reward,
                                         item_offsets=offsets, item_published=item_published))
 
     def flush_if_due(self, now: float) -> None:
@@ -470,27 +501,26 @@ class CrawlOutcomes:
         if self.declared:
             declared, self.declared = self.declared, {}
             policy.set_prior_rate(list(declared), list(declared.values()))
-        keeper.unchecked.update(row[1] for row in buffered)
-        by_epoch: dict[int, list[tuple]] = defaultdict(list)
+        keeper.unchecked.update(row.source for row in buffered)
+        by_epoch: dict[float, list[FetchRow]] = defaultdict(list)
         for row in buffered:
-            by_epoch[row[0]].append(row)
+            by_epoch[row.epoch].append(row)
         origin = self.timeline.origin
         t = time.perf_counter()
         for epoch in sorted(by_epoch):
-            _, sources, times, new_items, reward, ok, window_full, published, listed = \
-                zip(*by_epoch[epoch], strict=True)
-            offsets = np.zeros(len(sources) + 1, dtype=np.int64)
-            np.cumsum(list(map(len, published)), out=offsets[1:])
-            item_published = np.fromiter(chain.from_iterable(published), dtype=np.float64,
-                                         count=int(offsets[-1]))
+            cols = FetchRow(*zip(*by_epoch[epoch], strict=True))   # the columns, by name
+            offsets = np.zeros(len(cols.source) + 1, dtype=np.int64)
+            np.cumsum(list(map(len, cols.published)), out=offsets[1:])
+            item_published = np.fromiter(chain.from_iterable(cols.published),
+                                         dtype=np.float64, count=int(offsets[-1]))
             item_published -= origin
-            obs = Observation(epoch=epoch, sources=sources, time=times, new_items=new_items,
-                              reward=reward, ok=ok, window_full=window_full,
-                              item_offsets=offsets, item_published=item_published,
-                              listed_from=listed)
+            obs = Observation(epoch=epoch, sources=cols.source, time=cols.time,
+                              new_items=cols.new_items, reward=cols.reward, ok=cols.ok,
+                              window_full=cols.window_full, item_offsets=offsets,
+                              item_published=item_published, listed_from=cols.listed_from)
             self._observe_missed(policy, obs)
         if pushes:
-            keeper.unchecked.update(row[0] for row in pushes)
+            keeper.unchecked.update(row.source for row in pushes)
             self._observe_pushes(policy, pushes)
         keeper.decision_time(time.perf_counter() - t, calls=0)
         keeper.touched = True
@@ -499,14 +529,14 @@ class CrawlOutcomes:
     def _measure_delays(self) -> None:
         """The discovery delays of the entries re-crawls captured since the last flush."""
         captures, self.captures = self.captures, []
-        epochs, nows, published = zip(*captures, strict=True)
-        lengths = np.fromiter(map(len, published), dtype=np.int64, count=len(captures))
-        times = as_times(chain.from_iterable(published))
+        cols = Capture(*zip(*captures, strict=True))
+        lengths = np.fromiter(map(len, cols.published), dtype=np.int64, count=len(captures))
+        times = as_times(chain.from_iterable(cols.published))
         known = np.isfinite(times)
         if not known.any():
             return
-        delays = np.maximum(np.repeat(nows, lengths)[known] - times[known], 0.0)
-        epoch = np.repeat(epochs, lengths)[known]
+        delays = np.maximum(np.repeat(cols.at, lengths)[known] - times[known], 0.0)
+        epoch = np.repeat(cols.epoch, lengths)[known]
         self.delays.add(delays)
         first, last = int(epoch.min()), int(epoch.max())
         if first == last:

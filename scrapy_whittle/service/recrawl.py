@@ -3,7 +3,7 @@
 It owns the sources (:class:`~scrapy_whittle.service.source_table.SourceTable`), the entries
 already seen (:class:`~scrapy_whittle.service.entry_memory.EntryMemory`), the conditional-GET
 validators, the epoch clock, the policy and the state store, behind a narrow API that
-Scrapy's scheduler and middleware (:class:`~scrapy_whittle.service.types.CrawlSink`), the
+Scrapy's scheduler and middleware (through :class:`~scrapy_whittle.service.sink.LocalSink`), the
 simulator and the benchmarks all drive:
 
 * ``open(specs)`` / ``close()``; ``add_sources(specs)``; ``set_crawl_delay(host, s)``;
@@ -82,7 +82,6 @@ from scrapy_whittle.service.types import (  # noqa: F401  (the service's public 
     FLUSH_AFTER,
     NO_LOAD,
     Crawl,
-    CrawlSink,
     DictStats,
     FetchResult,
     HostLoad,

@@ -1,15 +1,14 @@
 """The small types the re-crawl service shares with its callers: the stats sink, the hosts'
-load, a crawl handed out, what a fetch found, and :class:`CrawlSink`: what Scrapy's scheduler
-and middleware call on the local service or on a cluster's node alike."""
+load, a crawl handed out, what a fetch found (what Scrapy's scheduler and middleware call on
+the local service or on a cluster's node alike: :mod:`scrapy_whittle.service.sink`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
 
 from scrapy_whittle.core import sanitize
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.clock import Clock
 from scrapy_whittle.service.config import WhittleConfig
 
 #: seconds a crawl result may wait before the policy learns it
@@ -108,69 +107,3 @@ def valued(entries: list[FeedEntry], weight: float, config: WhittleConfig
     source's weight; each within the plausible range of :mod:`scrapy_whittle.core.sanitize`."""
     return sanitize.entry_values([e.engagement for e in entries], weight * config.item_value,
                                  config.engagement_scale)
-
-
-class CrawlSink(Protocol):
-    """What Scrapy's scheduler and middleware call on whatever hands out the crawls and learns
-    from them: the local :class:`~scrapy_whittle.service.recrawl.RecrawlService`, or a cluster
-    process's :class:`~scrapy_whittle.cluster.node.ClusterNode`. The reports of a fetch may
-    be coroutines (a cluster node sends them to Redis): callers await what is awaitable."""
-
-    clock: Clock
-    stats: Stats
-
-    # -- handing out crawls (the scheduler) ------------------------------------------------
-    @property
-    def wake_at(self) -> float:
-        """When :meth:`next_crawl` may give something again (inf: when told)."""
-
-    @property
-    def finished(self) -> bool:
-        """The crawl has run its ``WHITTLE_MAX_EPOCHS``."""
-
-    def next_crawl(self, hosts: HostLoad = ...) -> Crawl | None: ...
-
-    def has_crawls(self) -> bool:
-        """Whether crawls may still come: the spider must stay open."""
-
-    def queued(self) -> int:
-        """Crawls chosen and not handed out yet."""
-
-    def reports_pending(self) -> bool:
-        """A crawl handed out waits for its report (a simulated clock must not jump past
-        it)."""
-
-    def add_source(self, spec: Any) -> int | None:
-        """Register a source (a spider's request); its id, where known at once."""
-
-    # -- what a crawl showed (the middleware) ----------------------------------------------
-    def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
-                     etag: str | None = None, last_modified: str | None = None,
-                     hints: Any = None, latency: float | None = None, listing: Any = None
-                     ) -> FetchResult | Awaitable[FetchResult]:
-        """``listing``: the feed is a sitemap index listing those children
-        (:class:`~scrapy_whittle.service.index_children.Listing`)."""
-
-    def not_modified(self, crawl: Crawl, *, etag: str | None = None,
-                     last_modified: str | None = None, hints: Any = None,
-                     latency: float | None = None) -> Awaitable[None] | None: ...
-
-    def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
-                     retry_after: float | None = None) -> float | Awaitable[float]: ...
-
-    def feed_warnings(self, crawl: Crawl, warnings: list[str]) -> None: ...
-
-    def set_crawl_delay(self, host: str, delay: float) -> bool: ...
-
-    # -- full articles (WHITTLE_ARTICLES: scrapy_whittle.scrapy.articles) -------------------
-    def admit_article(self, host: str) -> bool:
-        """Whether an article request to ``host`` may go now, within its allowance (spent
-        if so)."""
-
-    def article_seen(self, source: int, canonical: str | None, fingerprint: int | None,
-                     value: float | None) -> str | None:
-        """An entry's article: how it repeats a story known (taken back from the source),
-        or None."""
-
-    def report_value(self, source: str | int, value: float, *, published: float,
-                     at: float | None = None, base_value: float | None = None) -> bool: ...

@@ -20,6 +20,7 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
+from scrapy_whittle.service.sink import LocalSink
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.conftest import RedisServer
@@ -54,13 +55,14 @@ async def test_the_node_and_the_service_judge_the_same_feeds_alike(tmp_path):
     clock = SimulatedClock(start=START)
     service = RecrawlService(config, clock=clock)
     service.open([SourceSpec(url="https://s.example/feed.xml", weight=1.5)])
+    sink = LocalSink(service)                    # both through the one sink interface
     (tmp_path / "redis").mkdir()
     server = RedisServer(tmp_path / "redis")
     try:
         local = []
         for entries in FETCHES:
-            crawl = service.next_crawl()
-            local.append(service.feed_fetched(crawl, entries))
+            crawl = sink.next_crawl()
+            local.append(await sink.feed_fetched(crawl, entries))
             clock.advance_to(clock.now() + config.period)
         # the node's Redis client runs on the reactor's asyncio loop
         remote, results = await Deferred.fromFuture(asyncio.ensure_future(
@@ -77,6 +79,30 @@ async def test_the_node_and_the_service_judge_the_same_feeds_alike(tmp_path):
     assert [r.reward for r in results] == [float(sum(r.values)) for r in local]
     assert [r.window_full for r in results] == [r.window_full for r in local]
     assert results[2].published == [None, START + 20, None]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_cluster_crawl_s_scheduler_publishes_its_node_as_the_sink(redis_server):
+    """The middlewares of a cluster crawl report to the process's node, found on the crawler
+    as a local crawl's service is (tests/scrapy/test_scheduler_contract.py)."""
+    from scrapy import Spider
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_whittle import WhittleScheduler
+    from scrapy_whittle.scrapy.sink import site_search_of, whittle_sink
+
+    crawler = get_crawler(Spider, {"WHITTLE_REDIS_URL": redis_server.url, "WHITTLE_BUDGET": 2,
+                                   "WHITTLE_SOURCES": ["https://s.example/feed.xml"],
+                                   "WHITTLE_LOGSTATS_INTERVAL": 0})
+    scheduler = build_from_crawler(WhittleScheduler, crawler)
+    node = whittle_sink(crawler)
+    try:
+        assert isinstance(node, ClusterNode) and node is scheduler.sink
+        assert site_search_of(crawler) is None
+    finally:
+        await Deferred.fromFuture(asyncio.ensure_future(node.redis.aclose()))
+        node.sync_redis.close()
 
 
 async def _node_fetches(config, url, clock):

@@ -10,7 +10,7 @@ import struct
 
 from scrapy_whittle.cluster.entries import packed_hashes
 from scrapy_whittle.cluster.keys import BUCKET, Keys
-from scrapy_whittle.cluster.node import ClusterNode
+from scrapy_whittle.cluster.node import ClusterNode, PushSource
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.deliveries import Batch
@@ -129,7 +129,7 @@ async def test_a_journaled_push_stores_its_new_entries_as_a_pending_batch(any_re
     holds the new entries of the delivery with their values."""
     node = _node(any_redis.url)
     node.journal_deliveries = True
-    node.push_sources[0] = (URL, 2.0)
+    node.push_sources[0] = PushSource(URL, 2.0)
     try:
         await node._ensure_groups()
         await _fetch(node, 0, entries("a0", "a1"))

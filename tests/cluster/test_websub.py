@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from scrapy_whittle.cluster.tasks import PUSH, read_result
 from scrapy_whittle.cluster.websub import PlannerWebSub, decode
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.scrapy.websub import WebSubSubscriber
+from scrapy_whittle.scrapy.websub import WebSubSubscriber, subscriptions_of
 from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.websub import (
     ACTIVE,
@@ -47,7 +47,8 @@ class Engine:
 def callback_of(node) -> WebSubSubscriber:
     """The WebSub extension of ``node``'s process, its callback served (no port opened)."""
     ext = WebSubSubscriber(SimpleNamespace(engine=Engine()), ("127.0.0.1", 0), 1 << 20)
-    ext.node, ext.stats = node, node.stats
+    ext.subscriptions = subscriptions_of(ext, node)
+    ext.stats = node.stats
     node.on_hub_requests = ext.send
     return ext
 

@@ -4,8 +4,6 @@ the order of those events; a replay request is answered without a download."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import pytest_twisted
 from scrapy import Request, signals
@@ -15,6 +13,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.scrapy.delivery import DeliveryMiddleware, replay_request, replay_response
 from scrapy_whittle.scrapy.meta import META_BATCH
+from scrapy_whittle.scrapy.sink import publish
 from scrapy_whittle.service.deliveries import Batch
 
 
@@ -30,7 +29,7 @@ class Sink:
 def setup():
     crawler = get_crawler()
     sink = Sink()
-    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(sink=sink))
+    publish(crawler, sink)                 # as the scheduler publishes its sink
     return crawler, sink, DeliveryMiddleware.from_crawler(crawler)
 
 

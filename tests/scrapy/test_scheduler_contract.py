@@ -19,6 +19,7 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
 from scrapy_whittle import WhittleScheduler
+from scrapy_whittle.scrapy.sink import site_search_of, whittle_sink
 
 FEEDS = [f"http://feeds{i}.example/news.xml" for i in range(4)]
 PAGES = [f"http://site.example/{i}" for i in range(3)]
@@ -103,13 +104,24 @@ async def test_requests_passed_through_are_in_jobdir_s_queue_after_a_restart(tmp
 
 def test_the_middlewares_are_built_from_a_crawler_that_never_started():
     from scrapy_whittle import DeliveryMiddleware, FeedObserverMiddleware
-    from scrapy_whittle.scrapy.middleware import RetryAfterMiddleware, service_of
+    from scrapy_whittle.scrapy.middleware import RetryAfterMiddleware
 
     crawler, _ = _crawler()
     for cls in (FeedObserverMiddleware, DeliveryMiddleware, RetryAfterMiddleware):
         assert isinstance(build_from_crawler(cls, crawler), cls)
-    crawler.engine = None                        # no engine at all: no service to report to
-    assert service_of(crawler) is None
+    assert whittle_sink(crawler) is None         # no scheduler yet: nothing to report to
+
+
+def test_the_scheduler_publishes_its_sink_on_the_crawler():
+    """What the middlewares report to is found on the crawler (a cluster's node:
+    tests/cluster/test_node_outcomes.py)."""
+    from scrapy_whittle.service.sink import LocalSink
+
+    crawler, _ = _crawler(WHITTLE_SITE_SEARCH=True)
+    scheduler = build_from_crawler(WhittleScheduler, crawler)
+    assert isinstance(whittle_sink(crawler), LocalSink)
+    assert whittle_sink(crawler) is scheduler.sink
+    assert site_search_of(crawler) is scheduler.site_search is not None
 
 
 # -- Scrapy's scheduler tests, WhittleScheduler in its place -------------------------------

@@ -103,8 +103,8 @@ def test_a_repeat_found_by_the_article_is_taken_back_from_the_feed():
     assert found.values == [1.0, 1.0]
     # b's page names a's as canonical: while the crawl is buffered, the crawl is amended
     assert service.article_seen(1, "https://news.example/a", None, 1.0) == "canonical"
-    row = [r for r in service.outcomes.buffer if r[1] == 1][-1]
-    assert (row[3], row[4], len(row[7])) == (1, 1.0, 1)
+    row = [r for r in service.outcomes.buffer if r.source == 1][-1]
+    assert (row.new_items, row.reward, len(row.published)) == (1, 1.0, 1)
     assert service.stats.get("dedup/repeats") == 1
     assert service.stats.get("articles/repeats/canonical") == 1
     # once learnt, the next crawl of the feed that brings entries pays for it
@@ -119,8 +119,8 @@ def test_a_repeat_found_by_the_article_is_taken_back_from_the_feed():
             break
     service.feed_fetched(c[1], [story("d", "https://other.example/d"),
                                 story("e", "https://other.example/e")])
-    row = [r for r in service.outcomes.buffer if r[1] == 1][-1]
-    assert (row[3], row[4]) == (1, 1.0) and service.outcomes.repeats_due == {}
+    row = [r for r in service.outcomes.buffer if r.source == 1][-1]
+    assert (row.new_items, row.reward) == (1, 1.0) and service.outcomes.repeats_due == {}
     assert service.article_seen(7, "https://x.example/", None, 1.0) is None   # no such source
 
 
