@@ -177,7 +177,9 @@ class ClusterNode(CrawlSink):
         self._room = asyncio.Event()                      # set when a task is reported
         self.finished = False
         self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
-        self.taken: dict[str, str] = {}                    # crawl id -> task id, started
+        #: crawl id -> the task ids started for it (two when a task whose lease ran out was
+        #: handed out again to this process while its first download was still running)
+        self.taken: dict[str, list[str]] = {}
         self.on_tasks = None                              # callback: tasks arrived
         self.on_lead = None                               # callback: the planner took over
         self.retry = Retrier(f"cluster node {self.consumer}", stats,
@@ -375,7 +377,7 @@ class ClusterNode(CrawlSink):
         if not self.queue or self.retry.down_since is not None:
             return None                 # Redis unreachable: its report could not be made
         crawl, task_id = self.queue.popleft()
-        self.taken[crawl.cid] = task_id
+        self.taken.setdefault(crawl.cid, []).append(task_id)
         self.stats.inc("crawls")        # this process's crawls (the planner's: planner/)
         return crawl
 
@@ -517,13 +519,19 @@ class ClusterNode(CrawlSink):
     def _release(self, crawl: Crawl) -> str:
         """The task id of ``crawl``, reported: its place is free for another task."""
         self._room.set()
-        return self.taken.pop(crawl.cid)
+        ids = self.taken[crawl.cid]
+        task_id = ids.pop(0)
+        if not ids:
+            del self.taken[crawl.cid]
+        return task_id
 
     def _requeue(self, crawl: Crawl) -> None:
         """``crawl`` was taken but will not be downloaded: back to the queue given back."""
-        task_id = self.taken.pop(crawl.cid, None)
-        if task_id is not None:
-            self.queue.append((crawl, task_id))
+        ids = self.taken.get(crawl.cid)
+        if ids:
+            self.queue.append((crawl, ids.pop()))
+            if not ids:
+                del self.taken[crawl.cid]
 
     # -- reporting fetches (the middleware's sink) -----------------------------------------------
     async def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,

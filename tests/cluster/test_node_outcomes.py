@@ -165,3 +165,24 @@ def test_unreadable_counts_make_an_empty_unreadable_result():
     del fields[b"cid"]
     with pytest.raises(KeyError):
         read_result(fields)
+
+
+def test_a_task_handed_out_again_while_its_first_download_runs_is_reported_twice():
+    """A task whose lease ran out is handed out again, maybe to the process still
+    downloading it: the same crawl id twice in flight. Each download's report takes one of
+    its task ids (the first report took the only one it knew: the second failed with a
+    KeyError and its task was never acknowledged)."""
+    from scrapy_whittle.service.types import Crawl
+
+    config = WhittleConfig.from_settings(SETTINGS)
+    node = ClusterNode(config, redis_url="redis://127.0.0.1:1/0", prefix="test", specs=[],
+                       stats=DictStats(), clock=SimulatedClock(start=START))
+    crawl = Crawl(0, "https://a.example/feed.xml", 0, START, {}, cid="c1")
+    node.queue.extend([(crawl, "1-0"), (crawl, "2-0")])
+    assert node.next_crawl() == crawl and node.next_crawl() == crawl
+    assert [node._release(crawl), node._release(crawl)] == ["1-0", "2-0"]
+    assert node.taken == {}
+    node.queue.append((crawl, "3-0"))
+    node.next_crawl()
+    node._requeue(crawl)                      # not downloaded after all: back to the queue
+    assert list(node.queue) == [(crawl, "3-0")] and node.taken == {}
