@@ -81,7 +81,7 @@ async def take(node: ClusterNode, crawl) -> str:
     got = await node.redis.xreadgroup("workers", node.consumer, {node.keys.tasks: ">"},
                                       count=1)
     task_id = got[0][1][0][0].decode()
-    node.taken[crawl.cid] = task_id
+    node.taken.setdefault(crawl.cid, []).append(task_id)
     return task_id
 
 

@@ -57,7 +57,7 @@ async def _one_trip(url: str) -> None:
             await node.redis.xadd(k.tasks, {"sid": 0})
             got = await node.redis.xreadgroup("workers", "w", {k.tasks: ">"}, count=1)
             task_id = got[0][1][0][0].decode()
-            node.taken[crawl.cid] = task_id
+            node.taken.setdefault(crawl.cid, []).append(task_id)
             await node.redis.ping()            # connection and script cached
             before = node.round_trips.count
             found = await node.feed_fetched(crawl, entries)
