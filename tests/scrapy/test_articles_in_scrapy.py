@@ -30,6 +30,18 @@ def on_clock(web: VirtualWeb, **settings):
                         WHITTLE_PARSE_WORKERS=0, **settings)
 
 
+async def crawl_articles(web: VirtualWeb, n: int, **settings) -> tuple[list, dict]:
+    """(items, stats) of a round-robin crawl of the ``n`` feeds of ``web`` with articles on,
+    its web stopped after."""
+    try:
+        crawler = on_clock(web, WHITTLE_SOURCES=web.feeds(n), WHITTLE_POLICY="round_robin",
+                           WHITTLE_BUDGET=n, WHITTLE_PERIOD=3600, **settings)
+        items = collect(crawler)
+        return items, await run(crawler)
+    finally:
+        await web.stop()
+
+
 def entry_of(link: str) -> tuple[int, int]:
     i, seq = link.rsplit("/item/", 1)[1].split("/")
     return int(i), int(seq)
@@ -38,13 +50,7 @@ def entry_of(link: str) -> tuple[int, int]:
 @pytest_twisted.ensureDeferred
 async def test_every_new_entry_s_item_carries_its_article():
     web = VirtualWeb(n=6, seed=5)
-    try:
-        crawler = on_clock(web, WHITTLE_SOURCES=web.feeds(6), WHITTLE_POLICY="round_robin",
-                           WHITTLE_BUDGET=6, WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=3)
-        items = collect(crawler)
-        stats = await run(crawler)
-    finally:
-        await web.stop()
+    items, stats = await crawl_articles(web, 6, WHITTLE_MAX_EPOCHS=3)
     w = whittle(stats)
     pages = ArticlePages(5)
     assert len(items) >= 6
@@ -136,15 +142,8 @@ async def test_feeds_and_articles_of_a_host_stay_within_its_allowance():
 
 @pytest_twisted.ensureDeferred
 async def test_copies_of_a_story_are_repeats_by_canonical_url_or_text():
-    web = VirtualWeb(n=10, seed=8)
-    try:
-        crawler = on_clock(web, WHITTLE_SOURCES=web.feeds(10), WHITTLE_POLICY="round_robin",
-                           WHITTLE_BUDGET=10, WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=4,
-                           WHITTLE_NEAR_DUPLICATES=0.8)
-        items = collect(crawler)
-        stats = await run(crawler)
-    finally:
-        await web.stop()
+    items, stats = await crawl_articles(VirtualWeb(n=10, seed=8), 10, WHITTLE_MAX_EPOCHS=4,
+                                        WHITTLE_NEAR_DUPLICATES=0.8)
     w = whittle(stats)
     pages = ArticlePages(8)
     by_entry = {entry_of(i["link"]): i for i in items}
@@ -168,14 +167,7 @@ async def test_copies_of_a_story_are_repeats_by_canonical_url_or_text():
 
 @pytest_twisted.ensureDeferred
 async def test_a_page_over_the_size_limit_is_not_read():
-    web = VirtualWeb(n=2, seed=9)
-    try:
-        crawler = on_clock(web, WHITTLE_SOURCES=web.feeds(2), WHITTLE_POLICY="round_robin",
-                           WHITTLE_BUDGET=2, WHITTLE_PERIOD=3600, WHITTLE_MAX_EPOCHS=1,
-                           WHITTLE_ARTICLE_MAX_SIZE=1024)
-        items = collect(crawler)
-        stats = await run(crawler)
-    finally:
-        await web.stop()
+    items, stats = await crawl_articles(VirtualWeb(n=2, seed=9), 2, WHITTLE_MAX_EPOCHS=1,
+                                        WHITTLE_ARTICLE_MAX_SIZE=1024)
     assert items and {i["article_error"] for i in items} == {"too_large"}
     assert whittle(stats)["articles/failed/too_large"] == len(items)
