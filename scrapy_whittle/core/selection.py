@@ -242,7 +242,11 @@ class PrunedTop:
             # asks less, may settle it already (their M-th priority can only be higher)
             if ladder is None:
                 ladder = _ladder(bound, eligible)
-            threshold = max(last, _reached_by(ladder, 2 * cand.shape[0]))
+            wider = max(last, _reached_by(ladder, 2 * cand.shape[0]))
+            # a guess no lower than this pass's (the sampled bounds all lie above the M-th
+            # priority: a mask or NaN bounds left only high ones in the sample) would pass
+            # over the same sources again: the M-th priority itself settles it
+            threshold = wider if wider < threshold else last
         return None
 
     def settled(self, priority: np.ndarray, chosen: np.ndarray) -> None:

@@ -229,6 +229,29 @@ def test_pruned_top_leaves_degenerate_bounds_to_the_caller():
     assert pruned(np.linspace(1.0, 2.0, n), priority_of, k, few) is None
 
 
+def test_pruned_top_settles_when_the_sampled_bounds_all_lie_above_the_kth_priority():
+    """Every eligible source's bound is far above its priority (a mask leaves only high
+    bounds in the ladder's sample): a widened guess would be no lower than the pass's, so
+    the M-th priority found is the next threshold, and the second pass decides. (It passed
+    over the same sources up to N times, then left the choice to the caller.)"""
+    n, k = 2000, 10
+    rng = np.random.default_rng(13)
+    bound = np.ones(n)
+    prio = rng.uniform(0.0, 0.5, n)
+    eligible = np.zeros(n, dtype=bool)
+    eligible[:900] = True
+    pruned = PrunedTop()
+    pruned.cut = 0.9
+    passes = []
+
+    def priority_of(ids):
+        passes.append(ids.shape[0])
+        return prio[ids]
+
+    got = pruned(bound, priority_of, k, eligible)
+    np.testing.assert_array_equal(got, select_top(prio, None, k, eligible))
+    assert passes == [900]
+
 def capped_greedy(prio, host, caps, budget):
     """Reference: sources in decreasing priority (ties to the lower id), each taken while
     the budget and its host's cap allow (unit costs)."""
