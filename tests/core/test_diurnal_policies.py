@@ -222,7 +222,7 @@ def test_rhythm_decay_is_that_of_the_index_for_feeds_and_pages():
                             reward=[0.7]))                        # no item arrays: a page
     pol.decay.set_prior([2], 1e-9)     # a half-life far below the estimator's floor
     ids = np.arange(3)
-    assert pol._pages(ids).tolist() == [1] and np.all(pol._rhythmic())
+    assert pol.pages.positions(ids).tolist() == [1] and np.all(pol._rhythmic())
     alpha = pol._alphas_at(ids)[0]
     mu, scale = pol._decay_scale(ids, np.ones(3))
     np.testing.assert_allclose(mu, -np.log(np.clip(alpha, 1e-300, 1.0)) / period, rtol=1e-12)

@@ -87,7 +87,7 @@ def test_push_state_survives_a_restore_and_repair():
     policy.select(41, 1.0)
     copy.select(41, 1.0)
     assert np.allclose(copy.parameters()[1], policy.parameters()[1])
-    row = copy.push_rows.rows(np.array([0]))
+    row = copy.pushes.rows.rows(np.array([0]))
     copy.push.pushed[row] = np.nan
     assert 0 in copy.repair(None).tolist()
     assert copy.estimates()["push_share"][0] == 0.0
@@ -102,9 +102,9 @@ def test_a_fallen_hub_counts_full_arrivals_only_since_its_last_useful_push():
             epoch=t, sources=[0, 0], time=when, new_items=[1, 1], reward=[1.0, 1.0],
             item_offsets=[0, 1, 2], item_published=when - 0.01, item_value=[1.0, 1.0]))
     policy.select(100, 1.0)
-    assert policy._push_failed is None               # the hub speaks: not fallen
+    assert policy.pushes.failed is None               # the hub speaks: not fallen
     policy.select(112, 1.0)                          # silent for 12 epochs: fallen
-    ids, share, _, doubt = policy._push_failed
+    ids, share, _, doubt = policy.pushes.failed
     assert ids.tolist() == [0] and share[0] > 0.8 and doubt[0] > 0.99
     x, alpha, u = policy.expected_state(112)
     k, s = 112 - 59, 112 - 99.7
@@ -143,7 +143,7 @@ def test_a_hub_that_only_pings_is_a_silent_hub():
     """A hub that keeps pinging while its source publishes and delivers nothing new: its
     silence counts from its last useful push, and its source comes back to full polling."""
     policy = pinged(9, useful=False)
-    ids, _, since, doubt = policy._push_failed
+    ids, _, since, doubt = policy.pushes.failed
     assert ids.tolist() == [0] and doubt[0] > 0.5 and since[0] > 19.0
     _, u = policy.parameters()
     assert u[0] > 0.5 * u[1]
@@ -270,15 +270,15 @@ def test_a_fallen_hub_s_source_whose_decay_no_poll_taught_is_explored_again():
             item_published=when - 0.01))
     assert policy.decay.learned_at([0, 1, 2]).tolist() == [False, True, True]
     policy.select(41, 1.0)                      # 11 epochs without a push from 0's hub
-    ids, share, since, doubt = policy._push_failed
-    assert ids.tolist() == [0] and policy._relearn.tolist() == [0]
+    ids, share, since, doubt = policy.pushes.failed
+    assert ids.tolist() == [0] and policy.pushes.relearn.tolist() == [0]
     assert policy.explored().tolist() == [False, True, True]
     x, alpha, u = policy.expected_state(41)
     # priced as a source never crawled is, for what the failure made unknown: the arrivals
     # since its hub's last useful push (10.3 epochs), undecayed; those the pushes missed since
     # its last poll (41 epochs) at its estimated decay, as its polls always found them; at its
     # full arrivals
-    full = u[0] / (1 - policy._push_used[0])
+    full = u[0] / (1 - policy.pushes.used[0])
     assert since[0] == pytest.approx(41 - 30.7)
     g_k = (1 - alpha[0] ** 41) / (1 - alpha[0])
     assert g_k < 41 / 2                         # the decay counts: not the undecayed 41
@@ -289,5 +289,5 @@ def test_a_fallen_hub_s_source_whose_decay_no_poll_taught_is_explored_again():
     poll(41, [0], [41 - np.array([0.2, 0.5, 3.0, 6.0])])
     poll(42, [0], [42 - np.array([0.1, 0.9])])
     policy.select(43, 1.0)
-    assert policy.decay.learned_at([0])[0] and policy._relearn is None
+    assert policy.decay.learned_at([0])[0] and policy.pushes.relearn is None
     assert policy.explored()[0]

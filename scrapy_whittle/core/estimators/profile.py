@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.core.columns import Col, KeptRows
-from scrapy_whittle.core.distinct import all_distinct, distinct
+from scrapy_whittle.core.distinct import all_distinct
 from scrapy_whittle.core.dynamics import decayed_integral
 from scrapy_whittle.core.estimators._base import (
     VectorEstimator,
@@ -52,6 +52,7 @@ from scrapy_whittle.core.estimators._base import (
     as_ragged,
     as_sources,
 )
+from scrapy_whittle.core.estimators.profile_groups import many_group_stats, one_group_stats
 
 HARMONIC_ARRAYS = ("item_cos", "item_sin", "exp_cos", "exp_sin")
 
@@ -261,78 +262,16 @@ class ProfileEstimator(VectorEstimator):
     def _group_stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(group of each source (N,) as a position into the next two, the groups' means
         (G, 2H) and spreads tau^2 (G, 2H)): what the shrinkage of every source depends on
-        besides its own raw coefficients, cached until new evidence. A group without data
-        has mean 0 and tau^2 0: its members stay flat."""
+        besides its own raw coefficients (``profile_groups``), cached until new evidence. A
+        group without data has mean 0 and tau^2 0: its members stay flat."""
         if self._stats is not None and self._stats[0].shape[0] == self.n:
             return self._stats
         coef, var = self.raw()
         groups = self.group.astype(np.int64)
         single = not groups.size or groups.min() == groups.max()
-        if not single:
-            self._stats = self._many_group_stats(coef, var, groups)
-            return self._stats
-        names = groups[:1]
-        h = self.harmonics
-        means = np.zeros((names.shape[0], 2 * h))
-        tau2s = np.zeros((names.shape[0], 2 * h))
-        finite = np.isfinite(var)
-        for j, g in enumerate(names):
-            has = finite if single else (groups == g) & finite
-            if not has.any():
-                continue
-            rows = np.flatnonzero(has)
-            w = 1.0 / var[rows]                                 # precision, n / 2
-            known = coef if rows.shape[0] == coef.shape[0] else _rows(coef, rows)
-            # the sums over the sources one after the other, as sum(axis=0) adds them,
-            # without the (n, 2H) products: einsum's loops, not a BLAS product (whose
-            # rounding depends on its blocking and threads)
-            mean = np.einsum("i,ij->j", w, known) / w.sum()
-            k = int(has.sum())
-            if k >= 5:                          # DerSimonian-Laird, per harmonic (cos, sin)
-                dev = known - mean
-                q = np.einsum("i,ij->j", w, dev * dev)
-                spread = w.sum() - (w * w).sum() / w.sum()
-                tau2 = np.maximum((q - (k - 1)) / spread, 0.0)
-                tau2 = np.maximum(0.5 * (tau2[:h] + tau2[h:]), self.tau_min ** 2)
-                tau2 = np.concatenate([tau2, tau2])
-            else:
-                tau2 = np.full(2 * h, self.prior_tau ** 2)
-            means[j], tau2s[j] = mean, tau2
-        self._stats = (np.zeros(groups.shape[0], dtype=np.int64), means, tau2s)
+        stats = one_group_stats if single else many_group_stats
+        self._stats = stats(coef, var, groups, self.harmonics, self.tau_min, self.prior_tau)
         return self._stats
-
-    def _many_group_stats(self, coef: np.ndarray, var: np.ndarray, groups: np.ndarray
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``_group_stats`` for several groups at once: per-group sums by ``bincount`` over
-        the sources with data, so the cost is O(N H) whatever the number of groups (a crawl
-        pools by host: a thousand groups and more)."""
-        names = distinct(groups)
-        position = np.searchsorted(names, groups)
-        n_groups, h = names.shape[0], self.harmonics
-        has = np.isfinite(var)
-        at, known = position[has], coef[has]
-        w = 1.0 / var[has]                                   # precision, n / 2
-
-        def per_group(weights: np.ndarray) -> np.ndarray:       # float even with no data
-            return np.bincount(at, weights, minlength=n_groups).astype(np.float64)
-
-        k = np.bincount(at, minlength=n_groups)
-        w_sum = per_group(w)
-        safe = np.where(k > 0, w_sum, 1.0)
-        means = np.stack([per_group(w * known[:, j]) for j in range(2 * h)], axis=1)
-        means /= safe[:, None]
-        dev = known - means[at]
-        q = np.stack([per_group(w * dev[:, j] * dev[:, j]) for j in range(2 * h)], axis=1)
-        spread = np.where(k > 0, w_sum - per_group(w * w) / safe, 1.0)
-        tau2 = np.maximum((q - (k - 1)[:, None]) / np.where(spread > 0, spread, 1.0)[:, None],
-                          0.0)                          # DerSimonian-Laird, per harmonic
-        tau2 = np.maximum(0.5 * (tau2[:, :h] + tau2[:, h:]), self.tau_min ** 2)
-        tau2 = np.concatenate([tau2, tau2], axis=1)
-        tau2 = np.where((k >= 5)[:, None], tau2, self.prior_tau ** 2)
-        empty = k == 0                        # no data: mean 0, tau^2 0, members stay flat
-        means[empty] = 0.0
-        tau2[empty] = 0.0
-        return position, means, tau2
 
     def _shrunk(self, ids) -> np.ndarray:
         """The raw coefficients of sources ``ids`` (an index array or a slice) shrunk towards
