@@ -223,3 +223,54 @@ def _evaluate(x, consts, precise, out, r, eta) -> np.ndarray:
         np.fmin(geo, x, out=geo)
     geo *= cost_inv
     return geo
+
+
+#: doublings of the search for a source's epochs to reach an index (2^60 epochs: never)
+_REACH_DOUBLINGS = 60
+#: halvings after it: a bracket a thousandth of its width (its lower end is what counts)
+_REACH_HALVINGS = 10
+
+
+def epochs_to_reach(log_alpha, one_minus_alpha, u, threshold: float,
+                    start: np.ndarray | None = None) -> np.ndarray:
+    """Epochs after a crawl (x = 0) before which a source's index (cost 1) stays below
+    ``threshold``: a lower bound, never above the first epoch at which it reaches it
+    (inf where it never does; 0 where it may at once).
+
+    After a crawl the state is x_k = u* (1 - alpha^k), and on those states the index is
+    f(k) = x_k - k u alpha^k (Theorem 1; between two of them it is linear in x, so it lies
+    below f at the later one), which grows with k (f'(k) = alpha^k (-log alpha u* - u - k u
+    log alpha) >= 0, as -log alpha >= 1 - alpha) towards u*: where u* <= threshold never.
+    The index at a time t in (n - 1, n] epochs is at most f(n), so it cannot reach the
+    threshold before the root k0 of f = threshold less one epoch; a bisection's lower end of
+    the root stands for k0 (the caller lowers the threshold a little for the rounding of f).
+    ``start``: epochs known to lie below the root (where x_k itself, which bounds the index,
+    reaches the threshold): the search begins there."""
+    log_alpha = np.asarray(log_alpha, dtype=np.float64)
+    one_minus = np.asarray(one_minus_alpha, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ustar = np.where(one_minus > 0, u / one_minus, np.inf)
+
+        def f(k):
+            decayed = np.exp(k * log_alpha)
+            return -ustar * np.expm1(k * log_alpha) - k * u * decayed
+
+        reaches = (u > 0) & (one_minus > 0) & (ustar > threshold)
+        lo = np.zeros(u.shape) if start is None else np.where(
+            np.isfinite(start) & (start > 0), start, 0.0)
+        hi = 2.0 * lo + 1.0
+        below = reaches & ~(f(hi) >= threshold)
+        for _ in range(_REACH_DOUBLINGS):
+            if not below.any():
+                break
+            lo = np.where(below, hi, lo)
+            hi = np.where(below, 2.0 * hi, hi)
+            below &= ~(f(hi) >= threshold)
+        reaches &= ~below
+        for _ in range(_REACH_HALVINGS):
+            mid = 0.5 * (lo + hi)
+            up = f(mid) >= threshold
+            hi = np.where(up, mid, hi)
+            lo = np.where(up, lo, mid)
+    return np.where(reaches, np.maximum(lo - 1.0, 0.0), np.inf)

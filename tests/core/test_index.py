@@ -158,3 +158,36 @@ def test_index_where_unsaturated_is_index(saturated):
         want = table.index(x)
         got = table.index_where_unsaturated(x)
         assert np.array_equal(got, want)
+
+
+def test_epochs_to_reach_never_passes_the_first_epoch_the_index_reaches_the_threshold():
+    """``epochs_to_reach``: the index after a crawl (x_k = u* (1 - alpha^k)) stays below the
+    threshold before the epochs it gives, and reaches it within about one epoch after them;
+    inf where u* is below the threshold (it never does), from a start below the root or not.
+    (About: the bisection's bracket, a thousandth of the epochs searched.)"""
+    from scrapy_whittle.core.index import IndexTable, epochs_to_reach
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    log_alpha = -rng.lognormal(-2.0, 2.0, n)
+    one_minus = -np.expm1(log_alpha)
+    u = rng.lognormal(0.0, 1.0, n)
+    ustar = u / one_minus
+    threshold = 0.7 * float(np.median(ustar))
+    table = IndexTable.from_logs(log_alpha, u, 1.0, one_minus)
+
+    def index_after(k):
+        return table.index(ustar * -np.expm1(k * log_alpha))
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = threshold / ustar
+        x_reaches = np.where(share < 1.0, np.log1p(-share) / log_alpha, np.inf)
+    for start in (None, x_reaches):
+        k = epochs_to_reach(log_alpha, one_minus, u, threshold, start)
+        finite = np.isfinite(k)
+        np.testing.assert_array_equal(finite, ustar > threshold)
+        for t in np.concatenate([[0.0, 0.5, 3.0, 40.0, 1e3],
+                                 np.percentile(k[finite], [5, 50, 95])]):
+            assert not np.any((index_after(t) >= threshold) & (t < k))
+        later = index_after(np.where(finite, 1.01 * k + 1.02, 0.0))
+        assert np.all(later[finite] >= threshold)

@@ -162,6 +162,31 @@ def test_pruned_selection_is_the_full_top_m():
     assert pol.pruned_decisions > 50         # the pruned path was taken, and agreed
 
 
+def test_deciding_several_times_an_epoch_the_threshold_form_is_the_full_top_m():
+    """At decision steps (resolution < 1) select() ranks only the sources whose priority may
+    have reached a threshold a little below the last cut-off (``ReachingTop``: each source's
+    epoch of reaching it kept, computed again where a crawl taught something); the choice is
+    exactly the top M of priority(), step after step, with and without an eligibility mask,
+    and after the state is restored."""
+    from dataclasses import replace
+
+    sc = make_scenario("news-mix", n=3000, seed=5, stochastic=True)
+    env = sc.make_env()
+    env.reset(seed=5)
+    pol = make_policy("whittle", sc.problem.without_parameters(), rng=5, resolution=0.25)
+    rng = np.random.default_rng(5)
+    for t in range(240):
+        at = t * 0.25
+        if t == 120:
+            pol.load_state_dict(pol.state_dict())
+        eligible = rng.random(3000) < 0.97 if t % 3 == 0 else None
+        full = select_top(pol.priority(at), None, sc.budget, eligible)
+        chosen = pol.select(at, sc.budget, eligible)
+        np.testing.assert_array_equal(np.sort(chosen), np.sort(full))
+        obs, *_ = env.step(chosen)
+        pol.observe(replace(obs, epoch=at))
+    assert pol.reaching.decisions > 100       # the threshold form decided, and agreed
+
 def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_crawled():
     """x = u G_k k epochs after a source's last crawl; before its first, the population's
     expected index (the mean over the learned sources j of gamma_j(u_j G(t - h_j)), h_j the

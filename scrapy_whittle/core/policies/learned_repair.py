@@ -46,3 +46,4 @@ def reset_sources(policy, ids: np.ndarray) -> None:
     policy.added_epoch[ids] = np.where(np.isinf(policy.added_epoch[ids]), np.nan,
                                        policy.added_epoch[ids])
     policy._pruning.forget()
+    policy.reaching.forget()

@@ -77,6 +77,7 @@ from scrapy_whittle.core.policies.learned_pages import (
 from scrapy_whittle.core.policies.learned_repair import repair_sources
 from scrapy_whittle.core.policies.population_prior import PopulationPrior
 from scrapy_whittle.core.policies.push_learning import PushLearning
+from scrapy_whittle.core.policies.reaching import ReachingTop
 from scrapy_whittle.core.policies.value_learning import ValueLearning
 from scrapy_whittle.core.population import check_groups, group_ids
 from scrapy_whittle.core.problem import Problem
@@ -171,6 +172,7 @@ class AdaptiveWhittlePolicy(Policy):
         self.pages = LearnedPages(self)
         self.learning = ValueLearning(self)
         self._pruning = PrunedTop()
+        self.reaching = ReachingTop(self)
         self._u = KeptRows(lambda ids: (self._parameters_at(ids)[1],))   # see _kept_u
         check_groups(groups, problem.n)
         self.groups = groups
@@ -251,11 +253,13 @@ class AdaptiveWhittlePolicy(Policy):
         """The estimates of sources ``ids`` changed: their kept u is computed again (and the
         population's prior with it)."""
         self._u.changed(ids)
+        self.reaching.changed(ids)
         self.prior.changed()
 
     def _forget_u(self) -> None:
         """Every source's u is computed again (and the population's prior with it)."""
         self._u.forget()
+        self.reaching.forget()
         self.prior.forget()
 
     def population_prior(self, epoch: int, explored: np.ndarray | None = None) -> np.ndarray:
@@ -398,6 +402,9 @@ class AdaptiveWhittlePolicy(Policy):
         k = int(np.floor(budget + 1e-9))
         if not 0 < k < self.n or not np.all(cost == 1.0):
             return select_top(self.priority(epoch), cost, budget, eligible)
+        chosen = self.reaching.top(epoch, budget, eligible, k)    # deciding several an epoch
+        if chosen is not None:
+            return chosen
         x, u = self._expected(epoch)
         explored = self.explored()
 
