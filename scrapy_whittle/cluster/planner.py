@@ -310,7 +310,7 @@ class Planner:
                 service.sources.dispatched(sid, float(deadline))
                 self.hosts.in_flight[self._host(service, sid)] += 1
         spent = await self.retry(lambda: r.hgetall(k.spent), "restoring")
-        service.resume_spent({int(e): float(c) for e, c in spent.items()})
+        service.planner.resume_spent({int(e): float(c) for e, c in spent.items()})
         # the robots.txt delays the workers found (no checkpoint holds them; a message in
         # the inbox a dead planner popped is among them)
         delays = await self.retry(lambda: r.hgetall(k.crawl_delays), "restoring")
@@ -344,7 +344,7 @@ class Planner:
     # -- handing out crawls -------------------------------------------------------------------
     async def _dispatch(self) -> int:
         room, service = self.backlog - len(self.in_flight), self.service
-        if room > 0 and service.epoch_of(service.clock.now()) != service.epoch:
+        if room > 0 and service.timeline.epoch_of(service.clock.now()) != service.epoch:
             # an epoch's selection takes seconds at millions of sources: in a thread (the
             # loop keeps nothing else of the service's), the lock renewed meanwhile
             self._selecting = asyncio.ensure_future(asyncio.to_thread(self._hand_out, room))
@@ -369,7 +369,7 @@ class Planner:
 
         tasks = []
         weight = service.sources.weight
-        for crawl in service.next_crawls(self.hosts, room, taken):
+        for crawl in service.planner.next_crawls(self.hosts, room, taken):
             self._seq += 1
             cid = f"{self.token}:{self._seq}"
             deadline = crawl.sent_at + self.lease * 3
@@ -400,7 +400,7 @@ class Planner:
         workers (:mod:`scrapy_whittle.cluster.article_room`); a new epoch's afresh."""
         service = self.service
         fresh = service.epoch != self._granted_epoch
-        room = service.article_room()
+        room = service.throttle.article_room()
         if fresh or any(room.values()):
             def write():
                 pipe = self.node.redis.pipeline(transaction=True)
@@ -467,7 +467,7 @@ class Planner:
                 if sid not in self.in_flight]
         learnt += valued
         store = self.service.store
-        epoch = self.service.epoch_of(self.service.clock.now())
+        epoch = self.service.timeline.epoch_of(self.service.clock.now())
 
         def write():
             store.write(cp, acks=acks, done=done, learnt=learnt)
