@@ -158,7 +158,7 @@ class SourceRoster:
             if self.children.awaiting:         # a sitemap index listed them first
                 for sid in new:
                     self.children.registered(sid, self.sources.url(sid))
-            if self.persistence.store is not None:          # what the next checkpoint must insert
+            if self.persistence.store is not None:    # what the next checkpoint must insert
                 by_id = dict(zip(sids, specs, strict=True))
                 self.persistence.sources_added((sid, by_id[sid]) for sid in new)
                 self.state.touch(new)
