@@ -49,7 +49,6 @@ import math
 import os
 import secrets
 import socket
-from collections import deque
 from typing import NamedTuple
 
 import redis
@@ -71,17 +70,17 @@ from scrapy_whittle.cluster.entries import (
     ENTRIES,
     FETCH_ENTRIES,
     PUSH_ENTRIES,
-    RECLAIM,
-    RENEW,
     REPORT,
     entry_args,
     packed_hashes,
     report_arg,
 )
-from scrapy_whittle.cluster.keys import BUCKET, SPREAD, Keys, batch_tag
+from scrapy_whittle.cluster.keys import BUCKET, Keys
+from scrapy_whittle.cluster.pending_batches import PendingBatches
 from scrapy_whittle.cluster.planner import ClusterHosts, Planner
 from scrapy_whittle.cluster.retry import RedisUnavailable, Retrier
 from scrapy_whittle.cluster.stories import StoryHashes, story_args
+from scrapy_whittle.cluster.task_queue import TaskQueue
 from scrapy_whittle.cluster.tasks import (
     FETCHED,
     NOT_MODIFIED,
@@ -91,8 +90,6 @@ from scrapy_whittle.cluster.tasks import (
     report_fields,
     result_fields,
     source_fields,
-    task_crawl,
-    task_fields,
     value_fields,
 )
 from scrapy_whittle.cluster.websub import DELIVERY, HubsFound
@@ -110,15 +107,6 @@ from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import NO_LOAD, Crawl, FetchResult, HostLoad, valued
 
 logger = logging.getLogger(__name__)
-
-#: pending batches a node reclaims at once (more are taken a moment later)
-RECLAIM_BATCHES = 16
-#: milliseconds a worker's read of the tasks waits for one when there is none (a stop waits
-#: as long)
-TASK_WAIT = 500
-#: seconds a delivered batch waits for others to be forgotten with it (a tenth of the lease
-#: at most: it is no longer renewed)
-DELIVERY_GATHER = 0.05
 
 
 class PushSource(NamedTuple):
@@ -173,13 +161,10 @@ class ClusterNode(CrawlSink):
             retry_on_error=[ConnectionError, RedisTimeout], health_check_interval=10,
             socket_connect_timeout=wait), self.round_trips)
         self.stopping = False
-        self._stopped = asyncio.Event()                   # set with ``stopping``
-        self._room = asyncio.Event()                      # set when a task is reported
+        self.stopped = asyncio.Event()                    # set with ``stopping``
         self.finished = False
-        self.queue: deque[tuple[Crawl, str]] = deque()     # (crawl, task id) not started
-        #: crawl id -> the task ids started for it (two when a task whose lease ran out was
-        #: handed out again to this process while its first download was still running)
-        self.taken: dict[str, list[str]] = {}
+        #: the tasks taken, not started or not yet reported
+        self.tasks = TaskQueue(self)
         self.on_tasks = None                              # callback: tasks arrived
         self.on_lead = None                               # callback: the planner took over
         self.retry = Retrier(f"cluster node {self.consumer}", stats,
@@ -194,18 +179,13 @@ class ClusterNode(CrawlSink):
         #: the stories across feeds (``WHITTLE_DEDUP = "link"``; None: entries per feed)
         self.stories = StoryHashes(config.dedup_drop_params) if config.dedup == "link" \
             else None
-        self._renew = self.redis.register_script(RENEW)
         self._writes = self.redis.register_script(WRITES)
-        self._reclaim = self.redis.register_script(RECLAIM)
         #: a WebSub delivery's subscription read, its receipt marked (cluster.websub)
         self.delivery_script = self.redis.register_script(DELIVERY)
         #: store each fetch's new entries as a pending batch until delivered (set when
         #: something reports deliveries: DeliveryMiddleware)
         self.journal_deliveries = False
-        self.held: set[int] = set()                       # pending batches not delivered
-        self.replays: deque[Batch] = deque()              # reclaimed, to hand out again
-        self._delivered: list[int] = []                   # delivered, not yet forgotten
-        self._forgetting = False                          # a task forgets them soon
+        self.batches = PendingBatches(self)
         self._loops: list[asyncio.Task] = []
         self._posting: set[asyncio.Future] = set()
         self._log_once = OnceLog(logger)
@@ -226,9 +206,9 @@ class ClusterNode(CrawlSink):
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
         await self._ensure_groups()
-        self._loops = [asyncio.ensure_future(self._read_tasks()),
+        self._loops = [asyncio.ensure_future(self.tasks.read()),
                        asyncio.ensure_future(self._plan()),
-                       asyncio.ensure_future(self._keep_batches())]
+                       asyncio.ensure_future(self.batches.keep())]
 
     async def _ensure_groups(self) -> None:
         for stream, group in ((self.keys.tasks, "workers"), (self.keys.results, "planner")):
@@ -242,22 +222,22 @@ class ClusterNode(CrawlSink):
         the client), give back the tasks not started (``unstarted``: taken ones the caller
         never downloaded), and let the planner resign."""
         self.stopping = True
-        self._stopped.set()
+        self.stopped.set()
         for task in self._loops:
             try:
                 await asyncio.wait_for(asyncio.shield(task), 3)
             except (TimeoutError, asyncio.CancelledError, Exception):
                 task.cancel()
         for crawl in unstarted:
-            self._requeue(crawl)
+            self.tasks.requeue(crawl)
         if self._posting:                # deliveries and messages on their way
             await asyncio.wait(list(self._posting), timeout=min(self.wait, 5.0))
         # the last words: each call tried once more after a failure (the client's own
         # retries cover a connection gone stale), none waits for a Redis that is gone
         self.retry.patience = 0.0
         try:
-            await asyncio.wait_for(self._give_back(), 10)
-            await asyncio.wait_for(self._release_batches(), 10)
+            await asyncio.wait_for(self.tasks.give_back(), 10)
+            await asyncio.wait_for(self.batches.release(), 10)
             await asyncio.wait_for(self.planner.resign(), 30)
         except (TimeoutError, RedisUnavailable, redis.exceptions.RedisError) as exc:
             logger.warning("cluster node %s closed without a last word to Redis (%s)",
@@ -272,31 +252,9 @@ class ClusterNode(CrawlSink):
         for what, n in self.retry.calls.items():
             self.stats.set(f"cluster/calls/{what.replace(' ', '_')}", n)
 
-    async def _give_back(self) -> None:
-        """Tasks taken but not started go back to the stream for the other workers."""
-        if not self.queue:
-            return
-        writes, tasks = Writes(), self.keys.tasks
-        for crawl, task_id in self.queue:
-            writes.xadd(tasks, task_fields(crawl))
-            writes.add("XACK", tasks, "workers", task_id).add("XDEL", tasks, task_id)
-        self.queue.clear()
-        await self.write(writes)
-
     async def write(self, writes: Writes) -> None:
         """Run ``writes`` (write commands on the crawl's keys) as one atomic step."""
         await writes.run(self._writes)
-
-    async def _release_batches(self) -> None:
-        """Batches held and not delivered (the crawl closed first): renewed to time 0, so
-        that a live node reclaims them at once."""
-        if self.held:
-            pipe = self.redis.pipeline(transaction=False)
-            for t, ids in _by_tag(self.held).items():
-                pipe.zadd(self.keys.pending_since(t), dict.fromkeys(ids, 0), xx=True)
-            await pipe.execute()
-            self.held.clear()
-            self.replays.clear()
 
     async def _plan(self) -> None:
         block = 0.0
@@ -316,222 +274,43 @@ class ClusterNode(CrawlSink):
             if wait and not block:
                 await asyncio.sleep(wait)
 
-    # -- taking tasks ---------------------------------------------------------------------------
-    async def _read_tasks(self) -> None:
-        checked = 0.0
-        while not self.stopping:
-            free = self.capacity * 2 - len(self.queue) - len(self.taken)
-            if free <= 0:                # woken by a report (or a stop, within a moment)
-                self._room.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._room.wait(), 0.5)
-                continue
-            loop_time = asyncio.get_running_loop().time()
-            state = loop_time - checked > 1.0        # the crawl's state too, once a second
-            if state:
-                checked = loop_time
-            try:
-                got, state = await self.retry(lambda free=free, state=state: self._take(
-                    free, state), "taking tasks")
-            except asyncio.CancelledError:
-                raise
-            except Exception:           # the loop must outlive a client's odd error
-                logger.exception("cluster node %s: taking tasks failed; it tries again",
-                                 self.consumer)
-                await asyncio.sleep(1.0)
-                continue
-            for task_id, f in (got[0][1] if got else ()):
-                self.queue.append((task_crawl(f), task_id.decode()))
-            if got and self.on_tasks is not None:
-                self.on_tasks()
-            if state is not None:
-                finished, crawls, sources = state
-                self.finished = bool(finished)
-                self.stats.set("cluster/crawls", int(crawls or 0))
-                self.stats.set("cluster/sources", int(sources or 0))
-                self.count_calls()
-
-    async def _take(self, count: int, state: bool) -> tuple[list, list | None]:
-        """(Up to ``count`` tasks, waiting a moment for some; with ``state``: the crawl's
-        state (finished, the cluster's crawls, its sources), read in the same round trip.)"""
-        k = self.keys
-        if not state:
-            got = await self.redis.xreadgroup("workers", self.consumer, {k.tasks: ">"},
-                                              count=count, block=TASK_WAIT)
-            return got, None
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hget(k.meta, "finished")
-        pipe.hmget(k.totals, "crawls", "sources")
-        if self.articles is not None:
-            pipe.hkeys(k.article_room)
-        pipe.xreadgroup("workers", self.consumer, {k.tasks: ">"}, count=count,
-                        block=TASK_WAIT)
-        finished, (crawls, sources), *room, got = await pipe.execute()
-        if room:
-            self.articles.read(room[0])
-        return got, [finished, crawls, sources]
+    def crawl_state(self, finished, crawls, sources) -> None:
+        """The crawl's state as Redis holds it (read with the tasks, once a second)."""
+        self.finished = bool(finished)
+        self.stats.set("cluster/crawls", int(crawls or 0))
+        self.stats.set("cluster/sources", int(sources or 0))
+        self.count_calls()
 
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         """The next task for the downloader, or None. ``hosts`` is not asked: the planner
         keeps every host polite across the cluster."""
-        if not self.queue or self.retry.down_since is not None:
+        if self.retry.down_since is not None:
             return None                 # Redis unreachable: its report could not be made
-        crawl, task_id = self.queue.popleft()
-        self.taken.setdefault(crawl.cid, []).append(task_id)
-        self.stats.inc("crawls")        # this process's crawls (the planner's: planner/)
+        crawl = self.tasks.start()
+        if crawl is not None:
+            self.stats.inc("crawls")    # this process's crawls (the planner's: planner/)
         return crawl
 
     def has_crawls(self) -> bool:
-        return not self.finished or bool(self.queue) or bool(self.replays)
+        return not self.finished or bool(self.tasks.queue) or bool(self.batches.replays)
 
     def take_replay(self) -> Batch | None:
         """A pending batch reclaimed from a worker that did not deliver it, for the scheduler
         to hand to the spider again (``replay_request``), or None. ``on_tasks`` is called
         when some arrive."""
-        return self.replays.popleft() if self.replays else None
-
-    # -- pending batches -------------------------------------------------------------------------
-    async def _keep_batches(self) -> None:
-        """Every third of the lease: renew the batches held, reclaim stale ones."""
-        every = max(0.05, min(self.lease / 3, 30.0))
-        while not self.stopping:
-            with contextlib.suppress(TimeoutError):          # a stop ends it at once
-                await asyncio.wait_for(self._stopped.wait(), every)
-            if self.stopping or self.retry.down_since is not None:
-                continue
-            try:
-                await self._renew_and_reclaim()
-            except (RedisUnavailable, redis.exceptions.RedisError) as exc:
-                logger.debug("cluster node %s: pending batches not kept this round (%s)",
-                             self.consumer, exc)
-
-    async def transaction(self):
-        """A transaction (a pipeline) of the asyncio client. On a Redis Cluster the client is
-        initialised first: redis-py queues each command of a cluster transaction through
-        ``asyncio.run`` in a thread of its own, where the client's initialisation (due after
-        a shard failed) would open its connections on a loop closed at once, and closing
-        them later fail ("Event loop is closed")."""
-        if self.cluster:
-            await self.redis.initialize()
-        return self.redis.pipeline(transaction=True)
-
-    async def _per_tag(self, script, calls: list[tuple[list, list]]) -> list:
-        """``script`` run once per (keys, args) of ``calls`` (each on one tag's keys): in one
-        pipeline on one Redis; on a Redis Cluster, which pipelines no script, a few at once."""
-        if not calls:
-            return []
-        if not self.cluster:
-            pipe = self.redis.pipeline(transaction=False)
-            for keys, args in calls:
-                await script(keys=keys, args=args, client=pipe)
-            return await pipe.execute()
-        gate = asyncio.Semaphore(8)
-
-        async def one(keys, args):
-            async with gate:
-                return await script(keys=keys, args=args)
-
-        return list(await asyncio.gather(*(one(k, a) for k, a in calls)))
-
-    async def _renew_and_reclaim(self) -> None:
-        k = self.keys
-        renewals = [([k.pending_since(t)], ids[i:i + 1000])
-                    for t, ids in _by_tag(self.held).items() for i in range(0, len(ids), 1000)]
-        await self.retry(lambda: self._per_tag(self._renew, renewals),
-                         "renewing pending batches", within=self.wait)
-        if len(self.replays) >= RECLAIM_BATCHES:
-            return
-
-        async def reclaim() -> list:
-            pipe = self.redis.pipeline(transaction=False)
-            for t in range(SPREAD):                   # the tags holding batches
-                pipe.zcard(k.pending_since(t))
-            busy = [t for t, n in enumerate(await pipe.execute()) if n]
-            got = await self._per_tag(self._reclaim, [
-                ([k.pending(t), k.pending_since(t)], [self.lease, RECLAIM_BATCHES])
-                for t in busy])
-            return [line for lines in got for line in lines]
-
-        lines = await self.retry(reclaim, "reclaiming pending batches", within=self.wait)
-        batches = []
-        for line in lines:
-            try:
-                batch = Batch.from_line(line)
-            except (ValueError, TypeError, KeyError):
-                logger.warning("cluster node %s: a damaged pending batch skipped: %r",
-                               self.consumer, line[:200])
-                continue
-            if batch.id not in self.held:
-                batches.append(batch)
-        if not batches:
-            return
-        self.held.update(b.id for b in batches)
-        self.replays.extend(batches)
-        n = sum(len(b.entries) for b in batches)
-        self.stats.inc("deliveries/replayed", n)
-        logger.info("cluster node %s: %d entries of %d fetches whose delivery their worker "
-                    "did not confirm within the lease: handed out again (the item pipelines "
-                    "may see some of them twice)", self.consumer, n, len(batches))
-        if self.on_tasks is not None:
-            self.on_tasks()
+        return self.batches.take_replay()
 
     def delivered(self, batch: int) -> None:
         """Every item made of ``batch``'s entries passed the pipelines (or was dropped on
-        purpose): its pending batch is deleted (in the background, retried), with the others
-        delivered within ``DELIVERY_GATHER`` seconds: one round trip for them all."""
-        self.held.discard(batch)
-        self._delivered.append(batch)
-        if self._forgetting:
-            return
-        self._forgetting = True
-        task = asyncio.ensure_future(self._forget_delivered())
-        self._posting.add(task)
-        task.add_done_callback(self._posting.discard)
-
-    async def _forget_delivered(self) -> None:
-        k = self.keys
-        await asyncio.sleep(min(DELIVERY_GATHER, self.lease / 10))
-        batches, self._delivered, self._forgetting = self._delivered, [], False
-
-        async def forget():
-            # each tag's batch before its renewal time (the two on one shard, in this order):
-            # a renewal time left by a failure between is dropped by the next reclaim
-            pipe = self.redis.pipeline(transaction=False)
-            for t, ids in _by_tag(batches).items():
-                pipe.hdel(k.pending(t), *ids)
-                pipe.zrem(k.pending_since(t), *ids)
-            return await pipe.execute()
-
-        try:
-            await self.retry(forget, "forgetting delivered batches", within=self.wait)
-        except (RedisUnavailable, redis.exceptions.RedisError) as exc:
-            # they are reclaimed after the lease and delivered again: repeats, not losses
-            logger.info("cluster node %s: %d delivered batches not forgotten (%s)",
-                        self.consumer, len(batches), exc)
+        purpose): its pending batch is deleted (:meth:`PendingBatches.delivered`)."""
+        self.batches.delivered(batch)
 
     def queued(self) -> int:
-        return len(self.queue)
+        return len(self.tasks.queue)
 
     def reports_pending(self) -> bool:
         # a cluster runs on the system clock: nothing jumps past a report
         return False
-
-    def _release(self, crawl: Crawl) -> str:
-        """The task id of ``crawl``, reported: its place is free for another task."""
-        self._room.set()
-        ids = self.taken[crawl.cid]
-        task_id = ids.pop(0)
-        if not ids:
-            del self.taken[crawl.cid]
-        return task_id
-
-    def _requeue(self, crawl: Crawl) -> None:
-        """``crawl`` was taken but will not be downloaded: back to the queue given back."""
-        ids = self.taken.get(crawl.cid)
-        if ids:
-            self.queue.append((crawl, ids.pop()))
-            if not ids:
-                del self.taken[crawl.cid]
 
     # -- reporting fetches (the middleware's sink) -----------------------------------------------
     async def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,
@@ -540,7 +319,7 @@ class ClusterNode(CrawlSink):
                            listing: Listing | None = None) -> FetchResult:
         """``listing``: the feed is a sitemap index listing those children; it goes to the
         planner with the result, whose service retires the children it lists no more."""
-        task_id = self._release(crawl)
+        task_id = self.tasks.release(crawl)
         distinct, packed = packed_hashes(entries)
         maxn = self.config.max_entries_per_source
         shown = distinct[:maxn]
@@ -584,7 +363,7 @@ class ClusterNode(CrawlSink):
                             self.stats, len(new) + repeats)
         count_fetch(self.stats, len(new), float(sum(found.values)), found.window_full)
         if int(batch):
-            self.held.add(int(batch))
+            self.batches.held.add(int(batch))
             found = found._replace(batch=int(batch))
         return found
 
@@ -631,7 +410,7 @@ class ClusterNode(CrawlSink):
             self.stats.inc("push/empty")
         found = FetchResult(new, new_values, False)
         if int(batch):
-            self.held.add(int(batch))
+            self.batches.held.add(int(batch))
             found = found._replace(batch=int(batch))
         return found
 
@@ -662,7 +441,7 @@ class ClusterNode(CrawlSink):
                            last_modified: str | None = None,
                            hints: ServerHints | None = None, latency: float | None = None
                            ) -> None:
-        task_id = self._release(crawl)
+        task_id = self.tasks.release(crawl)
         await self._send(task_id, CrawlResult.of(
             crawl, self.clock.now(), NOT_MODIFIED, moved=self._moves.pop(crawl.cid, ""),
             etag=etag or "",
@@ -674,7 +453,7 @@ class ClusterNode(CrawlSink):
     async def crawl_failed(self, crawl: Crawl, kind: str, cause: str,
                            retry_after: float | None = None) -> float:
         """Sent to the planner, whose service backs the source off (0 here: not known)."""
-        task_id = self._release(crawl)
+        task_id = self.tasks.release(crawl)
         self._moves.pop(crawl.cid, None)
         await self._send(task_id, CrawlResult.of(crawl, self.clock.now(), kind,
                                                  cause=cause[:500],
@@ -734,7 +513,11 @@ class ClusterNode(CrawlSink):
                 logger.info("cluster node %s: %s %s lost at close (%s)", self.consumer, what,
                             subject, exc)
 
-        task = asyncio.ensure_future(tell())
+        self.in_background(tell())
+
+    def in_background(self, work) -> None:
+        """Run the coroutine ``work`` as a task that a stop waits for a moment."""
+        task = asyncio.ensure_future(work)
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
 
@@ -787,10 +570,3 @@ class ClusterNode(CrawlSink):
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
-
-def _by_tag(batches) -> dict[int, list[int]]:
-    """Batch ids by the tag whose keys hold them."""
-    out: dict[int, list[int]] = {}
-    for b in batches:
-        out.setdefault(batch_tag(b), []).append(b)
-    return out

@@ -38,9 +38,7 @@ flight across the cluster, its delay), and the learning from the workers' result
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import secrets
 import threading
 import time
@@ -48,32 +46,17 @@ from collections import defaultdict
 
 from scrapy_whittle.cluster.article_room import grant
 from scrapy_whittle.cluster.keys import Keys
+from scrapy_whittle.cluster.learning import Learning
 from scrapy_whittle.cluster.standby import Standby
 from scrapy_whittle.cluster.state import RedisStateStore
-from scrapy_whittle.cluster.tasks import (
-    FETCHED,
-    NOT_MODIFIED,
-    PUSH,
-    VALUE,
-    read_result,
-    read_value,
-    source_url,
-    task_fields,
-)
+from scrapy_whittle.cluster.tasks import task_fields
 from scrapy_whittle.cluster.websub import PlannerWebSub
 from scrapy_whittle.cluster.writes import Writes
-from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
 from scrapy_whittle.service.types import Crawl, PrefixedStats
 
 logger = logging.getLogger(__name__)
 
-#: the kind of a value fed back, as the results stream returns it
-VALUE_KIND = VALUE.encode()
-#: inbox messages and results the planner reads at once
-INBOX = 500
-RESULTS = 1000
 #: seconds an idle planner's read waits at most for a result (an inbox message waits as
 #: long; a stop too)
 IDLE_READ = 0.5
@@ -137,12 +120,8 @@ class Planner:
         self.websub: PlannerWebSub | None = None
         self.in_flight: dict[int, str] = {}       # source id -> crawl id
         self.deadline: dict[int, float] = {}
-        self._acks: list[str] = []
-        #: (source, crawl id) of the results learnt since the checkpoint
-        self._learnt: list[tuple[int, str]] = []
-        #: (source, "value:<message id>") of the values fed back since the checkpoint that
-        #: the policy took (recorded with their sources' tags, as results are)
-        self._valued: list[tuple[int, str]] = []
+        #: the results, values and messages learnt since the checkpoint
+        self.learning = Learning(self)
         self._seq = 0
         self._renewed = 0.0
         self._reclaimed = 0.0
@@ -198,7 +177,7 @@ class Planner:
                 self.node.stats.inc("cluster/planner_lost")
                 return 0.0
             self._renewed = now
-        await self._read_messages(block)
+        await self.learning.read_messages(block)
         await self._tell_sources()
         await self._dispatch()
         if self.service.config.articles.enabled:
@@ -260,11 +239,9 @@ class Planner:
         results learnt and not checkpointed. Whoever leads next, this process again too,
         restores them from Redis; kept, they would count twice once restored."""
         for sid in list(self.in_flight):
-            self._forget(sid)
+            self.forget(sid)
         self.deadline.clear()
-        self._acks.clear()
-        self._learnt.clear()
-        self._valued.clear()
+        self.learning.clear()
         self.service = None
         self.websub = None
 
@@ -326,24 +303,24 @@ class Planner:
             if (sid, cid) in store.applied:
                 # learnt by a checkpoint cut short (its source's record has it): the crawl
                 # is over, its record ends with the next checkpoint
-                self._learnt.append((sid, cid))
+                self.learning.learnt.append((sid, cid))
             elif sid < len(service.sources):
                 self.in_flight[sid] = cid
                 self.deadline[sid] = float(deadline)
                 service.sources.dispatched(sid, float(deadline))
                 self.hosts.in_flight[self._host(service, sid)] += 1
         spent = await self.retry(lambda: r.hgetall(k.spent), "restoring")
-        service.resume_spent({int(e): float(c) for e, c in spent.items()})
+        service.planner.resume_spent({int(e): float(c) for e, c in spent.items()})
         # the robots.txt delays the workers found (no checkpoint holds them; a message in
         # the inbox a dead planner popped is among them)
         delays = await self.retry(lambda: r.hgetall(k.crawl_delays), "restoring")
         for host, delay in delays.items():
-            self._crawl_delay(service, host.decode("utf-8", "replace"), delay)
+            self.learning.crawl_delay(service, host.decode("utf-8", "replace"), delay)
         self.service = service
         if service.websub is not None:
             self.websub = PlannerWebSub(service.websub, lambda sid: (
                 service.url(sid), service.sources.weight.item(sid)), node)
-        await self._results(claim=True)
+        await self.learning.claim_results()
         await self.checkpoint()
         logger.info("planner %s took over: %d sources, %d crawls in flight", self.token,
                     len(service.sources), len(self.in_flight))
@@ -367,7 +344,7 @@ class Planner:
     # -- handing out crawls -------------------------------------------------------------------
     async def _dispatch(self) -> int:
         room, service = self.backlog - len(self.in_flight), self.service
-        if room > 0 and service.epoch_of(service.clock.now()) != service.epoch:
+        if room > 0 and service.timeline.epoch_of(service.clock.now()) != service.epoch:
             # an epoch's selection takes seconds at millions of sources: in a thread (the
             # loop keeps nothing else of the service's), the lock renewed meanwhile
             self._selecting = asyncio.ensure_future(asyncio.to_thread(self._hand_out, room))
@@ -392,7 +369,7 @@ class Planner:
 
         tasks = []
         weight = service.sources.weight
-        for crawl in service.next_crawls(self.hosts, room, taken):
+        for crawl in service.planner.next_crawls(self.hosts, room, taken):
             self._seq += 1
             cid = f"{self.token}:{self._seq}"
             deadline = crawl.sent_at + self.lease * 3
@@ -423,7 +400,7 @@ class Planner:
         workers (:mod:`scrapy_whittle.cluster.article_room`); a new epoch's afresh."""
         service = self.service
         fresh = service.epoch != self._granted_epoch
-        room = service.article_room()
+        room = service.throttle.article_room()
         if fresh or any(room.values()):
             def write():
                 pipe = self.node.redis.pipeline(transaction=True)
@@ -466,188 +443,17 @@ class Planner:
         now = self.service.clock.now()
         lost = [sid for sid, d in self.deadline.items() if d < now]
         for sid in lost:
-            self._forget(sid)
+            self.forget(sid)
         if lost:
             self.node.stats.inc("cluster/lost_crawls", len(lost))
             await self.retry(lambda: r.hdel(k.in_flight, *lost), "forgetting")
         return len(again)
 
-    def _forget(self, sid: int) -> None:
+    def forget(self, sid: int) -> None:
+        """The crawl of ``sid`` in flight no more (its result learnt, or its deadline past)."""
         if self.in_flight.pop(sid, None) is not None:
             self.hosts.done(self._host(self.service, sid))
         self.deadline.pop(sid, None)
-
-    # -- learning -------------------------------------------------------------------------------
-    async def _results(self, claim: bool = False) -> int:
-        r, k = self.node.redis, self.keys
-        if claim:          # results pending on planners that died: learnt again from here
-            start, batch = "0-0", []
-            while True:
-                got = await self.retry(lambda start=start: r.xautoclaim(
-                    k.results, "planner", self.consumer, min_idle_time=0, start_id=start,
-                    count=1000), "claiming results")
-                batch += [e for e in got[1] if e[1]]
-                start = got[0]
-                if start in (b"0-0", "0-0"):
-                    break
-            entries = batch
-        else:
-            got = await self.retry(lambda: r.xreadgroup(
-                "planner", self.consumer, {k.results: ">"}, count=RESULTS), "reading results")
-            entries = got[0][1] if got else []
-        return self._learn_all(entries)
-
-    async def _read_messages(self, block: float = 0.0) -> int:
-        """The inbox and the new results, read in one round trip (a pipeline: neither
-        needs the other's atomicity); both handled, the inbox first. With ``block``
-        (seconds), the read of the results waits that long for one if there is none: an
-        idle planner sleeps in Redis, woken by the first result, instead of polling."""
-        r, k = self.node.redis, self.keys
-        wait_ms = int(block * 1000) or None        # (BLOCK 0 would wait for ever)
-
-        async def read():
-            pipe = r.pipeline(transaction=False)
-            pipe.lpop(k.inbox, INBOX)
-            pipe.xreadgroup("planner", self.consumer, {k.results: ">"}, count=RESULTS,
-                            block=wait_ms)
-            return await pipe.execute()
-
-        items, got = await self.retry(read, "reading the inbox and results")
-        self._handle_inbox(items or ())
-        return len(items or ()) + self._learn_all(got[0][1] if got else [])
-
-    def _learn_all(self, entries: list) -> int:
-        done = []
-        applied = self.service.store.applied     # learnt by a checkpoint cut short
-        for entry_id, fields in entries:
-            if fields.get(b"kind") == VALUE_KIND:
-                entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                self._value(fields, entry, applied)
-                self._acks.append(entry)
-                continue
-            key = _learnt_key(fields) if applied else None
-            if key in applied:          # acknowledged only (its crawl ended at the restore)
-                applied.discard(key)
-                sid = None
-            else:
-                sid = self._learn(fields)
-            self._acks.append(entry_id.decode() if isinstance(entry_id, bytes) else entry_id)
-            if sid is not None:
-                done.append((sid, fields[b"cid"].decode()))
-        # their in-flight records go with the checkpoint that acknowledges their results: a
-        # planner killed before it leaves both, and the next one learns them again
-        self._learnt += done
-        return len(entries)
-
-    def _value(self, fields: dict, entry: str, applied: set) -> None:
-        """A value fed back from a worker's item pipelines (results stream entry ``entry``),
-        given to the service, unless a checkpoint cut short already wrote what it taught
-        (``applied``)."""
-        service = self.service
-        try:
-            told = read_value(fields)
-        except ValueError as exc:            # a worker's garbage
-            self.node.stats.inc("cluster/bad_results")
-            logger.debug("planner %s: feedback refused (%s)", self.token, exc)
-            return
-        source = told["source"]
-        sid = service.source_id(source) if isinstance(source, str) else source
-        key = (sid, f"value:{entry}")
-        if key in applied:
-            applied.discard(key)
-            return
-        if service.report_value(source, told["value"], published=told["published"],
-                                at=told["at"], base_value=told.get("base_value")):
-            self._valued.append(key)
-
-    def _learn(self, f: dict) -> int | None:
-        service = self.service
-        url = source_url(f)
-        if url is not None:              # a source a worker's spider registered
-            if url:
-                service.add_sources([SourceSpec(url=url)])
-            else:                        # a worker's garbage
-                self.node.stats.inc("cluster/bad_results")
-            return None
-        result = read_result(f)
-        sid = result.source
-        if result.kind == PUSH:          # a WebSub delivery: no crawl was in flight
-            service.record_push(sid, result.new_items, result.reward, result.published,
-                                now=result.at)
-            return None
-        if sid >= len(service.sources) or self.in_flight.get(sid) != result.cid:
-            self.node.stats.inc("cluster/stale_results")
-            return None
-        self._forget(sid)
-        crawl = Crawl(sid, service.url(sid), result.epoch, result.sent_at, {})
-        if result.moved:
-            crawl = self._moved(crawl, result.moved)
-        etag = result.etag or None
-        modified = result.last_modified or None
-        hints = ServerHints.decode(result.hints)
-        if result.hub and service.websub is not None:
-            service.websub.discovered(crawl.source, result.hub, result.topic, result.at)
-        if result.kind == FETCHED:
-            if not result.readable:
-                self.node.stats.inc("cluster/bad_results")
-            # what a worker sent: record_fetch keeps the numbers in range
-            service.record_fetch(crawl, result.new_items, result.reward, result.window_full,
-                                 result.published, etag=etag, last_modified=modified,
-                                 now=result.at, hints=hints, latency=result.latency)
-            if result.children is not None:          # a sitemap index's listing
-                service.index_listed(crawl, result.children, complete=result.complete,
-                                     now=result.at)
-        elif result.kind == NOT_MODIFIED:
-            service.not_modified(crawl, etag=etag, last_modified=modified, hints=hints,
-                                 latency=result.latency)
-        else:
-            service.crawl_failed(crawl, result.kind, result.cause, result.retry_after or None)
-        return sid
-
-    def _moved(self, crawl: Crawl, url: str) -> Crawl:
-        """A worker's fetch of ``crawl`` answered at ``url`` after permanent redirects: the
-        service's own decision (:meth:`RecrawlService.moved`: moved, its old URL an alias, or
-        merged into the source at ``url``); the crawl its outcome counts for."""
-        try:
-            return self.service.moved(crawl, url)
-        except (TypeError, ValueError) as exc:      # a worker's garbage: the source stays
-            self.node.stats.inc("cluster/bad_results")
-            logger.warning("planner %s: a move of source %d to %r refused (%s)", self.token,
-                           crawl.source, url, exc)
-            return crawl
-
-    async def _inbox(self) -> int:
-        r, k = self.node.redis, self.keys
-        items = await self.retry(lambda: r.lpop(k.inbox, INBOX), "reading the inbox")
-        self._handle_inbox(items or ())
-        return len(items or ())
-
-    def _handle_inbox(self, items) -> None:
-        for raw in items:
-            msg = json.loads(raw)
-            if msg["type"] == "source":   # from a node of an earlier version
-                self.service.add_sources([SourceSpec(url=msg["url"])])
-            elif msg["type"] == "crawl_delay":
-                self._crawl_delay(self.service, msg["host"], msg["delay"])
-            elif msg["type"] == "websub":
-                if self.websub is not None:
-                    self.websub.told(msg)
-            elif msg["type"] == "value":      # from a node of an earlier version
-                self.service.report_value(msg["source"], msg["value"],
-                                          published=msg["published"], at=msg["at"],
-                                          base_value=msg.get("base_value"))
-
-    def _crawl_delay(self, service: RecrawlService, host: str, delay) -> None:
-        """A host's robots.txt ``Crawl-delay`` (seconds; garbage counted, not used)."""
-        try:
-            delay = float(delay)
-        except (TypeError, ValueError):
-            delay = math.nan
-        if not (math.isfinite(delay) and delay > 0):
-            self.node.stats.inc("cluster/bad_results")
-            return
-        service.set_crawl_delay(host, delay)
-        self.hosts.delays[host] = max(self.hosts.delays.get(host, 0.0), delay)
 
     # -- checkpoints ----------------------------------------------------------------------------
     async def checkpoint(self) -> None:
@@ -655,15 +461,13 @@ class Planner:
         if self._writing is not None:
             await self._writing
         cp = self.service.prepare_checkpoint()
-        acks, self._acks = self._acks, []
-        learnt, self._learnt = self._learnt, []
+        acks, learnt, valued = self.learning.taken()
         # (a source handed out again since keeps its new record)
         done = [sid for sid in dict.fromkeys(sid for sid, _ in learnt)
                 if sid not in self.in_flight]
-        learnt += self._valued
-        self._valued = []
+        learnt += valued
         store = self.service.store
-        epoch = self.service.epoch_of(self.service.clock.now())
+        epoch = self.service.timeline.epoch_of(self.service.clock.now())
 
         def write():
             store.write(cp, acks=acks, done=done, learnt=learnt)
@@ -695,14 +499,6 @@ class Planner:
             self.service.stats.set("budget_used", used)
         self.service = None
         self.websub = None
-
-
-def _learnt_key(fields: dict) -> tuple[int, str] | None:
-    """(source, crawl id) of a result's fields; None when a worker sent garbage."""
-    try:
-        return int(fields[b"sid"]), fields[b"cid"].decode()
-    except (KeyError, ValueError, UnicodeDecodeError):
-        return None
 
 
 def _in_thread(fn, *args) -> asyncio.Future:

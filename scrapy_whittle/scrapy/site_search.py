@@ -227,11 +227,11 @@ class SiteSearch:
         site named, or one that gave a feed before), a failure for the caller to report."""
         if self.table.site_of(crawl.url) is not None:
             return False
-        listed = self.service.site_page(crawl)
+        listed = self.service.roster.site_page(crawl)
         if listed is None:
             return False
         # kept under the address the list names, where a redirect may have led elsewhere
-        site = self.service.registered_url(crawl.source)
+        site = self.service.sources.registry.registered_url(crawl.source)
         if site not in self.searching:         # not a second search of a list read again
             self.stats.inc("site_search/sites")
             self._search(site, response, listed)
@@ -261,7 +261,7 @@ class SiteSearch:
             kept = list(before.feeds) if before is not None else []
             # its dead feeds stay, probed; either way not searched again before its time
             self.table.record(site, kept, self.service.clock.now())
-            self.service.site_feeds([], [site], listed=listed)
+            self.service.roster.site_feeds([], [site], listed=listed)
             logger.warning("site search: %s names no feed (no <link rel=\"alternate\"> feed, no "
                            "Link header, no Sitemap in robots.txt, none at the %d usual paths)"
                            "%s; searched again in %g s at the earliest", site,
@@ -269,7 +269,7 @@ class SiteSearch:
                            "; its feeds found before are kept" if kept else "", self.again_after)
             return
         dropped = self.table.record(site, feeds, self.service.clock.now())
-        self.service.site_feeds([SourceSpec(url=f.url, title=f.title) for f in feeds],
+        self.service.roster.site_feeds([SourceSpec(url=f.url, title=f.title) for f in feeds],
                                 [*dropped, site], listed=listed)
         self.stats.inc("site_search/feeds_found", len(feeds))
         logger.info("site search: %s names %d feeds: %s%s", site, len(feeds),
@@ -287,7 +287,7 @@ class SiteSearch:
         now = self.service.clock.now()
         if now - record.searched_at < self.again_after:
             return
-        dead, listed = self.service.sources_dead([f.url for f in record.feeds])
+        dead, listed = self.service.roster.sources_dead([f.url for f in record.feeds])
         if not dead:
             return
         self.stats.inc("site_search/searched_again")

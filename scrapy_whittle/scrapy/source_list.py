@@ -7,7 +7,7 @@ fetched when the crawl starts (the crawl waits for it; the sources a JOBDIR alre
 keep being crawled meanwhile) and every ``WHITTLE_SOURCES_REFRESH`` seconds if set; a file
 list is read again on the same interval (in a thread: a million lines take seconds).
 
-Each read is handed to :meth:`RecrawlService.sync_sources`: new sources join, sources of
+Each read is handed to :meth:`SourceRoster.sync_sources`: new sources join, sources of
 the previous list that are missing leave (not crawled, their learned state kept should they
 return). A read that fails (HTTP error, unreadable document) or finds **no** source at all
 changes nothing: an empty list is far more often a broken export or a login page than a wish
@@ -116,7 +116,7 @@ class SourceListReader:
         listed = list(specs) + self.extra
         if self.expand is not None:
             listed = self.expand(listed)
-        joined, left = service.sync_sources(listed)
+        joined, left = service.roster.sync_sources(listed)
         self._failed_before = False
         if (joined or left) and self.on_change is not None:
             self.on_change()

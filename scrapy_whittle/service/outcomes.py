@@ -305,7 +305,7 @@ class CrawlOutcomes:
         return backoff
 
     def not_a_feed(self, crawl: Crawl) -> None:
-        """The fetch found a site's page (``RecrawlService.site_page``): a crawl that taught
+        """The fetch found a site's page (``SourceRoster.site_page``): a crawl that taught
         nothing, without an error (the source leaves: it backs off nobody)."""
         self._observe(crawl, self.clock.now(), False, 0, 0.0, False, [])
         self.throttle.heard(crawl)            # its host answered, as hosts do

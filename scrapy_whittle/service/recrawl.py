@@ -36,6 +36,15 @@ construction:
   every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (the caller decides when: ``checkpoint_due``)
   and at close; the restore after a restart.
 * :class:`~scrapy_whittle.service.epochs.EpochLedger`: the epochs' totals for the store.
+* :class:`~scrapy_whittle.service.policy_factory.PolicyFactory`: the policy the settings ask
+  for, told what an oracle (``WHITTLE_ORACLE_PARAMS``) knows.
+* :class:`~scrapy_whittle.service.source_roster.SourceRoster`: the sources coming and going
+  (registered, leaving and rejoining the source list, a site's address giving way to its
+  feeds, moved or merged by permanent redirects), the other parts told.
+
+Its callers use those parts for what is theirs alone (``service.roster.sync_sources``,
+``service.planner.next_crawls``, ``service.timeline.epoch_of``, ...); the service itself
+keeps the narrow API above: what is due, what a response showed, the state, the stats.
 
 The types it shares with its callers are in :mod:`scrapy_whittle.service.types` and
 importable from here.
@@ -43,24 +52,20 @@ importable from here.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import logging
-from collections import defaultdict, deque
 from collections.abc import Iterable
 
 import numpy as np
 
-from scrapy_whittle.core.periodic import PeriodicArrivals, arrivals_from_bins
-from scrapy_whittle.core.policies import Policy, policy_class
-from scrapy_whittle.core.problem import Problem, SourceParams
+from scrapy_whittle.core.policies import Policy
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.feeds.story import DROP_PARAMS, ParamFilter
 from scrapy_whittle.service.article_stories import ArticleStories
 from scrapy_whittle.service.clock import SystemClock
-from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
+from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
+from scrapy_whittle.service.delivery_recovery import recover_deliveries
 from scrapy_whittle.service.entry_memory import EntryMemory
 from scrapy_whittle.service.epochs import EpochLedger, Timeline
 from scrapy_whittle.service.gc_pause import gc_paused
@@ -70,9 +75,10 @@ from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.outcomes import CrawlOutcomes
 from scrapy_whittle.service.persistence import StatePersistence
 from scrapy_whittle.service.planning import EpochPlanner
+from scrapy_whittle.service.policy_factory import PolicyFactory
 from scrapy_whittle.service.policy_keeper import PolicyKeeper
-from scrapy_whittle.service.policy_options import build_policy
 from scrapy_whittle.service.retirement import Retirement
+from scrapy_whittle.service.source_roster import SourceRoster
 from scrapy_whittle.service.source_state import SourceState
 from scrapy_whittle.service.source_table import SourceTable
 from scrapy_whittle.service.sources import SourceSpec, url_host
@@ -113,7 +119,6 @@ class RecrawlService:
                  stats: Stats | None = None, download_delay: float = 0.0) -> None:
         self.config = config
         clock = clock or config.clock or SystemClock()
-        self.oracle = oracle
         self.max_flight = float(max_flight)
         self.stats: Stats = stats if stats is not None else DictStats()
         self.sources = SourceTable(config)
@@ -126,8 +131,12 @@ class RecrawlService:
         self.timeline = Timeline(clock, config.period, config.max_epochs,
                                  config.steps_per_epoch)
         self.ledger = EpochLedger()
+        #: the policy as the settings ask for it, told what the oracle knows
+        self.policies = PolicyFactory(config, sources=self.sources, timeline=self.timeline,
+                                      log_once=self._log_once, oracle=oracle)
         self.keeper = PolicyKeeper(self.sources, self.state, self.stats, self._log_once,
-                                   config.policy, self._oracle_extra)
+                                   config.policy,
+                                   lambda sids: self.policies.grow_extra(sids, self.policy))
         self.retirement = Retirement(config, sources=self.sources, stats=self.stats,
                                      log_once=self._log_once)
         self.children = IndexChildren(config, sources=self.sources,
@@ -155,7 +164,7 @@ class RecrawlService:
                                             stories=self.stories,
                                             prints=self.article_stories.near,
                                             outcomes=self.outcomes,
-                                            rebuild_policy=self._build_policy, **parts)
+                                            rebuild_policy=self.policies.build, **parts)
         self.store = store
         #: the new entries on their way to the pipelines, journaled beside the store when
         #: the caller reports deliveries (``journal_deliveries``, set before ``open``)
@@ -167,6 +176,13 @@ class RecrawlService:
         #: crawl's state
         self.websub = (Subscriptions(config.websub_callback, config.websub_lease)
                        if config.websub_callback else None)
+        #: the sources coming and going (registered, leaving the list, moved, merged)
+        self.roster = SourceRoster(sources=self.sources, state=self.state, memory=self.memory,
+                                   outcomes=self.outcomes, keeper=self.keeper,
+                                   planner=self.planner, children=self.children,
+                                   persistence=self.persistence, timeline=self.timeline,
+                                   stats=self.stats, log_once=self._log_once,
+                                   websub=self.websub)
 
     # -- the parts' state, as the service's callers read it -----------------------------
     @property
@@ -201,22 +217,9 @@ class RecrawlService:
         return self.timeline.origin
 
     @property
-    def first_epoch(self) -> int | None:
-        return self.timeline.first_epoch
-
-    @property
     def epoch(self) -> int:
         """The epoch of the current plan."""
         return self.planner.epoch
-
-    @property
-    def plan(self) -> deque[int]:
-        """The current epoch's chosen sources not handed out yet, in order."""
-        return self.planner.plan
-
-    @property
-    def spent(self) -> float:
-        return self.planner.spent
 
     @property
     def wake_at(self) -> float:
@@ -232,18 +235,18 @@ class RecrawlService:
     def open(self, specs: list[SourceSpec] = (), *, listed: bool = True) -> None:
         """Restore the stored state (if any), register ``specs``, build the policy. With
         ``listed``, ``specs`` (if any) are the source list: sources of the stored list that
-        are not among them leave (:meth:`sync_sources`)."""
+        are not among them leave (:meth:`SourceRoster.sync_sources`)."""
         with gc_paused():       # a million rows of tuples: see scrapy_whittle.service.gc_pause
             self._open(specs, listed)
 
     def _open(self, specs: list[SourceSpec], listed: bool) -> None:
         saved = self.persistence.load()
-        self._register_stored(saved)
-        ids = self._register(list(specs))
+        self.roster.register_stored(saved)
+        ids = self.roster.register(list(specs))
         now = self.clock.now()
         origin = float(saved.meta["origin"]) if saved and "origin" in saved.meta else now
         self.timeline.start(origin, now)
-        self.keeper.start(self._build_policy(len(self.sources)))
+        self.keeper.start(self.policies.build(len(self.sources)))
         if saved is not None:
             self.persistence.restore(saved)
             self.persistence.repair_bookkeeping(now)
@@ -254,20 +257,6 @@ class RecrawlService:
                 self.websub.load(saved.websub)
         self._start(ids, listed, now)
 
-    def _register_stored(self, saved: SavedState | None) -> None:
-        """The sources of the store, under their ids, and their old URLs (aliases)."""
-        if saved is None:
-            return
-        cols = saved.sources
-        if list(cols["id"]) != list(range(saved.n_sources)):
-            raise StoreError(f"{self.store.path}: source ids are not 0..n-1")
-        self._grow_parts(self.sources.add_columns(
-            list(cols["url"]), cols["weight"], cols["min_interval"],
-            [c or "" for c in cols["category"]])[1])
-        for url, sid in saved.aliases:      # before the list: an old URL finds its source
-            if 0 <= sid < saved.n_sources:
-                self.sources.registry.add_alias(url, sid)
-
     def _start(self, ids: list[int], listed: bool, now: float) -> None:
         """The end of an opening: the source list (``ids``: its sources), the deliveries a
         killed run left, what the policy and the planner set up for every source."""
@@ -275,14 +264,20 @@ class RecrawlService:
         # registered yet: the index's next answer may be a 304 that names nobody
         awaiting = [url for url in self.children.awaiting if url_host(url)]
         if awaiting:
-            self._register([SourceSpec(url=url) for url in awaiting], discover=False)
+            self.roster.register([SourceSpec(url=url) for url in awaiting], discover=False)
             self.keeper.grow()
             logger.info("re-crawl service: %d child sitemaps a sitemap index named before the "
                         "crawl stopped registered now", len(awaiting))
         if listed and ids:
-            self._sync_list(ids)
+            self.roster.sync_list(ids)
         if self.store is not None and self.journal_deliveries:
-            self._recover_deliveries()
+            # the delivery journal beside the state: what a killed run left undelivered
+            # is handed out again
+            self.deliveries = DeliveryJournal(self.store.path.parent / DIRECTORY)
+            self.replays = recover_deliveries(
+                self.deliveries, sources=self.sources, memory=self.memory,
+                stories=self.stories, ledger=self.ledger, timeline=self.timeline,
+                stats=self.stats)
         self.keeper.set_half_life_priors(np.arange(len(self.sources)))
         self.outcomes.start(len(self.sources))
         self.planner.discover(np.arange(len(self.sources)), now)
@@ -302,9 +297,9 @@ class RecrawlService:
             saved = self.persistence.load()
             if saved is None or "origin" not in saved.meta:
                 return False
-            self._register_stored(saved)
+            self.roster.register_stored(saved)
             self.timeline.start(float(saved.meta["origin"]), self.clock.now())
-            self.keeper.start(self._build_policy(len(self.sources)))
+            self.keeper.start(self.policies.build(len(self.sources)))
             self.persistence.restore(saved)
             self.keeper.repair(None, cause="as restored")     # (what it resets is dirty)
             if self.websub is not None:
@@ -326,7 +321,7 @@ class RecrawlService:
             if new.size:
                 if ids[new].tolist() != list(range(n, n + new.size)):
                     raise StoreError(f"{self.store.path}: source ids are not 0..n-1")
-                self._grow_parts(self.sources.add_columns(
+                self.roster.grow_parts(self.sources.add_columns(
                     [cols["url"][j] for j in new.tolist()],
                     [cols["weight"][j] for j in new.tolist()],
                     [cols["min_interval"][j] for j in new.tolist()],
@@ -351,7 +346,7 @@ class RecrawlService:
         source list), the book-keeping repaired as of now, the retired sources' probes,
         every source new to the next selection."""
         with gc_paused():
-            ids = self._register(list(specs), discover=False)
+            ids = self.roster.register(list(specs), discover=False)
             self.keeper.grow()
             now = self.clock.now()
             self.timeline.start(self.timeline.origin, now)
@@ -360,263 +355,15 @@ class RecrawlService:
             self.retirement.restore(now)
             self._start(ids, listed, now)
 
-    def _recover_deliveries(self) -> None:
-        """Open the delivery journal beside the state; what a killed run left undelivered
-        becomes ``replays``, its entries known as seen (they are handed out by the replay,
-        not again by the next fetch of their feed), beside every entry the checkpoint knew
-        (:meth:`EntryMemory.recall`)."""
-        self.deliveries = DeliveryJournal(self.store.path.parent / DIRECTORY)
-        replays = []
-        for batch in self.deliveries.recover():
-            sid = self.sources.id_of(batch.url)
-            if sid is not None:
-                new = self.memory.recall(sid, batch.entries)
-                if self.stories is not None:
-                    self.stories.split(sid, new)
-                self._count_recovered(batch, new)
-                if sid != batch.source:
-                    batch = dataclasses.replace(batch, source=sid)
-            replays.append(batch)
-        self.replays = replays
-        if replays:
-            logger.info("re-crawl service: %d entries of %d fetches may not have been "
-                        "delivered before the crawl stopped (their delivery was not confirmed "
-                        "to the state store): handed out again, so the item pipelines may see "
-                        "some of them twice", sum(len(b.entries) for b in replays),
-                        len(replays))
-            self.stats.inc("deliveries/replayed", sum(len(b.entries) for b in replays))
-
-    def _count_recovered(self, batch, new) -> None:
-        """``new``: the entries of a journaled batch the checkpoint did not know, found after
-        it by the killed run, whose epoch rows counting them were lost with it. They are
-        captures all the same (their items go to the pipelines now): counted again in the
-        epoch they were found in, so that the report's captured entries are what reached the
-        pipelines."""
-        if not new:
-            return
-        keys = {e.key for e in new}
-        value = sum(v for e, v in zip(batch.entries, batch.values, strict=False)
-                    if e.key in keys)
-        totals = self.ledger.totals[self.timeline.epoch_of(batch.found_at)]
-        totals.new_items += len(new)
-        totals.utility += float(value)
-
-    def _build_policy(self, n: int) -> Policy:
-        alpha = u = None
-        if self.oracle is not None:
-            alpha, u = self._oracle_au(range(n), strict=True)
-        supplied = {}
-        cls = policy_class(self.config.core_policy)
-        takes = inspect.signature(cls.__init__).parameters
-        options = self.config.policy_options
-        if "time_unit_hours" in takes and "time_unit_hours" not in options:
-            # feed readers' rules count in minutes and hours; the service's unit is the second
-            supplied["time_unit_hours"] = 1.0 / 3600.0
-        if cls.takes_resolution and "resolution" not in options \
-                and self.config.steps_per_epoch > 1:
-            # deciding every WHITTLE_STEP: the index of the step, not of the epoch
-            supplied["resolution"] = 1.0 / self.config.steps_per_epoch
-        if "groups" in takes and "groups" not in options:
-            # the prior of the sources never crawled pools those alike: the list's category,
-            # else the host; a callable, so the sources added later join their group
-            supplied["groups"] = self.sources.group_of
-        if self.oracle is not None and cls.needs_rhythms:
-            alpha, periodic_u = self._oracle_rhythms(range(n), strict=True)
-            supplied["periodic"] = PeriodicArrivals(alpha, periodic_u, 0)
-            u = periodic_u.mean(axis=1)
-        problem = Problem(n=n, cost=self.sources.cost[:n].copy(), period=self.config.period,
-                          alpha=alpha, u=u)
-        return build_policy(self.config, problem, **supplied)
-
-    def _oracle_rhythms(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """(alpha, u per phase of the day (N, K), column t for epoch t mod K) of sources
-        ``sids`` from the oracle's parameters and rhythms (``WHITTLE_ORACLE_PARAMS``); a
-        source without a rhythm publishes evenly (with ``strict``: InvalidSetting)."""
-        sids = list(sids)
-        alpha, _ = self._oracle_au(sids, strict=strict)
-        profiles = getattr(self.oracle, "profiles", {})
-        rows = [profiles.get(self.sources.url(s)) for s in sids]
-        known = [r for r in rows if r is not None]
-        if not sids and profiles:
-            # no source yet (a list fetched after start-up): the phases are those of the
-            # rhythms the oracle gives, for the sources that join later
-            known = [next(iter(profiles.values()))]
-        if not known or (strict and len(known) < len(rows)):
-            raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}) needs "
-                                 f"a daily rhythm (\"profile\") for every source of policy "
-                                 f"{self.config.policy!r}")
-        flat = ([1.0] * len(known[0][0]), known[0][1], known[0][2])
-        groups: dict[tuple, list[int]] = defaultdict(list)
-        for j, row in enumerate(rows):
-            bins, width, origin = row or flat
-            groups[len(bins), width, origin].append(j)
-        params = np.array([self.oracle.get(self.sources.url(s), (0.0, 0.0, 0.0))
-                           for s in sids], dtype=np.float64).reshape(-1, 3)
-        out = None
-        for (_, width, origin), idx in groups.items():
-            bins = np.array([(rows[j] or flat)[0] for j in idx], dtype=np.float64)
-            try:
-                arr = arrivals_from_bins(*params[idx].T, bins, width, self.config.period,
-                                         origin=origin, start=self.origin)
-            except ValueError as exc:
-                raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
-                                     f" {exc} (WHITTLE_PERIOD {self.config.period!r})"
-                                     ) from None
-            if out is None:
-                out = np.zeros((len(sids), arr.u.shape[1]))
-            if arr.u.shape[1] != out.shape[1]:
-                raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
-                                     " the rhythms must all span the same time")
-            out[idx] = np.roll(arr.u, -arr.phase0, axis=1)   # phase of epoch 0 made 0
-        if out is None:         # no source: no rows, as many phases as the rhythms have
-            bins, width, origin = known[0]
-            try:
-                out = arrivals_from_bins(np.zeros(0), np.zeros(0), np.zeros(0),
-                                         np.zeros((0, len(bins))), width, self.config.period,
-                                         origin=origin, start=self.origin).u
-            except ValueError as exc:
-                raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r}):"
-                                     f" {exc} (WHITTLE_PERIOD {self.config.period!r})"
-                                     ) from None
-        return alpha, out
-
-    def _oracle_au(self, sids, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        rows = []
-        for sid in sids:
-            url = self.sources.url(sid)
-            params = self.oracle.get(url)
-            if params is None:
-                if strict:
-                    raise InvalidSetting(f"WHITTLE_ORACLE_PARAMS ({self.config.oracle_params!r})"
-                                         f" has no parameters for source {url}")
-                self._log_once(sid, "oracle", url, "no oracle parameters: never crawled")
-                params = (0.0, 0.0, 0.0)
-            rows.append(params)
-        arr = np.asarray(rows, dtype=np.float64).reshape(-1, 3)
-        p = SourceParams(arr[:, 0], arr[:, 1], arr[:, 2], period=self.config.period)
-        return p.alpha, p.u
-
-    def _oracle_extra(self, sids: np.ndarray) -> dict:
-        """What ``Policy.grow`` takes of the oracle for new sources ``sids``."""
-        if self.oracle is None:
-            return {}
-        if self.keeper.policy.needs_rhythms:
-            alpha, periodic_u = self._oracle_rhythms(sids)
-            return {"alpha": alpha, "periodic_u": periodic_u}
-        alpha, u = self._oracle_au(sids)
-        return {"alpha": alpha, "u": u}
-
-    # -- sources ----------------------------------------------------------------------------
+    # -- sources (SourceRoster) -------------------------------------------------------------
     def add_sources(self, specs: list[SourceSpec]) -> list[int]:
         """Register sources (a URL already known keeps its id); the policy learns of new ones
         at the next selection."""
-        sids = self._register(specs)
-        self.stats.set("sources", len(self.sources) - self.sources.n_left)
-        return sids
-
-    def sync_sources(self, specs: list[SourceSpec]) -> tuple[int, int]:
-        """The source list (``WHITTLE_SOURCES``) is now ``specs``: new sources join, those
-        listed before and missing now leave (their state is kept, they are not crawled),
-        those that had left and are back rejoin. Returns (joined, left) counts."""
-        before = len(self.sources)
-        ids = self._register(list(specs))
-        if self.keeper.policy is not None:
-            self.keeper.grow()
-        back, leaving = self._sync_list(ids)
-        if back.size and self.keeper.policy is not None:
-            self.planner.discover(back, self.clock.now())
-        joined = len(self.sources) - before + len(back)
-        self.stats.set("sources", len(self.sources) - self.sources.n_left)
-        return joined, len(leaving)
-
-    def site_page(self, crawl: Crawl) -> bool | None:
-        """The fetch of ``crawl`` found a web page, not a feed. At a source that never gave a
-        feed the address is a site's, searched for its feeds
-        (:mod:`scrapy_whittle.scrapy.site_search`), which take its place (:meth:`site_feeds`):
-        the fetch teaches nothing (a failed crawl to the policy, no error counted) and the
-        source leaves the crawl (never fetched as a feed again; its record kept). Returns
-        whether it was on the source list; None, and nothing done, at a source that gave a
-        feed before: a feed that serves a page (a maintenance or challenge page) is a failing
-        feed, to report as such."""
-        sid = crawl.source
-        st = self.state
-        if np.isfinite(st.last_ok.item(sid)) or st.new_items.item(sid):
-            return None
-        listed = bool(self.sources.listed[sid])
-        self.outcomes.not_a_feed(crawl)
-        # no back-off: a crawl killed before the search ended finds the site on its list
-        # again at the restart, to be fetched and searched at once (not a back-off later);
-        # its failure stays, which tells the restore it never gave a feed
-        self.sources.retry_at[sid] = 0.0
-        self._relist([], [sid], listed=False)
-        return listed
-
-    def site_feeds(self, specs: list[SourceSpec], dropped: list[str] = (), *,
-                   listed: bool = True) -> list[int]:
-        """A site's feeds: ``specs`` join the crawl as sources (on the source list with
-        ``listed``, as the site's address was), ``dropped`` (URLs of feeds the site had and
-        names no more) leave it. Returns the ids of ``specs``."""
-        sids = self._register(list(specs))
-        if self.keeper.policy is not None:
-            self.keeper.grow()
-        gone = [sid for sid in map(self.sources.id_of, dropped) if sid is not None]
-        self._relist(sids, gone, listed=listed)
-        return sids
-
-    def sources_dead(self, urls: list[str]) -> tuple[bool, bool]:
-        """(whether every source of ``urls`` this crawl knows is dead: retired or merged
-        into another, whether any is on the source list); (True, True) when it knows none."""
-        ids = np.asarray([i for i in map(self.sources.id_of, urls) if i is not None],
-                         dtype=np.int64)
-        if not ids.size:
-            return True, True
-        src = self.sources
-        return bool(np.all(src.retired[ids] | src.merged[ids])), bool(np.any(src.listed[ids]))
-
-    def _relist(self, joining: list[int], leaving: list[int], *, listed: bool) -> None:
-        back, gone, changed = self.sources.relist(joining, leaving, listed=listed)
-        self.state.touch(changed)
-        if gone.size:
-            self.planner.drop_left()
-            self.stats.inc("sources/left", int(gone.size))
-        if back.size:
-            self.stats.inc("sources/rejoined", int(back.size))
-            if self.keeper.policy is not None:
-                self.planner.discover(back, self.clock.now())
-        self.stats.set("sources", len(self.sources) - self.sources.n_left)
+        return self.roster.add_sources(specs)
 
     def add_source(self, spec: SourceSpec) -> int:
         """Register one source (a spider's request); its id."""
-        return self.add_sources([spec])[0]
-
-    def _sync_list(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        back, leaving, changed = self.sources.sync_list(ids)
-        self.state.touch(changed)
-        if back.size or leaving.size:
-            self.planner.drop_left()
-            logger.info("source list: %d sources rejoined, %d left it (not crawled any more; "
-                        "what was learned of them is kept)", back.size, leaving.size)
-            self.stats.inc("sources/left", int(leaving.size))
-            self.stats.inc("sources/rejoined", int(back.size))
-            if self.websub is not None:
-                for sid in leaving.tolist():
-                    self.websub.source_left(sid, self.clock.now())
-        return back, leaving
-
-    def _register(self, specs: list[SourceSpec], discover: bool = True) -> list[int]:
-        sids, new = self.sources.add(specs)
-        if new:
-            self._grow_parts(new)
-            if discover and self.keeper.policy is not None:  # at an opening, all at once
-                self.planner.discover(new, self.clock.now())
-            if self.children.awaiting:         # a sitemap index listed them first
-                for sid in new:
-                    self.children.registered(sid, self.sources.url(sid))
-            if self.store is not None:          # what the next checkpoint must insert
-                by_id = dict(zip(sids, specs, strict=True))
-                self.persistence.sources_added((sid, by_id[sid]) for sid in new)
-                self.state.touch(new)
-        return sids
+        return self.roster.add_sources([spec])[0]
 
     def index_listed(self, crawl: Crawl, urls: Iterable[str], *, complete: bool = True,
                      now: float | None = None) -> None:
@@ -627,50 +374,15 @@ class RecrawlService:
         self.children.listed(crawl.source, urls, self.clock.now() if now is None else now,
                              complete=complete)
 
-    def _grow_parts(self, new: list[int]) -> None:
-        """The rest of the service's per-source state follows the source table."""
-        if not new:
-            return
-        self.memory.grow(len(new))
-        self.state.grow(len(new))
-        self.outcomes.grow(len(new))
-        self.keeper.sources_added(new)
-
     def moved(self, crawl: Crawl, url: str) -> Crawl:
-        """The fetch of ``crawl`` was redirected permanently (301, 308) to ``url``: the source
-        is at ``url`` from now on, its old URLs kept as aliases (a list that still names one
-        finds it: no twin). When ``url`` is another source's already, the two are one: the
-        moved source merges into that one (its URLs become that one's aliases; it is crawled
-        no more, what was learned of it is kept) and the fetch counts as that one's. Returns
-        the crawl the fetch's outcome is to be reported as. Counted under ``sources/moved``
-        (and ``sources/merged``), logged once per source."""
-        sid, src = crawl.source, self.sources
-        old = src.url(sid)
-        if url == old:
-            return crawl
-        target = src.move(sid, url)
-        aliases = [(u, i) for u, i in src.registry.aliases.items() if i == target]
-        self.persistence.source_moved(sid, url if target == sid else None, aliases)
-        self.state.touch([sid, target])
-        self.stats.inc("sources/moved")
-        if target == sid:
-            self._log_once(sid, "moved", url, f"moved permanently from {old}",
-                           logging.INFO)
-            return crawl._replace(url=url)
-        self.stats.inc("sources/merged")
-        self._log_once(sid, "moved", old, f"moved permanently to {url}, which is source "
-                       f"{target}: merged into it", logging.INFO)
-        self.planner.drop_left()
-        src.in_flight.pop(sid, None)
-        self.stats.set("sources", len(src) - src.n_left)
-        return crawl._replace(source=target, url=url)
+        """The fetch of ``crawl`` was redirected permanently (301, 308) to ``url``: the
+        source moves there, or merges into the source already there
+        (:meth:`SourceRoster.moved`). Returns the crawl the fetch's outcome is to be reported
+        as."""
+        return self.roster.moved(crawl, url)
 
     def url(self, sid: int) -> str:
         return self.sources.url(sid)
-
-    def registered_url(self, sid: int) -> str:
-        """The URL source ``sid`` was registered under (a list's, whatever it moved to)."""
-        return self.sources.registry.registered_url(sid)
 
     def source_id(self, url: str) -> int | None:
         return self.sources.id_of(url)
@@ -696,32 +408,18 @@ class RecrawlService:
             self.outcomes.late_repeat(source, float(value or 0.0))
         return verdict
 
-    def article_room(self) -> dict[str, int]:
-        """Each host with a finite allowance: the article requests it may take now, spent
-        (a cluster's planner grants them: :mod:`scrapy_whittle.cluster.article_room`)."""
-        return self.throttle.article_room()
-
     def admit_article(self, host: str) -> bool:
         """Whether an article request to ``host`` may go now, within the host's allowance
         after its feeds (spent if so: :meth:`HostThrottle.admit_article`)."""
         return self.throttle.admit_article(host)
 
     # -- time and handing out crawls ----------------------------------------------------
-    def epoch_of(self, when: float) -> int:
-        return self.timeline.epoch_of(when)
-
     def next_crawl(self, hosts: HostLoad = NO_LOAD) -> Crawl | None:
         """The next source to fetch now, or None (then ``wake_at`` says when to ask again).
         ``hosts`` says which hosts cannot take a request now: they are asked about all at an
         epoch's start (to mask their sources out of the choice), and about one source's host
         before it is handed out."""
         return self.planner.next_crawl(hosts)
-
-    def next_crawls(self, hosts: HostLoad, limit: int, taken=None) -> list[Crawl]:
-        """Up to ``limit`` crawls at once: what ``limit`` calls of :meth:`next_crawl` would
-        give now, in one pass over the plan; ``taken(crawl)`` after each, so that ``hosts``
-        counts it (a cluster's planner hands out crawls in batches)."""
-        return self.planner.next_crawls(hosts, limit, taken)
 
     def has_crawls(self) -> bool:
         return len(self.sources) > 0 and not self.timeline.finished
@@ -735,15 +433,6 @@ class RecrawlService:
             return False
         now = self.clock.now()
         return any(until > now for until in in_flight.values())
-
-    def resume_spent(self, spent: dict[int, float]) -> None:
-        """Budget already spent in some epochs (by a cluster's previous planner): the plan of
-        such an epoch gets only what remains."""
-        self.planner.resume_spent(spent)
-
-    def repair_policy(self, ids: Iterable[int] | None, cause: str = "") -> np.ndarray:
-        """See :meth:`PolicyKeeper.repair`."""
-        return self.keeper.repair(ids, cause)
 
     # -- what crawls showed (CrawlOutcomes) ---------------------------------------------
     def feed_fetched(self, crawl: Crawl, entries: list[FeedEntry], *,

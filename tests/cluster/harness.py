@@ -58,7 +58,7 @@ class Cluster:
         got = await node.redis.xreadgroup("workers", node.consumer, {node.keys.tasks: ">"},
                                           count=100)
         for task_id, f in (got[0][1] if got else ()):
-            node.queue.append((task_crawl(f), task_id.decode()))
+            node.tasks.queue.append((task_crawl(f), task_id.decode()))
         out = {}
         while (crawl := node.next_crawl()) is not None:
             out[crawl.source] = crawl
@@ -81,7 +81,7 @@ async def take(node: ClusterNode, crawl) -> str:
     got = await node.redis.xreadgroup("workers", node.consumer, {node.keys.tasks: ">"},
                                       count=1)
     task_id = got[0][1][0][0].decode()
-    node.taken.setdefault(crawl.cid, []).append(task_id)
+    node.tasks.taken.setdefault(crawl.cid, []).append(task_id)
     return task_id
 
 

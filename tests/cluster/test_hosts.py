@@ -195,9 +195,9 @@ async def test_workers_send_articles_within_what_the_planner_grants_each_host(re
         for epoch in range(3):
             await nodes[0].planner.step()
             for node in nodes:                   # a task each, and the hosts granted
-                got, _ = await node._take(1, True)
+                got, _ = await node.tasks.take(1, True)
                 for task_id, f in got[0][1]:
-                    node.queue.append((task_crawl(f), task_id.decode()))
+                    node.tasks.queue.append((task_crawl(f), task_id.decode()))
                 crawl = node.next_crawl()
                 feeds[urlsplit(crawl.url).hostname] += 1
                 assert node.articles.hosts == {"a.example"}

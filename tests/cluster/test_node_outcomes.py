@@ -178,11 +178,11 @@ def test_a_task_handed_out_again_while_its_first_download_runs_is_reported_twice
     node = ClusterNode(config, redis_url="redis://127.0.0.1:1/0", prefix="test", specs=[],
                        stats=DictStats(), clock=SimulatedClock(start=START))
     crawl = Crawl(0, "https://a.example/feed.xml", 0, START, {}, cid="c1")
-    node.queue.extend([(crawl, "1-0"), (crawl, "2-0")])
+    node.tasks.queue.extend([(crawl, "1-0"), (crawl, "2-0")])
     assert node.next_crawl() == crawl and node.next_crawl() == crawl
-    assert [node._release(crawl), node._release(crawl)] == ["1-0", "2-0"]
-    assert node.taken == {}
-    node.queue.append((crawl, "3-0"))
+    assert [node.tasks.release(crawl), node.tasks.release(crawl)] == ["1-0", "2-0"]
+    assert node.tasks.taken == {}
+    node.tasks.queue.append((crawl, "3-0"))
     node.next_crawl()
-    node._requeue(crawl)                      # not downloaded after all: back to the queue
-    assert list(node.queue) == [(crawl, "3-0")] and node.taken == {}
+    node.tasks.requeue(crawl)                      # not downloaded after all: back to the queue
+    assert list(node.tasks.queue) == [(crawl, "3-0")] and node.tasks.taken == {}

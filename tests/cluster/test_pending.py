@@ -95,34 +95,34 @@ async def _reclaimed_once(url: str) -> None:
             batch = pending[found.batch]
             assert (batch.url, batch.source) == (URL, 0)
             assert batch.entries == found.entries and batch.values == found.values
-        assert a.held == set(pending)
+        assert a.batches.held == set(pending)
         # delivered: forgotten in Redis
         a.delivered(first.batch)
         await asyncio.wait(list(a._posting))
         assert set(await _pending(a)) == {second.batch, third.batch}
         # a fresh batch is not reclaimed; one its holder renews is not either
-        await b._renew_and_reclaim()
+        await b.batches.renew_and_reclaim()
         assert b.take_replay() is None
         await asyncio.sleep(STEPPED_LEASE * 0.6)
-        a.held.discard(third.batch)           # as if a had never heard of it
-        await a._renew_and_reclaim()                # renews second.batch only
+        a.batches.held.discard(third.batch)           # as if a had never heard of it
+        await a.batches.renew_and_reclaim()                # renews second.batch only
         await asyncio.sleep(STEPPED_LEASE * 0.6)
-        await b._renew_and_reclaim()
+        await b.batches.renew_and_reclaim()
         replay = b.take_replay()
         assert replay is not None and replay.id == third.batch
         assert [e.key for e in replay.entries] == ["g", "f"]
-        assert b.take_replay() is None and b.held == {third.batch}
+        assert b.take_replay() is None and b.batches.held == {third.batch}
         assert b.stats.get("deliveries/replayed") == 2
         # taken once: renewed to b, not reclaimed by another node
-        await c._renew_and_reclaim()
+        await c.batches.renew_and_reclaim()
         assert c.take_replay() is None
         b.delivered(replay.id)
         await asyncio.wait(list(b._posting))
         assert set(await _pending(a)) == {second.batch}
         # a worker that stops gracefully releases what it holds at once
         a.stopping = True
-        await a._release_batches()
-        await c._renew_and_reclaim()
+        await a.batches.release()
+        await c.batches.renew_and_reclaim()
         assert c.take_replay().id == second.batch
     finally:
         await _close(a, b, c)
@@ -151,7 +151,7 @@ async def _lost_reply(url: str) -> None:
         again = await _fetch(node, 0, FETCHES[0])
         assert again.entries == [] and again.batch is None
         await asyncio.sleep(LEASE * 1.2)
-        await node._renew_and_reclaim()              # its own lost batch, reclaimed
+        await node.batches.renew_and_reclaim()              # its own lost batch, reclaimed
         replay = node.take_replay()
         assert [e.key for e in replay.entries] == ["a", "b"] and replay.values == [1.0, 2.0]
         # without DeliveryMiddleware (nothing reports deliveries) nothing is kept
@@ -193,12 +193,12 @@ async def _lost_report(url: str) -> None:
         node._report = lost_once
         found = await node.feed_fetched(crawl, FETCHES[0])
         assert [int(c[0]) for c in calls] == [1, 0]
-        assert found.entries == [] and found.batch is None and node.held == set()
+        assert found.entries == [] and found.batch is None and node.batches.held == set()
         assert node.stats.get("cluster/reported_already") == 1
         sent = await node.redis.xrange(node.keys.results)
         assert len(sent) == 1                           # the result sent once
         await asyncio.sleep(LEASE * 1.2)
-        await node._renew_and_reclaim()
+        await node.batches.renew_and_reclaim()
         replay = node.take_replay()
         assert [e.key for e in replay.entries] == ["a", "b"]
     finally:

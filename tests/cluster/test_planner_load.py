@@ -215,21 +215,21 @@ async def test_an_epoch_selection_longer_than_the_lock_ttl_keeps_the_lock(redis_
                                                                          monkeypatch):
     """At millions of sources an epoch's selection takes seconds: it runs off the event
     loop, the lock renewed meanwhile, and the crawls it chose are handed out."""
-    from scrapy_whittle.service.recrawl import RecrawlService
+    from scrapy_whittle.service.planning import EpochPlanner
 
     settings = settings_for(BUDGET, PERIOD)
     load(redis_server.url, PREFIX, 200, HOSTS, settings)
     node = ClusterNode(WhittleConfig.from_settings(settings), redis_url=redis_server.url,
                        prefix=PREFIX, specs=[], stats=DictStats(), clock=SystemClock(),
                        lock_ttl=0.3, capacity=0)
-    choose = RecrawlService.next_crawls
+    choose = EpochPlanner.next_crawls
 
-    def slow_selection(service, hosts, limit, taken=None):
-        if service.epoch_of(service.clock.now()) != service.epoch:
+    def slow_selection(plans, hosts, limit, taken=None):
+        if plans.timeline.epoch_of(plans.timeline.clock.now()) != plans.epoch:
             time.sleep(0.9)                  # three times the lock's time-to-live
-        return choose(service, hosts, limit, taken)
+        return choose(plans, hosts, limit, taken)
 
-    monkeypatch.setattr(RecrawlService, "next_crawls", slow_selection)
+    monkeypatch.setattr(EpochPlanner, "next_crawls", slow_selection)
     planner = node.planner
     try:
         await _on_reactor(planner.step())

@@ -42,9 +42,9 @@ async def _fetch(node: ClusterNode, n: int, entries):
 
 async def _killed(node: ClusterNode) -> None:
     """``node`` killed: the batches it held are not renewed; a lease later they read as
-    renewed long ago, as ``_release_batches`` leaves them (what ``pending:since`` holds is
+    renewed long ago, as ``PendingBatches.release`` leaves them (what ``pending:since`` holds is
     Redis's time, not the test's clock)."""
-    await node._release_batches()
+    await node.batches.release()
 
 
 async def _memory(node: ClusterNode) -> bytes:
@@ -53,7 +53,7 @@ async def _memory(node: ClusterNode) -> bytes:
 
 
 async def _replayed(node: ClusterNode) -> list[str]:
-    await node._renew_and_reclaim()
+    await node.batches.renew_and_reclaim()
     keys = []
     while (batch := node.take_replay()) is not None:
         keys += [e.key for e in batch.entries]

@@ -57,7 +57,7 @@ async def _one_trip(url: str) -> None:
             await node.redis.xadd(k.tasks, {"sid": 0})
             got = await node.redis.xreadgroup("workers", "w", {k.tasks: ">"}, count=1)
             task_id = got[0][1][0][0].decode()
-            node.taken.setdefault(crawl.cid, []).append(task_id)
+            node.tasks.taken.setdefault(crawl.cid, []).append(task_id)
             await node.redis.ping()            # connection and script cached
             before = node.round_trips.count
             found = await node.feed_fetched(crawl, entries)
@@ -107,6 +107,6 @@ async def _delivered_together(url: str) -> None:
         assert node.round_trips.count - before == 1
         assert await node.redis.hlen(node.keys.pending(t)) == 0
         assert await node.redis.zcard(node.keys.pending_since(t)) == 0
-        assert node.held == set()
+        assert node.batches.held == set()
     finally:
         await _close(node)

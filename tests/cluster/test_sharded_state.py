@@ -54,7 +54,7 @@ async def test_a_checkpoint_cut_short_between_its_tags_and_the_crawl_is_not_lear
         assert sorted(crawls) == [0, 1]
         for sid, crawl in crawls.items():
             await a.feed_fetched(crawl, entries(f"e{sid}", f"f{sid}"))
-        await a.planner._read_messages()                   # learnt, not checkpointed
+        await a.planner.learning.read_messages()                   # learnt, not checkpointed
         assert list(a.planner.service.state.new_items[:2]) == [2, 2]
         store = a.planner.service.store
         assert store.per_tag
@@ -98,7 +98,7 @@ async def test_a_crawls_state_spread_over_tags_is_restored_whole(any_redis):
         crawls = await cluster.crawls(a)
         for crawl in crawls.values():
             await a.feed_fetched(crawl, entries(f"x{crawl.source}"))
-        await a.planner._read_messages()
+        await a.planner.learning.read_messages()
         await a.planner.resign()
         b = await cluster.node(urls)
         await b.planner.step()

@@ -64,7 +64,7 @@ def state_of(service: RecrawlService) -> dict:
     n = len(src)
     ids = np.arange(n)
     groups = {gid: key for key, gid in src.groups.items()}
-    out = {"n": n, "origin": service.origin, "first_epoch": service.first_epoch,
+    out = {"n": n, "origin": service.origin, "first_epoch": service.timeline.first_epoch,
            "urls": [src.url(i) for i in range(n)],
            "hosts": [src.host_names[h] for h in src.host[:n].tolist()],
            "groups": [groups[g] for g in src.group[:n].tolist()],

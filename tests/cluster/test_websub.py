@@ -300,7 +300,7 @@ async def test_a_source_that_leaves_is_unsubscribed_by_the_planner(redis_server)
         service = a.planner.service
         gone = next(s for s in service.websub.by_key.values() if s.topic == URLS[0])
         asked = len(ext_a.crawler.engine.requests)
-        service.sync_sources([SourceSpec(url=u) for u in URLS[1:]])
+        service.roster.sync_sources([SourceSpec(url=u) for u in URLS[1:]])
         cluster.clock.advance_to(cluster.clock.now() + 1.0)
         await a.planner.step()
         (request,) = ext_a.crawler.engine.requests[asked:]

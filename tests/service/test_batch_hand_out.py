@@ -60,7 +60,7 @@ def _drive(policy: str, batch: int | None, **settings) -> list[tuple]:
                 while (crawl := service.next_crawl(hosts)) is not None:
                     taken(crawl)
             else:
-                while service.next_crawls(hosts, batch, taken):
+                while service.planner.next_crawls(hosts, batch, taken):
                     pass
             for crawl in flying[:len(flying) // 2 + 1]:
                 flying.remove(crawl)
@@ -86,5 +86,5 @@ def test_with_a_discovery_sweep_a_batch_is_calls_one_by_one():
 
 def test_an_empty_batch_asked_gives_nothing():
     service, _ = _service("whittle")
-    assert service.next_crawls(CountingHosts(), 0) == []
-    assert len(service.next_crawls(CountingHosts(), 3)) == 3
+    assert service.planner.next_crawls(CountingHosts(), 0) == []
+    assert len(service.planner.next_crawls(CountingHosts(), 3)) == 3

@@ -65,7 +65,7 @@ def test_download_delay_is_an_allowance_of_every_host_and_a_slot_s_own_delay_win
                            slot_delays={"h2.example": 0.0}, WHITTLE_BUDGET=12)
     sent: Counter = Counter()
     for _ in range(4):
-        epoch = service.epoch_of(clock.now())
+        epoch = service.timeline.epoch_of(clock.now())
         while (crawl := service.next_crawl()) is not None:
             sent[epoch, urlsplit(crawl.url).hostname] += 1
             service.feed_fetched(crawl, [FeedEntry(key=f"{crawl.url}@{epoch}", title=None,
@@ -104,7 +104,7 @@ def test_first_fetches_spend_the_host_s_allowance():
                            WHITTLE_BUDGET=2)
     web = FakeWeb()
     for _ in range(4):
-        epoch = service.epoch_of(clock.now())
+        epoch = service.timeline.epoch_of(clock.now())
         # time runs within the epoch so that the sweep's first fetches come due
         for step in range(60):
             clock.advance_to(START + epoch * 600.0 + step * 10.0)

@@ -67,7 +67,7 @@ def crawl_epochs(service, clock, web, epochs):
     allowance at the end of each epoch."""
     allowances = []
     for _ in range(epochs):
-        epoch = service.epoch_of(clock.now())
+        epoch = service.timeline.epoch_of(clock.now())
         end = START + (epoch + 1) * PERIOD
         while True:
             while (crawl := service.next_crawl()) is not None:

@@ -65,7 +65,7 @@ def crawl_epochs(service, clock, web, epochs):
     each epoch."""
     out = []
     for _ in range(epochs):
-        epoch = service.epoch_of(clock.now())
+        epoch = service.timeline.epoch_of(clock.now())
         end = START + (epoch + 1) * 600.0
         while True:
             while (crawl := service.next_crawl()) is not None:

@@ -31,10 +31,10 @@ def entry(key, published):
 def test_pushed_entries_share_the_entry_memory_and_cost_no_budget():
     service, _ = make()
     crawl = service.next_crawl()
-    spent = service.spent
+    spent = service.planner.spent
     found = service.pushed(crawl.source, [entry("a", START - 5), entry("b", START - 3)])
     assert [e.key for e in found.entries] == ["a", "b"] and found.values == [1.0, 1.0]
-    assert service.spent == spent
+    assert service.planner.spent == spent
     # the fetch that follows finds only what the push did not bring
     fetched = service.feed_fetched(crawl, [entry("c", START - 1), entry("b", START - 3),
                                            entry("a", START - 5)])

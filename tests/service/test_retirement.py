@@ -34,7 +34,7 @@ def crawl_all(service, answer):
 def test_a_moved_source_keeps_its_id_and_its_old_url_names_it(tmp_path):
     store = SqliteStateStore(tmp_path / "whittle.sqlite")
     service, clock = make_service(n=0, budget=3, store=store)
-    service.sync_sources([spec("a"), spec("b")])
+    service.roster.sync_sources([spec("a"), spec("b")])
     crawl = service.next_crawl()
     moved = service.moved(crawl, "https://new.example/a.xml")
     assert moved.source == crawl.source and moved.url == "https://new.example/a.xml"
@@ -42,7 +42,7 @@ def test_a_moved_source_keeps_its_id_and_its_old_url_names_it(tmp_path):
     a = crawl.source
     assert service.url(a) == "https://new.example/a.xml"
     # the list still names the old URL: the same source, no twin
-    assert service.sync_sources([spec("a"), spec("b")]) == (0, 0)
+    assert service.roster.sync_sources([spec("a"), spec("b")]) == (0, 0)
     assert len(service.sources) == 2 and service.source_id(spec("a").url) == a
     assert service.stats.get("sources/moved") == 1
     crawl_all(service, service.not_modified)
@@ -61,7 +61,7 @@ def test_a_moved_source_keeps_its_id_and_its_old_url_names_it(tmp_path):
 
 def test_a_source_moving_onto_another_merges_into_it(tmp_path):
     service, clock = make_service(n=0, budget=3, store=SqliteStateStore(tmp_path / "w.sqlite"))
-    service.sync_sources([spec("a"), spec("b")])
+    service.roster.sync_sources([spec("a"), spec("b")])
     a, b = service.source_id(spec("a").url), service.source_id(spec("b").url)
     crawl = service.next_crawl()
     assert crawl.source == a
@@ -71,7 +71,7 @@ def test_a_source_moving_onto_another_merges_into_it(tmp_path):
     assert service.memory.size[b] == 1 and service.sources.merged[a]
     assert service.stats.get("sources/merged") == 1 and service.stats.get("sources") == 1
     # the list naming both makes neither a twin nor a return of the merged source
-    assert service.sync_sources([spec("a"), spec("b")]) == (0, 0)
+    assert service.roster.sync_sources([spec("a"), spec("b")]) == (0, 0)
     assert service.source_id(spec("a").url) == b and service.sources.left[a]
     planned = []
     for _ in range(3):

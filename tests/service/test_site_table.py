@@ -57,17 +57,17 @@ def test_a_site_gives_way_to_its_feeds():
     service.open([SourceSpec("https://a.example.org/feed"), SourceSpec(SITE)])
     site = service.source_id(SITE)
     crawl = crawl_of(service, SITE)
-    assert service.site_page(crawl) is True          # it was on the list
+    assert service.roster.site_page(crawl) is True          # it was on the list
     assert service.sources.left[site] and not service.sources.listed[site]
     assert service.stats.get("errors/not_a_feed") == 0
     # no back-off: a restart before its search ended fetches it again at once
     assert service.sources.retry_at[site] == 0.0
-    ids = service.site_feeds([SourceSpec(f.url, title=f.title) for f in FEEDS], listed=True)
+    ids = service.roster.site_feeds([SourceSpec(f.url, title=f.title) for f in FEEDS], listed=True)
     src = service.sources
     assert np.all(src.listed[ids]) and not np.any(src.left[ids])
     assert service.stats.get("sources") == 3
     # the list read again, expanded, keeps them; a feed the site names no more leaves
-    service.site_feeds([SourceSpec(FEEDS[0].url)], [FEEDS[1].url], listed=True)
+    service.roster.site_feeds([SourceSpec(FEEDS[0].url)], [FEEDS[1].url], listed=True)
     assert src.left[ids[1]] and not src.left[ids[0]]
     assert service.stats.get("sources") == 2
 
@@ -77,7 +77,7 @@ def test_a_feed_that_served_a_page_is_no_site():
     service.open([SourceSpec("https://a.example.org/feed")])
     crawl = crawl_of(service, "https://a.example.org/feed")
     service.feed_fetched(crawl, [])
-    assert service.site_page(crawl) is None          # a page later: a failing feed
+    assert service.roster.site_page(crawl) is None          # a page later: a failing feed
     assert not service.sources.left[crawl.source]
 
 
@@ -96,8 +96,8 @@ def test_whether_a_sites_feeds_are_dead():
     service = RecrawlService(WhittleConfig(budget=10, step=3600.0, policy="round_robin"))
     urls = [f.url for f in FEEDS]
     service.open([SourceSpec(u) for u in urls])
-    assert service.sources_dead(urls) == (False, True)
+    assert service.roster.sources_dead(urls) == (False, True)
     for url in urls:
         service.sources.set_retired(service.source_id(url), True)
-    assert service.sources_dead(urls) == (True, True)
-    assert service.sources_dead(["https://unknown.example.org/feed"]) == (True, True)
+    assert service.roster.sources_dead(urls) == (True, True)
+    assert service.roster.sources_dead(["https://unknown.example.org/feed"]) == (True, True)

@@ -54,13 +54,13 @@ def specs(*names):
 
 def test_sources_leave_and_rejoin_with_their_state():
     service, clock = make_service(n=0, budget=3)
-    service.sync_sources(specs("a", "b", "c"))
+    service.roster.sync_sources(specs("a", "b", "c"))
     while (crawl := service.next_crawl()) is not None:
         service.not_modified(crawl, etag=f"e{crawl.source}")
     b = service.source_id("https://b.example/feed.xml")
     # the spider registers a source of its own: not the list's to remove
     (own,) = service.add_sources(specs("own"))
-    assert service.sync_sources(specs("a", "c", "d")) == (1, 1)
+    assert service.roster.sync_sources(specs("a", "c", "d")) == (1, 1)
     assert service.sources.left[b] and service.stats.get("sources") == 4
     assert service.stats.get("sources/left") == 1
     planned = []
@@ -70,7 +70,7 @@ def test_sources_leave_and_rejoin_with_their_state():
             planned.append(crawl.source)
             service.not_modified(crawl)
     assert b not in planned and own in planned
-    assert service.sync_sources(specs("a", "b", "c", "d")) == (1, 0)    # b rejoins
+    assert service.roster.sync_sources(specs("a", "b", "c", "d")) == (1, 0)    # b rejoins
     assert not service.sources.left[b] and service.state.etag.get(b) == f"e{b}"
 
 
@@ -80,7 +80,7 @@ def test_a_changed_list_between_runs_of_a_jobdir_crawl(tmp_path):
     service.close()
     first, _ = make_service(n=0, budget=3, store=SqliteStateStore(tmp_path / "whittle.sqlite"),
                             clock=clock)
-    first.sync_sources(specs("a", "b", "c"))
+    first.roster.sync_sources(specs("a", "b", "c"))
     while (crawl := first.next_crawl()) is not None:
         first.not_modified(crawl, etag=f"e{crawl.source}")
     first.close()
@@ -141,6 +141,6 @@ def test_every_policy_starts_with_no_source_when_the_list_comes_later(name):
                              oracle=load_oracle(oracle) if needs else None)
     service.open([], listed=False)
     assert service.next_crawl() is None
-    service.sync_sources(joining)
+    service.roster.sync_sources(joining)
     crawl_epochs(service, clock, PoissonFeeds([rate] * 3), 12)
     assert service.stats.get("crawls") > 0

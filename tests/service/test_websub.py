@@ -215,7 +215,7 @@ def test_the_service_checkpoints_the_subscriptions_and_unsubscribes_a_source_tha
     svc.close()
     svc = service(tmp_path, urls)
     assert svc.websub.rows() and svc.websub.by_source[1].state == ACTIVE
-    svc.sync_sources([SourceSpec(url=urls[0])])          # b leaves the list
+    svc.roster.sync_sources([SourceSpec(url=urls[0])])          # b leaves the list
     (request,) = svc.websub.due(START + 1)
     assert request.mode == "unsubscribe" and request.form["hub.topic"] == urls[1]
     svc.close()
