@@ -21,7 +21,7 @@ from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sink import LocalSink
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.conftest import RedisServer
 from tests.cluster.harness import take

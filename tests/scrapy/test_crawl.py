@@ -11,7 +11,7 @@ import pytest_twisted
 import scrapy
 from scrapy import signals
 
-from scrapy_whittle.service.store import FILE_NAME
+from scrapy_whittle.service.state.store import FILE_NAME
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 
@@ -191,7 +191,7 @@ async def test_jobdir_state_is_saved_and_restored(tmp_path, caplog):
 
 @pytest_twisted.ensureDeferred
 async def test_a_crawl_that_ends_has_delivered_every_item_and_leaves_no_journal(tmp_path):
-    from scrapy_whittle.service.deliveries import DIRECTORY
+    from scrapy_whittle.service.state.deliveries import DIRECTORY
 
     web = VirtualWeb(n=5, seed=4)
     job = tmp_path / "job"

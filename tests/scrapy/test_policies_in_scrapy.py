@@ -7,7 +7,7 @@ import pytest_twisted
 from scrapy import signals
 
 from scrapy_whittle.service.config import InvalidSetting
-from scrapy_whittle.service.store import FILE_NAME
+from scrapy_whittle.service.state.store import FILE_NAME
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 from tests.scrapy.test_crawl import feeds, keep_scheduler
 
