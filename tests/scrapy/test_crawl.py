@@ -11,6 +11,7 @@ import pytest_twisted
 import scrapy
 from scrapy import signals
 
+from scrapy_whittle.scrapy.sink import whittle_service
 from scrapy_whittle.service.state.store import FILE_NAME
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
@@ -174,7 +175,7 @@ async def test_jobdir_state_is_saved_and_restored(tmp_path, caplog):
         caplog.set_level("INFO")
 
         def opened(spider):
-            s = second.engine.scheduler.service
+            s = whittle_service(second)
             box["at_open"] = (s.policy.next_source, s.state.etag.get_many(range(5)),
                               repr(s.state.modified.tolist()), s.memory.export_keys(range(5)))
 
