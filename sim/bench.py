@@ -79,13 +79,14 @@ from scrapy_whittle.core.bound import upper_bound
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.periodic_bound import periodic_upper_bound
 from scrapy_whittle.core.policies import make_policy, policy_class
+from scrapy_whittle.report.trace import read_trace
 from sim.credit import BudgetCredit
 from sim.first_look import NAME as FIRST_LOOK
 from sim.first_look import FirstLookOracle
 from sim.hosts import HANDLINGS, HostGate, costed
 from sim.measures import UserMeasures, mean_summaries
 from sim.scenarios import SCENARIOS, Scenario, make_scenario
-from sim.trace import TraceReplay, read_trace
+from sim.trace import TraceReplay
 
 #: the learning curve's horizons (epochs from the start)
 CURVE_EPOCHS = (24, 48, 120, 480)

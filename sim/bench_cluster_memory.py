@@ -38,7 +38,7 @@ def _fill_state(client, keys, n: int, hosts: int) -> tuple[float, float]:
     from scrapy_whittle.cluster.state import RedisStateStore
     from scrapy_whittle.service.config import WhittleConfig
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import SourceSpec
+    from scrapy_whittle.service.sources.registry import SourceSpec
     from scrapy_whittle.service.types import Crawl
 
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": max(1.0, n / 100)})

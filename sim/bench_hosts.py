@@ -125,6 +125,7 @@ async def crawl(*, feeds: int = 50, others: int = 50, per_minute: int = 1,
     from scrapy import signals
     from scrapy.crawler import Crawler
 
+    from scrapy_whittle.scrapy.sink import whittle_service
     from scrapy_whittle.scrapy.spiders import FeedSpider
     from scrapy_whittle.service.clock import SimulatedClock
     from sim.rate_limit import HOST, RateLimit
@@ -141,7 +142,7 @@ async def crawl(*, feeds: int = 50, others: int = 50, per_minute: int = 1,
     box = {}
 
     def opened(spider):
-        box["service"] = service = crawler.engine.scheduler.service
+        box["service"] = service = whittle_service(crawler)
         box["watch"] = HostWatch(service, HOST)
 
     crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)

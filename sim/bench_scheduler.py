@@ -50,7 +50,7 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.scrapy.meta import META_CRAWL
 from scrapy_whittle.scrapy.scheduler import WhittleScheduler
 from scrapy_whittle.service.clock import SimulatedClock
-from scrapy_whittle.service.gc_pause import thaw
+from scrapy_whittle.service.state.gc_pause import thaw
 from sim.scenarios import make_scenario
 
 WINDOW = 20

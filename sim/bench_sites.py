@@ -49,7 +49,7 @@ def crawl(sites_url: str, jobdir: str, period: float = 3.0) -> dict:
 
 
 def one_web(n: int, sites: int, seed: int, period: float = 3.0) -> dict:
-    from scrapy_whittle.service.site_table import SiteTable
+    from scrapy_whittle.service.sources.site_table import SiteTable
 
     server = subprocess.Popen(
         [sys.executable, "-m", "sim.serve", "--port", "0", "--n", str(n), "--kinds", "mix",

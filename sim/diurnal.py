@@ -37,6 +37,7 @@ import numpy as np
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.problem import Problem, SourceParams
+from scrapy_whittle.report.trace import Trace
 from sim.ephemeral import (
     SourcesEnv,
     aux_generator,
@@ -48,7 +49,6 @@ from sim.ephemeral import (
     stock_depth,
 )
 from sim.profiles import DiurnalProfile
-from sim.trace import Trace
 
 
 def periodic_arrivals(params: SourceParams, profile: DiurnalProfile) -> PeriodicArrivals:

@@ -7,7 +7,7 @@ nobody told the crawler (``host_rates``). :class:`HostGate` runs one crawl's epo
 * ``handling="allowance"``: the product's model. Each epoch's selection is the policy's
   choice with at most each host's allowance of crawls
   (:func:`~scrapy_whittle.core.selection.select_within_hosts`, caps from
-  :class:`~scrapy_whittle.service.host_allowances.HostAllowances`), and a host that answers
+  :class:`~scrapy_whittle.service.hosts.host_allowances.HostAllowances`), and a host that answers
   429 has its allowance cut (AIMD), per host, not per feed.
 * ``handling="costs"``: the model of a host limit as a crawl cost and a saturated download
   slot. Each crawl of a limited host costs max(1, M / a_h) (a Crawl-delay of T / a_h
@@ -28,7 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from scrapy_whittle.core.selection import select_within_hosts
-from scrapy_whittle.service.host_allowances import HostAllowances
+from scrapy_whittle.service.hosts.host_allowances import HostAllowances
 
 HANDLINGS = ("allowance", "costs")
 

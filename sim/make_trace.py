@@ -1,4 +1,5 @@
-"""Write a trace of the ``news-diurnal`` sources (CSV in the ``sim.trace`` format)::
+"""Write a trace of the ``news-diurnal`` sources (CSV in the trace format of
+``scrapy_whittle.report.trace``)::
 
     python -m sim.make_trace --n 50 --days 14 --out trace.csv [--weekend] [--seed 0]
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from scrapy_whittle.report.trace import write_trace
 from sim.diurnal import diurnal_trace
 from sim.scenarios import make_scenario
-from sim.trace import write_trace
 
 
 def main(argv: list[str] | None = None) -> int:

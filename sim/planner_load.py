@@ -75,7 +75,7 @@ def _fresh_record(client, url: str, prefix: str,
     from scrapy_whittle.cluster.state import HEADER, RedisStateStore, _row_size
     from scrapy_whittle.service.config import WhittleConfig
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import SourceSpec
+    from scrapy_whittle.service.sources.registry import SourceSpec
 
     keys = Keys(key_prefix(prefix + ":scratch", url))
     service = RecrawlService(WhittleConfig.from_settings(settings),
@@ -135,14 +135,14 @@ IDLE = "idle (the event loop waiting)"
 CATEGORIES = (
     ("redis round trips", ("/redis/", "asyncio/", "socket", "selectors", "/ssl")),
     ("serialisation", ("cluster/tasks.py", "json/", "struct", "feeds/hints.py")),
-    ("selection and index maths", ("/core/", "service/planning.py", "host_throttle.py",
-                                   "source_table.py", "service/discovery.py", "numpy/",
-                                   "service/retirement.py", "policy_keeper.py")),
-    ("learning the results", ("service/outcomes.py", "service/recrawl.py",
-                              "service/epochs.py", "service/measures.py",
-                              "service/publications.py", "source_state.py",
+    ("selection and index maths", ("/core/", "service/decisions/planning.py", "host_throttle.py",
+                                   "source_table.py", "service/decisions/discovery.py", "numpy/",
+                                   "service/sources/retirement.py", "policy_keeper.py")),
+    ("learning the results", ("service/decisions/outcomes.py", "service/recrawl.py",
+                              "service/decisions/epochs.py", "service/decisions/measures.py",
+                              "service/state/publications.py", "source_state.py",
                               "core/sanitize.py")),
-    ("checkpoints", ("cluster/state.py", "service/persistence.py", "service/store.py")),
+    ("checkpoints", ("cluster/state.py", "service/state/persistence.py", "service/state/store.py")),
     ("planner book-keeping", ("cluster/planner.py", "cluster/node.py", "cluster/retry.py")),
 )
 

@@ -11,10 +11,12 @@ from pathlib import Path
 _RUNNING: list[subprocess.Popen] = []
 
 
-def spawn(args: list[str], *, log: Path, cwd: Path) -> subprocess.Popen:
-    """Start ``args`` in ``cwd``, stderr to the file ``log``, stdout discarded."""
+def spawn(args: list[str], *, log: Path, cwd: Path,
+          env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``args`` in ``cwd`` (with ``env``, default this process's environment), stderr to
+    the file ``log``, stdout discarded."""
     with open(log, "w") as err:                  # the child keeps its own descriptor
-        proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     _RUNNING.append(proc)
     return proc
 

@@ -1,5 +1,8 @@
 """The package's layers, read from its imports: each layer imports only the layers before it,
-the core and the service import no Scrapy, and no module imports itself back through others.
+the core and the service import no Scrapy, the package never imports the simulated web
+(``sim``, the repository's test bed, which the package does not install), the web a crawl is
+tested against imports nothing of the crawler, and no module imports itself back through
+others.
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a cycle or a
 dependency that is only deferred is still one a reader has to hold in mind.
@@ -15,8 +18,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("scrapy_whittle", "sim")
 
-# What each layer of scrapy_whittle may import from the package (besides itself).
+# What each layer of scrapy_whittle may import from the package (besides itself); "" is the
+# package's own __init__ (the public names, most of them loaded on first use).
 ALLOWED = {
+    "": {"core"},
     "core": set(),
     "feeds": {"core"},
     "service": {"core", "feeds"},
@@ -24,14 +29,24 @@ ALLOWED = {
     "report": {"core", "feeds", "service"},
     "scrapy": {"core", "feeds", "service", "cluster", "report"},
 }
-# Third-party packages a layer must not import.
+# Third-party packages a layer must not import (sim: no layer, test_the_package_never_imports_sim).
 FORBIDDEN = {
-    "core": {"scrapy", "twisted", "sim", "redis"},
-    "feeds": {"scrapy", "twisted", "sim", "redis"},
-    "service": {"scrapy", "twisted", "sim", "redis"},
-    "cluster": {"twisted", "sim"},
-    "report": {"twisted", "sim", "redis"},
+    "": {"scrapy", "twisted", "redis"},
+    "core": {"scrapy", "twisted", "redis"},
+    "feeds": {"scrapy", "twisted", "redis"},
+    "service": {"scrapy", "twisted", "redis"},
+    "cluster": {"twisted"},
+    "report": {"twisted", "redis"},
+    "scrapy": set(),
 }
+#: the simulated web a crawl runs against: ``python -m sim.serve`` (the example project's web)
+#: and every module it imports
+SIM_WEB = "sim.serve"
+#: what of the package the web may use: the models (core), the clock it shares with the crawl
+#: (service), the trace format (report); never the crawler's adapters (scrapy, cluster), nor
+#: Scrapy or Redis: a web that ran the crawler's code would agree with its bugs
+SIM_WEB_ALLOWED = {"core", "service", "report"}
+SIM_WEB_FORBIDDEN = {"scrapy", "redis"}
 
 
 def module_name(path: Path) -> str:
@@ -75,17 +90,45 @@ GRAPH = {name: imported(name, path, modules()) for name, path in modules().items
 
 
 def layer(name: str) -> str | None:
+    """The layer of a module of scrapy_whittle ("" for the package itself), None for sim's."""
     parts = name.split(".")
-    return parts[1] if parts[0] == "scrapy_whittle" and len(parts) > 1 else None
+    if parts[0] != "scrapy_whittle":
+        return None
+    return parts[1] if len(parts) > 1 else ""
 
 
-@pytest.mark.parametrize("name", sorted(n for n in GRAPH if layer(n)))
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if layer(n) is not None))
 def test_a_layer_imports_only_the_layers_before_it(name):
     own = layer(name)
     wrong = sorted(t for t in GRAPH[name]
                    if (t.startswith("scrapy_whittle.") and layer(t) not in {own} | ALLOWED[own])
-                   or t in FORBIDDEN.get(own, ()))
-    assert not wrong, f"{name} ({own}) imports {wrong}"
+                   or t in FORBIDDEN[own])
+    assert not wrong, f"{name} ({own!r}) imports {wrong}"
+
+
+def test_the_package_never_imports_sim():
+    assert not [name for name in GRAPH
+                if layer(name) is not None and any(t.split(".")[0] == "sim" for t in GRAPH[name])]
+
+
+def test_neither_the_package_nor_sim_imports_the_tests():
+    assert not [name for name in GRAPH if "tests" in GRAPH[name]]
+
+
+def test_the_simulated_web_imports_nothing_of_the_crawler():
+    web, todo = set(), [SIM_WEB]
+    while todo:                 # sim's modules only: the package's own are the layers' above
+        name = todo.pop()
+        if name not in web and name in GRAPH and layer(name) is None:
+            web.add(name)
+            todo.extend(GRAPH[name])
+    wrong = {name: sorted(t for t in GRAPH[name]
+                          if (layer(t) is not None and layer(t) not in SIM_WEB_ALLOWED)
+                          or t in SIM_WEB_FORBIDDEN)
+             for name in web}
+    assert not {name: found for name, found in wrong.items() if found}
+    assert {"sim.feedweb", "sim.sites", "sim.websub_hub"} <= web        # the web is read
+
 
 
 def test_no_import_cycles():

@@ -1,8 +1,10 @@
 """The package as a user gets it: ``python -m build`` makes an sdist and, from it, a wheel;
 the wheel, installed in a fresh virtual environment (no source tree on ``sys.path``), runs the
 example project's crawl of its embedded simulated web. This catches a module or data file
-left out of the package (``sim`` ships as a second top-level package: the example's
-simulated web is ``sim.serve``), which the editable install of the other tests never sees."""
+left out of the package, which the editable install of the other tests never sees. The wheel
+holds ``scrapy_whittle`` alone: the simulated web (``sim``) is the repository's, not a
+top-level name the package claims in a user's environment; the example project, run in a
+checkout, finds it in the repository root."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,9 @@ def test_the_built_wheel_installs_and_runs_the_example_in_a_clean_environment(tm
     wheel, = (tmp_path / "dist").glob("scrapy_whittle-*.whl")
     sdist, = (tmp_path / "dist").glob("scrapy_whittle-*.tar.gz")
     assert wheel.name == f"scrapy_whittle-{version}-py3-none-any.whl"
+    packages = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()
+                if not name.split("/")[0].endswith(".dist-info")}
+    assert packages == {"scrapy_whittle"}, packages
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
@@ -55,13 +61,18 @@ def test_the_built_wheel_installs_and_runs_the_example_in_a_clean_environment(tm
     run(python, "-m", "pip", "install", "-q", "--no-compile", "-c", ROOT / "constraints.txt",
         wheel, cwd=tmp_path, env=env, timeout=600)
 
-    project = tmp_path / "example_project"
-    shutil.copytree(ROOT / "example_project", project, ignore=NOT_SOURCES)
-    where = run(python, "-c", "import scrapy_whittle, sim; print(scrapy_whittle.__version__); "
-                "print(scrapy_whittle.__file__); print(sim.__file__)",
-                cwd=project, env=env, timeout=60).stdout.split()
+    # the example project in the checkout (the copy the wheel was built from): the package
+    # from the environment, the simulated web from the checkout's root
+    project = source / "example_project"
+    where = run(python, "-c", "import news_crawler, scrapy_whittle, sim; "
+                "print(scrapy_whittle.__version__); print(scrapy_whittle.__file__); "
+                "print(sim.__file__)", cwd=project, env=env, timeout=60).stdout.split()
     assert where[0] == version
-    assert all(Path(p).is_relative_to(env_dir) for p in where[1:]), where
+    assert Path(where[1]).is_relative_to(env_dir), where
+    assert Path(where[2]) == source / "sim" / "__init__.py", where
+    outside = subprocess.run([python, "-c", "import sim"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert "No module named 'sim'" in outside.stderr, outside.stderr[-2000:]
 
     # a few seconds of crawl: enough for the first epochs' items and the closing summary
     # that the assertions read (tests/scrapy/test_serve.py runs the same crawl as long)

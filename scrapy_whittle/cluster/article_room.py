@@ -1,6 +1,6 @@
 """Article requests (``WHITTLE_ARTICLES``) within the hosts' allowances across a cluster.
 
-The hosts' allowances are the planner's (:mod:`~scrapy_whittle.service.host_allowances`),
+The hosts' allowances are the planner's (:mod:`~scrapy_whittle.service.hosts.host_allowances`),
 and the workers fetch the articles; a worker cannot ask the planner request by request. So
 the planner grants: after each round's hand-out it takes from each host with a finite
 allowance the article requests the host may take now, beyond what its feeds are likely to

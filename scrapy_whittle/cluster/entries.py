@@ -1,10 +1,10 @@
 """The entry memory of a cluster: which entries of each source were already seen, in Redis.
 
-The same memory as :mod:`scrapy_whittle.service.entry_memory` (64-bit XXH3 hashes of entry keys,
-oldest first, capacity following the feed plus an eighth), kept per source in a string of
-``BUCKET`` sources (``Keys.entries``, under the source's tag): a header of each source's
-record length (4 bytes each), then the records, each a 4-byte capacity (and the room lent,
-below) and the packed hashes.
+The same memory as :mod:`scrapy_whittle.service.memory.entry_memory` (64-bit XXH3 hashes of entry
+keys, oldest first, capacity following the feed plus an eighth), kept per source in a string of
+``BUCKET`` sources (``Keys.entries``, under the source's tag): a header of each source's record
+length (4 bytes each), then the records, each a 4-byte capacity (and the room lent, below) and the
+packed hashes.
 
 A WebSub delivery forgets nothing the record holds (as ``EntryMemory.pushed``): it may carry
 only the feed's new entries, no view of the feed, and forgetting the least recently seen for
@@ -24,19 +24,19 @@ runs a script on one slot only; :mod:`scrapy_whittle.cluster.keys`):
 
 1. :data:`ENTRIES`, under the source's tag: which of the fetch's entries are new to the feed,
    remembered atomically (two workers can never both take an entry for new), and, given the
-   entries themselves (:func:`entry_args`), the new ones stored as a *pending batch* in the
-   same step. It returns how many entries the source had remembered before (a window is full
-   only when there were some: :func:`~scrapy_whittle.service.outcomes.judge_fetch`), a flag
-   per entry shown ("1": new to the feed; "0": seen; "-": the same entry shown earlier in the
-   fetch), the batch's id (0: none) and the change of the feed's capacity. A delivery is
+   entries themselves (:func:`entry_args`), the new ones stored as a *pending batch* in the same
+   step. It returns how many entries the source had remembered before (a window is full only when
+   there were some: :func:`~scrapy_whittle.service.decisions.outcomes.judge_fetch`), a flag per
+   entry shown ("1": new to the feed; "0": seen; "-": the same entry shown earlier in the fetch),
+   the batch's id (0: none) and the change of the feed's capacity. A delivery is
    told by the same script (:data:`PUSH_ENTRIES`), then reported as a fetch is.
 2. :data:`REPORT`, under the crawl's prefix: the task acknowledged, the stories of the entries
    new to their feed told ("2": a story the crawl has already, with ``WHITTLE_DEDUP =
    "link"``: :mod:`scrapy_whittle.cluster.stories`), the capacity counter
    (``Keys.entry_capacity``) kept, and the fetch's result added to the results stream
    (:mod:`scrapy_whittle.cluster.tasks`' message, judged as
-   :func:`~scrapy_whittle.service.outcomes.judge_fetch` does: the new entries' count, values
-   summed, publication times; the window full when every entry shown was new to the feed).
+   :func:`~scrapy_whittle.service.decisions.outcomes.judge_fetch` does: the new entries' count,
+   values summed, publication times; the window full when every entry shown was new to the feed).
    It returns 1 and the flags, or 0 when the task was acknowledged already: a retry whose
    first reply was lost, or a task the planner took back from a slow worker; then nothing
    changes, and the worker emits nothing of the fetch (its batch is left to be reclaimed).
@@ -48,9 +48,9 @@ lease, its stories not told: a story another feed brought may then be an item tw
 that crash only) and its task unanswered (handed out again after its lease; the entries are
 seen then, and the fetch's reward is not learnt).
 
-At-least-once items (:mod:`scrapy_whittle.service.deliveries` does it for one process with a
+At-least-once items (:mod:`scrapy_whittle.service.state.deliveries` does it for one process with a
 file journal): a pending batch is a field of ``Keys.pending(tag)`` (id -> a
-:class:`~scrapy_whittle.service.deliveries.Batch`'s JSON line) and a member of
+:class:`~scrapy_whittle.service.state.deliveries.Batch`'s JSON line) and a member of
 ``Keys.pending_since(tag)`` (id -> Redis's time when stored or last renewed); its id is
 ``n * SPREAD + tag``, ``n`` from the tag's counter ``Keys.pending_next(tag)``: unique across
 the cluster, and telling its tag. A worker killed, or a reply lost to a dropped connection,
@@ -288,7 +288,7 @@ def entry_args(url: str, source: int, found_at: float, entries: list[FeedEntry],
                values: list[float]) -> list:
     """The arguments after the tag that make :data:`ENTRIES` store the new ones of
     ``entries`` (the distinct ones, as :func:`packed_hashes` gives them; ``values``: theirs)
-    as a pending batch, in :class:`~scrapy_whittle.service.deliveries.Batch`'s line format."""
+    as a pending batch, in :class:`~scrapy_whittle.service.state.deliveries.Batch`'s line format."""
     def dump(x) -> str:
         return json.dumps(x, ensure_ascii=False, separators=(",", ":"))
 

@@ -1,5 +1,5 @@
 """The child sitemaps of the sitemap indexes, in Redis: what one process keeps in its SQLite
-store's ``sitemap_children`` (:mod:`scrapy_whittle.service.index_children`), for a cluster's
+store's ``sitemap_children`` (:mod:`scrapy_whittle.service.sources.index_children`), for a cluster's
 planner.
 
 ``Keys.children(t)`` is a hash per tag: a child's source id -> ``"<index> <misses>

@@ -27,7 +27,7 @@ from scrapy_whittle.cluster.tasks import (
 )
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from scrapy_whittle.service.types import Crawl
 
 logger = logging.getLogger(__name__)

@@ -5,11 +5,11 @@ a small local queue the scheduler hands to Scrapy's downloader, and it is what t
 middleware reports to: a :class:`~scrapy_whittle.service.sink.CrawlSink`, as the re-crawl
 service's :class:`~scrapy_whittle.service.sink.LocalSink` is. The entries of a fetched feed
 are told new or old by the shared entry memory (:mod:`scrapy_whittle.cluster.entries`) and
-judged by the service's own code (:func:`~scrapy_whittle.service.outcomes.judge_fetch`); what
-the fetch showed goes to ``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`)
-in one atomic step with the acknowledgement of the task (a script for a fetched feed, after
-the one that told its entries; a transaction for a 304 or a failure). Every Redis call goes
-through a :class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does
+judged by the service's own code (:func:`~scrapy_whittle.service.decisions.outcomes.judge_fetch`);
+what the fetch showed goes to ``Keys.results`` (:class:`~scrapy_whittle.cluster.tasks.CrawlResult`)
+in one atomic step with the acknowledgement of the task (a script for a fetched feed, after the one
+that told its entries; a transaction for a 304 or a failure). Every Redis call goes through a
+:class:`~scrapy_whittle.cluster.retry.Retrier`: an outage pauses the crawl, it does
 not end it.
 
 During an outage the node hands the downloader no crawl (its report could not be made), and a
@@ -98,12 +98,12 @@ from scrapy_whittle.cluster.writes import Writes
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig, is_cluster
-from scrapy_whittle.service.deliveries import Batch
-from scrapy_whittle.service.index_children import Listing
+from scrapy_whittle.service.decisions.outcomes import count_fetch, judge_fetch, report_warnings
 from scrapy_whittle.service.once_log import OnceLog
-from scrapy_whittle.service.outcomes import count_fetch, judge_fetch, report_warnings
 from scrapy_whittle.service.sink import CrawlSink
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.index_children import Listing
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.deliveries import Batch
 from scrapy_whittle.service.types import NO_LOAD, Crawl, FetchResult, HostLoad, valued
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import redis
 from scrapy_whittle.cluster.entries import RECLAIM, RENEW
 from scrapy_whittle.cluster.keys import SPREAD, batch_tag
 from scrapy_whittle.cluster.retry import RedisUnavailable
-from scrapy_whittle.service.deliveries import Batch
+from scrapy_whittle.service.state.deliveries import Batch
 
 logger = logging.getLogger(__name__)
 

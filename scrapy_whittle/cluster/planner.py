@@ -27,7 +27,7 @@ flight across the cluster, its delay), and the learning from the workers' result
   the lock as it expires: taking over, it only reads the last checkpoints' changes.
 * **Sitemap indexes.** A fetched index's result carries its listing (its children's URLs,
   whether it was read whole): the service retires the children it lists no more as one
-  process does (:mod:`scrapy_whittle.service.index_children`; a 304 repeats the previous
+  process does (:mod:`scrapy_whittle.service.sources.index_children`; a 304 repeats the previous
   listing), their rows checkpointed with the rest (``Keys.children``).
 * **WebSub** (:mod:`scrapy_whittle.cluster.websub`): the planner owns the subscriptions,
   learns the hubs from the results, writes the subscriptions to Redis as they change and

@@ -51,7 +51,7 @@ from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
 from scrapy_whittle.cluster.websub import saved_rows
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 
 logger = logging.getLogger(__name__)
 

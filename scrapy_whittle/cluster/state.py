@@ -61,7 +61,7 @@ from scrapy_whittle.cluster import index_children
 from scrapy_whittle.cluster.keys import BUCKET, CHUNK, LAYOUT, SPREAD, Keys
 from scrapy_whittle.cluster.websub import saved_rows
 from scrapy_whittle.core.columns import dtype_from_descr
-from scrapy_whittle.service.storage import Checkpoint, SavedState, StateStore
+from scrapy_whittle.service.state.storage import Checkpoint, SavedState, StateStore
 
 #: last_crawl, retry_at, failures, flags, modified (unix s), crawls, errors, new_items,
 #: utility, weight, min_interval (the last two written when the source is registered)
@@ -99,7 +99,7 @@ return {table.concat(records), table.concat(alive), etags}
 
 
 class RedisStateStore(StateStore):
-    """The :class:`~scrapy_whittle.service.storage.StateStore` of a cluster's planner, on
+    """The :class:`~scrapy_whittle.service.state.storage.StateStore` of a cluster's planner, on
     Redis (see the module docstring)."""
 
     def __init__(self, client, keys: Keys, label: str = "redis") -> None:

@@ -1,7 +1,7 @@
 """The story memory of a cluster (``WHITTLE_DEDUP = "link"``): which stories the crawl already
 has, across its sources, in Redis.
 
-The same identity as one process's :mod:`scrapy_whittle.service.story_memory`: the XXH3-64
+The same identity as one process's :mod:`scrapy_whittle.service.memory.story_memory`: the XXH3-64
 hashes of an entry's story keys (:func:`~scrapy_whittle.feeds.story.story_keys`: its
 normalised link, its id where that is a URL). The report script
 (:data:`~scrapy_whittle.cluster.entries.REPORT`) looks the stories of the entries new to
@@ -42,7 +42,7 @@ from scrapy_whittle.feeds.story import (
     story_key_column,
     story_keys,
 )
-from scrapy_whittle.service.entry_memory import key_hashes
+from scrapy_whittle.service.memory.entry_memory import key_hashes
 
 #: shards of the story memory, and shards a Redis hash
 SHARDS = 65536

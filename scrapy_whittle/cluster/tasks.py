@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from scrapy_whittle.service.index_children import Listing
+from scrapy_whittle.service.sources.index_children import Listing
 from scrapy_whittle.service.types import Crawl
 
 #: the ``kind`` of a result whose fetch returned a feed; a 304 is ``NOT_MODIFIED``, anything
@@ -73,7 +73,7 @@ class CrawlResult:
     hub: str = ""
     topic: str = ""
     #: the child sitemaps a fetched sitemap index lists (None: not an index), and whether
-    #: it was read whole (:class:`~scrapy_whittle.service.index_children.Listing`)
+    #: it was read whole (:class:`~scrapy_whittle.service.sources.index_children.Listing`)
     children: list[str] | None = None
     complete: bool = True
 

@@ -1,11 +1,11 @@
 """WebSub in a cluster crawl: the subscriptions in Redis, one owner, every process a callback.
 
-The protocol is the one process's (:mod:`scrapy_whittle.service.websub`); what a cluster adds
-is where each part runs:
+The protocol is the one process's (:mod:`scrapy_whittle.service.sources.websub`); what a cluster
+adds is where each part runs:
 
 * **One owner: the planner.** Its re-crawl service keeps the crawl's
-  :class:`~scrapy_whittle.service.websub.Subscriptions` (restored at a take-over, as the rest
-  of the learned state), learns the hubs the workers' fetches found (a result's ``hub`` and
+  :class:`~scrapy_whittle.service.sources.websub.Subscriptions` (restored at a take-over, as the
+  rest of the learned state), learns the hubs the workers' fetches found (a result's ``hub`` and
   ``topic``), and decides what to ask the hubs (subscribe, renew, unsubscribe): a hub gets one
   subscription per topic, whatever the number of processes. The planner is elected and
   replaced, so is the owner; a lock per subscription would add a second election for what
@@ -17,23 +17,23 @@ is where each part runs:
   any request leaves for a hub, since the hub's verification may reach any process, which
   reads it there. They are part of the crawl's state: a new planner restores them
   (:func:`saved_rows`), the same callbacks and secrets, renewed on their schedule.
-* **Any process is a callback.** A hub's verification of intent is answered by whichever
-  process receives it, from the row in Redis (:func:`~scrapy_whittle.service.websub.intended`),
-  and told to the planner through its inbox (``{"type": "websub", ...}``), which starts the
-  lease; a delivery is checked against the secret in Redis and its entries told new by the
-  shared entry memory's script (:meth:`ClusterNode.pushed`), whose result goes to the
-  planner on the results stream with kind ``push``: no task, no budget. So of a delivery
-  sent to two processes, or one racing a poll, the entries are emitted once.
+* **Any process is a callback.** A hub's verification of intent is answered by whichever process
+  receives it, from the row in Redis (:func:`~scrapy_whittle.service.sources.websub.intended`), and
+  told to the planner through its inbox (``{"type": "websub", ...}``), which starts the lease; a
+  delivery is checked against the secret in Redis and its entries told new by the shared entry
+  memory's script (:meth:`ClusterNode.pushed`), whose result goes to the planner on the results
+  stream with kind ``push``: no task, no budget. So of a delivery sent to two processes, or one
+  racing a poll, the entries are emitted once.
 * **A delivery is one delivery, however many processes receive it.** The call that reads its
   subscription (:data:`DELIVERY`, a script) also marks its receipt (``Keys.delivered``: the
   crawl's time of the first receipt, expiring), so the same delivery received again within
-  :data:`~scrapy_whittle.service.websub.REPEAT_WINDOW` (a copy that reached another process, a
-  hub's retry landing anywhere) is answered 2xx and told to nobody: no entries told, no push
+  :data:`~scrapy_whittle.service.sources.websub.REPEAT_WINDOW` (a copy that reached another process,
+  a hub's retry landing anywhere) is answered 2xx and told to nobody: no entries told, no push
   result for the planner to learn (a push that brought nothing). The mark is under the crawl's
   prefix, the slot of ``Keys.websub`` it is read with: one call as before, and on a Redis
   Cluster the shard that every delivery reaches already (the subscription, the results
   stream); the source's tag would need the source, known only once the subscription is read.
-  It is keyed by the signature (:func:`~scrapy_whittle.service.websub.delivery_id`), set
+  It is keyed by the signature (:func:`~scrapy_whittle.service.sources.websub.delivery_id`), set
   before the signature is checked: a forged delivery marks its own signature only. A process
   that marked a delivery and died before reporting it loses the push to a poll, as a delivery
   made while the crawl is down is.
@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from scrapy_whittle.service.websub import (
+from scrapy_whittle.service.sources.websub import (
     REPEAT_WINDOW,
     HubRequest,
     Subscription,

@@ -12,7 +12,7 @@ chosen by name (:mod:`scrapy_whittle.feeds.parsers`: ``feedparser-rs`` by defaul
 part, or reads with entries that have no id, link, title or summary (an RSS ``<body>``, Atom
 0.3 link text) is parsed by feedparser too; its result is kept when it has at least as many
 usable entries. Which entries are new is decided by
-:mod:`scrapy_whittle.service.entry_memory`; parsing off the event loop is
+:mod:`scrapy_whittle.service.memory.entry_memory`; parsing off the event loop is
 :mod:`scrapy_whittle.feeds.parse_pool`.
 
 Entry identity (``FeedEntry.key``): the entry's id as written (Atom ``id``, RSS ``guid``; not

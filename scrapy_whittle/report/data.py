@@ -33,8 +33,8 @@ from scrapy_whittle.service.config import (
     WhittleConfig,
     download_slot_delays,
 )
-from scrapy_whittle.service.measures import DelayHistogram
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore, StoreError
+from scrapy_whittle.service.decisions.measures import DelayHistogram
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore, StoreError
 
 #: columns of the ``sources`` table the report shows, in this order
 SOURCE_COLUMNS = ("id", "url", "title", "rate_per_hour", "half_life_hours", "mean_value",
@@ -99,7 +99,7 @@ class CrawlMeasures:
     ``crawls``, ``captured`` (new entries), ``missed`` (entries lost to full feed windows,
     estimated; NaN in a state file written before they were kept) and ``delays`` (the
     discovery delays of the entries re-crawls captured,
-    :mod:`scrapy_whittle.service.measures`; None in such a file)."""
+    :mod:`scrapy_whittle.service.decisions.measures`; None in such a file)."""
 
     crawls: int
     captured: int
@@ -393,7 +393,7 @@ def _plan(report: CrawlReport, store: ReadOnlyStore, settings: Mapping[str, Any]
     and the plan of the next epoch."""
     from scrapy_whittle.core.policies import canonical_name, policy_class
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import load_oracle
+    from scrapy_whittle.service.sources.registry import load_oracle
 
     core = report.policy
     given = {k: settings.get(k) for k in PROJECT_SETTINGS if settings.get(k) is not None}

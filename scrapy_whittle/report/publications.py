@@ -1,5 +1,5 @@
 """The publication times a crawl recorded (the store's ``publications`` table), read without
-writing: what ``scrapy whittle trace`` writes as a ``sim.trace`` CSV, one source per feed
+writing: what ``scrapy whittle trace`` writes as a trace CSV (:mod:`.trace`), one source per feed
 URL, for ``python -m sim.bench --trace`` to replay."""
 
 from __future__ import annotations

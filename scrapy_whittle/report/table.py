@@ -13,8 +13,8 @@ import time
 import numpy as np
 
 from scrapy_whittle.report.data import CrawlReport
-from scrapy_whittle.service.host_allowances import delay_limit
-from scrapy_whittle.service.sources import url_hosts
+from scrapy_whittle.service.hosts.host_allowances import delay_limit
+from scrapy_whittle.service.sources.registry import url_hosts
 
 COLUMNS = ("url", "items/h", "half-life", "value", "index", "crawls", "errors", "last crawl",
            "next planned")

@@ -21,7 +21,7 @@ The pieces, each where its kind of work is done:
   or the failure's kind, in the response's meta (:data:`META_RESULT`).
   The re-crawl service judges whether the article repeats a story known, by its canonical
   URL or its text (``RecrawlService.article_seen``,
-  :mod:`~scrapy_whittle.service.article_stories`).
+  :mod:`~scrapy_whittle.service.memory.article_stories`).
 * ``FeedSpider.parse_article`` / ``article_failed`` make the item (:func:`article_item`):
   the entry's fields and ``text``, ``article_title``, ``authors``, ``article_date``,
   ``language``, ``canonical_url``, ``repeat`` (None, ``"canonical"`` or

@@ -2,7 +2,7 @@
 replay of what a killed crawl had not delivered, and the feed exports flushed at checkpoints.
 
 The service journals every fetch's new entries before the spider sees them
-(:mod:`scrapy_whittle.service.deliveries`); this module tells it when they are delivered.
+(:mod:`scrapy_whittle.service.state.deliveries`); this module tells it when they are delivered.
 ``DeliveryMiddleware`` (a spider middleware, installed by the add-on at order
 :data:`ORDER`, outside Scrapy's own so that it sees what reaches the pipelines) counts the
 items a feed response's callback yields; Scrapy's ``item_scraped``, ``item_dropped`` and
@@ -49,7 +49,7 @@ from scrapy_whittle.scrapy.sink import whittle_sink
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-    from scrapy_whittle.service.deliveries import Batch
+    from scrapy_whittle.service.state.deliveries import Batch
 
 logger = logging.getLogger(__name__)
 

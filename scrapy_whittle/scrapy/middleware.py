@@ -211,7 +211,7 @@ class FeedObserverMiddleware:
             return response
         from scrapy_whittle.feeds.parse import FeedError
         from scrapy_whittle.feeds.sitemap import INDEX as SITEMAP_INDEX
-        from scrapy_whittle.service.index_children import Listing
+        from scrapy_whittle.service.sources.index_children import Listing
 
         ctype = response.headers.get("Content-Type")
         try:
@@ -254,7 +254,7 @@ class FeedObserverMiddleware:
     def _discover_hub(sink: CrawlSink, crawl, response: Response) -> None:
         """The WebSub hub a fetched feed names, told to the subscriptions (a cluster node's
         ``websub`` keeps it for the fetch's result)."""
-        from scrapy_whittle.service.websub import discover
+        from scrapy_whittle.service.sources.websub import discover
 
         links = [v.decode("latin-1") for v in response.headers.getlist("Link")]
         found = discover(response.url, response.body, links)

@@ -16,11 +16,11 @@ while the crawl changes it. The metrics (prefix ``whittle_``):
 * ``budget_used_ratio`` (cost spent over the completed epochs / budget x epochs: the
   service's ``budget_used()``, absent before the first epoch completes),
   ``throttled_hosts`` (``whittle/hosts/throttled``), ``sources``: gauges;
-* ``discovery_delay_seconds``: a histogram of the delays from an entry's publication to its
-  capture (the service's :class:`~scrapy_whittle.service.measures.DelayHistogram`, its bins
-  summed to one bucket a decade: 1 s, 10 s ... 10^8 s). In a cluster process (no local
-  service) the delays' ``delay/mean_s``, ``delay/median_s`` and ``delay/p90_s`` stats are
-  gauges instead, as are they beside the histogram.
+* ``discovery_delay_seconds``: a histogram of the delays from an entry's publication to its capture
+  (the service's :class:`~scrapy_whittle.service.decisions.measures.DelayHistogram`, its bins summed
+  to one bucket a decade: 1 s, 10 s ... 10^8 s). In a cluster process (no local service) the delays'
+  ``delay/mean_s``, ``delay/median_s`` and ``delay/p90_s`` stats are gauges instead, as are they
+  beside the histogram.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from scrapy.utils.asyncio import create_looping_call
 
 from scrapy_whittle.scrapy.sink import whittle_sink
 from scrapy_whittle.scrapy.startup import crawl_start
-from scrapy_whittle.service.measures import EDGES
+from scrapy_whittle.service.decisions.measures import EDGES
 from scrapy_whittle.service.sink import LocalSink
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ scheduler only moves requests:
 
 Politeness: a host's delay (``DOWNLOAD_DELAY``, its ``DOWNLOAD_SLOTS`` delay, robots.txt
 Crawl-delay: the longest) is its allowance in the plan, floor(T / d) crawls per epoch
-(:mod:`~scrapy_whittle.service.host_allowances`); the hosts whose download slot is saturated
+(:mod:`~scrapy_whittle.service.hosts.host_allowances`); the hosts whose download slot is saturated
 are passed to the service, which passes over their sources for others fetchable now. Costs:
 C_i = max(1, d_i M / T), d_i the source's minimum interval.
 
@@ -83,12 +83,12 @@ from scrapy_whittle.scrapy.startup import crawl_start, forget_sources, refuse_to
 from scrapy_whittle.scrapy.stats import WhittleStats
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig, download_slot_delays
-from scrapy_whittle.service.gc_pause import freeze_startup_heap
 from scrapy_whittle.service.recrawl import Crawl, RecrawlService
 from scrapy_whittle.service.sink import CrawlSink, LocalSink
-from scrapy_whittle.service.site_table import SiteTable
-from scrapy_whittle.service.sources import SourceSpec, is_plain_url, load_sources
-from scrapy_whittle.service.store import SqliteStateStore
+from scrapy_whittle.service.sources.registry import SourceSpec, is_plain_url, load_sources
+from scrapy_whittle.service.sources.site_table import SiteTable
+from scrapy_whittle.service.state.gc_pause import freeze_startup_heap
+from scrapy_whittle.service.state.store import SqliteStateStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -248,7 +248,7 @@ class WhittleScheduler(BaseScheduler):
             self.service.stats.set("sources/skipped", self._skipped)
         if self.crawler is not None:
             forget_sources(self.crawler)
-        freeze_startup_heap()              # see scrapy_whittle.service.gc_pause
+        freeze_startup_heap()              # see scrapy_whittle.service.state.gc_pause
         self.service.stats.start()
         if self.service.store is not None:
             self._checkpoints = create_looping_call(self._checkpoint)
@@ -269,7 +269,8 @@ class WhittleScheduler(BaseScheduler):
                 lambda: node.planner.service, config.sources, [], config.sources_url,
                 node.stats)
         await node.start()
-        freeze_startup_heap()              # as one process's (scrapy_whittle.service.gc_pause)
+        # as one process's (scrapy_whittle.service.state.gc_pause)
+        freeze_startup_heap()
         node.stats.start()
         logger.info("cluster crawl %s on %s as %s", node.keys.prefix, node.redis_label,
                     node.consumer)

@@ -21,8 +21,8 @@ first, outside the budget. The feeds found
 join the crawl as sources, each on its own (a site's sections stay separate sources; a story
 two of them list is counted once, as any story two feeds list), on the source list in the
 site's place; the site's address leaves the crawl. What was found is kept
-(:mod:`scrapy_whittle.service.site_table`, ``JOBDIR/whittle-sites.sqlite``): a restart, or the
-list read again, puts the feeds in the site's place without fetching it.
+(:mod:`scrapy_whittle.service.sources.site_table`, ``JOBDIR/whittle-sites.sqlite``): a restart, or
+the list read again, puts the feeds in the site's place without fetching it.
 
 A site is **searched again** when all its feeds have died (retired, or merged into another
 source), at most once per ``WHITTLE_RETIRE_PROBE`` seconds: a redesign moves the feeds; the
@@ -63,13 +63,13 @@ from scrapy_whittle.feeds.finder import (
     well_known_urls,
 )
 from scrapy_whittle.scrapy.meta import META_OUTSIDE, META_SEARCH
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 
 if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_whittle.service.recrawl import Crawl, RecrawlService
-    from scrapy_whittle.service.site_table import SiteTable
+    from scrapy_whittle.service.sources.site_table import SiteTable
     from scrapy_whittle.service.types import Stats
 
 logger = logging.getLogger(__name__)

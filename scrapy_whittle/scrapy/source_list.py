@@ -32,13 +32,13 @@ from twisted.internet.threads import deferToThread
 
 from scrapy_whittle.scrapy.meta import META_LIST
 from scrapy_whittle.scrapy.startup import skipped_message
-from scrapy_whittle.service.sources import SourceListError, load_sources, parse_source_list
+from scrapy_whittle.service.sources.registry import SourceListError, load_sources, parse_source_list
 
 if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import SourceSpec
+    from scrapy_whittle.service.sources.registry import SourceSpec
 
 logger = logging.getLogger(__name__)
 

@@ -39,9 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_whittle.core.policies import policy_class
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig, download_slot_delays
-from scrapy_whittle.service.gc_pause import gc_paused
 from scrapy_whittle.service.policy_options import check_policy_build
-from scrapy_whittle.service.sources import (
+from scrapy_whittle.service.sources.registry import (
     SourceList,
     SourceListError,
     SourceSpec,
@@ -50,6 +49,7 @@ from scrapy_whittle.service.sources import (
     skipped_summary,
     url_hosts,
 )
+from scrapy_whittle.service.state.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

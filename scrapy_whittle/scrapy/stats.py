@@ -8,7 +8,7 @@ Keys (all under ``whittle/``):
   lost to full feed windows, estimated from each source's publishing rate between the oldest
   visible entry and the previous crawl), ``window_full`` (crawls that found every visible
   entry new);
-* the users' measures (computed by the service, :mod:`scrapy_whittle.service.measures`):
+* the users' measures (computed by the service, :mod:`scrapy_whittle.service.decisions.measures`):
   ``delay/mean_s``, ``delay/median_s``, ``delay/p90_s`` (seconds from an entry's publication
   to its capture, over the dated entries re-crawls found), ``crawls_per_item`` (crawls per
   new entry);

@@ -4,7 +4,7 @@ On with ``WHITTLE_WEBSUB_CALLBACK`` (the public URL hubs POST to) and
 ``WHITTLE_WEBSUB_LISTEN`` (the local ``host:port`` it is served on); the add-on installs it
 in ``EXTENSIONS`` (it is not configured without the settings). The protocol's state
 (subscriptions, secrets, leases, signatures) is the re-crawl service's
-(:mod:`scrapy_whittle.service.websub`, ``service.websub``), checkpointed with the crawl's
+(:mod:`scrapy_whittle.service.sources.websub`, ``service.websub``), checkpointed with the crawl's
 state; this module moves HTTP:
 
 * **discovery**: ``FeedObserverMiddleware`` reads each fetched feed's hub (its ``Link``
@@ -17,10 +17,10 @@ state; this module moves HTTP:
   with its challenge only for a mode and topic this crawl asked for (else 404); a POST is a
   delivery: its ``X-Hub-Signature`` is checked against the subscription's secret, a bad or
   missing one is counted (``whittle/errors/push_signature``) and dropped (answered 202, as the
-  spec allows, so the hub does not insist), a good one received already within
-  ``REPEAT_WINDOW`` (a hub's retry: :class:`~scrapy_whittle.service.websub.RecentDeliveries`)
-  is counted (``whittle/push/repeated``) and answered 202, told to nobody; any other good one
-  becomes a request the scheduler serves
+  spec allows, so the hub does not insist), a good one received already within ``REPEAT_WINDOW`` (a
+  hub's retry: :class:`~scrapy_whittle.service.sources.websub.RecentDeliveries`) is counted
+  (``whittle/push/repeated``) and answered 202, told to nobody; any other good one becomes a request
+  the scheduler serves
   first, answered by ``FeedObserverMiddleware`` without a download: the body is parsed by
   the same parse pool as a fetched feed, handed to ``RecrawlService.pushed`` (entry memory,
   values, delivery journal, the policy's ``observe_push``; no budget), and the spider gets a
@@ -63,7 +63,7 @@ from scrapy_whittle.scrapy.sink import whittle_sink
 from scrapy_whittle.scrapy.startup import crawl_start
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.sink import LocalSink
-from scrapy_whittle.service.websub import (
+from scrapy_whittle.service.sources.websub import (
     SUBSCRIBE,
     RecentDeliveries,
     check_signature,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from scrapy_whittle.cluster.node import ClusterNode
     from scrapy_whittle.service.recrawl import RecrawlService
     from scrapy_whittle.service.sink import CrawlSink
-    from scrapy_whittle.service.websub import HubRequest
+    from scrapy_whittle.service.sources.websub import HubRequest
 
 logger = logging.getLogger(__name__)
 

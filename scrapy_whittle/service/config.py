@@ -31,7 +31,7 @@ from scrapy_whittle.service.policy_options import (
     check_option_names,
     policy_names,
 )
-from scrapy_whittle.service.sources import is_list_url
+from scrapy_whittle.service.sources.registry import is_list_url
 
 # Settings are read through ``Mapping.get`` alone: Scrapy's ``Settings`` is a Mapping, and so is
 # the plain dict the simulator and the tests pass, so the service needs no Scrapy import.

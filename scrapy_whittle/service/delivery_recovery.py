@@ -1,16 +1,16 @@
 """What a killed run left undelivered, found in the delivery journal at the next opening
-(:class:`~scrapy_whittle.service.deliveries.DeliveryJournal`, beside the state store)."""
+(:class:`~scrapy_whittle.service.state.deliveries.DeliveryJournal`, beside the state store)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 
-from scrapy_whittle.service.deliveries import Batch, DeliveryJournal
-from scrapy_whittle.service.entry_memory import EntryMemory
-from scrapy_whittle.service.epochs import EpochLedger, Timeline
-from scrapy_whittle.service.source_table import SourceTable
-from scrapy_whittle.service.story_memory import StoryMemory
+from scrapy_whittle.service.decisions.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.memory.entry_memory import EntryMemory
+from scrapy_whittle.service.memory.story_memory import StoryMemory
+from scrapy_whittle.service.sources.source_table import SourceTable
+from scrapy_whittle.service.state.deliveries import Batch, DeliveryJournal
 from scrapy_whittle.service.types import Stats
 
 logger = logging.getLogger(__name__)

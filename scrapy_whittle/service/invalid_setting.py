@@ -2,7 +2,7 @@
 
 In a module of its own so that everything that reads a setting (the settings table in
 :mod:`scrapy_whittle.service.config`, the source list reader in
-:mod:`scrapy_whittle.service.sources`) can raise it without importing the other.
+:mod:`scrapy_whittle.service.sources.registry`) can raise it without importing the other.
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ from scrapy_whittle.core.periodic import PeriodicArrivals, arrivals_from_bins
 from scrapy_whittle.core.policies import Policy, policy_class
 from scrapy_whittle.core.problem import Problem, SourceParams
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
-from scrapy_whittle.service.epochs import Timeline
+from scrapy_whittle.service.decisions.epochs import Timeline
 from scrapy_whittle.service.once_log import OnceLog
 from scrapy_whittle.service.policy_options import build_policy
-from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.sources.source_table import SourceTable
 
 
 class PolicyFactory:

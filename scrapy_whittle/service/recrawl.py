@@ -1,7 +1,7 @@
 """The re-crawl service: one crawl of a set of feeds, with no Scrapy in it.
 
-It owns the sources (:class:`~scrapy_whittle.service.source_table.SourceTable`), the entries
-already seen (:class:`~scrapy_whittle.service.entry_memory.EntryMemory`), the conditional-GET
+It owns the sources (:class:`~scrapy_whittle.service.sources.source_table.SourceTable`), the entries
+already seen (:class:`~scrapy_whittle.service.memory.entry_memory.EntryMemory`), the conditional-GET
 validators, the epoch clock, the policy and the state store, behind a narrow API that
 Scrapy's scheduler and middleware (through :class:`~scrapy_whittle.service.sink.LocalSink`), the
 simulator and the benchmarks all drive:
@@ -12,30 +12,34 @@ simulator and the benchmarks all drive:
   :class:`HostLoad`);
 * what a crawl showed: ``feed_fetched(crawl, entries, etag=, last_modified=, hints=,
   listing=)`` (returns the new entries and their values; ``listing``: a sitemap index's
-  children, :class:`~scrapy_whittle.service.index_children.Listing`), ``not_modified(...)``,
+  children, :class:`~scrapy_whittle.service.sources.index_children.Listing`), ``not_modified(...)``,
   ``crawl_failed(crawl, kind, cause, retry_after=)``; ``hints`` and ``retry_after``: what the
   server and the feed asked about the next visit (:mod:`scrapy_whittle.feeds.hints`);
 * ``moved(crawl, url)``: the source answered at ``url`` after permanent redirects;
 * ``index_listed(crawl, urls, complete=)``: the source is a sitemap index listing those
-  child sitemaps (:class:`~scrapy_whittle.service.index_children.IndexChildren`: a child it
+  child sitemaps (:class:`~scrapy_whittle.service.sources.index_children.IndexChildren`: a child it
   lists no more retires, one listed again comes back);
 * ``report_value(...)``: feedback from a pipeline; ``checkpoint()``.
 
 It is the composition root of parts that each own their state and get what they use at
 construction:
 
-* :class:`~scrapy_whittle.service.epochs.Timeline`: epoch k is [origin + k T, origin + (k + 1)
-  T), T = ``WHITTLE_PERIOD``; the origin is the first run's start (kept by the store), so a
-  resumed crawl continues its epochs. The policy's time unit is the second from the origin.
-* :class:`~scrapy_whittle.service.planning.EpochPlanner`: each epoch's plan and budget.
-* :class:`~scrapy_whittle.service.outcomes.CrawlOutcomes`: what crawls showed, learnt by the
-  policy in batches, within the plausible ranges of :mod:`scrapy_whittle.core.sanitize`.
-* :class:`~scrapy_whittle.service.policy_keeper.PolicyKeeper`: the policy, the sources it has
-  not grown by or checked yet (``Policy.repair``: one source's bad state never stops a crawl).
-* :class:`~scrapy_whittle.service.persistence.StatePersistence`: with a store, a checkpoint
+* :class:`~scrapy_whittle.service.decisions.epochs.Timeline`: epoch k is
+  [origin + k T, origin + (k + 1) T), T = ``WHITTLE_PERIOD``; the origin is the first run's
+  start (kept by the store), so a resumed crawl continues its epochs. The policy's time unit
+  is the second from the origin.
+* :class:`~scrapy_whittle.service.decisions.planning.EpochPlanner`: each epoch's plan and
+  budget.
+* :class:`~scrapy_whittle.service.decisions.outcomes.CrawlOutcomes`: what crawls showed,
+  learnt by the policy in batches, within the plausible ranges of
+  :mod:`scrapy_whittle.core.sanitize`.
+* :class:`~scrapy_whittle.service.decisions.policy_keeper.PolicyKeeper`: the policy, the
+  sources it has not grown by or checked yet (``Policy.repair``: one source's bad state never
+  stops a crawl).
+* :class:`~scrapy_whittle.service.state.persistence.StatePersistence`: with a store, a checkpoint
   every ``WHITTLE_CHECKPOINT_INTERVAL`` seconds (the caller decides when: ``checkpoint_due``)
   and at close; the restore after a restart.
-* :class:`~scrapy_whittle.service.epochs.EpochLedger`: the epochs' totals for the store.
+* :class:`~scrapy_whittle.service.decisions.epochs.EpochLedger`: the epochs' totals for the store.
 * :class:`~scrapy_whittle.service.policy_factory.PolicyFactory`: the policy the settings ask
   for, told what an oracle (``WHITTLE_ORACLE_PARAMS``) knows.
 * :class:`~scrapy_whittle.service.source_roster.SourceRoster`: the sources coming and going
@@ -61,29 +65,30 @@ from scrapy_whittle.core.policies import Policy
 from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.feeds.story import DROP_PARAMS, ParamFilter
-from scrapy_whittle.service.article_stories import ArticleStories
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
+from scrapy_whittle.service.decisions.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.decisions.outcomes import CrawlOutcomes
+from scrapy_whittle.service.decisions.planning import EpochPlanner
+from scrapy_whittle.service.decisions.policy_keeper import PolicyKeeper
 from scrapy_whittle.service.delivery_recovery import recover_deliveries
-from scrapy_whittle.service.entry_memory import EntryMemory
-from scrapy_whittle.service.epochs import EpochLedger, Timeline
-from scrapy_whittle.service.gc_pause import gc_paused
-from scrapy_whittle.service.host_throttle import HostThrottle
-from scrapy_whittle.service.index_children import IndexChildren, Listing
+from scrapy_whittle.service.hosts.host_throttle import HostThrottle
+from scrapy_whittle.service.memory.article_stories import ArticleStories
+from scrapy_whittle.service.memory.entry_memory import EntryMemory
+from scrapy_whittle.service.memory.story_memory import StoryMemory
 from scrapy_whittle.service.once_log import OnceLog
-from scrapy_whittle.service.outcomes import CrawlOutcomes
-from scrapy_whittle.service.persistence import StatePersistence
-from scrapy_whittle.service.planning import EpochPlanner
 from scrapy_whittle.service.policy_factory import PolicyFactory
-from scrapy_whittle.service.policy_keeper import PolicyKeeper
-from scrapy_whittle.service.retirement import Retirement
 from scrapy_whittle.service.source_roster import SourceRoster
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
-from scrapy_whittle.service.sources import SourceSpec, url_host
-from scrapy_whittle.service.storage import Checkpoint, SavedState, StateStore, StoreError
-from scrapy_whittle.service.story_memory import StoryMemory
+from scrapy_whittle.service.sources.index_children import IndexChildren, Listing
+from scrapy_whittle.service.sources.registry import SourceSpec, url_host
+from scrapy_whittle.service.sources.retirement import Retirement
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
+from scrapy_whittle.service.sources.websub import Subscriptions
+from scrapy_whittle.service.state.deliveries import DIRECTORY, Batch, DeliveryJournal
+from scrapy_whittle.service.state.gc_pause import gc_paused
+from scrapy_whittle.service.state.persistence import StatePersistence
+from scrapy_whittle.service.state.storage import Checkpoint, SavedState, StateStore, StoreError
 from scrapy_whittle.service.types import (  # noqa: F401  (the service's public types)
     FLUSH_AFTER,
     NO_LOAD,
@@ -96,7 +101,6 @@ from scrapy_whittle.service.types import (  # noqa: F401  (the service's public 
     Stats,
     valued,
 )
-from scrapy_whittle.service.websub import Subscriptions
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +240,8 @@ class RecrawlService:
         """Restore the stored state (if any), register ``specs``, build the policy. With
         ``listed``, ``specs`` (if any) are the source list: sources of the stored list that
         are not among them leave (:meth:`SourceRoster.sync_sources`)."""
-        with gc_paused():       # a million rows of tuples: see scrapy_whittle.service.gc_pause
+        # a million rows of tuples: see scrapy_whittle.service.state.gc_pause
+        with gc_paused():
             self._open(specs, listed)
 
     def _open(self, specs: list[SourceSpec], listed: bool) -> None:
@@ -370,7 +375,7 @@ class RecrawlService:
         """The fetch of ``crawl`` (at ``now``, default: the clock's) was a sitemap index
         listing the child sitemaps ``urls`` (``complete``: read whole): the children it
         lists no more retire after a while, those listed again come back
-        (:mod:`scrapy_whittle.service.index_children`)."""
+        (:mod:`scrapy_whittle.service.sources.index_children`)."""
         self.children.listed(crawl.source, urls, self.clock.now() if now is None else now,
                              complete=complete)
 
@@ -390,7 +395,7 @@ class RecrawlService:
     def set_crawl_delay(self, host: str, delay: float) -> bool:
         """A robots.txt ``Crawl-delay`` of ``delay`` seconds for ``host``: the host's
         allowance is at most floor(T / delay) crawls per epoch from the next epoch's plan on
-        (:mod:`~scrapy_whittle.service.host_allowances`). Returns whether it changed
+        (:mod:`~scrapy_whittle.service.hosts.host_allowances`). Returns whether it changed
         anything."""
         return self.throttle.set_crawl_delay(host, delay)
 
@@ -399,7 +404,7 @@ class RecrawlService:
         """An entry of ``source`` (worth ``value`` at its capture) has its article: whether
         the article repeats a story known (``"canonical"``, ``"near_duplicate"``: the
         entry is taken back from what the source brought) or None
-        (:mod:`~scrapy_whittle.service.article_stories`)."""
+        (:mod:`~scrapy_whittle.service.memory.article_stories`)."""
         if not 0 <= source < len(self.sources):
             return None
         verdict = self.article_stories.judge(source, canonical, fingerprint)

@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from scrapy_whittle.feeds.hints import ServerHints
     from scrapy_whittle.feeds.parse import FeedEntry
     from scrapy_whittle.service.clock import Clock
-    from scrapy_whittle.service.deliveries import Batch
-    from scrapy_whittle.service.index_children import Listing
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import SourceSpec
+    from scrapy_whittle.service.sources.index_children import Listing
+    from scrapy_whittle.service.sources.registry import SourceSpec
+    from scrapy_whittle.service.state.deliveries import Batch
     from scrapy_whittle.service.types import Crawl, FetchResult, HostLoad, Stats
 
 

@@ -3,7 +3,7 @@ sitemap index, a site's search), leaving and rejoining the source list, a site's
 giving way to its feeds, a source moved or merged into another by permanent redirects.
 
 A :class:`SourceRoster` changes the source table
-(:class:`~scrapy_whittle.service.source_table.SourceTable`) and tells the parts of the
+(:class:`~scrapy_whittle.service.sources.source_table.SourceTable`) and tells the parts of the
 re-crawl service that keep per-source state: they grow with it, the epoch's planner
 discovers the sources that join and drops those that leave, the next checkpoint writes what
 changed.
@@ -15,20 +15,20 @@ import logging
 
 import numpy as np
 
-from scrapy_whittle.service.entry_memory import EntryMemory
-from scrapy_whittle.service.epochs import Timeline
-from scrapy_whittle.service.index_children import IndexChildren
+from scrapy_whittle.service.decisions.epochs import Timeline
+from scrapy_whittle.service.decisions.outcomes import CrawlOutcomes
+from scrapy_whittle.service.decisions.planning import EpochPlanner
+from scrapy_whittle.service.decisions.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.memory.entry_memory import EntryMemory
 from scrapy_whittle.service.once_log import OnceLog
-from scrapy_whittle.service.outcomes import CrawlOutcomes
-from scrapy_whittle.service.persistence import StatePersistence
-from scrapy_whittle.service.planning import EpochPlanner
-from scrapy_whittle.service.policy_keeper import PolicyKeeper
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.storage import SavedState, StoreError
+from scrapy_whittle.service.sources.index_children import IndexChildren
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
+from scrapy_whittle.service.sources.websub import Subscriptions
+from scrapy_whittle.service.state.persistence import StatePersistence
+from scrapy_whittle.service.state.storage import SavedState, StoreError
 from scrapy_whittle.service.types import Crawl, Stats
-from scrapy_whittle.service.websub import Subscriptions
 
 logger = logging.getLogger(__name__)
 

@@ -92,7 +92,7 @@ class Crawl(NamedTuple):
 class FetchResult(NamedTuple):
     """The new entries a fetch found, their values at capture, and whether every entry
     the feed showed was new (older new ones may have been lost); ``batch``: their batch in
-    the delivery journal (None without one: :mod:`scrapy_whittle.service.deliveries`)."""
+    the delivery journal (None without one: :mod:`scrapy_whittle.service.state.deliveries`)."""
 
     entries: list[FeedEntry]
     values: list[float]

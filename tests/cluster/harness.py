@@ -14,7 +14,7 @@ from scrapy_whittle.cluster.tasks import task_crawl, task_fields
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from scrapy_whittle.service.types import DictStats
 
 START = 1_700_000_000.0

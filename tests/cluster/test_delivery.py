@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_whittle.cluster.keys import SPREAD
-from scrapy_whittle.service.deliveries import Batch
+from scrapy_whittle.service.state.deliveries import Batch
 from tests.cluster.conftest import RedisServer
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server

@@ -17,7 +17,7 @@ from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.entry_memory import EntryMemory
+from scrapy_whittle.service.memory.entry_memory import EntryMemory
 from scrapy_whittle.service.types import DictStats
 from tests.cluster.conftest import RedisServer
 from tests.cluster.harness import on_asyncio

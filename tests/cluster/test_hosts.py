@@ -13,7 +13,7 @@ import pytest
 from scrapy_whittle.cluster.tasks import task_crawl
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from tests.cluster.harness import PERIOD, SETTINGS, START, Cluster, entries, hand_over, on_asyncio
 
 URLS = [f"https://a.example/{i}.xml" for i in range(3)] + \

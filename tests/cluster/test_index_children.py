@@ -20,8 +20,8 @@ from scrapy_whittle.cluster.tasks import (
     source_fields,
     source_url,
 )
-from scrapy_whittle.service.index_children import Listing
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.index_children import Listing
+from scrapy_whittle.service.sources.registry import SourceSpec
 from tests.cluster.harness import PERIOD, SETTINGS, Cluster, entries, hand_over, on_asyncio
 
 INDEX, USER = "https://a.example/sitemap-index.xml", "https://b.example/feed.xml"

@@ -21,7 +21,7 @@ from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sink import LocalSink
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.conftest import RedisServer
 from tests.cluster.harness import take
@@ -90,7 +90,7 @@ async def test_a_cluster_crawl_s_scheduler_publishes_its_node_as_the_sink(redis_
     from scrapy.utils.test import get_crawler
 
     from scrapy_whittle import WhittleScheduler
-    from scrapy_whittle.scrapy.sink import site_search_of, whittle_sink
+    from scrapy_whittle.scrapy.sink import site_search_of, whittle_service, whittle_sink
 
     crawler = get_crawler(Spider, {"WHITTLE_REDIS_URL": redis_server.url, "WHITTLE_BUDGET": 2,
                                    "WHITTLE_SOURCES": ["https://s.example/feed.xml"],
@@ -100,6 +100,7 @@ async def test_a_cluster_crawl_s_scheduler_publishes_its_node_as_the_sink(redis_
     try:
         assert isinstance(node, ClusterNode) and node is scheduler.sink
         assert site_search_of(crawler) is None
+        assert whittle_service(crawler) is None      # the planner's may run elsewhere
     finally:
         await Deferred.fromFuture(asyncio.ensure_future(node.redis.aclose()))
         node.sync_redis.close()

@@ -16,7 +16,7 @@ from scrapy_whittle.cluster.keys import SPREAD, Keys, batch_tag
 from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.deliveries import Batch
+from scrapy_whittle.service.state.deliveries import Batch
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.conftest import RedisServer
 from tests.cluster.harness import take

@@ -215,7 +215,7 @@ async def test_an_epoch_selection_longer_than_the_lock_ttl_keeps_the_lock(redis_
                                                                          monkeypatch):
     """At millions of sources an epoch's selection takes seconds: it runs off the event
     loop, the lock renewed meanwhile, and the crawls it chose are handed out."""
-    from scrapy_whittle.service.planning import EpochPlanner
+    from scrapy_whittle.service.decisions.planning import EpochPlanner
 
     settings = settings_for(BUDGET, PERIOD)
     load(redis_server.url, PREFIX, 200, HOSTS, settings)

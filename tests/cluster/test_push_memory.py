@@ -13,7 +13,7 @@ from scrapy_whittle.cluster.keys import BUCKET, Keys
 from scrapy_whittle.cluster.node import ClusterNode, PushSource
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.deliveries import Batch
+from scrapy_whittle.service.state.deliveries import Batch
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.harness import entries, on_asyncio, take
 from tests.cluster.test_entry_strings import record_of

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from tests.cluster.harness import PERIOD, SETTINGS, START, Cluster, entries, hand_over, on_asyncio
 
 OLD, OTHER = "https://a.example/old.xml", "https://b.example/feed.xml"

@@ -19,8 +19,8 @@ from scrapy_whittle.cluster.state import RedisStateStore
 from scrapy_whittle.service.clock import SimulatedClock, SystemClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.state_codec import encode
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.state_codec import encode
 from scrapy_whittle.service.types import DictStats
 from sim.planner_load import load, settings_for
 from tests.cluster.test_sharded_state import CutShort

@@ -16,7 +16,7 @@ from scrapy_whittle.feeds.story import story_key_column
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from scrapy_whittle.service.types import Crawl, DictStats
 from tests.cluster.harness import on_asyncio, take
 from tests.cluster.test_node_outcomes import SETTINGS, START

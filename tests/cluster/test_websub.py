@@ -14,8 +14,8 @@ from scrapy_whittle.cluster.tasks import PUSH, read_result
 from scrapy_whittle.cluster.websub import PlannerWebSub, decode
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.scrapy.websub import WebSubSubscriber, subscriptions_of
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.websub import (
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.sources.websub import (
     ACTIVE,
     DENIED,
     LEAVING,

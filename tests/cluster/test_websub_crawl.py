@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_whittle.cluster.websub import decode
-from scrapy_whittle.service.websub import ACTIVE
+from scrapy_whittle.service.sources.websub import ACTIVE
 from sim.bench_cluster_websub import main, real_clock
 from sim.callback_proxy import CallbackProxy
 from tests.cluster.conftest import RedisServer, free_port

@@ -18,7 +18,7 @@ from scrapy_whittle.core.estimators._base import MAX_INPUT
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 from tests.service.test_recrawl import START, make_service
 
 HOUR = 3600.0

@@ -16,7 +16,7 @@ from scrapy_whittle.feeds.hints import (
 )
 from scrapy_whittle.feeds.httpdates import http_date
 from scrapy_whittle.feeds.parse import FeedEntry, parse_feed
-from scrapy_whittle.service.store import SqliteStateStore
+from scrapy_whittle.service.state.store import SqliteStateStore
 from tests.service.test_recrawl import START, make_service
 
 HINTED = b"""<?xml version="1.0"?>

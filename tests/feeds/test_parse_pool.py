@@ -202,7 +202,7 @@ def test_workers_import_this_copy_of_the_package_and_the_real_scrapy():
 def test_the_library_defaults_are_the_settings_defaults():
     from scrapy_whittle.feeds.parse_pool import PARSE_TIMEOUT
     from scrapy_whittle.service.config import DEFAULTS
-    from scrapy_whittle.service.entry_memory import EntryMemory
+    from scrapy_whittle.service.memory.entry_memory import EntryMemory
 
     assert ParseLimits().max_entries == DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]
     assert EntryMemory().max_per_source == DEFAULTS["WHITTLE_MAX_ENTRIES_PER_SOURCE"]

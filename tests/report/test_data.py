@@ -12,7 +12,7 @@ import pytest
 from scrapy_whittle.report import ReportError, load_report
 from scrapy_whittle.report.table import text
 from scrapy_whittle.service.clock import SimulatedClock
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 from tests.service.test_recrawl import START, PoissonFeeds, make_service
 
 
@@ -70,7 +70,7 @@ def test_an_oracle_policy_without_its_parameters_has_no_plan(tmp_path):
     from scrapy_whittle.service.clock import SimulatedClock
     from scrapy_whittle.service.config import WhittleConfig
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import SourceSpec, load_oracle
+    from scrapy_whittle.service.sources.registry import SourceSpec, load_oracle
 
     oracle = {f"https://s{i}.example/feed.xml": {"rate": 0.01 * (i + 1), "mean_utility": 1.0,
                                                  "decay": 1e-4} for i in range(4)}
@@ -269,7 +269,7 @@ def test_the_hosts_delay_is_the_one_the_crawl_ran_with_not_the_project_file_s(tm
     project's."""
     from scrapy_whittle.service.config import WhittleConfig
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import SourceSpec
+    from scrapy_whittle.service.sources.registry import SourceSpec
 
     config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 2, "WHITTLE_PERIOD": 600.0,
                                           "WHITTLE_POLICY": "round_robin"})

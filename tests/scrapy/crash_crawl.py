@@ -24,6 +24,7 @@ import numpy as np
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 
+from scrapy_whittle.scrapy.sink import whittle_service
 from scrapy_whittle.scrapy.spiders import FeedSpider
 
 
@@ -87,7 +88,7 @@ class DumpRestored:
         return cls(crawler)
 
     def opened(self, spider):
-        service = self.crawler.engine.scheduler.service
+        service = whittle_service(self.crawler)
         n = len(service.sources)
         ids = np.arange(n)
         rows = service.policy.export_rows(ids)

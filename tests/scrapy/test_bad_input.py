@@ -10,6 +10,7 @@ import pytest_twisted
 from scrapy import signals
 
 from scrapy_whittle.scrapy.middleware import FeedObserverMiddleware, exception_kind
+from scrapy_whittle.scrapy.sink import whittle_service
 from tests.scrapy.conftest import make_crawler, run, whittle
 
 ERRORS = {"malformed": "malformed", "html": "not_a_feed", "empty": "empty",
@@ -40,7 +41,7 @@ async def test_bad_feeds_do_not_stop_the_crawl(sim_server, caplog):
         WHITTLE_SITE_SEARCH=False)
 
     def opened(spider):
-        policy = crawler.engine.scheduler.service.policy
+        policy = whittle_service(crawler).policy
         original = policy.observe
 
         def spy(obs):

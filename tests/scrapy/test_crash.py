@@ -19,10 +19,10 @@ from urllib.request import urlopen
 import numpy as np
 import pytest
 
-from scrapy_whittle.service.deliveries import DIRECTORY, Batch
-from scrapy_whittle.service.entry_memory import entry_hashes
-from scrapy_whittle.service.site_table import SiteTable
-from scrapy_whittle.service.store import FILE_NAME
+from scrapy_whittle.service.memory.entry_memory import entry_hashes
+from scrapy_whittle.service.sources.site_table import SiteTable
+from scrapy_whittle.service.state.deliveries import DIRECTORY, Batch
+from scrapy_whittle.service.state.store import FILE_NAME
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.waiting import wait_for

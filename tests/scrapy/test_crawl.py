@@ -11,7 +11,8 @@ import pytest_twisted
 import scrapy
 from scrapy import signals
 
-from scrapy_whittle.service.store import FILE_NAME
+from scrapy_whittle.scrapy.sink import whittle_service
+from scrapy_whittle.service.state.store import FILE_NAME
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 
@@ -174,7 +175,7 @@ async def test_jobdir_state_is_saved_and_restored(tmp_path, caplog):
         caplog.set_level("INFO")
 
         def opened(spider):
-            s = second.engine.scheduler.service
+            s = whittle_service(second)
             box["at_open"] = (s.policy.next_source, s.state.etag.get_many(range(5)),
                               repr(s.state.modified.tolist()), s.memory.export_keys(range(5)))
 
@@ -191,7 +192,7 @@ async def test_jobdir_state_is_saved_and_restored(tmp_path, caplog):
 
 @pytest_twisted.ensureDeferred
 async def test_a_crawl_that_ends_has_delivered_every_item_and_leaves_no_journal(tmp_path):
-    from scrapy_whittle.service.deliveries import DIRECTORY
+    from scrapy_whittle.service.state.deliveries import DIRECTORY
 
     web = VirtualWeb(n=5, seed=4)
     job = tmp_path / "job"

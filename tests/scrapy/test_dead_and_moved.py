@@ -9,7 +9,7 @@ import pytest_twisted
 from scrapy import signals
 
 from scrapy_whittle.report.data import ReadOnlyStore
-from scrapy_whittle.service.store import FILE_NAME
+from scrapy_whittle.service.state.store import FILE_NAME
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 HOUR = 3600.0

@@ -14,7 +14,7 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.scrapy.delivery import DeliveryMiddleware, replay_request, replay_response
 from scrapy_whittle.scrapy.meta import META_BATCH
 from scrapy_whittle.scrapy.sink import publish
-from scrapy_whittle.service.deliveries import Batch
+from scrapy_whittle.service.state.deliveries import Batch
 
 
 class Sink:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from scrapy_whittle.service.sources import parse_opml
+from scrapy_whittle.service.sources.registry import parse_opml
 from tests.scrapy.conftest import Server
 from tests.scrapy.test_report import entry_points, scrapy
 

@@ -13,8 +13,8 @@ import pytest_twisted
 from scrapy_whittle.core.periodic import arrivals_from_bins
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import load_oracle, load_oracle_profiles
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.sources.registry import load_oracle, load_oracle_profiles
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 from tests.scrapy.conftest import Server, VirtualWeb, make_crawler, run, whittle
 from tests.scrapy.test_crawl import keep_scheduler
 

@@ -116,7 +116,7 @@ def test_the_report_docs_run(quick_start, meta, monkeypatch, capsys):
             assert len(images) >= 3                   # no errors figure: no crawl failed
             assert sorted(images) == sorted(p.name for p in out.glob("*.png"))
         elif words[2] == "trace":              # the crawl's feeds, replayable
-            from sim.trace import read_trace
+            from scrapy_whittle.report.trace import read_trace
 
             trace = read_trace(project / words[words.index("-o") + 1])
             assert len(trace.names) > 1 and trace.time.shape[0] > len(trace.names)

@@ -8,7 +8,7 @@ import pytest_twisted
 from scrapy_whittle import report_value
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 

@@ -16,6 +16,7 @@ import pytest_twisted
 from scrapy import signals
 
 from scrapy_whittle.core.policies import make_policy
+from scrapy_whittle.scrapy.sink import whittle_service
 from scrapy_whittle.service.clock import SimulatedClock
 from sim.feedweb import FeedWeb, simulate
 from sim.scenarios import make_scenario
@@ -54,7 +55,7 @@ async def test_scrapy_stack_matches_pure_simulator():
             WHITTLE_CLOCK=clock, DOWNLOAD_TIMEOUT=10)
 
         def opened(spider):                  # virtual time 0 = the service's epoch origin
-            server.clock.reset(crawler.engine.scheduler.service.origin)
+            server.clock.reset(whittle_service(crawler).origin)
 
         crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
         w = whittle(await run(crawler))
@@ -95,12 +96,12 @@ async def test_decision_steps_in_scrapy_are_the_simulators_steps():
             DOWNLOAD_TIMEOUT=10)
 
         def opened(spider):
-            server.clock.reset(crawler.engine.scheduler.service.origin)
+            server.clock.reset(whittle_service(crawler).origin)
 
         def scheduled(request, spider):
             crawl = request.meta.get("whittle_crawl")
             if crawl is not None:
-                sent.append(crawl.sent_at - crawler.engine.scheduler.service.origin)
+                sent.append(crawl.sent_at - whittle_service(crawler).origin)
 
         crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
         crawler.signals.connect(scheduled, signal=signals.request_reached_downloader,

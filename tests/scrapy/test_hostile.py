@@ -13,6 +13,7 @@ import pytest_twisted
 from scrapy import signals
 
 from scrapy_whittle.scrapy.errors import ERROR_KINDS, exception_kind
+from scrapy_whittle.scrapy.sink import whittle_service
 from sim.faults import FAULTS, MIB
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
@@ -37,7 +38,7 @@ def spy(crawler, seen: dict) -> None:
     """Record every failure (source, kind) and every observation the policy gets."""
 
     def opened(spider):
-        service = crawler.engine.scheduler.service
+        service = whittle_service(crawler)
         seen["service"] = service
         failed, observe = service.crawl_failed, service.policy.observe
 

@@ -17,6 +17,7 @@ from scrapy import signals
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
+from scrapy_whittle.scrapy.sink import whittle_service
 from sim.kinds import INDEX_PATH
 from tests.scrapy.conftest import START, VirtualWeb, make_crawler, run, whittle
 
@@ -48,7 +49,7 @@ async def test_every_kind_is_crawled_and_learned():
             items[kind_of(web, item["source"])] += 1
 
         def opened(spider):
-            box["service"] = crawler.engine.scheduler.service
+            box["service"] = whittle_service(crawler)
 
         crawler.signals.connect(scraped, signal=signals.item_scraped, weak=False)
         crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)

@@ -6,8 +6,9 @@ import pytest
 import pytest_twisted
 from scrapy import signals
 
+from scrapy_whittle.scrapy.sink import whittle_service
 from scrapy_whittle.service.config import InvalidSetting
-from scrapy_whittle.service.store import FILE_NAME
+from scrapy_whittle.service.state.store import FILE_NAME
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 from tests.scrapy.test_crawl import feeds, keep_scheduler
 
@@ -41,7 +42,7 @@ async def test_policy_crawls_learns_and_saves_state(sim_server, tmp_path, policy
         restored = {}
 
         def opened(spider):
-            restored["policy"] = again.engine.scheduler.service.policy
+            restored["policy"] = whittle_service(again).policy
             restored["global"] = restored["policy"].global_state()
             restored["rows"] = restored["policy"].export_rows(range(8))
 

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from scrapy import signals
 
 from scrapy_whittle.scrapy.prometheus import PrometheusExporter
+from scrapy_whittle.scrapy.sink import whittle_service
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
@@ -43,7 +44,7 @@ async def test_a_crawl_is_scraped_with_its_stats_and_delays():
     scraped = {}
 
     def item(item, response, spider):
-        service = crawler.engine.scheduler.service
+        service = whittle_service(crawler)
         if "metrics" in scraped or service.stats.get("epochs") < 12:
             return
         exporter = exporter_of(crawler)

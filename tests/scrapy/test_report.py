@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_whittle.service.store import FILE_NAME
+from scrapy_whittle.service.state.store import FILE_NAME
 from tests.scrapy.conftest import ROOT, START
 from tests.scrapy.report_crawl import BROKEN, BUDGET, N_FEEDS
 

@@ -19,7 +19,7 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
 from scrapy_whittle import WhittleScheduler
-from scrapy_whittle.scrapy.sink import site_search_of, whittle_sink
+from scrapy_whittle.scrapy.sink import site_search_of, whittle_service, whittle_sink
 
 FEEDS = [f"http://feeds{i}.example/news.xml" for i in range(4)]
 PAGES = [f"http://site.example/{i}" for i in range(3)]
@@ -110,6 +110,7 @@ def test_the_middlewares_are_built_from_a_crawler_that_never_started():
     for cls in (FeedObserverMiddleware, DeliveryMiddleware, RetryAfterMiddleware):
         assert isinstance(build_from_crawler(cls, crawler), cls)
     assert whittle_sink(crawler) is None         # no scheduler yet: nothing to report to
+    assert whittle_service(crawler) is None
 
 
 def test_the_scheduler_publishes_its_sink_on_the_crawler():
@@ -121,6 +122,7 @@ def test_the_scheduler_publishes_its_sink_on_the_crawler():
     scheduler = build_from_crawler(WhittleScheduler, crawler)
     assert isinstance(whittle_sink(crawler), LocalSink)
     assert whittle_sink(crawler) is scheduler.sink
+    assert whittle_service(crawler) is scheduler.service is not None
     assert site_search_of(crawler) is scheduler.site_search is not None
 
 

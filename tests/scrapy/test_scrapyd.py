@@ -7,6 +7,7 @@ from it."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -49,8 +50,12 @@ class Scrapyd:
             f"bind_address = 127.0.0.1\nhttp_port = {self.port}\n"
             "eggs_dir = eggs\nlogs_dir = logs\ndbs_dir = dbs\nitems_dir =\n"
             "poll_interval = 0.1\nmax_proc = 2\n")
+        # the deployed egg holds news_crawler alone: its crawls reach the simulated web, the
+        # repository's sim (no part of the installed package), through PYTHONPATH
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+            str(ROOT), os.environ.get("PYTHONPATH")]))}
         self.proc = spawn([sys.executable, "-m", "scrapyd", "--pidfile", ""],
-                          log=home / "scrapyd.log", cwd=home)
+                          log=home / "scrapyd.log", cwd=home, env=env)
         wait_for(lambda: self.get("daemonstatus.json", quiet=True), timeout=30,
                  what="scrapyd to answer", alive=self.proc)
 

@@ -10,7 +10,7 @@ import logging
 
 import pytest_twisted
 
-from scrapy_whittle.service.site_table import SiteTable
+from scrapy_whittle.service.sources.site_table import SiteTable
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 N, SITES = 36, 9

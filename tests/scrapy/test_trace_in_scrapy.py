@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import pytest_twisted
 
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.report.trace import read_trace
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 from sim.feedweb import FeedWeb
 from sim.scenarios import make_scenario
-from sim.trace import read_trace
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 from tests.scrapy.test_report import entry_points, scrapy
 

@@ -11,7 +11,7 @@ import pytest
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 
 START = 1_700_000_000.0
 N, HOSTS, PER_HOST = 90, 6, 2

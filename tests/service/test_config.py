@@ -218,13 +218,13 @@ def test_download_slot_delays_from_scrapy_settings():
 
 def test_config_and_sources_import_each_other_not():
     """sources raises InvalidSetting without importing config (which imports sources)."""
-    code = ("import sys, scrapy_whittle.service.sources; "
+    code = ("import sys, scrapy_whittle.service.sources.registry; "
             "print('scrapy_whittle.service.config' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "False"
     import scrapy_whittle
-    from scrapy_whittle.service import sources
+    from scrapy_whittle.service.sources import registry as sources
 
     assert scrapy_whittle.InvalidSetting is InvalidSetting is sources.InvalidSetting
 

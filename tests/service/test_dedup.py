@@ -13,11 +13,11 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.feeds.story import ParamFilter, story_keys
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
-from scrapy_whittle.service.entry_memory import key_hashes
+from scrapy_whittle.service.memory.entry_memory import key_hashes
+from scrapy_whittle.service.memory.story_memory import StoryMemory, to_signed
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
-from scrapy_whittle.service.story_memory import StoryMemory, to_signed
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 

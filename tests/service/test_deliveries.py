@@ -7,10 +7,10 @@ from __future__ import annotations
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.deliveries import DIRECTORY, Batch, DeliveryJournal
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.deliveries import DIRECTORY, Batch, DeliveryJournal
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 

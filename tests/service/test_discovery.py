@@ -9,10 +9,10 @@ import pytest
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.discovery import interleaved_by_host
+from scrapy_whittle.service.decisions.discovery import interleaved_by_host
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 PERIOD = 600.0

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.entry_memory import EntryMemory, entry_hashes
+from scrapy_whittle.service.memory.entry_memory import EntryMemory, entry_hashes
 
 
 def entries(keys):
@@ -150,7 +150,7 @@ def test_stored_hashes_that_are_not_whole_are_cut_to_the_whole_ones():
 
 
 def test_hashes_are_the_same_in_another_process():
-    code = ("from scrapy_whittle.service.entry_memory import entry_hashes;"
+    code = ("from scrapy_whittle.service.memory.entry_memory import entry_hashes;"
             "print(entry_hashes(['urn:a', 'https://x/1', 'caf\\u00e9']).tolist())")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -161,7 +161,7 @@ def test_hashes_are_the_same_in_another_process():
 def test_keys_are_hashed_as_utf8_a_lone_surrogate_included():
     import xxhash
 
-    from scrapy_whittle.service.entry_memory import key_hashes
+    from scrapy_whittle.service.memory.entry_memory import key_hashes
 
     got = key_hashes(["é", "b\udc80", "c"])
     assert got == [xxhash.xxh3_64_intdigest("é".encode()),

@@ -1,10 +1,10 @@
-"""The garbage collector around bulk loads (scrapy_whittle.service.gc_pause)."""
+"""The garbage collector around bulk loads (scrapy_whittle.service.state.gc_pause)."""
 
 from __future__ import annotations
 
 import gc
 
-from scrapy_whittle.service import gc_pause as bulk
+from scrapy_whittle.service.state import gc_pause as bulk
 
 
 def test_gc_paused_turns_the_collector_off_inside_and_restores_it():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrapy_whittle.service.entry_memory import EntryMemory
-from scrapy_whittle.service.sources import SourceRegistry
+from scrapy_whittle.service.memory.entry_memory import EntryMemory
+from scrapy_whittle.service.sources.registry import SourceRegistry
 
 
 def test_source_registry_and_entry_memory_grow_one_at_a_time():

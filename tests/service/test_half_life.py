@@ -9,7 +9,7 @@ import pytest
 
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import parse_opml
+from scrapy_whittle.service.sources.registry import parse_opml
 
 OPML = b"""<?xml version="1.0"?>
 <opml version="2.0"><body>

@@ -5,7 +5,7 @@ from itertools import pairwise
 
 import pytest
 
-from scrapy_whittle.service.host_allowances import PROBE_AFTER, HostAllowances
+from scrapy_whittle.service.hosts.host_allowances import PROBE_AFTER, HostAllowances
 
 
 def run_epochs(allow, host, rate, epochs, start=0):

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.host_allowances import delay_limit
+from scrapy_whittle.service.hosts.host_allowances import delay_limit
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 from tests.service.test_host_throttle import BIG, START, URLS, FakeWeb, crawl_epochs
 
 

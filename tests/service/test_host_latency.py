@@ -13,10 +13,10 @@ import pytest
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.host_latency import LatencyWatch
+from scrapy_whittle.service.hosts.host_latency import LatencyWatch
 from scrapy_whittle.service.invalid_setting import InvalidSetting
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 
 START = 1_700_000_000.0
 PERIOD = 600.0

@@ -8,8 +8,8 @@ of it survives a restart."""
 from __future__ import annotations
 
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import SqliteStateStore
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.store import SqliteStateStore
 from tests.service.test_recrawl import make_service
 from tests.service.test_retirement import crawl_all
 

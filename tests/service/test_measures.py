@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.measures import EDGES, N_BINS, DelayHistogram
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.decisions.measures import EDGES, N_BINS, DelayHistogram
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 from tests.service.test_recrawl import START, PoissonFeeds, make_service
 
 BIN = 10 ** 0.1            # the histogram's bins are this wide (ratio), past the first

@@ -8,8 +8,8 @@ import numpy as np
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 
 LIST = [SourceSpec(url="https://a.example/politics.xml", category="politics"),
         SourceSpec(url="https://b.example/sport.xml", category="sport"),

@@ -16,8 +16,13 @@ from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, SCHEMA_VERSION, SqliteStateStore, StoreError
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.store import (
+    FILE_NAME,
+    SCHEMA_VERSION,
+    SqliteStateStore,
+    StoreError,
+)
 
 START = 1_700_000_000.0
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import SqliteStateStore
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.state.store import SqliteStateStore
 from tests.service.test_recrawl import make_service
 
 DAY = 86400.0

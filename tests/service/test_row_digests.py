@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scrapy_whittle.service.policy_keeper import row_digests
+from scrapy_whittle.service.decisions.policy_keeper import row_digests
 
 
 class _Rows:

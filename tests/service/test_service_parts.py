@@ -11,9 +11,9 @@ import pytest
 from scrapy_whittle.core import sanitize
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.epochs import EpochLedger, EpochTotals
-from scrapy_whittle.service.outcomes import count_fetch, judge_fetch
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+from scrapy_whittle.service.decisions.epochs import EpochLedger, EpochTotals
+from scrapy_whittle.service.decisions.outcomes import count_fetch, judge_fetch
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 from scrapy_whittle.service.types import DictStats
 from tests.service.test_recrawl import make_service
 

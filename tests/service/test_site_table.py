@@ -6,8 +6,8 @@ import numpy as np
 from scrapy_whittle.feeds.finder import FoundFeed
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.site_table import SiteTable
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.sources.site_table import SiteTable
 from scrapy_whittle.service.types import Crawl
 
 SITE = "https://news.example.com/"

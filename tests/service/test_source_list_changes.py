@@ -8,13 +8,13 @@ import json
 import pytest
 
 from scrapy_whittle.core.policies import POLICIES
-from scrapy_whittle.service.sources import (
+from scrapy_whittle.service.sources.registry import (
     SourceListError,
     SourceSpec,
     is_list_url,
     parse_source_list,
 )
-from scrapy_whittle.service.store import SqliteStateStore
+from scrapy_whittle.service.state.store import SqliteStateStore
 from tests.service.test_recrawl import make_service
 
 OPML = b"""<?xml version="1.0"?><opml version="2.0"><body>
@@ -122,7 +122,7 @@ def test_every_policy_starts_with_no_source_when_the_list_comes_later(name):
     from scrapy_whittle.service.clock import SimulatedClock
     from scrapy_whittle.service.config import WhittleConfig
     from scrapy_whittle.service.recrawl import RecrawlService
-    from scrapy_whittle.service.sources import load_oracle
+    from scrapy_whittle.service.sources.registry import load_oracle
     from tests.service.test_recrawl import START, PoissonFeeds, crawl_epochs
 
     joining = specs("a", "b", "c")

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from scrapy_whittle.service.sources import (
+from scrapy_whittle.service.sources.registry import (
     SourceListError,
     SourceRegistry,
     SourceSpec,
@@ -131,7 +131,7 @@ def test_oracle_formats():
 def test_url_host_agrees_with_urlsplit():
     from urllib.parse import urlsplit
 
-    from scrapy_whittle.service.sources import url_host
+    from scrapy_whittle.service.sources.registry import url_host
 
     for url in ["http://a.example/x", "HTTPS://User:pw@Host.Example:8080/p?q#f",
                 "http://[::1]:8000/feed", "http://127.0.0.1:5/feed/1.xml", "https://a.b.c",
@@ -147,7 +147,7 @@ def test_url_hosts_of_many_urls_are_url_host_of_each():
     # sends it the long way
     import random
 
-    from scrapy_whittle.service.sources import url_host, url_hosts
+    from scrapy_whittle.service.sources.registry import url_host, url_hosts
 
     plain = [f"http://h{i % 7}.example/feed/{i}.xml" for i in range(50)]
     assert url_hosts(plain) == [url_host(u) for u in plain]
@@ -162,7 +162,7 @@ def test_url_hosts_of_many_urls_are_url_host_of_each():
 
 @pytest.mark.parametrize("colliding", [False, True])
 def test_registry_finds_every_url_one_by_one_or_in_bulk(monkeypatch, colliding):
-    import scrapy_whittle.service.sources as sources
+    import scrapy_whittle.service.sources.registry as sources
 
     if colliding:            # every URL gets one of three hashes: found by comparing URLs
         monkeypatch.setattr(sources.xxhash, "xxh3_64_intdigest", lambda raw: len(raw) % 3)
@@ -210,7 +210,7 @@ def test_plain_urls_are_what_scrapy_and_aiohttp_make_of_them():
     from scrapy import Request
     from w3lib.url import safe_url_string
 
-    from scrapy_whittle.service.sources import is_plain_url
+    from scrapy_whittle.service.sources.registry import is_plain_url
 
     rng = np.random.default_rng(7)
     plain = 0

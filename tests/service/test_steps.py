@@ -88,7 +88,7 @@ def test_the_learned_policy_decides_at_fractional_epochs_with_the_steps_index():
 
 
 def test_a_crawl_resumes_under_another_step_with_what_it_learned(tmp_path):
-    from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
+    from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 
     feeds = PoissonFeeds([6.0 / 3600, 0.5 / 3600, 3.0 / 3600, 1.0 / 3600], window=20)
     service, clock = make_service(n=4, policy="whittle", budget=4, period=3600.0,

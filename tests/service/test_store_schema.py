@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlite3
 
 from scrapy_whittle.report.data import ReadOnlyStore
-from scrapy_whittle.service.state_codec import decode, encode
-from scrapy_whittle.service.store import SCHEMA_VERSION, Checkpoint, SqliteStateStore
+from scrapy_whittle.service.state.state_codec import decode, encode
+from scrapy_whittle.service.state.store import SCHEMA_VERSION, Checkpoint, SqliteStateStore
 
 SCHEMA_3_TABLES = ("epoch_measures", "epoch_delays", "publications")
 SCHEMA_3_VIEW = """CREATE VIEW feeds AS SELECT id, url, (flags >> 33) & 1 AS left_list
@@ -196,7 +196,7 @@ def test_schema_3_is_upgraded_in_place_and_keeps_stories_from_then_on(tmp_path):
 
 
 def test_schema_4_is_upgraded_in_place_and_keeps_websub_subscriptions_from_then_on(tmp_path):
-    from scrapy_whittle.service.websub import Subscriptions
+    from scrapy_whittle.service.sources.websub import Subscriptions
 
     path = tmp_path / "whittle.sqlite"
     _schema_4_file(path)

@@ -1,5 +1,5 @@
-"""The WebSub subscriber's Scrapy-free part (:mod:`scrapy_whittle.service.websub`): signatures,
-hub discovery, lease arithmetic, the subscriptions' life, and their place in the crawl's
+"""The WebSub subscriber's Scrapy-free part (:mod:`scrapy_whittle.service.sources.websub`):
+signatures, hub discovery, lease arithmetic, the subscriptions' life, and their place in the crawl's
 state."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import pytest
 from scrapy_whittle.service.clock import HOLD_POLL, SimulatedClock
 from scrapy_whittle.service.config import InvalidSetting, WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
-from scrapy_whittle.service.websub import (
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.sources.websub import (
     ACTIVE,
     LEAVING,
     PENDING,
@@ -29,6 +28,7 @@ from scrapy_whittle.service.websub import (
     retry_wait,
     sign,
 )
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 
 START = 1_700_000_000.0
 HUB, TOPIC = "https://hub.example/", "https://news.example/feed.xml"
@@ -257,7 +257,7 @@ def test_an_idle_jump_of_the_simulated_clock_stops_at_an_actor_s_time():
 
 
 def test_discovery_reads_only_the_top_of_the_body():
-    from scrapy_whittle.service.websub import DISCOVERY_BYTES
+    from scrapy_whittle.service.sources.websub import DISCOVERY_BYTES
 
     link = b'<atom:link rel="hub" href="https://hub.example/"/>'
     assert discover("https://n.example/f", b"<rss><channel>" + link)
@@ -268,7 +268,7 @@ def test_discovery_reads_only_the_top_of_the_body():
 def test_a_subscription_s_row_is_in_the_order_of_the_store_s_columns():
     from dataclasses import fields
 
-    from scrapy_whittle.service.store import WEBSUB_COLUMNS
-    from scrapy_whittle.service.websub import Subscription
+    from scrapy_whittle.service.sources.websub import Subscription
+    from scrapy_whittle.service.state.store import WEBSUB_COLUMNS
 
     assert tuple(f.name for f in fields(Subscription)) == WEBSUB_COLUMNS

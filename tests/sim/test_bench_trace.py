@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.core.bound import upper_bound
+from scrapy_whittle.report.trace import Trace, write_trace
 from sim import bench
-from sim.trace import Trace, write_trace
 
 # hours; epochs crawl at 0, 1, 2: b's item waits 1 h, a's 0.5 h and 0.75 h
 TRACE = Trace(names=["a", "b"], source=np.array([0, 0, 1]), time=np.array([0.5, 1.25, 0.0]),

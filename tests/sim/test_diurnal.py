@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.core.problem import SourceParams
+from scrapy_whittle.report.trace import read_trace, write_trace
 from sim.diurnal import DiurnalWeb, diurnal_trace
 from sim.ephemeral import EphemeralWeb
 from sim.feedweb import FeedWeb
 from sim.profiles import RATIO_RANGE, DiurnalProfile, draw_profile, newsroom_shape
 from sim.scenarios import make_scenario, news_mix_params
-from sim.trace import TraceReplay, read_trace, write_trace
+from sim.trace import TraceReplay
 
 
 @pytest.mark.parametrize("weekend", [False, True])

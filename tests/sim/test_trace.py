@@ -1,4 +1,5 @@
-"""sim.trace: reading CSV traces and replaying them with the stochastic simulator's semantics."""
+"""Traces: reading the CSV format (scrapy_whittle.report.trace) and replaying it (sim.trace)
+with the stochastic simulator's semantics."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scrapy_whittle.report.trace import Trace, read_trace
 from sim.measures import UserMeasures
-from sim.trace import Trace, TraceReplay, read_trace
+from sim.trace import TraceReplay
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "sim" / "data" / "bursty_feeds.csv"
 

@@ -1,6 +1,7 @@
-"""Each implementation of the state store (:class:`~scrapy_whittle.service.storage.StateStore`),
-for the one suite that checks their contract: SQLite in the test's directory, Redis on a
-real redis-server (one for the session, emptied before each test)."""
+"""Each implementation of the state store
+(:class:`~scrapy_whittle.service.state.storage.StateStore`), for the one suite that checks their
+contract: SQLite in the test's directory, Redis on a real redis-server (one for the session, emptied
+before each test)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 from scrapy_whittle.cluster import websub
 from scrapy_whittle.cluster.keys import Keys
 from scrapy_whittle.cluster.state import RedisStateStore
-from scrapy_whittle.service.storage import StateStore
-from scrapy_whittle.service.store import FILE_NAME, SqliteStateStore
-from scrapy_whittle.service.websub import Subscription
+from scrapy_whittle.service.sources.websub import Subscription
+from scrapy_whittle.service.state.storage import StateStore
+from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
 from tests.cluster.conftest import RedisServer
 
 

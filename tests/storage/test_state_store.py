@@ -1,4 +1,4 @@
-"""The state store's contract (:class:`~scrapy_whittle.service.storage.StateStore`), one suite
+"""The state store's contract (:class:`~scrapy_whittle.service.state.storage.StateStore`), one suite
 run against each implementation (``backend``: SQLite, Redis on a real redis-server): a
 service restored from a store continues as the one that checkpointed there would have, its
 first checkpoint writes what changed since, not every source; and what a checkpoint writes
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.service.clock import SimulatedClock
-from scrapy_whittle.service.storage import NEW_COLUMNS, STATE_COLUMNS, Checkpoint, StateStore
-from scrapy_whittle.service.websub import Subscription
+from scrapy_whittle.service.sources.websub import Subscription
+from scrapy_whittle.service.state.storage import NEW_COLUMNS, STATE_COLUMNS, Checkpoint, StateStore
 from tests.service.test_recrawl import PoissonFeeds, make_service
 
 N, BUDGET = 6, 2

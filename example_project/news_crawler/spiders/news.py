@@ -10,6 +10,7 @@ import logging
 from scrapy import signals
 
 from scrapy_whittle import FeedSpider
+from scrapy_whittle.scrapy.sink import whittle_service
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class NewsSpider(FeedSpider):
 
     def opened(self, spider):
         if self.sim_server is not None:      # virtual time 0 = the scheduler's epoch origin
-            self.sim_server.clock.reset(self.crawler.engine.scheduler.service.origin)
+            self.sim_server.clock.reset(whittle_service(self.crawler).origin)
 
     def closed_summary(self, spider, reason):
         """After the crawl's own summary (every crawl logs one): on the embedded simulated
@@ -99,7 +100,7 @@ class NewsSpider(FeedSpider):
 
         settings = self.crawler.settings
         epochs = int(now // 1.0)
-        steps = self.crawler.engine.scheduler.service.config.steps_per_epoch
+        steps = whittle_service(self.crawler).config.steps_per_epoch
         ours = server.web.user_measures(now)
         theirs = rule("miniflux", server.web.params, server.web.seed,
                       settings.getfloat("WHITTLE_BUDGET"), epochs + 1, server.web.window,

@@ -4,7 +4,7 @@
 
     scrapy whittle report  [JOBDIR] [-o DIR] [--limit N]   # HTML page + PNG figures
     scrapy whittle sources [JOBDIR] [--sort KEY] [--limit N]   # the per-source table
-    scrapy whittle trace   [JOBDIR] -o FILE     # the publication times seen, a sim.trace CSV
+    scrapy whittle trace   [JOBDIR] -o FILE     # the publication times seen, a trace CSV
     scrapy whittle discover URL... -o feeds.opml   # the feeds of sites (docs/sites.md)
 
 JOBDIR defaults to the project's ``JOBDIR`` setting. The state file is only read (a running
@@ -115,7 +115,7 @@ class Command(ScrapyCommand):
             raise UsageError("trace: give the file to write with -o FILE (.gz: gzip)")
         from scrapy_whittle.report import ReportError
         from scrapy_whittle.report.publications import read_publications
-        from sim.trace import Trace, write_trace
+        from scrapy_whittle.report.trace import Trace, write_trace
 
         try:
             found = read_publications(jobdir)

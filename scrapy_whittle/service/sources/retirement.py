@@ -7,8 +7,8 @@ A source retires
   ``WHITTLE_RETIRE_404_AFTER`` seconds (one 404 is often a glitch of a site's deployment);
 * when its feed answers but has had no new entry for ``WHITTLE_RETIRE_AFTER`` seconds;
 * when it is a child sitemap that its sitemap index no longer lists
-  (:mod:`scrapy_whittle.service.index_children`; stat ``sources/unlisted``); listed again, it
-  comes back at once (``sources/relisted``).
+  (:mod:`scrapy_whittle.service.sources.index_children`; stat ``sources/unlisted``); listed again,
+  it comes back at once (``sources/relisted``).
 
 The time without a new entry counts from the source's last new entry, or from its first
 fetch if it never had one. A retired source is left out of the policy's choice (it costs no
@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.once_log import OnceLog
-from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.sources.source_table import SourceTable
 from scrapy_whittle.service.types import Crawl, HostLoad, Stats
 
 #: consecutive 404s before a source may retire for them

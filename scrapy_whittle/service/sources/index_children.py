@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.retirement import Retirement
-from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.sources.retirement import Retirement
+from scrapy_whittle.service.sources.source_table import SourceTable
 from scrapy_whittle.service.types import Stats
 
 #: the misses a child's row counts, at most (a child gone for years keeps a small number)

@@ -1,5 +1,5 @@
 """The publication times of the entries a crawl found, for its trace (``scrapy whittle
-trace``: the ``sim.trace`` CSV a benchmark replays).
+trace``: the trace CSV, ``scrapy_whittle.report.trace``, a benchmark replays).
 
 The entries a fetch found new wait here until the next checkpoint, which writes them in the
 transaction that records them as seen (the store's ``publications`` table): after a crash an

@@ -2,7 +2,7 @@
 and with ``WHITTLE_NEAR_DUPLICATES`` its text.
 
 An entry is judged a repeat at its feed's fetch by its story keys (its link, its URL id:
-:mod:`~scrapy_whittle.service.story_memory`). Its article tells more, once fetched:
+:mod:`~scrapy_whittle.service.memory.story_memory`). Its article tells more, once fetched:
 
 * **Canonical URL.** A page's ``rel=canonical`` / ``og:url`` naming another URL than its own
   (a syndicated copy naming the original, an AMP page naming the article) joins the story's
@@ -26,7 +26,7 @@ copy fetched after the restart is known as one. A state file without them (an ol
 starts the comparison afresh.
 
 A repeat found here was counted new at its fetch; the service then takes it back
-(:meth:`~scrapy_whittle.service.outcomes.CrawlOutcomes.late_repeat`), so that the policy
+(:meth:`~scrapy_whittle.service.decisions.outcomes.CrawlOutcomes.late_repeat`), so that the policy
 learns the feed brought less.
 """
 
@@ -37,7 +37,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from scrapy_whittle.feeds.parse import FeedEntry
-from scrapy_whittle.service.story_memory import StoryMemory
+from scrapy_whittle.service.memory.story_memory import StoryMemory
 
 #: fingerprints kept for the near-duplicate comparison
 CAPACITY = 65_536

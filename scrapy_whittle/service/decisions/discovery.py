@@ -5,10 +5,11 @@ Sources join the sweep when the service opens (those never fetched: a restarted 
 sweep the others) and whenever the list or a spider adds some. The n sources that join at time
 t are due at t + i T / n (i = 0 .. n - 1, T = ``WHITTLE_PERIOD``): the sweep is spread over the
 period after they joined rather than sent at once, in an order that interleaves their hosts,
-so that a list of many feeds of one site does not queue them back to back on its download slot.
-A first fetch spends a crawl of its host's allowance (:mod:`~scrapy_whittle.service.host_throttle`:
-a limit, a delay, a throttle): the plan of an epoch leaves the host what the sweep's sources
-due in the epoch take, and a source whose host has none left waits for the next epoch.
+so that a list of many feeds of one site does not queue them back to back on its download slot. A
+first fetch spends a crawl of its host's allowance
+(:mod:`~scrapy_whittle.service.hosts.host_throttle`: a limit, a delay, a throttle): the plan of an
+epoch leaves the host what the sweep's sources due in the epoch take, and a source whose host has
+none left waits for the next epoch.
 A source whose host cannot take a request waits in its host's queue, asked about once a call
 per host however many of its sources wait. A source the budget's plan fetches first, or that
 left the list, is dropped; one in the current plan waits until the plan's epoch is over."""
@@ -22,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
 from scrapy_whittle.service.types import HostLoad
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from scrapy_whittle.feeds.finder import FoundFeed
-from scrapy_whittle.service.sources import SourceSpec
+from scrapy_whittle.service.sources.registry import SourceSpec
 
 logger = logging.getLogger(__name__)
 

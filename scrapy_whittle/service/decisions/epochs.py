@@ -1,7 +1,7 @@
 """The service's epochs: where they start (:class:`Timeline`) and what each one did
 (:class:`EpochTotals`, the entries missed and the discovery delays of
-:mod:`~scrapy_whittle.service.measures`, gathered by an :class:`EpochLedger` until the next
-checkpoint).
+:mod:`~scrapy_whittle.service.decisions.measures`, gathered by an :class:`EpochLedger` until the
+next checkpoint).
 
 Epoch k is [origin + k T, origin + (k + 1) T), T = ``WHITTLE_PERIOD``; the origin is the first
 run's start (kept by the store), so a resumed crawl continues its epochs."""
@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from scrapy_whittle.service.measures import DelayHistogram
+from scrapy_whittle.service.decisions.measures import DelayHistogram
 
 
 @dataclass(slots=True)

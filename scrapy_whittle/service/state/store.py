@@ -28,33 +28,33 @@ Tables (schema version 8; ``sqlite3 JOBDIR/whittle.sqlite .schema`` shows them):
   ``epoch_errors(epoch, kind, count)``: the errors of each epoch by kind;
   ``epoch_measures(epoch, missed_items, delay_seconds)``: the entries missed (estimated) and
   the sum of the discovery delays of each epoch, ``epoch_delays(epoch, bin, count)`` those
-  delays per bin of :data:`scrapy_whittle.service.measures.EDGES`;
+  delays per bin of :data:`scrapy_whittle.service.decisions.measures.EDGES`;
 * ``publications(source, published, value)``: the publication time (unix seconds) of every
   dated entry found, with its value where its feed showed engagement (NULL otherwise), for
-  ``WHITTLE_TRACE_DAYS`` days of publication (:mod:`scrapy_whittle.service.publications`);
+  ``WHITTLE_TRACE_DAYS`` days of publication (:mod:`scrapy_whittle.service.state.publications`);
 * ``stories(story, source, seq)``: the stories seen across sources (``WHITTLE_DEDUP =
   "link"``), by the signed 64-bit hash of a story key, with the source that brought the
   story first and its place in the memory's order; ``story_sources(story, source)``: the
   other sources that listed it (a repeat: no item); both as bounded as the memory
-  (:mod:`scrapy_whittle.service.story_memory`);
+  (:mod:`scrapy_whittle.service.memory.story_memory`);
 * ``hosts(host, allowance, ceiling, throttles)``: the hosts throttled (they answered 429 or
   503, or a burst of 403s): crawls per epoch allowed now, the most they bore when they last
-  objected, and the cuts so far (:mod:`scrapy_whittle.service.host_allowances`);
+  objected, and the cuts so far (:mod:`scrapy_whittle.service.hosts.host_allowances`);
 * ``websub``: the WebSub subscriptions, one row per callback (the columns of
-  :class:`scrapy_whittle.service.websub.Subscription`: source, topic, hub, callback key,
+  :class:`scrapy_whittle.service.sources.websub.Subscription`: source, topic, hub, callback key,
   secret, state, mode, times of the request and of the lease's end, lease, retry time,
   failures), rewritten whole when one changed;
 * ``sitemap_children(child, parent, misses, listed_at, dropped)``: the child sitemaps of the
   sitemap indexes (both sources): the index that listed the child last, the index's fetches
   in a row that have not listed it since, when it was last listed (unix seconds), and
-  whether it retired for that (:mod:`scrapy_whittle.service.index_children`);
+  whether it retired for that (:mod:`scrapy_whittle.service.sources.index_children`);
 * ``sitemap_indexes(parent, partial, listed_at, awaiting)``: each sitemap index's last
   listing: whether it was read only in part (a 304 repeating it counts no miss), when it was
   read, and the child URLs it named that were not registered yet (a JSON list);
 * ``article_prints(seq, source, print)``: with ``WHITTLE_NEAR_DUPLICATES``, the text
   fingerprints of the last articles (``print``: the 256-bit SimHash, 32 bytes big-endian),
   numbered in the order they were kept, with the source of each; as bounded as the
-  comparison's ring (:mod:`scrapy_whittle.service.article_stories`);
+  comparison's ring (:mod:`scrapy_whittle.service.memory.article_stories`);
 * the view ``feeds``: the readable columns of ``sources``, times as UTC dates.
 
 So ``sqlite3 JOBDIR/whittle.sqlite "select url, rate_per_hour, half_life_hours from feeds
@@ -89,8 +89,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
-from scrapy_whittle.service.storage import (
+from scrapy_whittle.service.state.state_codec import StateDecodeError, decode, encode
+from scrapy_whittle.service.state.storage import (
     LOAD_COLUMNS,
     NEW_COLUMNS,
     STATE_COLUMNS,
@@ -175,7 +175,7 @@ SCHEMA_4 = (
            throttles INTEGER NOT NULL) WITHOUT ROWID""",
 )
 
-#: what schema 5 added: the WebSub subscriptions (:mod:`scrapy_whittle.service.websub`)
+#: what schema 5 added: the WebSub subscriptions (:mod:`scrapy_whittle.service.sources.websub`)
 SCHEMA_5 = (
     """CREATE TABLE IF NOT EXISTS websub (
            source INTEGER NOT NULL, topic TEXT NOT NULL, hub TEXT NOT NULL,
@@ -185,7 +185,7 @@ SCHEMA_5 = (
 )
 
 #: what schema 6 added: the child sitemaps of the sitemap indexes
-#: (:mod:`scrapy_whittle.service.index_children`)
+#: (:mod:`scrapy_whittle.service.sources.index_children`)
 SCHEMA_6 = (
     """CREATE TABLE IF NOT EXISTS sitemap_children (
            child INTEGER PRIMARY KEY, parent INTEGER NOT NULL, misses INTEGER NOT NULL,
@@ -193,7 +193,7 @@ SCHEMA_6 = (
 )
 
 #: what schema 7 added: each sitemap index's last listing
-#: (:mod:`scrapy_whittle.service.index_children`)
+#: (:mod:`scrapy_whittle.service.sources.index_children`)
 SCHEMA_7 = (
     """CREATE TABLE IF NOT EXISTS sitemap_indexes (
            parent INTEGER PRIMARY KEY, partial INTEGER NOT NULL, listed_at REAL NOT NULL,
@@ -201,14 +201,14 @@ SCHEMA_7 = (
 )
 
 #: what schema 8 added: the text fingerprints of the last articles
-#: (:mod:`scrapy_whittle.service.article_stories`)
+#: (:mod:`scrapy_whittle.service.memory.article_stories`)
 SCHEMA_8 = (
     """CREATE TABLE IF NOT EXISTS article_prints (
            seq INTEGER PRIMARY KEY, source INTEGER NOT NULL, print BLOB NOT NULL)""",
 )
 
 #: the columns of ``websub``, in the order of a subscription's row
-#: (:class:`scrapy_whittle.service.websub.Subscription`'s fields)
+#: (:class:`scrapy_whittle.service.sources.websub.Subscription`'s fields)
 WEBSUB_COLUMNS = ("source", "topic", "hub", "key", "secret", "state", "mode", "requested_at",
                   "lease_seconds", "expires_at", "retry_at", "failures")
 

@@ -1,16 +1,16 @@
 """The re-crawl service's state in its store: incremental checkpoints of what changed, and the
-restore after a restart (:mod:`scrapy_whittle.service.store` holds the tables).
+restore after a restart (:mod:`scrapy_whittle.service.state.store` holds the tables).
 
 A checkpoint writes what changed since the previous one: the sources registered, the rows of
 the sources crawled or otherwise touched (book-keeping, validators, counters, the policy's
 per-source state, the entries seen), the stories seen across sources and the sources that
-repeated them (:mod:`scrapy_whittle.service.story_memory`), the text fingerprints of the
-last articles (:mod:`scrapy_whittle.service.article_stories`), the policy's global state, the
+repeated them (:mod:`scrapy_whittle.service.memory.story_memory`), the text fingerprints of the
+last articles (:mod:`scrapy_whittle.service.memory.article_stories`), the policy's global state, the
 epochs' totals and measures, and the publication times of the entries found (with the
 entries seen, in the same transaction; those older than ``WHITTLE_TRACE_DAYS`` are deleted).
 After a crash the crawl restarts from the last checkpoint; the entries found but not yet through the
 item pipelines are handed out again from the delivery journal
-(:mod:`scrapy_whittle.service.deliveries`): at least once, never lost."""
+(:mod:`scrapy_whittle.service.state.deliveries`): at least once, never lost."""
 
 from __future__ import annotations
 
@@ -26,19 +26,19 @@ import numpy as np
 
 from scrapy_whittle.core.columns import dtype_from_descr
 from scrapy_whittle.core.policies import Policy
-from scrapy_whittle.service.article_stories import NearDuplicates
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.entry_memory import EntryMemory
-from scrapy_whittle.service.epochs import EpochLedger, Timeline
-from scrapy_whittle.service.host_throttle import HostThrottle
-from scrapy_whittle.service.outcomes import CrawlOutcomes
-from scrapy_whittle.service.policy_keeper import PolicyKeeper
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
-from scrapy_whittle.service.sources import SourceSpec
-from scrapy_whittle.service.state_codec import StateDecodeError, decode, encode
-from scrapy_whittle.service.storage import Checkpoint, SavedState, StateStore
-from scrapy_whittle.service.story_memory import StoryMemory
+from scrapy_whittle.service.decisions.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.decisions.outcomes import CrawlOutcomes
+from scrapy_whittle.service.decisions.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.hosts.host_throttle import HostThrottle
+from scrapy_whittle.service.memory.article_stories import NearDuplicates
+from scrapy_whittle.service.memory.entry_memory import EntryMemory
+from scrapy_whittle.service.memory.story_memory import StoryMemory
+from scrapy_whittle.service.sources.registry import SourceSpec
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
+from scrapy_whittle.service.state.state_codec import StateDecodeError, decode, encode
+from scrapy_whittle.service.state.storage import Checkpoint, SavedState, StateStore
 from scrapy_whittle.service.types import Stats
 
 # the service's own log: what a restore found is part of the crawl's story

@@ -16,8 +16,8 @@ import numpy as np
 
 from scrapy_whittle.core.policies import Policy
 from scrapy_whittle.service.once_log import OnceLog
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
 from scrapy_whittle.service.types import Stats
 
 #: the keyword arguments ``Policy.grow`` takes for new sources (an oracle's parameters)

@@ -1,4 +1,5 @@
-"""sim.trace's files: gzip, quoted source names, empty utilities, ISO 8601 date-times."""
+"""The trace format (scrapy_whittle.report.trace): gzip, quoted source names, empty utilities,
+ISO 8601 date-times."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from sim.trace import Trace, read_trace, write_trace
+from scrapy_whittle.report.trace import Trace, read_trace, write_trace
 
 HOUR = 3600.0
 

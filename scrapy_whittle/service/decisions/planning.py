@@ -5,13 +5,13 @@ step an epoch with ``WHITTLE_STEP = WHITTLE_PERIOD``) the policy picks sources o
 at most the share of M = ``WHITTLE_BUDGET`` due by the step's end, less what the epoch spent,
 among those that may be fetched now (not in flight, not backing off, past
 their minimum interval, host not saturated), each host within its allowance
-(:mod:`~scrapy_whittle.service.host_throttle`: ``WHITTLE_HOST_LIMITS``, throttling); they
+(:mod:`~scrapy_whittle.service.hosts.host_throttle`: ``WHITTLE_HOST_LIMITS``, throttling); they
 are handed out as the downloader takes them
 (or spread evenly over the epoch with ``WHITTLE_SPREAD``); what an epoch does not use is
 lost. With ``WHITTLE_DISCOVERY`` the sources never fetched are also fetched once, outside the
-budget (:mod:`~scrapy_whittle.service.discovery`): counted under ``discovery/crawls``, not
+budget (:mod:`~scrapy_whittle.service.decisions.discovery`): counted under ``discovery/crawls``, not
 in ``crawls`` nor in the budget spent. The retired sources' probes
-(:mod:`~scrapy_whittle.service.retirement`) are outside the budget too, under
+(:mod:`~scrapy_whittle.service.sources.retirement`) are outside the budget too, under
 ``probes/crawls``. Both are within their hosts' allowances: an epoch's plan leaves a limited
 host what its first fetches and probes due in the epoch take, and one its host has no crawl
 left for waits for the next epoch."""
@@ -24,14 +24,14 @@ from collections.abc import Callable
 
 from scrapy_whittle.feeds.httpdates import http_date
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.discovery import DiscoverySweep
-from scrapy_whittle.service.epochs import EpochLedger, Timeline
-from scrapy_whittle.service.host_throttle import HostThrottle
-from scrapy_whittle.service.outcomes import CrawlOutcomes
-from scrapy_whittle.service.policy_keeper import PolicyKeeper
-from scrapy_whittle.service.retirement import Retirement
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.decisions.discovery import DiscoverySweep
+from scrapy_whittle.service.decisions.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.decisions.outcomes import CrawlOutcomes
+from scrapy_whittle.service.decisions.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.hosts.host_throttle import HostThrottle
+from scrapy_whittle.service.sources.retirement import Retirement
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
 from scrapy_whittle.service.types import NO_LOAD, Crawl, HostLoad, Stats
 
 

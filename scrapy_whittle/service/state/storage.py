@@ -7,9 +7,9 @@ the two sides genuinely differ:
 * **The state store** (:class:`StateStore`, below): the crawl's learned state, written a
   checkpoint at a time (:class:`Checkpoint`: what changed since the previous one) and read
   back whole when a crawl resumes (:class:`SavedState`). One process's
-  :class:`~scrapy_whittle.service.store.SqliteStateStore` (``JOBDIR/whittle.sqlite``) and a
+  :class:`~scrapy_whittle.service.state.store.SqliteStateStore` (``JOBDIR/whittle.sqlite``) and a
   cluster planner's :class:`~scrapy_whittle.cluster.state.RedisStateStore` implement it; the
-  re-crawl service (:mod:`scrapy_whittle.service.persistence`) depends on nothing else.
+  re-crawl service (:mod:`scrapy_whittle.service.state.persistence`) depends on nothing else.
   The contract: ``load()`` on a store never written is None; after ``write(cp)`` it returns
   what the checkpoints wrote: the sources (their registration, book-keeping, validators,
   counters, the policy's per-source rows and last sign of life), the moved sources' URLs
@@ -31,7 +31,7 @@ the two sides genuinely differ:
 * **The entry memory**: which entries of a source's feed were seen, by the XXH3-64 hashes
   of their keys, oldest first, the capacity following the feed plus a slack; a fetch's
   entries not seen are new and remembered, a WebSub delivery's grow the memory until the
-  next fetch. One process: :class:`~scrapy_whittle.service.entry_memory.EntryMemory`, in
+  next fetch. One process: :class:`~scrapy_whittle.service.memory.entry_memory.EntryMemory`, in
   memory, checkpointed through the store (``entries``). A cluster:
   :mod:`scrapy_whittle.cluster.entries`, a Lua script a worker runs per fetch, which tells
   the new entries and stores them as a pending batch in one atomic step (two workers never
@@ -43,21 +43,21 @@ the two sides genuinely differ:
   sources, by the hashes of their story keys, least recently seen forgotten first beyond a
   bound that follows the entry memory's; an entry new to its feed whose story is known is a
   repeat (no item, no reward). One process:
-  :class:`~scrapy_whittle.service.story_memory.StoryMemory`, in memory, checkpointed
+  :class:`~scrapy_whittle.service.memory.story_memory.StoryMemory`, in memory, checkpointed
   through the store (``Checkpoint.stories``, ``StateStore.stories()``). A cluster:
   :mod:`scrapy_whittle.cluster.stories`, part of the worker's report script, so that of two
   workers fetching two feeds that list one story one emits it. As with the entry memory,
   the same identity and bound, and no call of the service to declare
   (``tests/cluster/test_stories.py`` checks the nodes against one process's service).
 * **The WebSub subscriptions**: one implementation of the subscriber
-  (:class:`~scrapy_whittle.service.websub.Subscriptions`, the service's, also the cluster
+  (:class:`~scrapy_whittle.service.sources.websub.Subscriptions`, the service's, also the cluster
   planner's); what is stored is their rows (``SavedState.websub``), restored by ``load``.
   One process writes them with the checkpoint (``Checkpoint.websub``, when one changed); a
   cluster's planner writes each change to Redis before any request leaves for a hub
   (:class:`~scrapy_whittle.cluster.websub.PlannerWebSub`), since any process may answer the
   hub's verification from there.
 * **The sitemap children**: one implementation
-  (:class:`~scrapy_whittle.service.index_children.IndexChildren`); what is stored is the
+  (:class:`~scrapy_whittle.service.sources.index_children.IndexChildren`); what is stored is the
   children's and the indexes' rows, written with the checkpoint on both sides
   (``Checkpoint.sitemap_children``, ``sitemap_indexes``) and restored by ``load``
   (:mod:`scrapy_whittle.cluster.index_children` lays them out in Redis).
@@ -124,12 +124,12 @@ class Checkpoint:
     #: publications before this unix time are deleted (None: none kept, none deleted)
     publications_since: float | None = None
     #: the story memory's changes: (story, source, seq) rows added or moved, (story,) rows
-    #: forgotten, (story, source) repeats seen (:mod:`scrapy_whittle.service.story_memory`)
+    #: forgotten, (story, source) repeats seen (:mod:`scrapy_whittle.service.memory.story_memory`)
     stories: list[tuple] = field(default_factory=list)
     stories_gone: list[tuple] = field(default_factory=list)
     story_sources: list[tuple] = field(default_factory=list)
     #: the delivery journal's segment started with this checkpoint (the older ones go once
-    #: it is committed: :mod:`scrapy_whittle.service.deliveries`)
+    #: it is committed: :mod:`scrapy_whittle.service.state.deliveries`)
     journal_segment: int = 0
     #: (id, URL) of the sources that moved, and the (URL, id) aliases made since the last one
     moves: list[tuple[int, str]] = field(default_factory=list)
@@ -147,7 +147,7 @@ class Checkpoint:
     sitemap_indexes: list[tuple] = field(default_factory=list)
     #: the (seq, source, print) rows of the article fingerprints kept since the last one,
     #: and the seq below which the stored ones are forgotten
-    #: (:mod:`scrapy_whittle.service.article_stories`)
+    #: (:mod:`scrapy_whittle.service.memory.article_stories`)
     article_prints: list[tuple[int, int, bytes]] = field(default_factory=list)
     article_prints_from: int = 0
 

@@ -1,7 +1,7 @@
 """The re-crawl service's host allowances: each epoch's selection within them, and each
 crawl's answer heard by its host.
 
-:class:`~scrapy_whittle.service.host_allowances.HostAllowances` holds the rule (limits from
+:class:`~scrapy_whittle.service.hosts.host_allowances.HostAllowances` holds the rule (limits from
 ``WHITTLE_HOST_LIMITS``, AIMD throttling); :class:`HostThrottle` wires it in:
 
 * :meth:`HostThrottle.select`: while any host has a finite allowance (a limit, a delay, a
@@ -26,7 +26,7 @@ crawl's answer heard by its host.
   counts requests in time (a minute, an hour), and an epoch's allowance sent in a burst
   would find it again; one 429 or 503 from a source that answered well before is enough to
   cut a paced host again (its crawls were spread: the rate is too high).
-* Rising latency (:mod:`~scrapy_whittle.service.host_latency`): a good answer's latency,
+* Rising latency (:mod:`~scrapy_whittle.service.hosts.host_latency`): a good answer's latency,
   when the crawler measured it, is told to the host's :class:`LatencyWatch`; a host whose
   answers slow down well past its usual time, over several of its sources, is cut as by a
   429 (at most once an epoch, paced from then on) and recovers as any throttled host does.
@@ -53,11 +53,11 @@ from collections.abc import Callable
 import numpy as np
 
 from scrapy_whittle.core.selection import select_within_hosts
-from scrapy_whittle.service.epochs import Timeline
-from scrapy_whittle.service.host_allowances import FORBIDDEN_BURST, HostAllowances
-from scrapy_whittle.service.host_latency import FACTOR, LatencyWatch
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
+from scrapy_whittle.service.decisions.epochs import Timeline
+from scrapy_whittle.service.hosts.host_allowances import FORBIDDEN_BURST, HostAllowances
+from scrapy_whittle.service.hosts.host_latency import FACTOR, LatencyWatch
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
 from scrapy_whittle.service.types import Crawl, HostLoad, Stats
 
 #: requests in flight at once to a host that has not answered well yet; each good answer

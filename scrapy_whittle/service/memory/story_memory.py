@@ -2,7 +2,7 @@
 
 A story is known by the XXH3-64 hashes of its story keys (:mod:`scrapy_whittle.feeds.story`:
 the normalised link, and the id where it is a URL). An entry new to its feed (the per-source
-:class:`~scrapy_whittle.service.entry_memory.EntryMemory` decides that first) whose story is
+:class:`~scrapy_whittle.service.memory.entry_memory.EntryMemory` decides that first) whose story is
 known already, from another feed or from an earlier entry of the same feed under another id,
 is a *repeat*: it makes no item, it is worth nothing to the policy (so a feed that mostly
 repeats others is learnt to bring little), and the source it was seen in is recorded
@@ -33,7 +33,7 @@ from itertools import islice, repeat
 
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.feeds.story import ParamFilter, story_key_column, story_keys
-from scrapy_whittle.service.entry_memory import key_hashes
+from scrapy_whittle.service.memory.entry_memory import key_hashes
 
 MIN_CAPACITY = 4096
 #: beyond its capacity the memory forgets this share of it at once, least recently seen first

@@ -4,10 +4,10 @@ The policy learns them in batches (one ``Observation`` per epoch of dispatch, at
 :meth:`CrawlOutcomes.flush`): before each selection, before feedback or a checkpoint, and
 whenever the oldest buffered crawl is ``FLUSH_AFTER`` seconds old; what it learns is kept
 within :mod:`scrapy_whittle.core.sanitize`'s ranges first (values, publication times, bursts
-of unseen entries). The users' measures (:mod:`scrapy_whittle.service.measures`: discovery
+of unseen entries). The users' measures (:mod:`scrapy_whittle.service.decisions.measures`: discovery
 delays, entries missed, crawls per entry) are counted at the same flushes, into the stats and
 the epochs' ledger; the entries found go to the trace's log
-(:mod:`scrapy_whittle.service.publications`).
+(:mod:`scrapy_whittle.service.state.publications`).
 
 :func:`judge_fetch`, :func:`count_fetch` and :func:`report_warnings` are what a fetched feed
 means wherever its entries were told new: here (the service's entry memory) and on a cluster's
@@ -33,17 +33,17 @@ from scrapy_whittle.feeds.hints import ServerHints
 from scrapy_whittle.feeds.httpdates import unix_seconds
 from scrapy_whittle.feeds.parse import FeedEntry
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.entry_memory import EntryMemory
-from scrapy_whittle.service.epochs import EpochLedger, Timeline
-from scrapy_whittle.service.host_throttle import HostThrottle
-from scrapy_whittle.service.measures import DelayHistogram, as_times
+from scrapy_whittle.service.decisions.epochs import EpochLedger, Timeline
+from scrapy_whittle.service.decisions.measures import DelayHistogram, as_times
+from scrapy_whittle.service.decisions.policy_keeper import PolicyKeeper
+from scrapy_whittle.service.hosts.host_throttle import HostThrottle
+from scrapy_whittle.service.memory.entry_memory import EntryMemory
+from scrapy_whittle.service.memory.story_memory import StoryMemory
 from scrapy_whittle.service.once_log import OnceLog
-from scrapy_whittle.service.policy_keeper import PolicyKeeper
-from scrapy_whittle.service.publications import PublicationLog
-from scrapy_whittle.service.retirement import Retirement
-from scrapy_whittle.service.source_state import SourceState
-from scrapy_whittle.service.source_table import SourceTable
-from scrapy_whittle.service.story_memory import StoryMemory
+from scrapy_whittle.service.sources.retirement import Retirement
+from scrapy_whittle.service.sources.source_state import SourceState
+from scrapy_whittle.service.sources.source_table import SourceTable
+from scrapy_whittle.service.state.publications import PublicationLog
 from scrapy_whittle.service.types import FLUSH_AFTER, Crawl, FetchResult, Stats, valued
 
 
@@ -315,7 +315,7 @@ class CrawlOutcomes:
 
     def late_repeat(self, sid: int, value: float) -> None:
         """An entry of ``sid`` counted new at its crawl repeats a story known (its
-        article's canonical URL or text: :mod:`~scrapy_whittle.service.article_stories`):
+        article's canonical URL or text: :mod:`~scrapy_whittle.service.memory.article_stories`):
         counted in ``dedup/repeats``, and taken back from what the policy learns of the
         source, from its buffered crawl if the policy has not learnt it yet, else from its
         next crawl that brings entries."""

@@ -1,7 +1,7 @@
 """What the re-crawl service knows of each source, in arrays indexed by source id.
 
 The registry (URL <-> id), the crawl costs C_i (from the sources' minimum intervals; a
-host's delays are its allowance, :mod:`~scrapy_whittle.service.host_allowances`), the prior
+host's delays are its allowance, :mod:`~scrapy_whittle.service.hosts.host_allowances`), the prior
 half-life of interest from ``WHITTLE_HALF_LIFE``, the crawl book-keeping (in flight, last
 crawl, back-off). It answers *which sources may go now* and *what one costs*; the service
 decides *when* to ask the policy.
@@ -16,7 +16,7 @@ import numpy as np
 from scrapy_whittle.core.columns import Col, PerSourceArrays
 from scrapy_whittle.feeds.hints import skipped
 from scrapy_whittle.service.config import WhittleConfig
-from scrapy_whittle.service.sources import SourceRegistry, SourceSpec, url_hosts
+from scrapy_whittle.service.sources.registry import SourceRegistry, SourceSpec, url_hosts
 
 
 class SourceTable(PerSourceArrays):
