@@ -204,3 +204,26 @@ def test_the_budget_per_hour_is_the_same_at_any_step(name):
         run_policy(scenario, name, horizon, 0, measures=ledger)
         crawls[step] = ledger.crawls
     assert crawls == {60: 36, 1: 36}
+
+
+def test_a_rhythm_on_minute_epochs_is_the_same_rhythm():
+    """news-diurnal at --step 1 keeps each source's p_i(t), on bins of a minute."""
+    import numpy as np
+
+    from sim.scenarios import make_scenario
+
+    minutes, hours = (make_scenario("news-diurnal", n=8, weekend=True, step=step)
+                      for step in (1, None))
+    assert (minutes.profile.bins, hours.profile.bins) == (1440, 96)
+    assert minutes.periodic.k == 7 * 1440
+    t, ids = np.linspace(0.01, 335.99, 997), np.arange(8)[:, None]
+    for fn in ("multiplier", "cumulative"):
+        np.testing.assert_allclose(getattr(minutes.profile, fn)(t, ids),
+                                   getattr(hours.profile, fn)(t, ids), rtol=1e-12)
+    # the simulator's expected value, summed at once over the 10,080 phases of a week
+    from sim.diurnal import summed_accumulated
+
+    ids, phase = np.array([0, 3, 5, 5]), np.array([0, 700, 7 * 1440 - 1, 9])
+    k = np.array([0, 61, 7 * 1440 * 3 + 5, 2**40 * 7 * 1440])
+    np.testing.assert_allclose(summed_accumulated(minutes.periodic, ids, phase, k),
+                               minutes.periodic.accumulated(ids, phase, k), rtol=1e-10)
