@@ -150,7 +150,7 @@ def test_a_fractional_budget_is_spent_through_a_credit():
 def test_values_capture_tells_the_learners_only_what_a_crawl_is_told(capsys):
     """``--values capture``: the learners see each crawl's captured total at the items'
     ages, no base value; the oracle, which needs none, earns the same."""
-    args = ["--scenario", "news-mix", "--n", "200", "--budget", "4", "--horizon", "80",
+    args = ["--scenario", "news-mix", "--n", "100", "--budget", "2", "--horizon", "80",
             "--step", "60", "--seeds", "1", "--stochastic", "--policy", "oracle,whittle", "--json"]
     reports = {}
     for values in ("base", "capture"):
@@ -170,13 +170,13 @@ def test_news_scenarios_decide_every_minute_by_default(capsys):
     spent a sixtieth of it per epoch, and the delays come out in minutes; the rhythm's
     periodic bound is not computed at 1,440 epochs a day."""
     assert main(["--scenario", "news-diurnal", "--n", "12", "--budget", "6", "--stochastic",
-                 "--window", "20", "--horizon", "240", "--seeds", "1",
+                 "--window", "20", "--horizon", "120", "--seeds", "1",
                  "--policy", "miniflux,whittle", "--max-interval", "24", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["budget"] == pytest.approx(6 / 60)
     for r in report["results"]:
         assert r["reward"] > 0 and r["ratio"] != r["ratio"], r            # NaN: no bound
-        assert 0 < r["measures"]["delay_p90_minutes"] <= 240, r
+        assert 0 < r["measures"]["delay_p90_minutes"] <= 120, r
     for argv, error in (
             (["--scenario", "tcns2018", "--step", "1"], "counts time in its own epochs"),
             (["--scenario", "news-diurnal", "--n", "5", "--policy", "diurnal-oracle"],
@@ -188,22 +188,22 @@ def test_news_scenarios_decide_every_minute_by_default(capsys):
 
 @pytest.mark.parametrize("name", ["miniflux", "whittle"])
 def test_the_budget_per_hour_is_the_same_at_any_step(name):
-    """Six hours at six crawls an hour: 36 crawls in 360 one-minute epochs as in 6 hourly
+    """Three hours at six crawls an hour: 18 crawls in 180 one-minute epochs as in 3 hourly
     ones, for a rule (its intervals in hours) and for the index policy."""
     from sim.bench import run_policy
     from sim.measures import UserMeasures
     from sim.scenarios import at_step, make_scenario
 
-    hourly = make_scenario("news-mix", n=30, budget=6, stochastic=True, step=60)
+    hourly = make_scenario("news-mix", n=20, budget=6, stochastic=True, step=60)
     assert at_step(hourly, 60) is hourly
     crawls = {}
-    for step, horizon in ((60, 6), (1, 360)):
-        scenario = make_scenario("news-mix", n=30, budget=6, stochastic=True, step=step)
+    for step, horizon in ((60, 3), (1, 180)):
+        scenario = make_scenario("news-mix", n=20, budget=6, stochastic=True, step=step)
         assert scenario.policy_problem.period == pytest.approx(1.0)    # the policies' hour
         ledger = UserMeasures()
         run_policy(scenario, name, horizon, 0, measures=ledger)
         crawls[step] = ledger.crawls
-    assert crawls == {60: 36, 1: 36}
+    assert crawls == {60: 18, 1: 18}
 
 
 def test_a_rhythm_on_minute_epochs_is_the_same_rhythm():
