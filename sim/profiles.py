@@ -228,6 +228,17 @@ class DiurnalProfile:
         h = lo * dt + np.where(slope > 0, (z - g_lo) / np.where(slope > 0, slope, 1.0), 0.0)
         return base + np.minimum(h, day) - off
 
+    def refined(self, factor: int) -> DiurnalProfile:
+        """The same rhythm on bins ``factor`` times narrower (each bin's value repeated, the
+        shifts in the narrower bins): p_i(t) unchanged, for epochs shorter than a bin."""
+        if int(factor) != factor or factor < 1:
+            raise ValueError(f"factor ({factor!r}) must be a positive integer")
+        factor = int(factor)
+        if factor == 1:
+            return self
+        return DiurnalProfile(self.day, np.repeat(self.shape, factor), self.amplitude,
+                              self.shift * factor, self.weekend)
+
     # -- what the crawl-epoch models need -------------------------------------------------
     def epoch_table(self, rate, mean_utility, decay, period: float) -> np.ndarray:
         """u_i(tau): the expected value published during an epoch of phase tau (the epoch

@@ -26,7 +26,14 @@ simulator for it. Every scenario speaks the same (alpha, u) language through
 * ``news-diurnal``: the same sources (same Lambda, xi, mu for the same ``n`` and ``seed``)
   publishing with daily rhythms (``sim.profiles.draw_profile``: newsroom hours, time zones,
   day/night ratios 1.5-16; ``weekend=True`` adds a weekend factor), simulated by
-  ``sim.diurnal.DiurnalWeb``; ``scenario.periodic`` gives u_i(tau) for every hour of the day.
+  ``sim.diurnal.DiurnalWeb``; ``scenario.periodic`` gives u_i(tau) for every epoch of the day.
+
+Epochs of the news scenarios (``step=``, minutes): one hour by default; ``step=1`` makes an
+epoch one minute, as the re-crawl service decides, the time unit staying the hour: the
+simulator's period is step / 60 h, the budget (crawls per hour) is spent step / 60 of it per
+epoch, a host's allowance likewise, and the policies decide at fractional epochs of one
+hour (``resolution``), so that the rules keep their intervals in hours. Only the news
+scenarios have a clock: the papers' reject ``step``.
 
 Start (``start=``, an environment option): "warm" (the default for ``news-mix`` and
 ``news-diurnal``: the web has been publishing for a long time, each feed holds what the
@@ -44,6 +51,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -64,6 +72,11 @@ ICC2021_GROUP_SIZES = np.array([5, 80, 10, 5])
 
 SCENARIOS = ("tcns2018", "allerton2019", "icc2021-single", "icc2021-groups", "news-mix",
              "news-diurnal", "news-hosts")
+#: the scenarios whose time unit is the hour, which may run at epochs of other lengths
+#: (``step``); the papers' scenarios count time in their own abstract epochs
+NEWS_SCENARIOS = ("news-mix", "news-diurnal", "news-hosts")
+#: the news scenarios' own epoch, in minutes
+HOUR_MINUTES = 60.0
 
 
 @dataclass(frozen=True)
@@ -234,13 +247,50 @@ def news_hosts(n: int, seed: int = 0, rate_limit: float = math.inf
 
 def make_scenario(name: str, *, budget: float | None = None, n: int | None = None,
                   stochastic: bool | None = None, seed: int = 0, start: str | None = None,
-                  **options: Any) -> Scenario:
+                  step: float | None = None, **options: Any) -> Scenario:
     """The scenario called ``name``; ``budget``, ``n``, ``stochastic``, ``start`` override its
-    defaults.
+    defaults; ``step``: the epoch in minutes of a news scenario (default an hour; see the
+    module docstring), ``budget`` staying crawls per hour.
 
     ``seed`` only affects scenarios whose parameters are drawn at random (``news-mix``); the
     simulator's own randomness is seeded by ``env.reset(seed=...)``.
     """
+    if step is not None and name in SCENARIOS and name not in NEWS_SCENARIOS:
+        raise ValueError(f"scenario {name!r} counts time in its own epochs, not minutes: "
+                         f"--step applies to a --trace and to {', '.join(NEWS_SCENARIOS)}")
+    scenario = _make_scenario(name, budget=budget, n=n, stochastic=stochastic, seed=seed,
+                              start=start, **options)
+    return scenario if step is None else at_step(scenario, step)
+
+
+def at_step(scenario: Scenario, step: float) -> Scenario:
+    """The news ``scenario`` (hourly epochs) with epochs of ``step`` minutes: the period, the
+    budget and the hosts' allowances scaled by step / 60, the policies deciding at fractional
+    epochs of their hour (``resolution``); at 60 the scenario itself."""
+    if not (math.isfinite(step) and step > 0):
+        raise ValueError(f"--step ({step!r}) must be > 0 minutes")
+    if step == HOUR_MINUTES:
+        return scenario
+    if np.any(np.isfinite(scenario.host_rates if scenario.host_rates is not None else [])):
+        raise ValueError("a rate limit counts requests per hourly epoch: run news-hosts "
+                         "with --rate-limit at --step 60")
+    scale = step / HOUR_MINUTES
+    params = replace(scenario.params, period=scenario.params.period * scale)
+    limits = scenario.host_limits
+    profile = scenario.profile
+    if profile is not None:
+        # an epoch must be a whole number of the rhythm's bins: the same rhythm on bins
+        # narrow enough (a minute's epochs: bins of a minute)
+        ratio = Fraction(profile.bin_width / params.period).limit_denominator(10_000)
+        profile = profile.refined(ratio.numerator)
+    return replace(scenario, params=params, budget=scenario.budget * scale,
+                   resolution=min(1.0, scale), profile=profile,
+                   host_limits=None if limits is None else limits * scale)
+
+
+def _make_scenario(name: str, *, budget: float | None, n: int | None,
+                   stochastic: bool | None, seed: int, start: str | None,
+                   **options: Any) -> Scenario:
     if start is not None:
         from sim.ephemeral import check_start
 

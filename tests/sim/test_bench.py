@@ -12,7 +12,8 @@ from sim.bench import main, mean_ci95, state_bytes, t975
 def test_json_report_structure_and_ratios(capsys):
     policies = ["oracle", "greedy", "static", "round_robin", "uniform", "nutch", "miniflux"]
     code = main(["--scenario", "news-mix", "--n", "200", "--budget", "2", "--horizon", "120",
-                 "--seeds", "2", "--policy", ",".join(policies), "--start", "empty", "--json"])
+                 "--step", "60", "--seeds", "2", "--policy", ",".join(policies), "--start",
+                 "empty", "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["policy"] for r in report["results"]] == policies
@@ -97,7 +98,8 @@ def test_volume_of_runs_every_policy_at_the_rules_own_budget(capsys):
     from sim.scenarios import make_scenario
 
     # hourly epochs and a one-hour interval: every source due every epoch, a volume of N
-    assert main(["--scenario", "news-mix", "--n", "60", "--horizon", "40", "--seeds", "2",
+    assert main(["--scenario", "news-mix", "--n", "60", "--horizon", "40", "--step", "60",
+                 "--seeds", "2",
                  "--volume-of", "fixed-interval", "--policy", "fixed-interval,round_robin",
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -148,8 +150,8 @@ def test_a_fractional_budget_is_spent_through_a_credit():
 def test_values_capture_tells_the_learners_only_what_a_crawl_is_told(capsys):
     """``--values capture``: the learners see each crawl's captured total at the items'
     ages, no base value; the oracle, which needs none, earns the same."""
-    args = ["--scenario", "news-mix", "--n", "200", "--budget", "4", "--horizon", "80",
-            "--seeds", "1", "--stochastic", "--policy", "oracle,whittle", "--json"]
+    args = ["--scenario", "news-mix", "--n", "100", "--budget", "2", "--horizon", "80",
+            "--step", "60", "--seeds", "1", "--stochastic", "--policy", "oracle,whittle", "--json"]
     reports = {}
     for values in ("base", "capture"):
         assert main([*args, "--values", values]) == 0
@@ -161,3 +163,67 @@ def test_values_capture_tells_the_learners_only_what_a_crawl_is_told(capsys):
     assert capture["whittle"] != base["whittle"]
     with pytest.raises(SystemExit):
         main([*args, "--values", "engagement"])
+
+
+def test_news_scenarios_decide_every_minute_by_default(capsys):
+    """``--step`` (minutes, default 1) on a news scenario: the budget stays crawls per hour,
+    spent a sixtieth of it per epoch, and the delays come out in minutes; the rhythm's
+    periodic bound is not computed at 1,440 epochs a day."""
+    assert main(["--scenario", "news-diurnal", "--n", "12", "--budget", "6", "--stochastic",
+                 "--window", "20", "--horizon", "120", "--seeds", "1",
+                 "--policy", "miniflux,whittle", "--max-interval", "24", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["budget"] == pytest.approx(6 / 60)
+    for r in report["results"]:
+        assert r["reward"] > 0 and r["ratio"] != r["ratio"], r            # NaN: no bound
+        assert 0 < r["measures"]["delay_p90_minutes"] <= 120, r
+    for argv, error in (
+            (["--scenario", "tcns2018", "--step", "1"], "counts time in its own epochs"),
+            (["--scenario", "news-diurnal", "--n", "5", "--policy", "diurnal-oracle"],
+             "--step 60"),
+            (["--scenario", "news-hosts", "--n", "40", "--rate-limit", "2"], "--step 60")):
+        assert main(argv) == 2
+        assert error in capsys.readouterr().err, argv
+
+
+@pytest.mark.parametrize("name", ["miniflux", "whittle"])
+def test_the_budget_per_hour_is_the_same_at_any_step(name):
+    """Three hours at six crawls an hour: 18 crawls in 180 one-minute epochs as in 3 hourly
+    ones, for a rule (its intervals in hours) and for the index policy."""
+    from sim.bench import run_policy
+    from sim.measures import UserMeasures
+    from sim.scenarios import at_step, make_scenario
+
+    hourly = make_scenario("news-mix", n=20, budget=6, stochastic=True, step=60)
+    assert at_step(hourly, 60) is hourly
+    crawls = {}
+    for step, horizon in ((60, 3), (1, 180)):
+        scenario = make_scenario("news-mix", n=20, budget=6, stochastic=True, step=step)
+        assert scenario.policy_problem.period == pytest.approx(1.0)    # the policies' hour
+        ledger = UserMeasures()
+        run_policy(scenario, name, horizon, 0, measures=ledger)
+        crawls[step] = ledger.crawls
+    assert crawls == {60: 18, 1: 18}
+
+
+def test_a_rhythm_on_minute_epochs_is_the_same_rhythm():
+    """news-diurnal at --step 1 keeps each source's p_i(t), on bins of a minute."""
+    import numpy as np
+
+    from sim.scenarios import make_scenario
+
+    minutes, hours = (make_scenario("news-diurnal", n=8, weekend=True, step=step)
+                      for step in (1, None))
+    assert (minutes.profile.bins, hours.profile.bins) == (1440, 96)
+    assert minutes.periodic.k == 7 * 1440
+    t, ids = np.linspace(0.01, 335.99, 997), np.arange(8)[:, None]
+    for fn in ("multiplier", "cumulative"):
+        np.testing.assert_allclose(getattr(minutes.profile, fn)(t, ids),
+                                   getattr(hours.profile, fn)(t, ids), rtol=1e-12)
+    # the simulator's expected value, summed at once over the 10,080 phases of a week
+    from sim.diurnal import summed_accumulated
+
+    ids, phase = np.array([0, 3, 5, 5]), np.array([0, 700, 7 * 1440 - 1, 9])
+    k = np.array([0, 61, 7 * 1440 * 3 + 5, 2**40 * 7 * 1440])
+    np.testing.assert_allclose(summed_accumulated(minutes.periodic, ids, phase, k),
+                               minutes.periodic.accumulated(ids, phase, k), rtol=1e-10)

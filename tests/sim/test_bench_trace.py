@@ -78,7 +78,7 @@ def test_a_budget_may_be_a_share_of_the_sources(capsys):
     assert bench.budget_of("2%", 50) == 1.0 and bench.budget_of("10%", 50) == 5.0
     assert bench.budget_of("0.1%", 10) == 1.0 and bench.budget_of(3.0, 10) == 3.0
     out = run(capsys, "--scenario", "news-mix", "--n", "200", "--budget", "2%", "--horizon",
-              "4", "--seeds", "1", "--policy", "round_robin")
+              "4", "--seeds", "1", "--policy", "round_robin", "--step", "60")
     assert out["budget"] == 4.0
     for bad in ("lots", "-2%", "0"):
         with pytest.raises(argparse.ArgumentTypeError):
