@@ -53,15 +53,15 @@ stationary oracles know the daily mean of each source's arrivals (they are rhyth
 ``diurnal-oracle`` knows u_i per hour of the day, and ``diurnal-whittle`` is told the day's
 length (24 time units).
 
-``--trace FILE`` replays a recorded trace (``sim.trace``: CSV, gzip when FILE ends in ``.gz``;
-``scrapy whittle trace`` writes one from a crawl) instead of a scenario, its time unit the hour
-and an epoch ``--step`` minutes (default one, the crawler's resolution): ``--budget`` crawls
-per hour (a number, or a share of the trace's sources such as ``2%``; default 1%), spent
-through the credit below, ``--half-life`` hours of readers' interest (default 6),
-``--window`` entries a feed shows (default all; also for the stochastic scenarios); the
-horizon is capped at the epochs the trace spans. The oracle policies and the bound get the
-parameters fitted to the trace (``TraceReplay.fitted_params``: its rates and mean values, the
-half-life given), which are estimates, not the process that made it.
+``--trace FILE`` replays a recorded trace (``scrapy_whittle.report.trace``: CSV, gzip when FILE
+ends in ``.gz``; ``scrapy whittle trace`` writes one from a crawl) instead of a scenario, its
+time unit the hour and an epoch ``--step`` minutes (default one, the crawler's resolution):
+``--budget`` crawls per hour (a number, or a share of the trace's sources such as ``2%``;
+default 1%), spent through the credit below, ``--half-life`` hours of readers' interest
+(default 6), ``--window`` entries a feed shows (default all; also for the stochastic
+scenarios); the horizon is capped at the epochs the trace spans. The oracle policies and the
+bound get the parameters fitted to the trace (``TraceReplay.fitted_params``: its rates and mean
+values, the half-life given), which are estimates, not the process that made it.
 
 ``--perf`` measures at N sources (``--n``, default 1,000,000; ``news-mix``, budget 1%): the
 oracle Whittle policy's decision time, the simulator's speed in source-epochs per second (N
@@ -738,8 +738,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="crawl budget per epoch (per hour with --trace and the news "
                         "scenarios): a number, or a share of the sources (2%%)")
     parser.add_argument("--trace", default=None, metavar="FILE",
-                        help="replay this recorded trace (sim.trace CSV, .gz accepted) instead "
-                        "of a scenario")
+                        help="replay this recorded trace (scrapy_whittle.report.trace's CSV, "
+                        ".gz accepted) instead of a scenario")
     parser.add_argument("--half-life", type=float, default=6.0, metavar="HOURS",
                         help="with --trace: half-life of readers' interest (default 6)")
     parser.add_argument("--step", type=float, default=None, metavar="MINUTES",

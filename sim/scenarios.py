@@ -103,7 +103,7 @@ class Scenario:
     options: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     profile: Any = None          # sim.profiles.DiurnalProfile (kind "diurnal")
-    trace: Any = None            # sim.trace.Trace (kind "trace")
+    trace: Any = None            # scrapy_whittle.report.trace.Trace (kind "trace")
     #: host id of each source (None: no hosts), each host's allowance (crawls per epoch the
     #: crawler is told, inf = none) and the rate above which it answers 429 (requests per
     #: epoch, inf = never; what the crawler must find out)
