@@ -87,7 +87,7 @@ class ReachingTop:
     MARGIN = 0.05
     #: above this share of the sources reaching it (those never crawled, alike, at a crawl's
     #: start), ranking them here costs more than the caller's passes over every source
-    MAX_SHARE = 0.25
+    MAX_SHARE = 0.5
 
     def __init__(self, policy) -> None:
         self.policy = policy
