@@ -164,3 +164,18 @@ def test_the_graph_is_read():
     assert "scrapy_whittle.core.dynamics" in GRAPH["scrapy_whittle.core.relaxation"]
     assert "scrapy" in GRAPH["scrapy_whittle.scrapy.addon"]
     assert "scrapy_whittle.core.policies" in GRAPH["scrapy_whittle"]
+
+
+#: the longest a class of the package or of sim may be (lines, docstring included)
+MAX_CLASS_LINES = 500
+
+
+def test_no_class_is_longer_than_a_reader_can_hold():
+    """A class past a few hundred lines holds several things: its parts become components
+    it holds (the learned policy's, the service's, the cluster node's)."""
+    long = {f"{name}.{node.name}": node.end_lineno - node.lineno + 1
+            for name, path in modules().items()
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.ClassDef)
+            and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES}
+    assert long == {}
