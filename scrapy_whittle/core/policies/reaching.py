@@ -208,6 +208,11 @@ class ReachingTop:
         population's prior clears the threshold. -inf (always looked at) where a number is
         not finite; inf for the sources in a class (those are looked at by class)."""
         policy = self.policy
+        if isinstance(ids, slice) and self.classes.ready:      # the classes' sources: inf
+            out = np.full(policy.n, np.inf)
+            alone = np.flatnonzero(~self.classes.in_class(ids))
+            out[alone] = self._epochs_at(alone, threshold)
+            return out
         u = policy._kept_u()[ids]
         explored = self._explored(ids)
         _, log_alpha, one_minus = policy._alphas_at(ids, with_alpha=False)
