@@ -127,7 +127,7 @@ def test_the_simulated_web_imports_nothing_of_the_crawler():
                           or t in SIM_WEB_FORBIDDEN)
              for name in web}
     assert not {name: found for name, found in wrong.items() if found}
-    assert {"sim.feedweb", "sim.sites", "sim.websub_hub"} <= web        # the web is read
+    assert {"sim.web.feedweb", "sim.web.sites", "sim.web.websub_hub"} <= web     # the web is read
 
 
 

@@ -1,7 +1,7 @@
 """Full articles (``WHITTLE_ARTICLES``): extraction quality, throughput against bare Scrapy,
 politeness and the feeds' own crawl rate.
 
-    python -m sim.bench_articles --feeds 200 --seconds 15 [--json]
+    python -m sim.bench articles --feeds 200 --seconds 15 [--json]
 
 Three measures, each in a process of its own:
 
@@ -12,7 +12,7 @@ Three measures, each in a process of its own:
   crawled with articles on over off. Then on with an allowance of ``--ample-limit``, room for
   every article: the share of the entries' items that came with text, through the crawl,
   and the extraction's F1 at the level of three-word shingles against the text the pages
-  hold (``sim.articles.ArticlePages.text``), mean and lowest.
+  hold (``sim.web.articles.ArticlePages.text``), mean and lowest.
 * **Throughput** (wall clock, ``sim.serve`` in a process, its feeds empty at the start and
   ``--speed`` fast enough that they bring more entries than the crawler can fetch pages
   of, without the backlog of full windows at the first crawls): the whole stack
@@ -27,7 +27,7 @@ Three measures, each in a process of its own:
   feeds: its feeds crawled per second, against the stack's with articles on.
 
 ``--real``: extraction on real news pages with labelled text instead, through the crawl
-(``sim.real_articles``: 40 pages of Zyte's article extraction benchmark, served locally);
+(``sim.bench.real_articles``: 40 pages of Zyte's article extraction benchmark, served locally);
 the quality above is that of the simulated pages' boilerplate only.
 """
 
@@ -44,10 +44,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sim.bare_scrapy import TWISTED_REACTOR, bare_settings, round_robin_spider
-from sim.bench_throughput import _cpu, _proc_cpu
+from sim.bench.throughput import _cpu, _proc_cpu
+from sim.crawls.bare_scrapy import TWISTED_REACTOR, bare_settings, round_robin_spider
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 START = 1_700_000_000.0
 _WORD = re.compile(r"\w+")
 
@@ -76,8 +76,8 @@ def simulated(args, articles: bool) -> dict:
 
     from scrapy_whittle.scrapy.spiders import FeedSpider
     from scrapy_whittle.service.clock import SimulatedClock
-    from sim.articles import ArticlePages
     from sim.serve import start_server
+    from sim.web.articles import ArticlePages
 
     install_reactor(TWISTED_REACTOR)        # before the server's import of the reactor
     clock = SimulatedClock(start=START, speed=0.0)
@@ -216,7 +216,7 @@ def start_server(args) -> tuple[subprocess.Popen, int]:
 
 
 def child(kind: str, args, urls_file: str | None = None) -> dict:
-    cmd = [sys.executable, "-m", "sim.bench_articles", "--child", kind, *args.passed]
+    cmd = [sys.executable, "-m", "sim.bench", "articles", "--child", kind, *args.passed]
     if urls_file is not None:
         cmd += ["--urls", urls_file]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -230,11 +230,10 @@ def child(kind: str, args, urls_file: str | None = None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--real" in argv:
-        from sim import real_articles
+        from sim.bench import real_articles
 
-        return real_articles.main([a for a in argv if a != "--real"],
-                                  prog="python -m sim.bench_articles --real")
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_articles",
+        return real_articles.main([a for a in argv if a != "--real"])
+    ap = argparse.ArgumentParser(prog="python -m sim.bench articles",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--feeds", type=int, default=200, help="feeds of the throughput runs")
     ap.add_argument("--seconds", type=float, default=15.0)
@@ -324,7 +323,3 @@ def render(r: dict) -> str:
         f"{stack['feeds_per_s']:.2f} / {r['feeds_alone_per_s']:.2f} = "
         f"{stack['feeds_per_s'] / r['feeds_alone_per_s']:.3f}   load {r['load'][0]:.2f}",
     ])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,10 @@
 """A cluster crawl against one process, on the same simulated web, in one run.
 
-    python -m sim.bench_cluster --workers 2 [--feeds 1000] [--seconds 30] [--json]
+    python -m sim.bench cluster --workers 2 [--feeds 1000] [--seconds 30] [--json]
 
 Starts a ``redis-server`` (temporary directory, free port) and, for each measurement, a fresh
 ``sim.serve`` (same scenario and seed, so the same entries) and crawler processes
-(``sim.cluster_crawl``) for ``--seconds``:
+(``sim.crawls.cluster_crawl``) for ``--seconds``:
 
 * **utility**: a budget the machine can spend (``--budget``, default 1% of the feeds per
   half-second epoch); one process without Redis, then K processes sharing the crawl; the
@@ -54,8 +54,8 @@ from pathlib import Path
 from statistics import mean
 from urllib.request import urlopen
 
-from sim.planner_load import info_sum, node_infos
-from sim.processes import RedisServer, reap, tree_cpu
+from sim.crawls.planner_load import info_sum, node_infos
+from sim.crawls.processes import RedisServer, reap, tree_cpu
 
 PERIOD = 0.5
 #: seconds before a crawl's close at which its steady window ends
@@ -133,7 +133,7 @@ def _crawl(args, tmp: Path, redis_url: str, k: int, budget: float, tag: str,
     for i in range(k):
         with open(tmp / f"{tag}-{i}.log", "w") as log:
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "sim.cluster_crawl", redis_url, web.url,
+                [sys.executable, "-m", "sim.crawls.cluster_crawl", redis_url, web.url,
                  str(args.feeds), str(tmp / f"{tag}-{i}.jsonl"), str(args.seconds),
                  json.dumps(settings)], stdout=subprocess.DEVNULL, stderr=log))
     # the utility captured once the processes are up (start-up, election and the first
@@ -199,7 +199,7 @@ def _steady_cpu(runs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_cluster")
+    ap = argparse.ArgumentParser(prog="python -m sim.bench cluster")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--feeds", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=30.0)
@@ -334,7 +334,3 @@ def main(argv: list[str] | None = None) -> int:
               f"connections and scripts), {report['redis_commands_per_crawl']:.1f} commands "
               f"per crawl in {report['redis_round_trips_per_crawl']:.2f} round trips")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Redis memory per source of a cluster crawl at scale, written through the crawl's own code.
 
-    python -m sim.bench_cluster_memory --sources 1000000 [--entries 10] [--json]
+    python -m sim.bench cluster-memory --sources 1000000 [--entries 10] [--json]
 
 No crawl, no HTTP: a ``redis-server`` (temporary, free port) receives what a cluster holds of
 ``--sources`` sources after each was fetched once, through the code a cluster runs:
@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
-from sim.processes import RedisServer
+from sim.crawls.processes import RedisServer
 
 PREFIX = "mem:{crawl}"
 
@@ -114,7 +114,7 @@ def _encodings(client) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     from scrapy_whittle.cluster.keys import Keys
 
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_cluster_memory")
+    ap = argparse.ArgumentParser(prog="python -m sim.bench cluster-memory")
     ap.add_argument("--sources", type=int, default=100_000)
     ap.add_argument("--entries", type=int, default=10, help="entries each feed shows")
     ap.add_argument("--hosts", type=int, default=5000)
@@ -148,7 +148,3 @@ def main(argv: list[str] | None = None) -> int:
     for family, v in report["keys"].items():
         print(f"  {family:10s} {v['keys']:8d} keys {v['bytes_per_source']:8.1f} B/source")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,11 +1,11 @@
 """WebSub in a cluster crawl, measured: K Scrapy processes behind one callback.
 
-    python -m sim.bench_cluster_websub [--workers 2] [--feeds 100] [--seconds 60]
+    python -m sim.bench cluster-websub [--workers 2] [--feeds 100] [--seconds 60]
         [--hub loss=0.1,delay=uniform,delay_max=300] [--mirror] [--json]
 
 Starts a ``redis-server`` and, for each run, a fresh ``sim.serve`` (news-mix, same seed: the
-same entries) and K ``sim.cluster_crawl`` processes for ``--seconds``, WebSub on
-(``WHITTLE_WEBSUB_CALLBACK`` the public URL of a :class:`~sim.callback_proxy.CallbackProxy`,
+same entries) and K ``sim.crawls.cluster_crawl`` processes for ``--seconds``, WebSub on
+(``WHITTLE_WEBSUB_CALLBACK`` the public URL of a :class:`~sim.crawls.callback_proxy.CallbackProxy`,
 each process's own ``WHITTLE_WEBSUB_LISTEN`` behind it): first without a hub, then with
 ``--hub`` (half the sources push). The proxy hands each verification and delivery to one
 process in turn, or with ``--mirror`` every delivery to every process at once.
@@ -33,7 +33,7 @@ delay from publication to capture, on two clocks:
 The crawl's own latency (``latency_ms``, real milliseconds: median, p90, max, count): from the
 moment the callback proxy received the hub's POST (its request line and headers read) to the
 item of that entry reaching the pipeline of the process that emitted it (``piped_at``,
-written by ``sim.cluster_crawl``): the proxy, a process's callback, its Redis read of the
+written by ``sim.crawls.cluster_crawl``): the proxy, a process's callback, its Redis read of the
 subscription, the engine, the parse pool, the entry memory's Redis scripts, the spider.
 Each pushed item is matched, by the entry the hub names (``X-Sim-Entry``), to the last
 delivery of it that reached the proxy before its process took it (``discovered_at``: the
@@ -63,10 +63,10 @@ from typing import Any
 
 import numpy as np
 
-from sim.bench_cluster import Web
-from sim.callback_proxy import CallbackProxy
-from sim.processes import RedisServer, free_port, reap
-from sim.websub_hub import parse_hub
+from sim.bench.cluster import Web
+from sim.crawls.callback_proxy import CallbackProxy
+from sim.crawls.processes import RedisServer, free_port, reap
+from sim.web.websub_hub import parse_hub
 
 PERIOD = 0.5
 UNIT = 3600.0                  # news-mix: seconds per scenario time unit
@@ -92,7 +92,7 @@ def _crawl(args, tmp: Path, redis_url: str, hub: str, tag: str) -> dict[str, Any
                         "WHITTLE_WEBSUB_LISTEN": f"127.0.0.1:{port}"}
             with open(tmp / f"{tag}-{i}.log", "w") as log:
                 procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "sim.cluster_crawl", redis_url, web.url,
+                    [sys.executable, "-m", "sim.crawls.cluster_crawl", redis_url, web.url,
                      str(args.feeds), str(tmp / f"{tag}-{i}.jsonl"), str(args.seconds),
                      json.dumps(settings)], stdout=subprocess.DEVNULL, stderr=log))
         for proc in procs:
@@ -216,7 +216,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_cluster_websub")
+    ap = argparse.ArgumentParser(prog="python -m sim.bench cluster-websub")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--feeds", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -263,7 +263,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pushed entries on a real clock, hub's delay + crawl's latency (s): median "
           f"{_fmt(real['median'], '.1f')}, p90 {_fmt(real['p90'], '.1f')}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,13 +1,13 @@
 """A rate-limiting host inside a real Scrapy crawl: does the throttle listen?
 
-    python -m sim.bench_hosts [--feeds 50] [--others 50] [--per-minute 1] [--retry-after S]
+    python -m sim.bench hosts [--feeds 50] [--others 50] [--per-minute 1] [--retry-after S]
                               [--budget 40] [--epochs 48] [--seeds 3]
 
 A Scrapy crawl with the add-on (``scrapy_whittle.Addon``, the learned ``whittle`` policy,
 Scrapy's default concurrency and retries) of ``sim.serve``'s news-mix feeds on its simulated
 clock (epochs of an hour; the clock stands still while a download runs and jumps when the
 crawler is idle, so two days of crawl take seconds). ``--feeds`` feeds are on a host that
-answers 429 above ``--per-minute`` requests a minute (``sim.rate_limit``, the commafeed#2181
+answers 429 above ``--per-minute`` requests a minute (``sim.web.rate_limit``, the commafeed#2181
 case: Reddit allows about one request a minute per address), with ``Retry-After`` when
 ``--retry-after`` is given; ``--others`` feeds are on another host without a limit. Nobody
 tells the crawler the limit. Reported, per seed and over the seeds:
@@ -128,8 +128,8 @@ async def crawl(*, feeds: int = 50, others: int = 50, per_minute: int = 1,
     from scrapy_whittle.scrapy.sink import whittle_service
     from scrapy_whittle.scrapy.spiders import FeedSpider
     from scrapy_whittle.service.clock import SimulatedClock
-    from sim.rate_limit import HOST, RateLimit
     from sim.serve import start_server
+    from sim.web.rate_limit import HOST, RateLimit
 
     clock = SimulatedClock(start=START, speed=0.0)
     limit = RateLimit(feeds, per_minute, retry_after)
@@ -180,7 +180,7 @@ def measure(seed: int, limit, service, watch: HostWatch, per_minute: int) -> Hos
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_hosts",
+    ap = argparse.ArgumentParser(prog="python -m sim.bench hosts",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--feeds", type=int, default=50, help="feeds on the rate-limited host")
     ap.add_argument("--others", type=int, default=50, help="feeds on a host without limit")
@@ -242,6 +242,3 @@ def main(argv: list[str] | None = None) -> int:
 
 
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
-
-if __name__ == "__main__":
-    raise SystemExit(main())

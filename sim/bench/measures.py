@@ -1,7 +1,7 @@
 """What a user of the crawler measures: how late the news comes, what is lost, what it costs.
 
-Collected over one run of a policy on a stochastic simulator (``sim.ephemeral``,
-``sim.diurnal``) or a trace's replay (``sim.trace``), from the observations and
+Collected over one run of a policy on a stochastic simulator (``sim.web.ephemeral``,
+``sim.web.diurnal``) or a trace's replay (``sim.web.trace``), from the observations and
 ``info["missed_items"]``, then settled with the simulator's ``outstanding()`` at the end.
 Every measure is about the items published since the start of the run (the simulator's
 ``time_origin``: time 0, a trace's start); a warm web's stock, published before, counts in

@@ -1,7 +1,7 @@
 """Overlapping feeds: the same story in several feeds, crawled by the re-crawl service with
 each story identity (``WHITTLE_DEDUP``), at the same budget.
 
-    python -m sim.bench_overlap --fronts 4 --budget 3 --epochs 240 --seeds 5
+    python -m sim.bench overlap --fronts 4 --budget 3 --epochs 240 --seeds 5
 
 The web (:class:`OverlapWeb`, time in hours, every stream Poisson): ``--fronts`` outlets,
 each with a front page publishing its own stories, and two section feeds that repeat some of
@@ -219,7 +219,3 @@ def main(argv: list[str] | None = None) -> None:
         r = result[dedup]
         print(f"{dedup:>14} {r['items']:8.0f} {r['duplicates']:8.0f} {r['stories']:8.0f} "
               f"{r['story_share']:7.1%} {r['delay_h']:8.2f} {r['aggregator_crawls']:13.0f}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,14 +1,14 @@
 """How many crawls a second one cluster planner hands out, where its time goes, what Redis
 holds per source, and how long a take-over lasts after the planner's kill -9.
 
-    python -m sim.bench_planner [--sources 100000,1000000] [--seconds 20] [--json]
-    python -m sim.bench_planner --sources 1000000 --takeover 3 --lock-ttl 10
+    python -m sim.bench planner [--sources 100000,1000000] [--seconds 20] [--json]
+    python -m sim.bench planner --sources 1000000 --takeover 3 --lock-ttl 10
 
 For each N of ``--sources``, on a fresh ``redis-server`` (free port, temporary directory, no
 persistence): N sources are loaded as a previous planner's checkpoint leaves them
-(:func:`sim.planner_load.load`, N / 100 hosts), then the real planner runs in its own process
-(:func:`sim.planner_load.run_planner`: a ``ClusterNode`` that takes no crawl itself) against
-``--workers`` lightweight workers in another (:func:`sim.planner_load.run_workers`: synthetic
+(:func:`sim.crawls.planner_load.load`, N / 100 hosts), then the real planner runs in its own process
+(:func:`sim.crawls.planner_load.run_planner`: a ``ClusterNode`` that takes no crawl itself) against
+``--workers`` lightweight workers in another (:func:`sim.crawls.planner_load.run_workers`: synthetic
 results from a seeded model, no HTTP). The budget offers ``--offered`` crawls a second
 (``WHITTLE_BUDGET`` = offered x ``--period``), more than one planner hands out, so that the
 rate measured is the planner's, over ``--seconds`` after ``--warmup`` seconds of leading:
@@ -55,12 +55,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.planner_load import settings_for
-from sim.processes import RedisServer, reap
+from sim.crawls.planner_load import settings_for
+from sim.crawls.processes import RedisServer, reap
 
 
 def _module(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sim.planner_load", *args],
+    return subprocess.Popen([sys.executable, "-m", "sim.crawls.planner_load", *args],
                             stdout=subprocess.PIPE, text=True, **kw)
 
 
@@ -232,7 +232,7 @@ def takeover(args, redis, prefix: str, settings: dict, n: int, warm: bool = Fals
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sim.bench_planner", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m sim.bench planner", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sources", default="100000,1000000",
                    help="comma-separated source counts (default 100000,1000000)")
@@ -310,7 +310,3 @@ def _report_rate(row: dict) -> None:
         for t in prof["top"][:8]:
             print(f"    {t['self_s']:7.3f} s self {t['cum_s']:7.3f} cum {t['calls']:9d} "
                   f"{t['where']}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,7 @@ For each policy and seed the simulator is reset with that seed and the policy is
 ``--horizon`` epochs from the scenario's initial state (empty sources unless the scenario says
 otherwise). The news scenarios and a trace have a clock (their time unit the hour): an epoch
 is ``--step`` minutes, by default one, the re-crawl service's resolution, and ``--budget``
-counts crawls per hour, spent step / 60 of it per epoch (``sim.scenarios.at_step``); the
+counts crawls per hour, spent step / 60 of it per epoch (``sim.web.scenarios.at_step``); the
 policies decide every epoch at fractional epochs of one hour, so that the rules keep their
 intervals in hours. ``--horizon``, ``--warmup`` and the learning curve count epochs: minutes at
 ``--step 1``, hours at ``--step 60``, the news scenarios' epochs before the clock existed (the
@@ -30,21 +30,21 @@ in their own epochs and reject ``--step``. Reported per policy:
 * ``decision_ms``: wall time per epoch of the policy's decision, ``select`` plus ``observe``
   (the simulator's own time excluded), averaged over all epochs and seeds;
 * ``measures`` (stochastic runs; None for the mean dynamics): the users' measures of
-  ``sim.measures`` (discovery delay of captured items, mean / median / 90th percentile, in the
+  ``sim.bench.measures`` (discovery delay of captured items, mean / median / 90th percentile, in the
   scenario's time unit and, on the news scenarios, in minutes; items missed, as a count and a
   share of the items published since the start; crawls per captured item), averaged over
   seeds;
 * ``curve`` (with ``--curve``): the learning curve, the mean reward over the first 24, 48, 120
   and 480 epochs (those within the horizon), as a share of the bound and of the first-look
-  oracle's mean over the same epochs and seeds (``sim.first_look``, run automatically).
+  oracle's mean over the same epochs and seeds (``sim.bench.first_look``, run automatically).
 
 A budget that is not whole (``--volume-of`` gives a rule's mean crawls per epoch, 0.8 say)
-is spent through a credit (``sim.credit``): an epoch may spend the whole part of the budget
+is spent through a credit (``sim.web.credit``): an epoch may spend the whole part of the budget
 unspent so far, so that the spend averages the budget; a whole budget is spent every epoch.
 
-``--start warm|empty`` overrides the scenario's start (``sim.scenarios``: warm for the news
+``--start warm|empty`` overrides the scenario's start (``sim.web.scenarios``: warm for the news
 scenarios, empty for the papers'); ``reward_from_empty`` is then the mean from that start.
-``first-look`` is the first-look oracle (``sim.first_look``): the oracle that knows a source's
+``first-look`` is the first-look oracle (``sim.bench.first_look``): the oracle that knows a source's
 parameters only once it has crawled it.
 
 Policies that learn (``needs_parameters`` false) are built with ``problem.without_parameters()``;
@@ -88,13 +88,13 @@ from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.periodic_bound import periodic_upper_bound
 from scrapy_whittle.core.policies import make_policy, policy_class
 from scrapy_whittle.report.trace import read_trace
-from sim.credit import BudgetCredit
-from sim.first_look import NAME as FIRST_LOOK
-from sim.first_look import FirstLookOracle
-from sim.hosts import HANDLINGS, HostGate, costed
-from sim.measures import UserMeasures, mean_summaries
-from sim.scenarios import NEWS_SCENARIOS, SCENARIOS, Scenario, make_scenario
-from sim.trace import TraceReplay
+from sim.bench.first_look import NAME as FIRST_LOOK
+from sim.bench.first_look import FirstLookOracle
+from sim.bench.measures import UserMeasures, mean_summaries
+from sim.web.credit import BudgetCredit
+from sim.web.hosts import HANDLINGS, HostGate, costed
+from sim.web.scenarios import NEWS_SCENARIOS, SCENARIOS, Scenario, make_scenario
+from sim.web.trace import TraceReplay
 
 #: the learning curve's horizons (epochs from the start)
 CURVE_EPOCHS = (24, 48, 120, 480)
@@ -225,7 +225,7 @@ def run_policy(scenario: Scenario, name: str, horizon: int, seed: int,
     ``measures`` collects the users' measures (stochastic simulators). ``discovery``: a
     discovery sweep at epoch 0 (``sweep_step``; for the policies that ``sweeps``), whose own
     capture is left out of the rewards and kept in ``run_policy.last_sweep``. On a scenario
-    with hosts, ``hosts`` says how their limits are handled (``sim.hosts``), and what the
+    with hosts, ``hosts`` says how their limits are handled (``sim.web.hosts``), and what the
     hosts saw is kept in ``run_policy.last_hosts``. ``values``: what the policy is told of
     each item's value (``VALUES``): ``"base"`` its base value where the simulator draws one,
     ``"capture"`` only each crawl's captured total at the items' ages, as a crawl is (a feed
@@ -318,7 +318,7 @@ def evaluate(scenario: Scenario, policies: list[str], horizon: int = 1000, seeds
     the learners sweep every source at epoch 0 outside the budget (``run_policy``); per
     policy, ``discovery`` reports the sweep's extra crawls and its own capture (mean over
     seeds), which the rewards leave out. ``hosts``: on a scenario with hosts, each policy
-    runs once per way of handling their limits (``sim.hosts.HANDLINGS``; the ones other
+    runs once per way of handling their limits (``sim.web.hosts.HANDLINGS``; the ones other
     than "allowance" named ``policy+handling``), and ``hosts`` reports what the hosts saw
     (summed over seeds). ``values``: what the learners are told of item values
     (``run_policy``). ``max_interval``: the longest a source waits between two crawls, in
@@ -826,7 +826,3 @@ def main(argv: list[str] | None = None) -> int:
                   "crawls/epoch")
     print(json.dumps(report) if args.json else format_results(report))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

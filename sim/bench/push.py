@@ -1,8 +1,8 @@
 """Push as a noisy signal: the learned Whittle policy on a news mix where some sources push
-through a WebSub hub (``sim.hub``, ``sim.push_web``), against the same crawl without push.
+through a WebSub hub (``sim.web.hub``, ``sim.web.push_web``), against the same crawl without push.
 
-    python -m sim.bench_push --n 10000 --budget 2% --horizon 720 --seeds 2
-    python -m sim.bench_push --loss 0.1 --delay uniform --json
+    python -m sim.bench push --n 10000 --budget 2% --horizon 720 --seeds 2
+    python -m sim.bench push --loss 0.1 --delay uniform --json
 
 Per seed, on ``news-mix`` (stochastic, warm start; N sources, ``--budget`` crawls an epoch of
 one hour), with the same sources pushing (``--share`` of them, drawn once per seed) in every
@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.core.policies import make_policy
-from sim.bench import budget_arg, budget_of
-from sim.hub import DELAYS, HubModel
-from sim.push_web import PushWeb
-from sim.scenarios import make_scenario
+from sim.bench.policies import budget_arg, budget_of
+from sim.web.hub import DELAYS, HubModel
+from sim.web.push_web import PushWeb
+from sim.web.scenarios import make_scenario
 
 SECONDS = 3600.0          # news-mix's time unit is the hour
 RUNS = ("no-push", "push", "push-blind", "hub-down")
@@ -256,7 +256,7 @@ def format_results(report: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sim.bench_push",
+    parser = argparse.ArgumentParser(prog="python -m sim.bench push",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=10_000, help="sources (news-mix)")
     parser.add_argument("--budget", type=budget_arg, default="2%",
@@ -298,11 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                           warmup=args.warmup, seeds=args.seeds, hub=hub,
                           down_at=args.down_at, runs=runs, values=args.values)
     except ValueError as exc:
-        print(f"sim.bench_push: error: {exc}", file=sys.stderr)
+        print(f"sim.bench.push: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report) if args.json else format_results(report))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

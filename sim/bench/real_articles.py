@@ -1,6 +1,6 @@
 """Extraction on real news pages, through the crawl (``WHITTLE_ARTICLES``).
 
-    python -m sim.bench_articles --real [--pages N] [--per-feed 5] [--data DIR] [--json]
+    python -m sim.bench articles --real [--pages N] [--per-feed 5] [--data DIR] [--json]
 
 The pages are those of ``sim/data/real_articles`` (40 pages of Zyte's public article
 extraction benchmark, each with its article body as people labelled it; see the README
@@ -49,8 +49,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data" / "real_articles"
-ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parents[1] / "data" / "real_articles"
+ROOT = Path(__file__).resolve().parents[2]
+#: the command that runs it: the articles benchmark's real-page mode
+PROG = "python -m sim.bench articles --real"
 #: tokens a shingle: the benchmark's
 SHINGLE = 4
 START = 1_700_000_000.0
@@ -144,7 +146,7 @@ def rss(base: str, k: int, pages: list[Page]) -> bytes:
         for j, p in enumerate(pages))
     return (f"<?xml version=\"1.0\" encoding=\"utf-8\"?><rss version=\"2.0\"><channel>"
             f"<title>Real pages {k}</title><link>{base}/</link>"
-            f"<description>sim.real_articles</description>{items}</channel></rss>").encode()
+            f"<description>sim.bench.real_articles</description>{items}</channel></rss>").encode()
 
 
 def start_server(pages: list[Page], per_feed: int, reactor=None):
@@ -187,7 +189,7 @@ def crawl(args) -> dict:
 
     from scrapy_whittle.scrapy.spiders import FeedSpider
     from scrapy_whittle.service.clock import SimulatedClock
-    from sim.bare_scrapy import TWISTED_REACTOR
+    from sim.crawls.bare_scrapy import TWISTED_REACTOR
 
     install_reactor(TWISTED_REACTOR)
     pages = load(args.pages, args.data)
@@ -254,8 +256,8 @@ def trafilatura_alone(page: Page) -> str | None:
 def report(args) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    cmd = [sys.executable, "-m", "sim.real_articles", "--child", "--data", str(args.data),
-           "--per-feed", str(args.per_feed), "--epochs", str(args.epochs),
+    cmd = [sys.executable, "-m", "sim.bench", "articles", "--real", "--child",
+           "--data", str(args.data), "--per-feed", str(args.per_feed), "--epochs", str(args.epochs),
            "--seed", str(args.seed)]
     for flag, value in (("--pages", args.pages), ("--workers", args.workers)):
         if value is not None:
@@ -302,8 +304,8 @@ def render(r: dict) -> str:
     return "\n".join(lines)
 
 
-def parser(prog: str = "python -m sim.real_articles") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=None,
                     help="the first N pages of the set (default: all)")
     ap.add_argument("--data", type=Path, default=DATA,
@@ -319,15 +321,11 @@ def parser(prog: str = "python -m sim.real_articles") -> argparse.ArgumentParser
     return ap
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m sim.real_articles") -> int:
-    args = parser(prog).parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.child:
         print(json.dumps(crawl(args)))
         return 0
     r = report(args)
     print(json.dumps(r) if args.json else render(r))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """The crawler's scheduling side at scale, against Scrapy's default scheduler, in one run.
 
-    python -m sim.bench_scheduler --n 100000 [--policy whittle,round_robin,...|all]
+    python -m sim.bench scheduler --n 100000 [--policy whittle,round_robin,...|all]
                                   [--budget 1000] [--epochs 5] [--hosts 1000] [--state]
 
 Per crawl (every policy asked for): the real ``WhittleScheduler`` over the re-crawl service, N
@@ -51,7 +51,7 @@ from scrapy_whittle.scrapy.meta import META_CRAWL
 from scrapy_whittle.scrapy.scheduler import WhittleScheduler
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.state.gc_pause import thaw
-from sim.scenarios import make_scenario
+from sim.web.scenarios import make_scenario
 
 WINDOW = 20
 #: the seconds each answer took, handed to the service as the middleware hands Scrapy's
@@ -274,7 +274,7 @@ def bench_state(n: int, budget: int, policy: str, hosts: int, fill: bool) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_scheduler")
+    ap = argparse.ArgumentParser(prog="python -m sim.bench scheduler")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--budget", type=int, default=None, help="crawls per epoch (1%% of n)")
     ap.add_argument("--epochs", type=int, default=3)
@@ -364,7 +364,3 @@ def main(argv: list[str] | None = None) -> int:
                   f"were crawled ({s['bytes_per_source_filled']:.0f} bytes/source)", end="")
         print(f"; peak RSS {report['peak_rss_mb']:.0f} MB")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

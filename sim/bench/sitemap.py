@@ -1,6 +1,6 @@
 """A crawl of big news sitemaps (gzip) against a crawl of RSS feeds of the same size.
 
-    python -m sim.bench_sitemap [--urls 50000] [--sources 4] [--seconds 10] [--json]
+    python -m sim.bench sitemap [--urls 50000] [--sources 4] [--seconds 10] [--json]
 
 Makes a news sitemap of ``--urls`` URLs (``<loc>``, ``<lastmod>``, ``<news:news>`` with
 publication, date and a title of 8-14 words), compressed with gzip (served as the body,
@@ -35,11 +35,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from sim.bare_scrapy import TWISTED_REACTOR
-from sim.bench_throughput import _cpu, _time_callbacks
-from sim.realistic import WORDS
+from sim.bench.throughput import _cpu, _time_callbacks
+from sim.crawls.bare_scrapy import TWISTED_REACTOR
+from sim.web.realistic import WORDS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NEWS = "http://www.google.com/schemas/sitemap-news/0.9"
 T0 = 1_790_000_000                       # publication times: a minute apart before this
 
@@ -194,7 +194,7 @@ def crawl(urls: list[str], cap: int, seconds: float, warmup_max: float) -> dict:
 
 
 def run_child(urls: list[str], cap: int, args) -> dict:
-    cmd = [sys.executable, "-m", "sim.bench_sitemap", "--child", json.dumps(urls),
+    cmd = [sys.executable, "-m", "sim.bench", "sitemap", "--child", json.dumps(urls),
            "--cap", str(cap), "--seconds", str(args.seconds)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
@@ -203,7 +203,7 @@ def run_child(urls: list[str], cap: int, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_sitemap",
+    ap = argparse.ArgumentParser(prog="python -m sim.bench sitemap",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--urls", type=int, default=50_000)
     ap.add_argument("--sources", type=int, default=4, help="URLs serving each body")
@@ -268,7 +268,3 @@ def render(r: dict) -> str:
     lines.append("load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(
         *r["load_before"], *r["load_after"]))
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

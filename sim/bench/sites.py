@@ -1,7 +1,7 @@
 """Feeds found from sites: a crawl started from the simulated sites' addresses, against what
 they link.
 
-    python -m sim.bench_sites [--n 300] [--sites 61] [--seeds 3]
+    python -m sim.bench sites [--n 300] [--sites 61] [--seeds 3]
 
 For each seed, serves ``sim.serve --kinds mix --sites K`` (a subprocess) and runs a Scrapy
 crawl (a child process: ``FeedSpider``, the scheduler and middleware of the add-on,
@@ -24,7 +24,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def crawl(sites_url: str, jobdir: str, period: float = 3.0) -> dict:
@@ -62,7 +62,7 @@ def one_web(n: int, sites: int, seed: int, period: float = 3.0) -> dict:
             truth = {s["url"]: set(s["feeds"]) for s in json.load(answer)["sites"]}
         with tempfile.TemporaryDirectory() as tmp:
             child = subprocess.run(
-                [sys.executable, "-m", "sim.bench_sites", "--crawl", f"{base}/sites.txt", tmp,
+                [sys.executable, "-m", "sim.bench", "sites", "--crawl", f"{base}/sites.txt", tmp,
                  "--period", str(period)],
                 cwd=ROOT, capture_output=True, text=True, timeout=600)
             if child.returncode != 0:
@@ -87,7 +87,7 @@ def one_web(n: int, sites: int, seed: int, period: float = 3.0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_sites",
+    ap = argparse.ArgumentParser(prog="python -m sim.bench sites",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=300, help="simulated feeds (default 300)")
     ap.add_argument("--sites", type=int, default=61, help="sites sharing them (default 61)")
@@ -119,7 +119,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"all: {found} of {linked} linked feeds found ({found / max(linked, 1):.1%}), "
           f"{false} false feeds")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

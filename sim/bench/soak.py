@@ -1,10 +1,10 @@
 """Soak: a long crawl of a hostile web, with what it cost over time.
 
-    python -m sim.soak --minutes 10            # the table of docs/benchmarks.md
-    python -m sim.soak --minutes 0.2 --json    # a smoke run
+    python -m sim.bench soak --minutes 10            # the table of docs/benchmarks.md
+    python -m sim.bench soak --minutes 0.2 --json    # a smoke run
 
 starts ``sim.serve`` (news-mix, ``--feeds`` healthy feeds at ``--speed``, every fault of
-``sim.faults`` on, ``--copies`` sources of each) and, in a second process, a Scrapy crawl of
+``sim.web.faults`` on, ``--copies`` sources of each) and, in a second process, a Scrapy crawl of
 its ``/feeds.opml`` with the add-on's defaults (retries, redirects, compression, parsing in
 worker processes, state in a JOBDIR) at ``--budget`` crawls per ``--period`` seconds, for
 ``--minutes``. The crawl process samples itself every ``--sample`` seconds (RSS of itself and
@@ -16,7 +16,7 @@ of its parse workers, open file descriptors, crawls so far) and measures event-l
 * tracebacks in the log (must be 0), ERROR lines, duplicate items (the same entry of the same
   feed handed out twice: must be 0);
 * every ``whittle/errors/<kind>`` count, and which hostile cases were counted under their
-  documented kind (``sim.faults.FAULTS``) and logged once per source;
+  documented kind (``sim.web.faults.FAULTS``) and logged once per source;
 * healthy feeds: entries captured / (captured + missed), from the server's ledger;
 * event-loop stalls over 100 ms, the longest stall.
 
@@ -39,9 +39,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sim.faults import FAULTS, parse_faults
+from sim.web.faults import FAULTS, parse_faults
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 logger = logging.getLogger(__name__)
 STALL_MS = 100.0
 
@@ -158,7 +158,7 @@ def run_crawl(args) -> int:
     out = Path(args.out)
     settings = {
         "ADDONS": {"scrapy_whittle.Addon": 0},
-        "EXTENSIONS": {"sim.soak.SoakMonitor": 0},
+        "EXTENSIONS": {"sim.bench.soak.SoakMonitor": 0},
         "SOAK_SAMPLES": str(out / "samples.jsonl"), "SOAK_SAMPLE_EVERY": args.sample,
         "WHITTLE_SOURCES": str(out / "feeds.opml"), "WHITTLE_PERIOD": args.period,
         "WHITTLE_BUDGET": args.budget, "WHITTLE_ENGAGEMENT_SCALE": 1000,
@@ -270,7 +270,8 @@ def soak(args) -> dict:
         start = _get_json(f"{url}/stats.json")
         with urllib.request.urlopen(f"{url}/feeds.opml", timeout=30) as r:
             (out / "feeds.opml").write_bytes(r.read())
-        cmd = [sys.executable, "-m", "sim.soak", "--crawl", "--url", url, "--out", str(out),
+        cmd = [sys.executable, "-m", "sim.bench", "soak", "--crawl", "--url", url,
+               "--out", str(out),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                  if k in ("minutes", "budget", "period", "timeout", "sample",
                           "backoff_base")]]
@@ -324,7 +325,8 @@ def table(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.soak", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m sim.bench soak",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--feeds", type=int, default=200, help="healthy feeds (news-mix)")
     ap.add_argument("--speed", type=float, default=900.0,
@@ -355,7 +357,3 @@ def main(argv: list[str] | None = None) -> int:
         print(table(report))
         print(f"(log, items and samples in {report['out']})")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

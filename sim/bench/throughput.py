@@ -1,6 +1,6 @@
 """Feeds per second: bare Scrapy against the whole scrapy-whittle stack, on the same feeds.
 
-    python -m sim.bench_throughput --feeds 1000 --seconds 20 [--json]
+    python -m sim.bench throughput --feeds 1000 --seconds 20 [--json]
 
 Starts ``sim.serve --realistic`` (news-mix, real-sized entries, gzip, ``--window`` entries
 per feed) on a free 127.0.0.1 port, plus two hostile feeds (``/bad/many``: 20,000 entries;
@@ -36,9 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.bare_scrapy import bare_settings, round_robin_spider
+from sim.crawls.bare_scrapy import bare_settings, round_robin_spider
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- the two crawls (run in a child process each) ------------------------------------------
@@ -198,7 +198,7 @@ def parse_times(repeat: int = 200) -> dict[str, float]:
     """Median ms of parse_feed on one realistic 50-entry RSS feed, per parser."""
     from scrapy_whittle.feeds.parse import parse_feed
     from scrapy_whittle.feeds.parsers import PARSERS
-    from sim.realistic import RealisticItems
+    from sim.web.realistic import RealisticItems
 
     items = RealisticItems(0)
     parts = ['<?xml version="1.0" encoding="utf-8"?><rss version="2.0" xmlns:slash='
@@ -254,7 +254,7 @@ def _proc_cpu(pid: int) -> float:
 
 
 def run_child(mode: str, urls_file: str, args, warmup_max: float) -> dict:
-    cmd = [sys.executable, "-m", "sim.bench_throughput", "--child", mode, "--urls", urls_file,
+    cmd = [sys.executable, "-m", "sim.bench", "throughput", "--child", mode, "--urls", urls_file,
            "--seconds", str(args.seconds), "--concurrency", str(args.concurrency),
            "--warmup", str(args.warmup), "--warmup-max", str(warmup_max)]
     if args.workers is not None:
@@ -270,7 +270,7 @@ def run_child(mode: str, urls_file: str, args, warmup_max: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_throughput",
+    ap = argparse.ArgumentParser(prog="python -m sim.bench throughput",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--feeds", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -390,7 +390,3 @@ def render(r: dict) -> str:
             *r["load_before"], *r["load_after"]),
     ]
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
-"""WebSub inside a real Scrapy crawl: ``sim.bench_push``'s question asked of the product.
+"""WebSub inside a real Scrapy crawl: ``sim.bench.push``'s question asked of the product.
 
-    python -m sim.bench_websub [--n 200] [--budget 2%] [--horizon 168] [--seeds 1]
+    python -m sim.bench websub [--n 200] [--budget 2%] [--horizon 168] [--seeds 1]
         [--runs no-hub,hub,hub-down,faults] [--first-seed 0]
 
 A Scrapy crawl with the add-on (``scrapy_whittle.Addon``, its default learned policy) of
@@ -9,7 +9,7 @@ clock shared with the server (it stands still while a download or a hub delivery
 way and jumps when the crawler is idle). Per seed, four crawls of the same web:
 
 * ``no-hub``: no hub; every source is polled (the reference);
-* ``hub``: ``--share`` of the sources name ``sim.serve``'s hub (``sim.websub_hub``), which
+* ``hub``: ``--share`` of the sources name ``sim.serve``'s hub (``sim.web.websub_hub``), which
   loses ``--loss`` of the deliveries and delays the rest (``--delay`` law, at most
   ``--delay-max-s``); the crawl subscribes (``WHITTLE_WEBSUB_CALLBACK``);
 * ``hub-down``: the same hub, which delivers nothing published after ``--down-at`` (default:
@@ -19,11 +19,11 @@ way and jumps when the crawler is idle). Per seed, four crawls of the same web:
   of ``--lease-h`` hours (shorter than the crawl); the crawl is stopped after half its epochs
   and started again with the same JOBDIR.
 
-Utility is the server's ground truth: each entry is worth its value (``sim.feedweb``) at its
+Utility is the server's ground truth: each entry is worth its value (``sim.web.feedweb``) at its
 first capture, by a poll (the server's ledger) or by a delivery the hub signed well (the hub's
 POSTs that failed are printed: none expected); summed over the measured epochs (after
 ``--warmup``, default a third of the horizon) and divided by ``no-hub``'s. Reported as
-``sim.bench_push`` does: the pushing sources' polls against ``no-hub``'s, the median
+``sim.bench.push`` does: the pushing sources' polls against ``no-hub``'s, the median
 discovery delay of their entries published in the measured epochs, and for ``hub-down``,
 after the fall, the utility against ``no-hub``'s over the same epochs and, per pushing source
 that ``no-hub`` polled at least twice in the measured epochs (its usual interval I) with 2 I
@@ -43,7 +43,6 @@ import argparse
 import json
 import socket
 import sqlite3
-import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.bench import budget_arg, budget_of
+from sim.bench.policies import budget_arg, budget_of
 
 START = 1_700_000_000.0
 HOUR = 3600.0
@@ -379,7 +378,7 @@ def format_results(report: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_websub",
+    ap = argparse.ArgumentParser(prog="python -m sim.bench websub",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=200, help="sources (news-mix)")
     ap.add_argument("--budget", type=budget_arg, default="2%",
@@ -439,7 +438,3 @@ def main(argv: list[str] | None = None) -> int:
     report = box["report"]
     print(json.dumps(report, default=float) if args.json else format_results(report))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

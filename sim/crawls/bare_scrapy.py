@@ -1,6 +1,6 @@
 """Bare Scrapy, the benchmarks' reference: its settings and a spider that downloads the same
 URLs round-robin with a fixed number in flight, doing nothing else with them but what a
-subclass's ``parse`` adds (``sim.bench_throughput``: nothing; ``sim.bench_articles``: the
+subclass's ``parse`` adds (``sim.bench.throughput``: nothing; ``sim.bench.articles``: the
 extractor)."""
 
 from __future__ import annotations

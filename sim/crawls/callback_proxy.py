@@ -7,8 +7,8 @@ verification of intent) goes to one process in turn (the next one up if it is do
 (a delivery) to one in turn too, or with ``mirror`` to every process at once (a delivery that
 reaches several processes, racing each other). It counts the deliveries each process answered
 and those it could not take (the process down), and notes when each delivery reached it
-(``received``: unix time, the entry and the hub's drawn delay that ``sim.websub_hub`` names
-in its headers), from which ``sim.bench_cluster_websub`` measures the crawl's own latency.
+(``received``: unix time, the entry and the hub's drawn delay that ``sim.web.websub_hub`` names
+in its headers), from which ``sim.bench.cluster_websub`` measures the crawl's own latency.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One crawler process on the simulated web, for the cluster tests and benchmark:
-``python -m sim.cluster_crawl REDIS_URL SERVER_URL N ITEMS SECONDS [SETTINGS_JSON]``.
+``python -m sim.crawls.cluster_crawl REDIS_URL SERVER_URL N ITEMS SECONDS [SETTINGS_JSON]``.
 
 Crawls N feeds of a running ``sim.serve`` for SECONDS as one process of the cluster on
 REDIS_URL ("-": a single process, no Redis), appending every item to ITEMS (one JSON line,

@@ -1,10 +1,10 @@
-"""The pieces of the planner's load test (``sim.bench_planner``): a crawl of N sources loaded
+"""The pieces of the planner's load test (``sim.bench.planner``): a crawl of N sources loaded
 into Redis as a previous planner's checkpoint leaves it, the real planner in its own process,
 and lightweight workers answering its crawls with synthetic results.
 
-    python -m sim.planner_load load REDIS_URL PREFIX N [--hosts H]
-    python -m sim.planner_load planner REDIS_URL PREFIX SETTINGS_JSON [--seconds S] ...
-    python -m sim.planner_load workers REDIS_URL PREFIX N [--workers K] [--seed S] ...
+    python -m sim.crawls.planner_load load REDIS_URL PREFIX N [--hosts H]
+    python -m sim.crawls.planner_load planner REDIS_URL PREFIX SETTINGS_JSON [--seconds S] ...
+    python -m sim.crawls.planner_load workers REDIS_URL PREFIX N [--workers K] [--seed S] ...
 
 ``REDIS_URL`` may name a Redis Cluster (``redis+cluster://host:port,...``): Redis's memory,
 commands and CPU are then summed over its primaries.
@@ -403,7 +403,7 @@ async def run_workers(redis_url: str, prefix: str, n: int, *, workers: int, take
 
 # -- command line -------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sim.planner_load")
+    parser = argparse.ArgumentParser(prog="python -m sim.crawls.planner_load")
     sub = parser.add_subparsers(dest="role", required=True)
     p = sub.add_parser("load")
     p.add_argument("redis_url")

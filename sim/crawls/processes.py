@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from sim.planner_load import info_sum
+from sim.crawls.planner_load import info_sum
 
 
 def free_port() -> int:

@@ -5,7 +5,7 @@ article (headline, byline, date, paragraphs) sits among the boilerplate real pag
 navigation bar, a cookie banner, ads, scripts and styles, a "related stories" list, a
 newsletter box, a comment thread and a footer. :meth:`ArticlePages.text` gives the
 article's own text (its paragraphs, one a line), what an extractor should find; the
-benchmark (``sim.bench_articles``) compares the extracted text with it.
+benchmark (``sim.bench.articles``) compares the extracted text with it.
 
 Some stories are told twice. The sources come in pairs (2k, 2k + 1); an entry of an odd
 source is, with its own seeded draw,
@@ -29,7 +29,7 @@ import random
 from dataclasses import dataclass
 from html import escape
 
-from sim.realistic import AUTHORS, CATEGORIES, WORDS
+from sim.web.realistic import AUTHORS, CATEGORIES, WORDS
 
 #: words beyond the feeds' own, so that two unrelated stories share few phrases
 MORE_WORDS = (

@@ -1,10 +1,10 @@
 """News feeds with daily rhythms: the ephemeral-content model with periodic arrivals.
 
 Source i publishes as a Poisson process of intensity Lambda_i p_i(t), p_i a periodic
-multiplier of mean 1 (``sim.profiles.DiurnalProfile``: an hour-of-day shape, a time zone,
+multiplier of mean 1 (``sim.web.profiles.DiurnalProfile``: an hour-of-day shape, a time zone,
 a day/night ratio, optionally a weekend factor); everything else is the model of
 Avrachenkov & Borkar, *Whittle Index Policy for Crawling Ephemeral Content* (IEEE TCNS 2018)
-as simulated by ``sim.ephemeral.EphemeralWeb``: base utilities Exponential(mean xi_i), value
+as simulated by ``sim.web.ephemeral.EphemeralWeb``: base utilities Exponential(mean xi_i), value
 xi exp(-mu_i age), epoch t starting at t T, a crawl at t T capturing what was published in
 [previous crawl, t T). Time 0 is Monday 00:00 UTC.
 
@@ -19,13 +19,13 @@ piecewise-constant profile), newest first so that a ``window`` draws only what a
 u_i(tau)); ``env.periodic`` holds u_i(tau) for every phase, what ``diurnal-oracle`` and the
 periodic upper bound need.
 
-Start: "empty" or "warm" as in ``sim.ephemeral`` (module docstring there): a warm source never
+Start: "empty" or "warm" as in ``sim.web.ephemeral`` (module docstring there): a warm source never
 crawled holds the stationary value of the periodic recursion at the current phase (mean
 dynamics), or, at its first crawl, the arrivals of its stock depth in operational time
-(``sim.ephemeral.stock_depth``); ``info["missed_items"]`` and ``outstanding()`` as there.
+(``sim.web.ephemeral.stock_depth``); ``info["missed_items"]`` and ``outstanding()`` as there.
 
-``diurnal_trace`` draws a trace of the same model for ``sim.trace.TraceReplay``;
-``python -m sim.make_trace`` writes one of the ``news-diurnal`` sources.
+``diurnal_trace`` draws a trace of the same model for ``sim.web.trace.TraceReplay``;
+``python -m sim.web.make_trace`` writes one of the ``news-diurnal`` sources.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.problem import Problem, SourceParams
 from scrapy_whittle.report.trace import Trace
-from sim.ephemeral import (
+from sim.web.ephemeral import (
     SourcesEnv,
     aux_generator,
     check_action,
@@ -49,7 +49,7 @@ from sim.ephemeral import (
     newest_ages,
     stock_depth,
 )
-from sim.profiles import DiurnalProfile
+from sim.web.profiles import DiurnalProfile
 
 
 def periodic_arrivals(params: SourceParams, profile: DiurnalProfile) -> PeriodicArrivals:
@@ -88,7 +88,7 @@ class DiurnalWeb(SourcesEnv):
     """N news sources with daily rhythms under a crawl budget, Gymnasium-style.
 
     params: Lambda (mean rate), xi, mu, T; profile: the sources' rhythms (same N).
-    budget, cost, stochastic, window, start: as in ``sim.ephemeral.EphemeralWeb``.
+    budget, cost, stochastic, window, start: as in ``sim.web.ephemeral.EphemeralWeb``.
     """
 
     #: periods of the rhythm behind a warm source's virtual last crawl: far enough that the
@@ -155,7 +155,7 @@ class DiurnalWeb(SourcesEnv):
         return self.periodic.accumulated(ids, self.periodic.phase(last), t - last)
 
     def outstanding(self) -> dict[str, int]:
-        """As ``sim.ephemeral.EphemeralWeb.outstanding`` (no lifetime here)."""
+        """As ``sim.web.ephemeral.EphemeralWeb.outstanding`` (no lifetime here)."""
         if not self.stochastic:
             raise ValueError("outstanding() needs stochastic=True: the mean dynamics have no "
                              "items")
@@ -237,7 +237,7 @@ class DiurnalWeb(SourcesEnv):
 def diurnal_trace(params: SourceParams, profile: DiurnalProfile, duration: float,
                   seed: int = 0, names: list[str] | None = None) -> Trace:
     """A trace of publications over [0, duration) (time units of ``params``) drawn from the
-    periodic model, for ``sim.trace.TraceReplay``: item counts Poisson(Lambda_i P_i(duration)),
+    periodic model, for ``sim.web.trace.TraceReplay``: item counts Poisson(Lambda_i P_i(duration)),
     times through P_i^{-1}, utilities Exponential(xi_i). Source names default to
     ``feed-00000``... (sorted order = id order)."""
     if not (np.isfinite(duration) and duration > 0):

@@ -190,7 +190,7 @@ class SourcesEnv:
     @property
     def time_origin(self) -> float:
         """The time the run starts at (epoch 0), in the simulator's unit: the users' measures
-        (``sim.measures``) count the items published since then."""
+        (``sim.bench.measures``) count the items published since then."""
         return 0.0
 
     @property

@@ -1,15 +1,15 @@
 """A continuous-time web of news feeds: the items that ``sim.serve`` publishes.
 
-Same model as the pure simulator (``sim.ephemeral``, stochastic case of *Whittle Index Policy
+Same model as the pure simulator (``sim.web.ephemeral``, stochastic case of *Whittle Index Policy
 for Crawling Ephemeral Content*, IEEE TCNS 2018): source i publishes items as a Poisson
 process of rate Lambda_i; item j has a base utility xi_j ~ Exponential(mean xi_bar_i); its
 value at time t >= p_j (publication) is xi_j exp(-mu_i (t - p_j)). A crawl at time t captures
 the current value of every item published since the source's previous crawl that is still in
 the feed's window (the newest ``window`` items); items pushed out of the window unseen are
 missed. Time is in the scenario's unit (hours for news-mix). With a ``profile``
-(``sim.profiles.DiurnalProfile``, the ``news-diurnal`` scenario) the intensity is
+(``sim.web.profiles.DiurnalProfile``, the ``news-diurnal`` scenario) the intensity is
 Lambda_i p_i(t): inter-arrival times are drawn in the operational time Lambda_i P_i(t) and
-mapped back through P_i^{-1}, exactly as ``sim.diurnal.DiurnalWeb`` does.
+mapped back through P_i^{-1}, exactly as ``sim.web.diurnal.DiurnalWeb`` does.
 
 Items are drawn lazily per source, each source from its own generator spawned from one
 ``SeedSequence``, so the item stream of a source does not depend on when or how often other
@@ -41,8 +41,8 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import SourceParams
-from sim.credit import BudgetCredit
-from sim.ephemeral import check_start
+from sim.web.credit import BudgetCredit
+from sim.web.ephemeral import check_start
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A WebSub hub as the simulated web's sources see it: which sources push, and how the hub
-delivers (``sim.push_web`` runs it; ``python -m sim.bench_push`` benchmarks it).
+delivers (``sim.web.push_web`` runs it; ``python -m sim.bench push`` benchmarks it).
 
 Every quantity is in the scenario's time unit (the hour on the news scenarios). A source that
 pushes hands each new entry to the hub when it publishes it; the hub

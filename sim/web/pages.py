@@ -27,7 +27,7 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import Problem
-from sim.ephemeral import SourcesEnv, check_action
+from sim.web.ephemeral import SourcesEnv, check_action
 
 
 class ChangingPages(SourcesEnv):

@@ -1,8 +1,8 @@
-"""Ephemeral content with push: the stochastic model of ``sim.ephemeral`` where some sources
-also push their new entries through a hub (``sim.hub.HubModel``).
+"""Ephemeral content with push: the stochastic model of ``sim.web.ephemeral`` where some sources
+also push their new entries through a hub (``sim.web.hub.HubModel``).
 
 Items arrive at source i as a Poisson process of rate Lambda_i, base utility Exponential with
-mean xi_i, worth xi exp(-mu_i age) when captured (as in ``sim.ephemeral``). An item is captured
+mean xi_i, worth xi exp(-mu_i age) when captured (as in ``sim.web.ephemeral``). An item is captured
 once, by whichever comes first:
 
 * a poll of its source (``step(action)`` at time t T): every item published since the source's
@@ -23,9 +23,9 @@ source's, a lost one, one published after the hub went down or, on a warm web, b
 is drawn lazily when its source is polled, over the span since the previous poll, piece by
 piece at its rate: Lambda before 0, Lambda loss (pushing, hub up) or Lambda after. So a step
 costs O(crawled sources + items drawn), and a run without hub (``hub=None``) is the
-stochastic ``sim.ephemeral`` model itself.
+stochastic ``sim.web.ephemeral`` model itself.
 
-Start: "warm" (news scenarios) or "empty", as in ``sim.ephemeral``; the hub starts at time 0.
+Start: "warm" (news scenarios) or "empty", as in ``sim.web.ephemeral``; the hub starts at time 0.
 Neither a feed window nor a lifetime is modelled.
 """
 
@@ -37,7 +37,7 @@ import numpy as np
 
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import Problem, SourceParams
-from sim.ephemeral import (
+from sim.web.ephemeral import (
     SourcesEnv,
     check_action,
     check_start,
@@ -45,14 +45,14 @@ from sim.ephemeral import (
     stationary_state,
     stock_depth,
 )
-from sim.hub import HubModel
+from sim.web.hub import HubModel
 
 _E = np.zeros(0)
 
 
 class PushWeb(SourcesEnv):
     """N sources of ephemeral content, ``pushing`` of them through ``hub`` (see the module
-    docstring); Gymnasium-style like ``sim.ephemeral.EphemeralWeb``."""
+    docstring); Gymnasium-style like ``sim.web.ephemeral.EphemeralWeb``."""
 
     def __init__(self, params: SourceParams, budget: float, hub: HubModel | None,
                  pushing: np.ndarray | None = None, cost=None, start: str = "empty",

@@ -7,7 +7,7 @@ The first ``feeds`` feeds of the served web are listed under a host of their own
 answered ``per_minute`` requests in the 60 seconds before it (a sliding window on the
 server's clock, the crawler's time when both share a simulated clock), with ``Retry-After:
 <retry_after>`` when given. Refused requests do not count against the window. Every request
-is logged (time, feed, status) for :mod:`sim.bench_hosts`.
+is logged (time, feed, status) for :mod:`sim.bench.hosts`.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ simulator for it. Every scenario speaks the same (alpha, u) language through
   Zipf-like sizes; the ten largest of those allow 0.5-3 crawls per epoch (their
   ``host_limits``); default budget 5% of the sources per epoch.
 * ``news-diurnal``: the same sources (same Lambda, xi, mu for the same ``n`` and ``seed``)
-  publishing with daily rhythms (``sim.profiles.draw_profile``: newsroom hours, time zones,
+  publishing with daily rhythms (``sim.web.profiles.draw_profile``: newsroom hours, time zones,
   day/night ratios 1.5-16; ``weekend=True`` adds a weekend factor), simulated by
-  ``sim.diurnal.DiurnalWeb``; ``scenario.periodic`` gives u_i(tau) for every epoch of the day.
+  ``sim.web.diurnal.DiurnalWeb``; ``scenario.periodic`` gives u_i(tau) for every epoch of the day.
 
 Epochs of the news scenarios (``step=``, minutes): one hour by default; ``step=1`` makes an
 epoch one minute, as the re-crawl service decides, the time unit staying the hour: the
@@ -37,12 +37,12 @@ scenarios have a clock: the papers' reject ``step``.
 
 Start (``start=``, an environment option): "warm" (the default for ``news-mix`` and
 ``news-diurnal``: the web has been publishing for a long time, each feed holds what the
-stationary law puts there, see ``sim.ephemeral``) or "empty" (the default for the papers'
+stationary law puts there, see ``sim.web.ephemeral``) or "empty" (the default for the papers'
 scenarios, whose tables start from X(0) = 0). ``scenario.problem`` of a warm scenario carries
 the stationary X(0) as ``initial_state``, what an oracle knows.
 
-A recorded trace (``sim.trace``) is a scenario of kind ``"trace"`` (``python -m sim.bench
---trace FILE`` builds it): the replay (``sim.trace.TraceReplay``) publishes what was recorded,
+A recorded trace (``sim.web.trace``) is a scenario of kind ``"trace"`` (``python -m sim.bench
+--trace FILE`` builds it): the replay (``sim.web.trace.TraceReplay``) publishes what was recorded,
 and ``params`` are the parameters fitted to it (``TraceReplay.fitted_params``), what the
 oracle policies and the upper bound are given.
 """
@@ -83,9 +83,9 @@ HOUR_MINUTES = 60.0
 class Scenario:
     """A named problem instance.
 
-    kind: "ephemeral" (sim.ephemeral.EphemeralWeb), "pages" (sim.pages.ChangingPages),
-        "diurnal" (sim.diurnal.DiurnalWeb, with ``profile``) or "trace"
-        (sim.trace.TraceReplay of ``trace``, ``params`` fitted to it).
+    kind: "ephemeral" (sim.web.ephemeral.EphemeralWeb), "pages" (sim.web.pages.ChangingPages),
+        "diurnal" (sim.web.diurnal.DiurnalWeb, with ``profile``) or "trace"
+        (sim.web.trace.TraceReplay of ``trace``, ``params`` fitted to it).
     params: ephemeral-content parameters (kind "ephemeral").
     change_rate, importance, groups: per-page arrays (kind "pages").
     budget: crawl budget per epoch (cost units; unit costs unless ``cost`` is given).
@@ -102,7 +102,7 @@ class Scenario:
     cost: np.ndarray | None = None
     options: dict[str, Any] = field(default_factory=dict)
     description: str = ""
-    profile: Any = None          # sim.profiles.DiurnalProfile (kind "diurnal")
+    profile: Any = None          # sim.web.profiles.DiurnalProfile (kind "diurnal")
     trace: Any = None            # scrapy_whittle.report.trace.Trace (kind "trace")
     #: host id of each source (None: no hosts), each host's allowance (crawls per epoch the
     #: crawler is told, inf = none) and the rate above which it answers 429 (requests per
@@ -135,7 +135,7 @@ class Scenario:
         None for scenarios without a rhythm."""
         if self.kind != "diurnal":
             return None
-        from sim.diurnal import periodic_arrivals
+        from sim.web.diurnal import periodic_arrivals
 
         return periodic_arrivals(self.params, self.profile)
 
@@ -155,7 +155,7 @@ class Scenario:
         """X(0) of a warm start (the never-crawled stationary value), None for an empty one."""
         if self.start != "warm":
             return None
-        from sim.ephemeral import stationary_state
+        from sim.web.ephemeral import stationary_state
 
         return stationary_state(self.params, self.options.get("lifetime"))
 
@@ -183,21 +183,21 @@ class Scenario:
     def make_env(self):
         """Build the simulator of this scenario (reset it with a seed before use)."""
         if self.kind == "diurnal":
-            from sim.diurnal import DiurnalWeb
+            from sim.web.diurnal import DiurnalWeb
 
             return DiurnalWeb(self.params, self.profile, budget=self.budget, cost=self.cost,
                               **self.options)
         if self.kind == "trace":
-            from sim.trace import TraceReplay
+            from sim.web.trace import TraceReplay
 
             return TraceReplay(self.trace, self.budget, decay=self.params.decay,
                                period=self.params.period, cost=self.cost, params=self.params,
                                **self.options)
         if self.kind == "ephemeral":
-            from sim.ephemeral import EphemeralWeb
+            from sim.web.ephemeral import EphemeralWeb
 
             return EphemeralWeb(self.params, budget=self.budget, cost=self.cost, **self.options)
-        from sim.pages import ChangingPages
+        from sim.web.pages import ChangingPages
 
         return ChangingPages(self.change_rate, self.importance, budget=self.budget,
                              groups=self.groups, cost=self.cost, **self.options)
@@ -292,7 +292,7 @@ def _make_scenario(name: str, *, budget: float | None, n: int | None,
                    stochastic: bool | None, seed: int, start: str | None,
                    **options: Any) -> Scenario:
     if start is not None:
-        from sim.ephemeral import check_start
+        from sim.web.ephemeral import check_start
 
         check_start(start)
         if name.startswith("icc2021-") and start == "warm":
@@ -337,7 +337,7 @@ def _make_scenario(name: str, *, budget: float | None, n: int | None,
                         params=params, options=opts,
                         description=f"synthetic news mix of {n} heavy-tailed sources")
     if name == "news-diurnal":
-        from sim.profiles import draw_profile
+        from sim.web.profiles import draw_profile
 
         n = 10_000 if n is None else int(n)
         params = news_mix_params(n, seed)

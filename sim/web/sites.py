@@ -29,7 +29,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from sim.kinds import SITEMAP_NS, SourceKinds
+from sim.web.kinds import SITEMAP_NS, SourceKinds
 
 STYLES = ("links", "links", "header", "well-known")
 TYPES = {"rss": "application/rss+xml", "atom": "application/atom+xml",

@@ -6,7 +6,7 @@ history. Its time unit is the replay's (the unit of ``period``, ``decay`` and ``
 where an item has no utility, ``default_utility`` is used for the reward and the observation
 reports NaN (the crawler did not see it).
 
-The replay speaks the same language as the stochastic :class:`sim.ephemeral.EphemeralWeb`:
+The replay speaks the same language as the stochastic :class:`sim.web.ephemeral.EphemeralWeb`:
 epoch t starts at time ``start + t T`` (``start`` defaults to the first timestamp); a crawl
 captures the items published since the source's previous crawl and before the crawl, each worth
 xi exp(-mu age) at capture, with the same ``window`` and ``lifetime`` rules; the observation
@@ -14,10 +14,11 @@ carries their publication times (newest first) and base utilities. Items publish
 ``start`` are waiting at reset. Nothing is random: ``reset(seed=...)`` accepts a seed for API
 compatibility and ignores it. ``truncated`` turns true once an epoch starts after the last item.
 
-Users' measures (``sim.measures``), as :class:`sim.ephemeral.EphemeralWeb` reports them, but
-exact: ``info["missed_items"]`` counts the items published since ``start`` (``time_origin``)
-that a crawl found gone (pushed out of the window, or past the lifetime) before any crawl
-captured them; ``outstanding()`` settles every source at the current epoch's start.
+Users' measures (``sim.bench.measures``), as :class:`sim.web.ephemeral.EphemeralWeb`
+reports them, but exact: ``info["missed_items"]`` counts the items published since ``start``
+(``time_origin``) that a crawl found gone (pushed out of the window, or past the lifetime)
+before any crawl captured them; ``outstanding()`` settles every source at the current epoch's
+start.
 
 ``problem`` knows no oracle parameters (alpha, u) unless ``params`` (a :class:`SourceParams`
 aligned with ``names``) is given: a trace has no "true" rate. ``fitted_params()`` gives the
@@ -35,7 +36,7 @@ import numpy as np
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.problem import Problem, SourceParams
 from scrapy_whittle.report.trace import Trace, read_trace
-from sim.ephemeral import SourcesEnv, check_action
+from sim.web.ephemeral import SourcesEnv, check_action
 
 
 class TraceReplay(SourcesEnv):
@@ -46,7 +47,7 @@ class TraceReplay(SourcesEnv):
     decay: mu, interest decay rate per time unit: a scalar, a mapping name -> mu, or an array
         aligned with ``names``.
     period: T, epoch length in the trace's time unit.
-    cost, window, lifetime: as in :class:`sim.ephemeral.EphemeralWeb`.
+    cost, window, lifetime: as in :class:`sim.web.ephemeral.EphemeralWeb`.
     start: time of epoch 0 (default: the first timestamp).
     default_utility: base utility of an item with no utility in the trace.
     params: oracle parameters aligned with ``names`` for ``problem`` (default: none known).

@@ -21,14 +21,14 @@ The protocol is the W3C WebSub Recommendation's, hub side:
   <source>:<seq>``) and the delay the hub drew for it (``X-Sim-Delay``, seconds of the
   scenario: its lateness by design, before the hub's ``tick``); a subscriber ignores them.
 
-Faults, seeded (``sim.hub.HubModel`` for the shared ones, in the scenario's time unit):
+Faults, seeded (``sim.web.hub.HubModel`` for the shared ones, in the scenario's time unit):
 ``share`` of the sources push (``HubModel.pushers``); each entry is lost with probability
 ``loss``, else delivered after a ``delay`` law's draw; delivered a second time with
 probability ``duplicate``; ``spurious`` pings per time unit and pushing source bring a feed
 document with no entry; ``bad_signature`` of the deliveries are signed with a wrong key; from
 ``down_at`` on the hub delivers nothing and accepts no subscription (503).
 
-Time: the hub acts on the server's virtual clock: entries are read from ``sim.feedweb`` as
+Time: the hub acts on the server's virtual clock: entries are read from ``sim.web.feedweb`` as
 they are published, deliveries fall due at publication + delay. A ``tick`` loop delivers what
 is due; on a ``SimulatedClock`` shared with an in-process crawl the hub registers its next
 time as a horizon of the clock (``SimulatedClock.add_horizon``), so the clock never jumps past
@@ -56,7 +56,7 @@ from twisted.internet.task import LoopingCall
 from twisted.web.client import Agent, FileBodyProducer
 from twisted.web.http_headers import Headers
 
-from sim.hub import HubModel
+from sim.web.hub import HubModel
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class _Event:
 
 class WebSubHub:
     """The hub of a ``SimWebResource`` (see the module docstring). ``model``: the faults
-    shared with ``sim.hub``; ``bad_signature``: the share of deliveries signed with a wrong
+    shared with ``sim.web.hub``; ``bad_signature``: the share of deliveries signed with a wrong
     key; ``lease_max``: the longest lease granted, seconds; ``tick``: real seconds between
     checks for what is due; ``sim_clock``: a ``SimulatedClock`` shared with a crawl (its
     horizon)."""

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sim.bench import main, mean_ci95, state_bytes, t975
+from sim.bench.policies import main, mean_ci95, state_bytes, t975
 
 
 def test_json_report_structure_and_ratios(capsys):
@@ -94,8 +94,8 @@ def test_state_bytes_counts_each_buffer_once():
 
 
 def test_volume_of_runs_every_policy_at_the_rules_own_budget(capsys):
-    from sim.bench import rule_volume
-    from sim.scenarios import make_scenario
+    from sim.bench.policies import rule_volume
+    from sim.web.scenarios import make_scenario
 
     # hourly epochs and a one-hour interval: every source due every epoch, a volume of N
     assert main(["--scenario", "news-mix", "--n", "60", "--horizon", "40", "--step", "60",
@@ -124,10 +124,10 @@ def test_a_fractional_budget_is_spent_through_a_credit():
 
     import numpy as np
 
-    from sim.bench import run_policy
-    from sim.credit import BudgetCredit
-    from sim.measures import UserMeasures
-    from sim.scenarios import make_scenario
+    from sim.bench.measures import UserMeasures
+    from sim.bench.policies import run_policy
+    from sim.web.credit import BudgetCredit
+    from sim.web.scenarios import make_scenario
 
     credit = BudgetCredit(0.8)
     spent = []
@@ -190,9 +190,9 @@ def test_news_scenarios_decide_every_minute_by_default(capsys):
 def test_the_budget_per_hour_is_the_same_at_any_step(name):
     """Three hours at six crawls an hour: 18 crawls in 180 one-minute epochs as in 3 hourly
     ones, for a rule (its intervals in hours) and for the index policy."""
-    from sim.bench import run_policy
-    from sim.measures import UserMeasures
-    from sim.scenarios import at_step, make_scenario
+    from sim.bench.measures import UserMeasures
+    from sim.bench.policies import run_policy
+    from sim.web.scenarios import at_step, make_scenario
 
     hourly = make_scenario("news-mix", n=20, budget=6, stochastic=True, step=60)
     assert at_step(hourly, 60) is hourly
@@ -210,7 +210,7 @@ def test_a_rhythm_on_minute_epochs_is_the_same_rhythm():
     """news-diurnal at --step 1 keeps each source's p_i(t), on bins of a minute."""
     import numpy as np
 
-    from sim.scenarios import make_scenario
+    from sim.web.scenarios import make_scenario
 
     minutes, hours = (make_scenario("news-diurnal", n=8, weekend=True, step=step)
                       for step in (1, None))
@@ -221,7 +221,7 @@ def test_a_rhythm_on_minute_epochs_is_the_same_rhythm():
         np.testing.assert_allclose(getattr(minutes.profile, fn)(t, ids),
                                    getattr(hours.profile, fn)(t, ids), rtol=1e-12)
     # the simulator's expected value, summed at once over the 10,080 phases of a week
-    from sim.diurnal import summed_accumulated
+    from sim.web.diurnal import summed_accumulated
 
     ids, phase = np.array([0, 3, 5, 5]), np.array([0, 700, 7 * 1440 - 1, 9])
     k = np.array([0, 61, 7 * 1440 * 3 + 5, 2**40 * 7 * 1440])
