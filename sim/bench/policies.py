@@ -88,6 +88,7 @@ from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.periodic_bound import periodic_upper_bound
 from scrapy_whittle.core.policies import make_policy, policy_class
 from scrapy_whittle.report.trace import read_trace
+from sim.bench import listing
 from sim.bench.first_look import NAME as FIRST_LOOK
 from sim.bench.first_look import FirstLookOracle
 from sim.bench.measures import UserMeasures, mean_summaries
@@ -730,7 +731,11 @@ def format_perf(report: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m sim.bench", description=__doc__.split("\n")[0],
+        usage="%(prog)s [NAME] [options]",
+        epilog="with NAME, benchmark NAME instead (python -m sim.bench NAME --help):\n"
+        + listing(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", default="tcns2018", choices=SCENARIOS)
     parser.add_argument("--policy", default="oracle,greedy,round_robin,uniform",
                         help="comma-separated policy names")
