@@ -37,17 +37,17 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from sim.bench.throughput import _cpu, _proc_cpu
+from sim.bench import harness
 from sim.crawls.bare_scrapy import TWISTED_REACTOR, bare_settings, round_robin_spider
+from sim.crawls.children import run_child, start_web
+from sim.crawls.measure import cpu_with_children, process_cpu
 
-ROOT = Path(__file__).resolve().parents[2]
 START = 1_700_000_000.0
 _WORD = re.compile(r"\w+")
 
@@ -169,7 +169,7 @@ def throughput(mode: str, args, urls: list[str]) -> dict:
 
     def begin() -> None:
         state["measure"] = time.perf_counter()
-        state["cpu0"] = _cpu()
+        state["cpu0"] = cpu_with_children()
         state["items0"] = crawler.stats.get_value("whittle/articles/extracted", 0)
         state["crawls0"] = crawler.stats.get_value("whittle/crawls", 0)
         state["new0"] = crawler.stats.get_value("whittle/new_items", 0)
@@ -185,7 +185,7 @@ def throughput(mode: str, args, urls: list[str]) -> dict:
 
     def closed(spider):
         state["t1"] = time.perf_counter()
-        state["cpu1"] = _cpu()
+        state["cpu1"] = cpu_with_children()
 
     crawler.signals.connect(received, signal=signals.response_received, weak=False)
     crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
@@ -204,27 +204,11 @@ def throughput(mode: str, args, urls: list[str]) -> dict:
             "feeds_per_s": (stats.get("whittle/crawls", 0) - state.get("crawls0", 0)) / seconds}
 
 
-def start_server(args) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sim.serve", "--port", "0", "--n", str(args.feeds),
-         "--window", "50", "--speed", str(args.speed), "--seed", str(args.seed),
-         "--history", "empty"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.startswith("PORT "):
-            return proc, int(line.split()[1])
-    raise RuntimeError("sim.serve did not start")
-
-
 def child(kind: str, args, urls_file: str | None = None) -> dict:
-    cmd = [sys.executable, "-m", "sim.bench", "articles", "--child", kind, *args.passed]
+    cmd = ["articles", "--child", kind, *args.passed]
     if urls_file is not None:
         cmd += ["--urls", urls_file]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(f"{kind} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(*cmd, what=kind)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,8 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         from sim.bench import real_articles
 
         return real_articles.main([a for a in argv if a != "--real"])
-    ap = argparse.ArgumentParser(prog="python -m sim.bench articles",
-                                 description=__doc__.split("\n")[0])
+    ap = harness.parser("articles", __doc__)
     ap.add_argument("--feeds", type=int, default=200, help="feeds of the throughput runs")
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--warmup", type=float, default=5.0)
@@ -271,19 +254,20 @@ def main(argv: list[str] | None = None) -> int:
     args.passed = [a for a in argv if a != "--json"]
     report: dict = {"off": child("sim-off", args), "on": child("sim-on", args),
                     "ample": child("sim-ample", args)}
-    server, port = start_server(args)
+    server, port = start_web("--n", str(args.feeds), "--window", "50", "--speed", str(args.speed),
+                             "--seed", str(args.seed), "--history", "empty")
     try:
         base = f"http://127.0.0.1:{port}"
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump([f"{base}/feed/{i}.xml" for i in range(args.feeds)], fh)
-        cpu0 = _proc_cpu(server.pid)
+        cpu0 = process_cpu(server.pid)
         stack = child("stack", args, fh.name)
-        server_stack = _proc_cpu(server.pid) - cpu0
+        server_stack = process_cpu(server.pid) - cpu0
         with open(fh.name, "w") as out:
             json.dump(stack.pop("pages"), out)
-        cpu0 = _proc_cpu(server.pid)
+        cpu0 = process_cpu(server.pid)
         bare = child("bare", args, fh.name)
-        server_bare = _proc_cpu(server.pid) - cpu0
+        server_bare = process_cpu(server.pid) - cpu0
         bare.pop("pages")
         with open(fh.name, "w") as out:
             json.dump([f"{base}/feed/{i}.xml" for i in range(args.feeds)], out)
@@ -297,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                   feeds_alone_per_s=alone["feeds_per_s"],
                   server_cpu_s={"stack": server_stack, "bare": server_bare},
                   load=os.getloadavg())
-    print(json.dumps(report) if args.json else render(report))
+    harness.emit(report, args.json, render)
     return 0
 
 

@@ -54,6 +54,8 @@ from pathlib import Path
 from statistics import mean
 from urllib.request import urlopen
 
+from sim.bench import harness
+from sim.crawls.children import start_web
 from sim.crawls.planner_load import info_sum, node_infos
 from sim.crawls.processes import RedisServer, reap, tree_cpu
 
@@ -67,14 +69,10 @@ class Web:
     ``serve_args`` more, on a free port (``url``)."""
 
     def __init__(self, args, serve_args: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sim.serve", "--port", "0", "--scenario", "news-mix",
-             "--n", str(args.feeds), "--speed", str(args.speed), "--seed", str(args.seed),
-             *serve_args], stdout=subprocess.PIPE, text=True)
-        for line in self.proc.stdout:
-            if line.startswith("PORT "):
-                self.url = f"http://127.0.0.1:{int(line.split()[1])}"
-                break
+        self.proc, port = start_web("--scenario", "news-mix", "--n", str(args.feeds),
+                                    "--speed", str(args.speed), "--seed", str(args.seed),
+                                    *serve_args)
+        self.url = f"http://127.0.0.1:{port}"
 
     def stats(self) -> dict:
         with urlopen(self.url + "/stats.json", timeout=10) as r:
@@ -199,7 +197,7 @@ def _steady_cpu(runs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench cluster")
+    ap = harness.parser("cluster", __doc__)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--feeds", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=30.0)

@@ -20,7 +20,6 @@ crawl's keys by family (``rows``, ``urls``, ``entries``, ``stories``, ...) per s
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import tempfile
@@ -29,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+from sim.bench import harness
 from sim.crawls.processes import RedisServer
 
 PREFIX = "mem:{crawl}"
@@ -114,7 +114,7 @@ def _encodings(client) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     from scrapy_whittle.cluster.keys import Keys
 
-    ap = argparse.ArgumentParser(prog="python -m sim.bench cluster-memory")
+    ap = harness.parser("cluster-memory", __doc__)
     ap.add_argument("--sources", type=int, default=100_000)
     ap.add_argument("--entries", type=int, default=10, help="entries each feed shows")
     ap.add_argument("--hosts", type=int, default=5000)

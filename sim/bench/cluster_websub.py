@@ -51,7 +51,6 @@ Every process, the web, the proxy and Redis share this machine's cores; the web 
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -63,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from sim.bench import harness
 from sim.bench.cluster import Web
 from sim.crawls.callback_proxy import CallbackProxy
 from sim.crawls.processes import RedisServer, free_port, reap
@@ -216,7 +216,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench cluster-websub")
+    ap = harness.parser("cluster-websub", __doc__)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--feeds", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=60.0)

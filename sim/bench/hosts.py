@@ -24,9 +24,10 @@ tells the crawler the limit. Reported, per seed and over the seeds:
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass
+
+from sim.bench import harness
 
 START = 1_700_000_000.0
 
@@ -180,8 +181,7 @@ def measure(seed: int, limit, service, watch: HostWatch, per_minute: int) -> Hos
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench hosts",
-                                 description=__doc__.split("\n")[0])
+    ap = harness.parser("hosts", __doc__)
     ap.add_argument("--feeds", type=int, default=50, help="feeds on the rate-limited host")
     ap.add_argument("--others", type=int, default=50, help="feeds on a host without limit")
     ap.add_argument("--per-minute", type=int, default=1)

@@ -28,7 +28,6 @@ web for both identities at each seed):
 
 from __future__ import annotations
 
-import argparse
 import json
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources.registry import SourceSpec
+from sim.bench import harness
 
 WINDOW = 20
 HOUR = 3600.0
@@ -198,7 +198,7 @@ def run(fronts: int, budget: float, epochs: int, seeds: int, policy: str = "whit
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser("overlap", __doc__)
     parser.add_argument("--fronts", type=int, default=4)
     parser.add_argument("--budget", type=float, default=3.0)
     parser.add_argument("--epochs", type=int, default=240)

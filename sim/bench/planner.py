@@ -55,6 +55,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from sim.bench import harness
 from sim.crawls.planner_load import settings_for
 from sim.crawls.processes import RedisServer, reap
 
@@ -232,7 +233,7 @@ def takeover(args, redis, prefix: str, settings: dict, n: int, warm: bool = Fals
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sim.bench planner", description=__doc__,
+    p = harness.parser("planner", __doc__, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sources", default="100000,1000000",
                    help="comma-separated source counts (default 100000,1000000)")

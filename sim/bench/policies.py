@@ -74,7 +74,6 @@ counted once; Python object overheads are not counted).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -91,6 +90,7 @@ from scrapy_whittle.report.trace import read_trace
 from sim.bench import listing
 from sim.bench.first_look import NAME as FIRST_LOOK
 from sim.bench.first_look import FirstLookOracle
+from sim.bench.harness import emit
 from sim.bench.measures import UserMeasures, mean_summaries
 from sim.web.credit import BudgetCredit
 from sim.web.hosts import HANDLINGS, HostGate, costed
@@ -804,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
         n = args.n or 1_000_000
         report = perf(n=n, epochs=args.epochs, budget=budget_of(args.budget, n),
                       warm=args.warmup)
-        print(json.dumps(report) if args.json else format_perf(report))
+        emit(report, args.json, format_perf)
         return 0
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     try:
@@ -829,5 +829,5 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(f"budget: the volume of {args.volume_of} unconstrained, {volume:.4f} "
                   "crawls/epoch")
-    print(json.dumps(report) if args.json else format_results(report))
+    emit(report, args.json, format_results)
     return 0

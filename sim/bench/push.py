@@ -35,7 +35,6 @@ over I).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from scrapy_whittle.core.policies import make_policy
+from sim.bench import harness
 from sim.bench.policies import budget_arg, budget_of
 from sim.web.hub import DELAYS, HubModel
 from sim.web.push_web import PushWeb
@@ -256,8 +256,7 @@ def format_results(report: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sim.bench push",
-                                     description=__doc__.split("\n")[0])
+    parser = harness.parser("push", __doc__)
     parser.add_argument("--n", type=int, default=10_000, help="sources (news-mix)")
     parser.add_argument("--budget", type=budget_arg, default="2%",
                         help="crawls per epoch, a number or a share of the sources")
@@ -300,5 +299,5 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"sim.bench.push: error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(report) if args.json else format_results(report))
+    harness.emit(report, args.json, format_results)
     return 0

@@ -41,16 +41,15 @@ import argparse
 import gzip
 import hashlib
 import json
-import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.bench import harness
+from sim.crawls.children import run_child
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_articles"
-ROOT = Path(__file__).resolve().parents[2]
 #: the command that runs it: the articles benchmark's real-page mode
 PROG = "python -m sim.bench articles --real"
 #: tokens a shingle: the benchmark's
@@ -254,18 +253,13 @@ def trafilatura_alone(page: Page) -> str | None:
 
 
 def report(args) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    cmd = [sys.executable, "-m", "sim.bench", "articles", "--real", "--child",
-           "--data", str(args.data), "--per-feed", str(args.per_feed), "--epochs", str(args.epochs),
+    cmd = ["articles", "--real", "--child", "--data", str(args.data),
+           "--per-feed", str(args.per_feed), "--epochs", str(args.epochs),
            "--seed", str(args.seed)]
     for flag, value in (("--pages", args.pages), ("--workers", args.workers)):
         if value is not None:
             cmd += [flag, str(value)]
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(f"the crawl failed:\n{out.stderr[-3000:]}")
-    crawled = json.loads(out.stdout.strip().splitlines()[-1])
+    crawled = run_child(*cmd, what="the crawl")
     pages = load(args.pages, args.data)
     per_page = []
     scores: dict[str, list[Score]] = {"crawl": [], "direct": [], "trafilatura": []}
@@ -327,5 +321,5 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(crawl(args)))
         return 0
     r = report(args)
-    print(json.dumps(r) if args.json else render(r))
+    harness.emit(r, args.json, render)
     return 0

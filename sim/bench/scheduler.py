@@ -30,7 +30,6 @@ one epoch's crawls, the first (full) checkpoint, and a restore from the JOBDIR.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import resource
@@ -51,6 +50,7 @@ from scrapy_whittle.scrapy.meta import META_CRAWL
 from scrapy_whittle.scrapy.scheduler import WhittleScheduler
 from scrapy_whittle.service.clock import SimulatedClock
 from scrapy_whittle.service.state.gc_pause import thaw
+from sim.bench import harness
 from sim.web.scenarios import make_scenario
 
 WINDOW = 20
@@ -274,7 +274,7 @@ def bench_state(n: int, budget: int, policy: str, hosts: int, fill: bool) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench scheduler")
+    ap = harness.parser("scheduler", __doc__)
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--budget", type=int, default=None, help="crawls per epoch (1%% of n)")
     ap.add_argument("--epochs", type=int, default=3)

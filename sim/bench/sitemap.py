@@ -28,18 +28,16 @@ import json
 import os
 import random
 import resource
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-from sim.bench.throughput import _cpu, _time_callbacks
+from sim.bench import harness
 from sim.crawls.bare_scrapy import TWISTED_REACTOR
+from sim.crawls.children import run_child as run_child_process
+from sim.crawls.measure import cpu_with_children, time_callbacks
 from sim.web.realistic import WORDS
 
-ROOT = Path(__file__).resolve().parents[2]
 NEWS = "http://www.google.com/schemas/sitemap-news/0.9"
 T0 = 1_790_000_000                       # publication times: a minute apart before this
 
@@ -133,7 +131,7 @@ def crawl(urls: list[str], cap: int, seconds: float, warmup_max: float) -> dict:
     }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(FeedSpider)
-    longest = _time_callbacks()
+    longest = time_callbacks()
     stalls: list[tuple[float, float]] = []
     arrivals: list[float] = []
     seen: set[str] = set()
@@ -146,7 +144,7 @@ def crawl(urls: list[str], cap: int, seconds: float, warmup_max: float) -> dict:
             seen.add(request.url)
             if state["measure"] is None and (len(seen) == len(urls)
                                              or now > state["t0"] + warmup_max):
-                state["measure"], state["cpu0"] = now, _cpu()
+                state["measure"], state["cpu0"] = now, cpu_with_children()
                 asyncio.get_running_loop().call_later(seconds, lambda: asyncio.ensure_future(
                     crawler.engine.close_spider_async(reason="bench_done")))
 
@@ -163,7 +161,7 @@ def crawl(urls: list[str], cap: int, seconds: float, warmup_max: float) -> dict:
         state["task"] = asyncio.ensure_future(sampler())
 
     def closed(spider):
-        state["t1"], state["cpu1"] = time.perf_counter(), _cpu()
+        state["t1"], state["cpu1"] = time.perf_counter(), cpu_with_children()
         state["task"].cancel()
 
     crawler.signals.connect(received, signal=signals.response_received)
@@ -194,17 +192,12 @@ def crawl(urls: list[str], cap: int, seconds: float, warmup_max: float) -> dict:
 
 
 def run_child(urls: list[str], cap: int, args) -> dict:
-    cmd = [sys.executable, "-m", "sim.bench", "sitemap", "--child", json.dumps(urls),
-           "--cap", str(cap), "--seconds", str(args.seconds)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child_process("sitemap", "--child", json.dumps(urls), "--cap", str(cap),
+                             "--seconds", str(args.seconds), what="the crawl")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench sitemap",
-                                 description=__doc__.split("\n")[0])
+    ap = harness.parser("sitemap", __doc__)
     ap.add_argument("--urls", type=int, default=50_000)
     ap.add_argument("--sources", type=int, default=4, help="URLs serving each body")
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -237,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
               "sitemap_gzip_mb": len(packed) / 2**20, "feed_mb": len(rss) / 2**20,
               "feed_entries": rss_entries, "sources": args.sources, "seconds": args.seconds,
               "runs": results, "load_before": load0, "load_after": os.getloadavg()}
-    print(json.dumps(report) if args.json else render(report))
+    harness.emit(report, args.json, render)
     return 0
 
 

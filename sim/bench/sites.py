@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from sim.bench import harness
+from sim.crawls.children import run_child, start_web
 
 
 def crawl(sites_url: str, jobdir: str, period: float = 3.0) -> dict:
@@ -51,23 +49,15 @@ def crawl(sites_url: str, jobdir: str, period: float = 3.0) -> dict:
 def one_web(n: int, sites: int, seed: int, period: float = 3.0) -> dict:
     from scrapy_whittle.service.sources.site_table import SiteTable
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "sim.serve", "--port", "0", "--n", str(n), "--kinds", "mix",
-         "--sites", str(sites), "--seed", str(seed), "--speed", "3600"], cwd=ROOT,
-        stdout=subprocess.PIPE, text=True)
+    server, port = start_web("--n", str(n), "--kinds", "mix", "--sites", str(sites),
+                             "--seed", str(seed), "--speed", "3600")
     try:
-        port = next(int(line.split()[1]) for line in server.stdout if line.startswith("PORT "))
         base = f"http://127.0.0.1:{port}"
         with urllib.request.urlopen(f"{base}/sites.json") as answer:
             truth = {s["url"]: set(s["feeds"]) for s in json.load(answer)["sites"]}
         with tempfile.TemporaryDirectory() as tmp:
-            child = subprocess.run(
-                [sys.executable, "-m", "sim.bench", "sites", "--crawl", f"{base}/sites.txt", tmp,
-                 "--period", str(period)],
-                cwd=ROOT, capture_output=True, text=True, timeout=600)
-            if child.returncode != 0:
-                raise RuntimeError(f"the crawl failed: {child.stderr[-2000:]}")
-            stats = json.loads(child.stdout.strip().splitlines()[-1])
+            stats = run_child("sites", "--crawl", f"{base}/sites.txt", tmp,
+                              "--period", str(period), what="the crawl", timeout=600)
             table = SiteTable.in_jobdir(tmp)
             table.load()
             found = {site: {f.url for f in r.feeds} for site, r in table.sites.items()}
@@ -87,8 +77,7 @@ def one_web(n: int, sites: int, seed: int, period: float = 3.0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench sites",
-                                 description=__doc__.split("\n")[0])
+    ap = harness.parser("sites", __doc__)
     ap.add_argument("--n", type=int, default=300, help="simulated feeds (default 300)")
     ap.add_argument("--sites", type=int, default=61, help="sites sharing them (default 61)")
     ap.add_argument("--seeds", type=int, default=3, help="webs drawn (default 3)")

@@ -39,9 +39,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+from sim.bench import harness
+from sim.crawls import children
 from sim.web.faults import FAULTS, parse_faults
 
-ROOT = Path(__file__).resolve().parents[2]
 logger = logging.getLogger(__name__)
 STALL_MS = 100.0
 
@@ -186,15 +187,11 @@ def run_crawl(args) -> int:
 
 # -- the orchestrator ---------------------------------------------------------------------------
 def _start_server(args) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "sim.serve", "--port", "0", "--n", str(args.feeds),
-           "--speed", str(args.speed), "--seed", str(args.seed), "--faults", args.faults,
-           "--fault-copies", str(args.copies), "--bomb-mib", str(args.bomb_mib),
-           "--hang-seconds", str(max(2 * args.timeout, 30.0))]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.startswith("PORT "):
-            return proc, f"http://127.0.0.1:{int(line.split()[1])}"
-    raise RuntimeError("sim.serve did not start")
+    proc, port = children.start_web(
+        "--n", str(args.feeds), "--speed", str(args.speed), "--seed", str(args.seed),
+        "--faults", args.faults, "--fault-copies", str(args.copies),
+        "--bomb-mib", str(args.bomb_mib), "--hang-seconds", str(max(2 * args.timeout, 30.0)))
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def _get_json(url: str) -> dict:
@@ -275,9 +272,7 @@ def soak(args) -> dict:
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                  if k in ("minutes", "budget", "period", "timeout", "sample",
                           "backoff_base")]]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-        rc = subprocess.run(cmd, cwd=ROOT, env=env,
+        rc = subprocess.run(cmd, cwd=children.ROOT, env=children.env(),
                             timeout=args.minutes * 60 + 300).returncode
         healthy = _get_json(f"{url}/stats.json")
     finally:
@@ -325,8 +320,7 @@ def table(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench soak",
-                                 description=__doc__.split("\n")[0])
+    ap = harness.parser("soak", __doc__)
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--feeds", type=int, default=200, help="healthy feeds (news-mix)")
     ap.add_argument("--speed", type=float, default=900.0,

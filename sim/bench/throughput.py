@@ -30,15 +30,15 @@ import json
 import os
 import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from sim.bench import harness
 from sim.crawls.bare_scrapy import bare_settings, round_robin_spider
-
-ROOT = Path(__file__).resolve().parents[2]
+from sim.crawls.children import run_child as run_child_process
+from sim.crawls.children import start_web
+from sim.crawls.measure import cpu_with_children, process_cpu, time_callbacks
 
 
 # -- the two crawls (run in a child process each) ------------------------------------------
@@ -76,7 +76,7 @@ def _crawl(mode: str, urls: list[str], seconds: float, concurrency: int, warmup:
     settings["CLOSESPIDER_TIMEOUT"] = warmup_max + seconds + 60   # a safety net only
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spidercls)
-    longest = _time_callbacks()
+    longest = time_callbacks()
     arrivals: list[float] = []
     body_bytes = [0]
     stalls: list[tuple[float, float]] = []
@@ -86,7 +86,7 @@ def _crawl(mode: str, urls: list[str], seconds: float, concurrency: int, warmup:
 
     def begin_measuring(now: float) -> None:
         state["measure"] = now
-        state["cpu0"] = _cpu()
+        state["cpu0"] = cpu_with_children()
         state["items0"] = crawler.stats.get_value("whittle/new_items", 0)
         state["crawls0"] = crawler.stats.get_value("whittle/crawls", 0)
         loop = asyncio.get_running_loop()
@@ -118,7 +118,7 @@ def _crawl(mode: str, urls: list[str], seconds: float, concurrency: int, warmup:
 
     def closed(spider):
         state["t1"] = time.perf_counter()
-        state["cpu1"] = _cpu()
+        state["cpu1"] = cpu_with_children()
         state["task"].cancel()
 
     crawler.signals.connect(received, signal=signals.response_received)
@@ -158,41 +158,6 @@ def _crawl(mode: str, urls: list[str], seconds: float, concurrency: int, warmup:
     }
 
 
-def _time_callbacks() -> list[tuple[float, float]]:
-    """Record (end, duration) of every event-loop callback longer than 20 ms: how long one
-    piece of work (a response through the middlewares and the spider) holds the loop, where
-    the sampler's lag also counts the callbacks queued before it."""
-    longest: list[tuple[float, float]] = []
-    run = asyncio.events.Handle._run
-
-    def timed(handle):
-        t = time.perf_counter()
-        run(handle)
-        end = time.perf_counter()
-        if end - t > 0.02:
-            longest.append((end, end - t))
-
-    asyncio.events.Handle._run = timed
-    return longest
-
-
-def _cpu() -> float:
-    """CPU seconds of this process, of its children that ended, and of those still running
-    (the parse workers, read from /proc)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    live = 0.0
-    me = str(os.getpid())
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me:
-            live += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + live
-
-
 # -- the driver -----------------------------------------------------------------------------
 def parse_times(repeat: int = 200) -> dict[str, float]:
     """Median ms of parse_feed on one realistic 50-entry RSS feed, per parser."""
@@ -223,18 +188,6 @@ def parse_times(repeat: int = 200) -> dict[str, float]:
     return out
 
 
-def start_server(feeds: int, window: int, speed: float,
-                 start: float) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sim.serve", "--port", "0", "--n", str(feeds), "--realistic",
-         "--window", str(window), "--speed", str(speed), "--seed", "0", "--start", str(start)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.startswith("PORT "):
-            return proc, int(line.split()[1])
-    raise RuntimeError("sim.serve did not start")
-
-
 def warm(urls: list[str]) -> None:
     """Fetch every feed once, so that neither crawl pays the server's first rendering."""
     import urllib.request
@@ -248,30 +201,21 @@ def warm(urls: list[str]) -> None:
         list(pool.map(get, urls))
 
 
-def _proc_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_child(mode: str, urls_file: str, args, warmup_max: float) -> dict:
-    cmd = [sys.executable, "-m", "sim.bench", "throughput", "--child", mode, "--urls", urls_file,
-           "--seconds", str(args.seconds), "--concurrency", str(args.concurrency),
-           "--warmup", str(args.warmup), "--warmup-max", str(warmup_max)]
+    cmd = ["throughput", "--child", mode, "--urls", urls_file, "--seconds", str(args.seconds),
+           "--concurrency", str(args.concurrency), "--warmup", str(args.warmup),
+           "--warmup-max", str(warmup_max)]
     if args.workers is not None:
         cmd += ["--workers", str(args.workers)]
     if args.parser is not None:
         cmd += ["--parser", args.parser]
     if args.inline_max_bytes is not None:
         cmd += ["--inline-max-bytes", str(args.inline_max_bytes)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child_process(*cmd, what=f"the {mode} crawl")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench throughput",
-                                 description=__doc__.split("\n")[0])
+    ap = harness.parser("throughput", __doc__)
     ap.add_argument("--feeds", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--warmup", type=float, default=3.0,
@@ -304,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.feeds < 1 or args.seconds <= 0:
         ap.error("--feeds must be >= 1 and --seconds > 0")
     load0 = os.getloadavg()
-    server, port = start_server(args.feeds, args.window, args.speed, args.start)
+    server, port = start_web("--n", str(args.feeds), "--realistic", "--window", str(args.window),
+                             "--speed", str(args.speed), "--seed", "0", "--start", str(args.start))
     try:
         base = f"http://127.0.0.1:{port}"
         urls = [f"{base}/feed/{i}.xml" for i in range(args.feeds)]
@@ -316,12 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         results, server_cpu = {}, {}
         warmup_max = 120.0
         for mode in ("bare", "stack"):
-            cpu0 = _proc_cpu(server.pid)
+            cpu0 = process_cpu(server.pid)
             results[mode] = run_child(mode, fh.name, args, warmup_max)
             # the stack's policy may never fetch some feeds (budget above capacity: the
             # highest priorities first); it warms up as long as bare needed to see them all
             warmup_max = max(args.warmup, results[mode]["warmup_s"])
-            server_cpu[mode] = 1000 * (_proc_cpu(server.pid) - cpu0) / max(
+            server_cpu[mode] = 1000 * (process_cpu(server.pid) - cpu0) / max(
                 1, results[mode]["fetched"])
         os.unlink(fh.name)
     finally:
@@ -350,10 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "parse_ms_40kb": parse_times(), "stack_stats": stack["whittle"],
         "load_before": load0, "load_after": os.getloadavg(),
     }
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(render(report))
+    harness.emit(report, args.json, render)
     return 0
 
 

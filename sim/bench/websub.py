@@ -40,8 +40,6 @@ the state, none subscribed anew, deliveries taken).
 from __future__ import annotations
 
 import argparse
-import json
-import socket
 import sqlite3
 import tempfile
 from collections import Counter
@@ -51,18 +49,14 @@ from typing import Any
 
 import numpy as np
 
+from sim.bench import harness
 from sim.bench.policies import budget_arg, budget_of
+from sim.crawls.processes import free_port
 
 START = 1_700_000_000.0
 HOUR = 3600.0
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 RUNS = ("no-hub", "hub", "hub-down", "faults")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -378,8 +372,7 @@ def format_results(report: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench websub",
-                                 description=__doc__.split("\n")[0])
+    ap = harness.parser("websub", __doc__)
     ap.add_argument("--n", type=int, default=200, help="sources (news-mix)")
     ap.add_argument("--budget", type=budget_arg, default="2%",
                     help="crawls per epoch, a number or a share of the sources")
@@ -436,5 +429,5 @@ def main(argv: list[str] | None = None) -> int:
     reactor.callWhenRunning(lambda: defer.ensureDeferred(every_run()))
     process.start(stop_after_crawl=False)
     report = box["report"]
-    print(json.dumps(report, default=float) if args.json else format_results(report))
+    harness.emit(report, args.json, format_results, default=float)
     return 0

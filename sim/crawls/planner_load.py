@@ -47,6 +47,8 @@ import time
 
 import numpy as np
 
+from sim.crawls.measure import process_cpu
+
 #: a crawl's result: not modified (when nothing is new), failed
 P_NOT_MODIFIED = 0.3
 P_FAILED = 0.01
@@ -180,13 +182,6 @@ def split_profile(profile: cProfile.Profile, top: int = 25) -> dict:
                     for tt, ct, nc, w in rows[:top]]}
 
 
-def _cpu(pid: int | str = "self") -> float:
-    """User + system CPU seconds of a process (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def node_infos(client, section: str) -> list[dict]:
     """INFO ``section`` of each node: one server's, or every primary's of a Redis Cluster."""
     if hasattr(client, "get_primaries"):
@@ -295,10 +290,10 @@ async def _standby_ready(node, led: asyncio.Future, events: str | None) -> None:
 async def _window(node, stats, sync, seconds: float, backlog: int) -> dict:
     """What the planner did over ``seconds``: crawls handed out, its CPU, Redis's."""
     before = _redis_counts(sync)
-    seq0, cpu0, t0 = node.planner._seq, _cpu(), time.perf_counter()
+    seq0, cpu0, t0 = node.planner._seq, process_cpu(), time.perf_counter()
     learned0, load0 = stats.get("planner/fetched", 0), os.getloadavg()[0]
     await asyncio.sleep(seconds)
-    seq1, cpu1, t1 = node.planner._seq, _cpu(), time.perf_counter()
+    seq1, cpu1, t1 = node.planner._seq, process_cpu(), time.perf_counter()
     after = _redis_counts(sync)
     crawls = max(seq1 - seq0, 1)
     calls = {c: after["commands"].get(c, 0) - before["commands"].get(c, 0)
