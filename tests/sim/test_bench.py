@@ -1,12 +1,19 @@
-"""sim.bench: the command line and its JSON report."""
+"""sim.bench: the command line (its one entry point, python -m sim.bench [NAME]) and the
+policies' JSON report."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
+from sim.bench import BENCHMARKS, module_of
+from sim.bench.__main__ import main as entry
 from sim.bench.policies import main, mean_ci95, state_bytes, t975
+
+BENCH = Path(__file__).resolve().parents[2] / "sim" / "bench"
 
 
 def test_json_report_structure_and_ratios(capsys):
@@ -44,8 +51,9 @@ def test_json_report_structure_and_ratios(capsys):
 
 
 def test_tcns2018_m1_oracle_reaches_the_bound(capsys):
-    assert main(["--scenario", "tcns2018", "--policy", "oracle", "--horizon", "200",
-                 "--seeds", "1", "--json"]) == 0
+    # through the entry point: with no benchmark named, the policies' benchmark
+    assert entry(["--scenario", "tcns2018", "--policy", "oracle", "--horizon", "200",
+                  "--seeds", "1", "--json"]) == 0
     (r,) = json.loads(capsys.readouterr().out)["results"]
     assert r["reward"] == pytest.approx(260.39, abs=0.005)
     assert r["ratio"] == pytest.approx(1.0, abs=1e-9)
@@ -59,6 +67,27 @@ def test_text_output_and_errors(capsys):
     assert "upper bound" in out and "uniform" in out
     assert main(["--policy", "no-such-policy"]) == 2
     assert "unknown policy" in capsys.readouterr().err
+
+
+def test_the_entry_point_names_every_benchmark_and_refuses_others(capsys):
+    # every module of sim/bench with a command line of its own is a benchmark by name
+    commands = {f"sim.bench.{path.stem}" for path in BENCH.glob("*.py")
+                if "harness.parser(" in path.read_text()}
+    assert commands == {module_of(name) for name in BENCHMARKS}
+    for name in BENCHMARKS:
+        tree = ast.parse((BENCH / f"{module_of(name).rsplit('.', 1)[1]}.py").read_text())
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body), name
+    assert entry(["no-such-benchmark"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-benchmark" in err and all(f"\n  {name} " in err for name in BENCHMARKS)
+    with pytest.raises(SystemExit) as done:
+        entry(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--scenario" in out and all(f"\n  {name} " in out for name in BENCHMARKS)
+    with pytest.raises(SystemExit):
+        entry(["overlap", "--help"])
+    assert capsys.readouterr().out.startswith("usage: python -m sim.bench overlap ")
 
 
 def test_perf_mode_small(capsys):
