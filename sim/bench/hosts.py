@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from sim.bench import harness
+from sim.crawls.in_process import run_crawls
 
 START = 1_700_000_000.0
 
@@ -195,29 +196,14 @@ def main(argv: list[str] | None = None) -> int:
                          "--period: one plan an epoch, its crawls leaving at once)")
     args = ap.parse_args(argv)
     extra = {} if args.step is None else {"WHITTLE_STEP": args.step}
-    from scrapy.crawler import CrawlerProcess
-    from scrapy.utils.reactor import install_reactor
-    from twisted.internet import defer
 
-    install_reactor(TWISTED_REACTOR)
-    process = CrawlerProcess({"TWISTED_REACTOR": TWISTED_REACTOR, "LOG_LEVEL": "ERROR"})
-    from twisted.internet import reactor
+    async def every_seed() -> list[HostRun]:
+        return [await crawl(feeds=args.feeds, others=args.others, per_minute=args.per_minute,
+                            retry_after=args.retry_after, budget=args.budget,
+                            period=args.period, epochs=args.epochs, seed=seed, settings=extra)
+                for seed in range(args.seeds)]
 
-    runs: list[HostRun] = []
-
-    async def every_seed():
-        try:
-            for seed in range(args.seeds):
-                runs.append(await crawl(feeds=args.feeds, others=args.others,
-                                        per_minute=args.per_minute,
-                                        retry_after=args.retry_after, budget=args.budget,
-                                        period=args.period, epochs=args.epochs, seed=seed,
-                                        settings=extra))
-        finally:
-            reactor.stop()
-
-    reactor.callWhenRunning(lambda: defer.ensureDeferred(every_seed()))
-    process.start(stop_after_crawl=False)
+    runs = run_crawls(every_seed)
     ra = "none" if args.retry_after is None else f"{args.retry_after:g} s"
     print(f"{args.feeds} feeds on a host answering 429 above {args.per_minute} request(s) a "
           f"minute (Retry-After: {ra}), {args.others} on another host; budget "
@@ -239,6 +225,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f" all  {sum(r.requests for r in runs):>8}  {sum(r.refused for r in runs):>4}  "
           f"{after_first:>15.1%}  {'':>12}  {after_cut:>16.1%}  {used:>14.1%}")
     return 0
-
-
-TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"

@@ -51,11 +51,11 @@ import numpy as np
 
 from sim.bench import harness
 from sim.bench.policies import budget_arg, budget_of
+from sim.crawls.in_process import run_crawls
 from sim.crawls.processes import free_port
 
 START = 1_700_000_000.0
 HOUR = 3600.0
-TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 RUNS = ("no-hub", "hub", "hub-down", "faults")
 
 
@@ -410,24 +410,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from scrapy.crawler import CrawlerProcess
-    from scrapy.utils.reactor import install_reactor
-    from twisted.internet import defer
-
-    install_reactor(TWISTED_REACTOR)
-    process = CrawlerProcess({"TWISTED_REACTOR": TWISTED_REACTOR, "LOG_LEVEL": "ERROR"})
-    from twisted.internet import reactor
-
-    box: dict[str, Any] = {}
-
-    async def every_run():
-        try:
-            box["report"] = await evaluate(args)
-        finally:
-            reactor.stop()
-
-    reactor.callWhenRunning(lambda: defer.ensureDeferred(every_run()))
-    process.start(stop_after_crawl=False)
-    report = box["report"]
+    report = run_crawls(lambda: evaluate(args))
     harness.emit(report, args.json, format_results, default=float)
     return 0
