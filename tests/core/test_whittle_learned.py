@@ -187,6 +187,38 @@ def test_deciding_several_times_an_epoch_the_threshold_form_is_the_full_top_m():
         pol.observe(replace(obs, epoch=at))
     assert pol.reaching.decisions > 100       # the threshold form decided, and agreed
 
+
+def test_the_threshold_form_ranks_sources_never_crawled_by_class():
+    """A crawl's start over many sources: most were never crawled, and those alike (u, prior
+    weight, group, epoch added) rank together (``FreshClasses``: the lowest eligible ids of
+    each class); the choice is still exactly the top M, with weights, groups and half-life
+    hints making several classes, masks, and a restore."""
+    from dataclasses import replace
+
+    n = 4000
+    sc = make_scenario("news-mix", n=n, seed=6, stochastic=True)
+    env = sc.make_env()
+    env.reset(seed=6)
+    weights = np.array([1.0, 2.0, 0.5])[np.arange(n) % 3]
+    pol = make_policy("whittle", sc.problem.without_parameters(), rng=6, resolution=0.25,
+                      weights=weights, groups=np.arange(n) % 20)
+    pol.set_prior_half_life(np.arange(0, n, 7), np.full(len(range(0, n, 7)), 0.5))
+    rng = np.random.default_rng(6)
+    most = 0
+    for t in range(120):
+        at = t * 0.25
+        if t == 60:
+            pol.load_state_dict(pol.state_dict())
+        eligible = rng.random(n) < 0.9 if t % 2 == 0 else None
+        full = select_top(pol.priority(at), None, sc.budget, eligible)
+        chosen = pol.select(at, sc.budget, eligible)
+        np.testing.assert_array_equal(np.sort(chosen), np.sort(full))
+        obs, *_ = env.step(chosen)
+        pol.observe(replace(obs, epoch=at))
+        most = max(most, len(pol.reaching.classes.runs))
+    assert most >= 6            # weights x hints: the classes the test means to make
+    assert pol.reaching.by_class > 50        # decided with classes, and agreed
+
 def test_expected_state_is_the_closed_form_whether_few_or_most_sources_were_crawled():
     """x = u G_k k epochs after a source's last crawl; before its first, the population's
     expected index (the mean over the learned sources j of gamma_j(u_j G(t - h_j)), h_j the

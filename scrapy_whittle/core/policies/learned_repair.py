@@ -45,5 +45,6 @@ def reset_sources(policy, ids: np.ndarray) -> None:
     policy.history_epoch[ids] = np.nan
     policy.added_epoch[ids] = np.where(np.isinf(policy.added_epoch[ids]), np.nan,
                                        policy.added_epoch[ids])
+    policy._times_changed()
     policy._pruning.forget()
     policy.reaching.forget()

@@ -10,6 +10,7 @@ import numpy as np
 
 from scrapy_whittle.core.dynamics import geometric_sum, refine
 from scrapy_whittle.core.index import epochs_to_reach
+from scrapy_whittle.core.policies.fresh_classes import FreshClasses
 from scrapy_whittle.core.policies.learned_pages import PAGE
 from scrapy_whittle.core.selection import select_top
 from scrapy_whittle.core.window import NO_WINDOW
@@ -92,13 +93,19 @@ class ReachingTop:
     def __init__(self, policy) -> None:
         self.policy = policy
         self.epochs = ReachEpochs(self._epochs_at)
+        self.classes = FreshClasses()
+        self._classes_built = False
         self.decisions = 0                     # choices made here (diagnostics)
+        self.by_class = 0                      # of them, with classes of sources never crawled
 
     def changed(self, ids) -> None:
+        self.classes.changed(ids)
         self.epochs.changed(ids)
 
     def forget(self) -> None:
         self.epochs.forget()
+        self.classes.forget(0)
+        self._classes_built = False
 
     def top(self, epoch: float, budget: float, eligible, k: int) -> np.ndarray | None:
         """The top ``k`` sources (unit costs) at ``epoch``, or None: see the class."""
@@ -113,11 +120,23 @@ class ReachingTop:
                 or reach.threshold < cut * (1.0 - 2.0 * self.MARGIN)):
             if not policy.explored().any():
                 return None                     # nothing learned: the prior is not in use
+            if not self._classes_built:
+                self._build_classes()
             reach.reset(cut * (1.0 - self.MARGIN), pooled)
         elif reach.token is not pooled:         # a new prior: the sources never crawled
             reach.token = pooled
-            reach.changed(np.flatnonzero(~policy.explored()))
+            fresh = ~policy.explored()
+            if self.classes.ready:
+                fresh &= ~self.classes.in_class(slice(None))
+            reach.changed(np.flatnonzero(fresh))
         cand = reach.reaching(epoch, eligible)
+        classed = self.classes.ready
+        if classed:
+            before = cand.shape[0]
+            extra = self.classes.candidates(epoch, pooled, k, eligible)
+            if extra.size:
+                cand = np.sort(np.concatenate([cand, extra]))
+            classed = cand.shape[0] > before
         if not k <= cand.shape[0] <= self.MAX_SHARE * policy.n:
             return None
         x, u, explored = self._expected_at(epoch, cand, pooled)
@@ -133,7 +152,20 @@ class ReachingTop:
             return None
         policy._pruning.cut = float(prio[top[-1]])
         self.decisions += 1
+        self.by_class += classed
         return cand[top]
+
+    def _build_classes(self) -> None:
+        """The sources never crawled, in classes by what their priority is made of
+        (``FreshClasses``; ``_expected_at``)."""
+        policy = self.policy
+        self._classes_built = True
+        ids = np.flatnonzero(~policy.explored())
+        added = policy.added_epoch[ids]
+        params = np.column_stack([policy._kept_u()[ids],
+                                  np.where(np.isnan(added), -np.inf, added),
+                                  policy.values.m0[ids], policy.problem.cost[ids]])
+        self.classes.build(ids, params, policy.group[ids], policy.n)
 
     def _expected_at(self, epoch: float, ids: np.ndarray, pooled: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -174,7 +206,7 @@ class ReachingTop:
         crawl (threshold / u where alpha = 1; never where what x saturates at is below); one
         never crawled from its x, u times the epochs since it was added, or now where the
         population's prior clears the threshold. -inf (always looked at) where a number is
-        not finite."""
+        not finite; inf for the sources in a class (those are looked at by class)."""
         policy = self.policy
         u = policy._kept_u()[ids]
         explored = self._explored(ids)
@@ -203,4 +235,6 @@ class ReachingTop:
                 fresh = np.where(prior_x >= low, -np.inf, fresh)
         out = np.where(explored, crawled, fresh)
         out[np.isnan(out)] = -np.inf
+        if self.classes.ready:
+            out[self.classes.in_class(ids)] = np.inf
         return out

@@ -180,6 +180,8 @@ class AdaptiveWhittlePolicy(Policy):
         self.prior = PopulationPrior(self)
         self.pushes = PushLearning(self, push)
         self.windows = FeedWindows(self)
+        self._added_known = 0          # rows before this one have their epoch added set
+        self._oldest: float | None = None     # a lower bound of the sources' last crawls
 
     # the pushes' estimator, and the scalars persisted, live in the parts
     push = _held("pushes", "reliability")
@@ -269,6 +271,7 @@ class AdaptiveWhittlePolicy(Policy):
 
     def _after_import(self) -> None:
         super()._after_import()
+        self._times_changed()
         self._forget_u()
         self.group[:] = group_ids(self.groups, np.arange(self.n))
         self.pushes.forget()
@@ -379,13 +382,40 @@ class AdaptiveWhittlePolicy(Policy):
     def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The sources not crawled for ``max_interval`` first (``due.with_max_interval``),
         then :meth:`select_top` within what they leave."""
-        self.added_epoch[np.isnan(self.added_epoch)] = epoch
-        if self.max_interval is None:
+        self._note_added(epoch)
+        if self.max_interval is None or not self._may_be_late(epoch):
             return self.select_top(epoch, budget, eligible)
         last = np.where(np.isnan(self.last_epoch), self.added_epoch, self.last_epoch)
         waited = (epoch - last) * float(self.problem.period)
         return with_max_interval(lambda b, e: self.select_top(epoch, b, e), waited,
                                  self.max_interval, self.problem.cost, budget, eligible)
+
+    def _note_added(self, epoch) -> None:
+        """Sources seen for the first time are added at ``epoch`` (only the rows grown or
+        reset since the last call are looked at)."""
+        start = self._added_known
+        if start < self.n:
+            rows = self.added_epoch[start:]
+            rows[np.isnan(rows)] = epoch
+            self._added_known = self.n
+
+    def _times_changed(self) -> None:
+        """The sources' epochs (last crawl, added) were set other than by a crawl: what
+        ``_note_added`` and ``_may_be_late`` keep is looked for again."""
+        self._added_known, self._oldest = 0, None
+
+    def _may_be_late(self, epoch) -> bool:
+        """Whether some source may have waited ``max_interval``: the oldest of the sources'
+        last crawls (or additions) is kept, and only looked for again once it may be that
+        old; crawls only move a source's last crawl later, so the one kept stays a lower
+        bound meanwhile (a restore or a repair, which may move it earlier, drop it)."""
+        period = float(self.problem.period)
+        if (self._oldest is not None
+                and (epoch - self._oldest) * period < self.max_interval):
+            return False
+        last = np.where(np.isnan(self.last_epoch), self.added_epoch, self.last_epoch)
+        self._oldest = float(np.nanmin(last)) if np.any(~np.isnan(last)) else None
+        return self._oldest is not None and (epoch - self._oldest) * period >= self.max_interval
 
     def select_top(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget``; with unit costs exactly so, computing the
@@ -396,7 +426,7 @@ class AdaptiveWhittlePolicy(Policy):
         ``selection.PRUNE_MARGIN``) cannot be chosen while the top M of the others stay above it
         (``PrunedTop``, which also says when the full computation must run). The choice is
         the same either way (tested)."""
-        self.added_epoch[np.isnan(self.added_epoch)] = epoch
+        self._note_added(epoch)
         self._refresh_push(epoch)
         cost = self.problem.cost
         k = int(np.floor(budget + 1e-9))
@@ -429,7 +459,7 @@ class AdaptiveWhittlePolicy(Policy):
 
     # -- learning ---------------------------------------------------------------------------
     def observe(self, obs: Observation) -> None:
-        self.added_epoch[np.isnan(self.added_epoch)] = obs.epoch
+        self._note_added(obs.epoch)
         self.last_missed = 0.0
         keep = obs.ok & (obs.sources >= 0) & (obs.sources < self.n)
         if keep.any():
@@ -469,6 +499,8 @@ class AdaptiveWhittlePolicy(Policy):
             self.prior.note_history(obs, sel, first)
         self.windows.learn(obs, sel, src)
         self.last_epoch[src] = obs.epoch
+        if self._oldest is not None:          # (a late report of an old crawl)
+            self._oldest = min(self._oldest, float(obs.epoch))
         self.rates.last_time[src] = t
         self._estimates_changed(src)
 
