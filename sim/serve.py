@@ -14,28 +14,28 @@ serves until interrupted:
   ``origin``); ``/stats.json``: the ground-truth
   ledger (utility captured, items missed) and the virtual time;
 * ``/item/<i>/<seq>``: every entry's article page, boilerplate around it, some of them
-  wire copies or syndicated copies of another source's story (``sim.articles``);
+  wire copies or syndicated copies of another source's story (``sim.web.articles``);
 * ``/bad/<case>``: broken feeds for tests (see ``BAD_CASES``);
-* ``/hostile/<case>/<k>.xml``: servers that misbehave (``sim.faults``: resets, hangs, slow
+* ``/hostile/<case>/<k>.xml``: servers that misbehave (``sim.web.faults``: resets, hangs, slow
   drip, 5xx/429 with Retry-After, redirect loops, gzip bombs, huge and malformed feeds,
   hostile field values, impossible dates); ``--faults all`` (or a list) adds
   ``--fault-copies`` copies of each to ``/feeds.opml``, after the healthy feeds.
 * ``--fates 3:301,5:410:86400``: healthy feeds that move (301, 308 to ``/moved/<i>.xml``,
   which serves feed i; 302 for a temporary redirect) or die (410, 404), for good or for the
-  server's first given seconds (then they revive): ``sim.faults.FeedFates``.
+  server's first given seconds (then they revive): ``sim.web.faults.FeedFates``.
 * ``--rate-limit 50:1[:60]``: the first 50 feeds on a host of their own (``localhost``) that
-  answers 429 above one request a minute (with ``Retry-After: 60``): ``sim.rate_limit``.
+  answers 429 above one request a minute (with ``Retry-After: 60``): ``sim.web.rate_limit``.
 * ``/robots.txt``: allows everything; announces ``--crawl-delay`` when given.
 * ``--sites K``: the listed feeds shared among K news sites, each on a port of its own, whose
   home pages link them (``<link rel="alternate">``, ``Link`` headers, a usual path,
-  ``Sitemap:`` in robots.txt) among decoys, and one site without feeds (``sim.sites``);
+  ``Sitemap:`` in robots.txt) among decoys, and one site without feeds (``sim.web.sites``);
   ``/sites.txt`` lists their addresses, ``/sites.json`` the feeds each links.
 * ``--kinds mix``: sources served as RSS, Atom, JSON Feed and news sitemaps, some of the
-  sitemaps (gzip) behind one sitemap index (``sim.kinds``); with ``--index-rotate T`` the
+  sitemaps (gzip) behind one sitemap index (``sim.web.kinds``); with ``--index-rotate T`` the
   index lists half of them at a time, the other half every T scenario time units.
 * ``--hub on`` (or ``--hub loss=0.1,delay_max=300,...``): a WebSub hub at ``/hub`` that some
   sources name and that POSTs their new entries to subscribers, with faults
-  (``sim.websub_hub``); its counts are in ``/stats.json`` under ``hub``.
+  (``sim.web.websub_hub``); its counts are in ``/stats.json`` under ``hub``.
 
 Time: ``--speed S`` simulated seconds per real second; one scenario time unit is
 ``--unit`` seconds (3600 for news-mix, whose unit is the hour; 1 for the papers' examples).
@@ -43,7 +43,7 @@ So with news-mix and ``--speed 3600`` an epoch of one hour lasts one real second
 matching Scrapy setting is ``WHITTLE_PERIOD = unit * T / speed``. Conditional GET: weak ETag
 per item set, Last-Modified = publication of the newest item, 304 when unchanged.
 ``--latency`` delays every feed response; ``--error-rate`` answers 503 at random.
-``--realistic`` serves entries of real size (``sim.realistic``: title, 500-byte description,
+``--realistic`` serves entries of real size (``sim.web.realistic``: title, 500-byte description,
 categories, author; ~40 KB for ``--window 50``), gzip-compressed when the client accepts it;
 without it entries are minimal (title, link, guid, date, comments), as before.
 """
@@ -64,16 +64,16 @@ import numpy as np
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
-from sim.articles import ArticlePages
-from sim.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
-from sim.feedweb import FeedWeb, Item
-from sim.kinds import INDEX_PATH, SourceKinds, parse_kinds
-from sim.rate_limit import HOST as RATE_LIMITED_HOST
-from sim.rate_limit import RateLimit, parse_rate_limit
-from sim.realistic import RealisticItems
-from sim.scenarios import make_scenario
-from sim.sites import SimSites, listen_sites
-from sim.websub_hub import HUB_PATH, WebSubHub, parse_hub
+from sim.web.articles import ArticlePages
+from sim.web.faults import MIB, FeedFates, HostileFeeds, parse_fates, parse_faults
+from sim.web.feedweb import FeedWeb, Item
+from sim.web.kinds import INDEX_PATH, SourceKinds, parse_kinds
+from sim.web.rate_limit import HOST as RATE_LIMITED_HOST
+from sim.web.rate_limit import RateLimit, parse_rate_limit
+from sim.web.realistic import RealisticItems
+from sim.web.scenarios import make_scenario
+from sim.web.sites import SimSites, listen_sites
+from sim.web.websub_hub import HUB_PATH, WebSubHub, parse_hub
 
 if TYPE_CHECKING:
     from twisted.web.server import Request
@@ -216,7 +216,7 @@ class SimWebResource(Resource):
         self.serving: dict[int, int] = {}       # feed -> responses being sent (latency)
         self.max_concurrent = 0                 # most requests of one feed served at once
         self.hub: WebSubHub | None = None       # set by start_server with ``hub``
-        self.sites = None                       # sim.sites.SiteHosts, with ``sites``
+        self.sites = None                       # sim.web.sites.SiteHosts, with ``sites``
         self.articles = ArticlePages(seed, faults=article_faults)   # /item/<i>/<seq>
         self.article_requests = 0
         #: (source, seq) -> publication (scenario time) of the entries feeds listed: an
@@ -355,7 +355,7 @@ class SimWebResource(Resource):
         return body, "application/rss+xml" if i % 2 == 0 else "application/atom+xml"
 
     def article(self, request: Request, path: str):
-        """``/item/<i>/<seq>``: entry seq's article page (``sim.articles``), dated as the
+        """``/item/<i>/<seq>``: entry seq's article page (``sim.web.articles``), dated as the
         feed dated it; 404 before it is published."""
         self.article_requests += 1
         try:
@@ -474,7 +474,7 @@ class SimWebResource(Resource):
     def opml(self, base: str) -> bytes:
         lines = ['<?xml version="1.0" encoding="utf-8"?>', '<opml version="2.0"><head>'
                  f"<title>{escape(self.scenario)} simulated web</title></head><body>"]
-        # the rate-limited feeds are listed under their own host (sim.rate_limit)
+        # the rate-limited feeds are listed under their own host (sim.web.rate_limit)
         limited = {self.kinds.url(base, i) for i in range(
             min(self.rate_limit.feeds, self.web.n) if self.rate_limit else 0)}
         other = base.replace("127.0.0.1", RATE_LIMITED_HOST, 1)
@@ -554,19 +554,19 @@ def start_server(scenario: str = "news-mix", *, n: int | None = None, speed: flo
     the server's "real" time); default the wall clock. ``start``: the virtual clock reads
     ``start`` (scenario units) now, so the feeds have a history at once. ``history``: what the
     feeds list before time 0, "warm" (each window full, the stationary law: see
-    ``sim.feedweb``) or "empty"; default the scenario's start (warm for the news scenarios,
+    ``sim.web.feedweb``) or "empty"; default the scenario's start (warm for the news scenarios,
     empty for the papers'). ``faults``: hostile
-    cases listed in ``/feeds.opml`` (``sim.faults``; "all" or a list), ``fault_copies`` of
-    each; ``bomb_bytes``, ``hang_seconds``: see ``sim.faults.HostileFeeds``; ``fates``: feeds
-    that move or die (``sim.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
-    (``sim.kinds``), its sitemap index listing half its children at a time, rotated every
+    cases listed in ``/feeds.opml`` (``sim.web.faults``; "all" or a list), ``fault_copies`` of
+    each; ``bomb_bytes``, ``hang_seconds``: see ``sim.web.faults.HostileFeeds``; ``fates``: feeds
+    that move or die (``sim.web.faults.parse_fates``); ``kinds``: "mix" serves sources of every kind
+    (``sim.web.kinds``), its sitemap index listing half its children at a time, rotated every
     ``index_rotate`` scenario time units (0: all, always); ``sites``: the listed sources
     shared among that many news sites, each on a port of its own, plus one without feeds
-    (``sim.sites``; 0: none); ``rate_limit``: feeds on a host
-    that answers 429 above a rate (``sim.rate_limit``); ``hub``: a WebSub hub
-    (``sim.websub_hub.parse_hub``), checking every ``hub_tick`` real seconds what is due
+    (``sim.web.sites``; 0: none); ``rate_limit``: feeds on a host
+    that answers 429 above a rate (``sim.web.rate_limit``); ``hub``: a WebSub hub
+    (``sim.web.websub_hub.parse_hub``), checking every ``hub_tick`` real seconds what is due
     (and, on a simulated ``clock``, holding it); ``article_faults``: the share of article
-    pages that fail (``sim.articles``)."""
+    pages that fail (``sim.web.articles``)."""
     if isinstance(faults, str) or faults is None:
         faults = parse_faults(faults)
     if reactor is None:
@@ -649,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
                          "scenarios) or empty (the default for the papers' scenarios)")
     ap.add_argument("--faults", default="",
                     help="hostile sources to list in /feeds.opml: 'all' or a comma-separated "
-                         "list of sim.faults cases (default none)")
+                         "list of sim.web.faults cases (default none)")
     ap.add_argument("--fault-copies", type=int, default=2,
                     help="sources per hostile case (default 2)")
     ap.add_argument("--bomb-mib", type=float, default=1536.0,
@@ -658,11 +658,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="how long hang and drip hold a connection (default 600)")
     ap.add_argument("--fates", default="",
                     help="feeds that move or die: comma-separated i:fate[:seconds], fate "
-                         "among 301, 308, 302, 410, 404 (sim.faults.FATES; with seconds, "
+                         "among 301, 308, 302, 410, 404 (sim.web.faults.FATES; with seconds, "
                          "for the server's first seconds only)")
     ap.add_argument("--kinds", default="",
                     help="'mix': sources served as RSS, Atom, JSON Feed and news sitemaps, "
-                         "some behind a sitemap index (sim.kinds; default RSS and Atom)")
+                         "some behind a sitemap index (sim.web.kinds; default RSS and Atom)")
     ap.add_argument("--index-rotate", type=float, default=0.0,
                     help="with --kinds mix: the sitemap index lists half its children at a "
                          "time, the other half every this many scenario time units (default "
@@ -670,18 +670,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate-limit", default="",
                     help="FEEDS:PER_MINUTE[:RETRY_AFTER]: the first FEEDS feeds on a host of "
                          "their own (localhost) answering 429 above PER_MINUTE requests a "
-                         "minute (sim.rate_limit)")
+                         "minute (sim.web.rate_limit)")
     ap.add_argument("--article-faults", type=float, default=0.0,
                     help="share of the article pages /item/<i>/<seq> that fail (404, 500, "
-                         "not HTML, no article: sim.articles)")
+                         "not HTML, no article: sim.web.articles)")
     ap.add_argument("--hub", default="",
                     help="a WebSub hub at /hub: 'on', or options key=value,... among "
                          "share, loss, delay (exponential|uniform), delay_mean, delay_max, "
                          "duplicate, spurious (per second and source), bad_signature, down_at, "
-                         "lease_max (times in seconds; sim.websub_hub)")
+                         "lease_max (times in seconds; sim.web.websub_hub)")
     ap.add_argument("--sites", type=int, default=0,
                     help="the feeds shared among this many news sites, each on a port of its "
-                         "own, whose home pages link them (sim.sites); their addresses at "
+                         "own, whose home pages link them (sim.web.sites); their addresses at "
                          "/sites.txt (a WHITTLE_SOURCES), the truth at /sites.json")
     args = ap.parse_args(argv)
     try:

@@ -1,8 +1,9 @@
 """The package's layers, read from its imports: each layer imports only the layers before it,
 the core and the service import no Scrapy, the package never imports the simulated web
 (``sim``, the repository's test bed, which the package does not install), the web a crawl is
-tested against imports nothing of the crawler, and no module imports itself back through
-others.
+tested against imports nothing of the crawler, sim's groups import only the groups before
+them (the web, then the crawls, then the benchmarks), and no module imports itself back
+through others.
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a cycle or a
 dependency that is only deferred is still one a reader has to hold in mind.
@@ -39,14 +40,25 @@ FORBIDDEN = {
     "report": {"twisted", "redis"},
     "scrapy": set(),
 }
-#: the simulated web a crawl runs against: ``python -m sim.serve`` (the example project's web)
-#: and every module it imports
+#: the simulated web a crawl runs against: ``python -m sim.serve`` (the example project's web),
+#: every module it imports and every module of ``sim.web``
 SIM_WEB = "sim.serve"
 #: what of the package the web may use: the models (core), the clock it shares with the crawl
 #: (service), the trace format (report); never the crawler's adapters (scrapy, cluster), nor
 #: Scrapy or Redis: a web that ran the crawler's code would agree with its bugs
 SIM_WEB_ALLOWED = {"core", "service", "report"}
 SIM_WEB_FORBIDDEN = {"scrapy", "redis"}
+#: what each group of sim may import of sim besides itself: the web (sim.web) nothing, the
+#: server (sim.serve) the web; the crawls and processes the benchmarks start, the web; the
+#: benchmarks (and the papers' experiments, which run them) everything
+SIM_GROUPS = {
+    "sim.web": set(),
+    "sim.serve": {"sim.web"},
+    "sim.crawls": {"sim.web"},
+    "sim.bench": {"sim", "sim.web", "sim.serve", "sim.crawls"},
+    "sim.experiments": {"sim", "sim.web", "sim.serve", "sim.crawls", "sim.bench"},
+    "sim.data": set(),
+}
 
 
 def module_name(path: Path) -> str:
@@ -116,7 +128,7 @@ def test_neither_the_package_nor_sim_imports_the_tests():
 
 
 def test_the_simulated_web_imports_nothing_of_the_crawler():
-    web, todo = set(), [SIM_WEB]
+    web, todo = set(), [SIM_WEB, *(n for n in GRAPH if sim_group(n) == "sim.web")]
     while todo:                 # sim's modules only: the package's own are the layers' above
         name = todo.pop()
         if name not in web and name in GRAPH and layer(name) is None:
@@ -127,7 +139,27 @@ def test_the_simulated_web_imports_nothing_of_the_crawler():
                           or t in SIM_WEB_FORBIDDEN)
              for name in web}
     assert not {name: found for name, found in wrong.items() if found}
-    assert {"sim.feedweb", "sim.sites", "sim.websub_hub"} <= web        # the web is read
+    assert {"sim.web.feedweb", "sim.web.sites", "sim.web.websub_hub"} <= web     # the web is read
+
+
+def sim_group(name: str) -> str | None:
+    """The group of sim a module is in (``sim.web``, ``sim.bench``, ...), None for sim's own
+    __init__ and for the package's modules."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] == "sim" and len(parts) > 1 else None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if sim_group(n)))
+def test_a_group_of_sim_imports_only_the_groups_before_it(name):
+    own = sim_group(name)
+    wrong = sorted(t for t in GRAPH[name] if t.split(".")[0] == "sim"
+                   and (sim_group(t) or "sim") not in {own} | SIM_GROUPS[own])
+    assert not wrong, f"{name} ({own}) imports {wrong}"
+
+
+def test_every_module_of_sim_is_in_a_group():
+    assert {sim_group(n) for n in GRAPH if n.startswith("sim.")} == set(SIM_GROUPS)
+    assert GRAPH["sim.bench.__main__"] >= {"sim.bench"}        # the graph reaches sim's groups
 
 
 

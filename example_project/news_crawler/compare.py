@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scrapy_whittle import Problem, make_policy
-from sim.feedweb import FeedWeb, simulate
+from sim.web.feedweb import FeedWeb, simulate
 
 
 def rule(name: str, params, seed: int, budget: float, epochs: int, window: int,

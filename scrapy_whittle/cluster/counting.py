@@ -4,7 +4,7 @@ A command, a pipeline (transaction or not) and a script call are each one write 
 connection followed by reading its replies: one round trip however many commands it
 carries. :func:`count_round_trips` makes a client's pool create connections that count their
 writes into a :class:`RoundTrips`; the node publishes the count in its stats
-(``whittle/cluster/round_trips``), which ``sim.bench_cluster`` divides by the crawls. The
+(``whittle/cluster/round_trips``), which ``sim.bench.cluster`` divides by the crawls. The
 connection's health checks (a PING) are round trips too, and counted.
 """
 

@@ -6,7 +6,7 @@ over that population: the mean, over the sources j already learned, of gamma_j(x
 the value j would hold now had it never been crawled. Not the index of the mean parameters: news
 populations are heavy-tailed, the mean (alpha, u) describes no source, and the expected index
 prices the chance that an unknown source is one of the few that carry most of the value (the
-first-look oracle of ``sim.first_look`` ranks unknown sources the same way with the true
+first-look oracle of ``sim.bench.first_look`` ranks unknown sources the same way with the true
 population).
 
 What a never-crawled source holds: its first crawl showed the source's history back to the

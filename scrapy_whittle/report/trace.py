@@ -1,6 +1,6 @@
 """The trace format: recorded publication times as a CSV, one item per row,
 ``source,timestamp[,utility]``. ``scrapy whittle trace`` writes a crawl's own history in it;
-``python -m sim.bench --trace`` replays such a file (``sim.trace.TraceReplay``).
+``python -m sim.bench --trace`` replays such a file (``sim.web.trace.TraceReplay``).
 
 * ``source``: the source's name (any non-empty string); sources get ids in sorted name order
   (``Trace.names``);

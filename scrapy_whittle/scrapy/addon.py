@@ -28,7 +28,7 @@ and exit status 1.
 Scrapy queues up to twice that many items of a response, and one of its item tasks runs
 through the queue without returning to the event loop as long as the pipelines do not wait on
 anything. A feed that shows thousands of unseen entries at once (a first crawl, a replayed
-archive) then holds every download while its items go through (``sim.soak`` measures the
+archive) then holds every download while its items go through (``sim.bench.soak`` measures the
 loop's stalls). A feed crawl hands out a few items per response, so the items of one response
 need little concurrency: 16 keeps 32 in a step. A project's own ``CONCURRENT_ITEMS`` wins
 (say, for pipelines that wait on a database).

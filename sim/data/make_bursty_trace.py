@@ -1,4 +1,4 @@
-"""Write ``bursty_feeds.csv``: a small example trace for ``sim.trace.TraceReplay``.
+"""Write ``bursty_feeds.csv``: a small example trace for ``sim.web.trace.TraceReplay``.
 
 Six feeds over 14 days (time unit: one hour), each a Markov-modulated Poisson process: it
 alternates between a quiet and a bursty regime with exponentially distributed durations and

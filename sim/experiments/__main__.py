@@ -28,7 +28,7 @@ from sim.experiments.runner import (
     running_average,
     summarise,
 )
-from sim.scenarios import make_scenario
+from sim.web.scenarios import make_scenario
 
 EXPERIMENTS = {
     "icc2021": {

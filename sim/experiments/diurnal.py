@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from scrapy_whittle.core.problem import SourceParams
-from sim.bench import mean_ci95, run_policy
-from sim.profiles import DiurnalProfile
-from sim.scenarios import Scenario, make_scenario
+from sim.bench.policies import mean_ci95, run_policy
+from sim.web.profiles import DiurnalProfile
+from sim.web.scenarios import Scenario, make_scenario
 
 PAIRS = (("diurnal-whittle", "whittle"), ("diurnal-oracle", "oracle"))
 HALF_LIVES = (0.5, 1.0, 2.0, 4.0, 8.0, 24.0, 72.0)

@@ -46,7 +46,7 @@ def _crawl(policy, env, start: int, slots: int) -> tuple[list[list[int]], np.nda
 
 
 def _env(name: str):
-    from sim.scenarios import make_scenario
+    from sim.web.scenarios import make_scenario
 
     scenario = make_scenario(name)
     env = scenario.make_env()

@@ -3,7 +3,7 @@
     python -m sim.experiments.push_polls [--n 10000] [--budget 2%] [--horizon 720] [--seeds 2]
         [--scales 1,0.7,0.5,0.25]
 
-``sim.bench_push``'s ``no-push`` and ``push`` runs (news-mix, half the sources pushing
+``sim.bench.push``'s ``no-push`` and ``push`` runs (news-mix, half the sources pushing
 through a hub that loses 10% of the deliveries), where in the ``push`` runs the learned
 policy counts, for every pushing source, the share 1 - c (1 - p) of its arrivals as delivered
 instead of its learned share p: c = 1 is the policy as it is; c < 1 prices every poll of a
@@ -21,10 +21,10 @@ from types import MethodType
 
 import numpy as np
 
-from sim.bench import budget_arg, budget_of
-from sim.bench_push import run_crawl
-from sim.hub import HubModel
-from sim.scenarios import make_scenario
+from sim.bench.policies import budget_arg, budget_of
+from sim.bench.push import run_crawl
+from sim.web.hub import HubModel
+from sim.web.scenarios import make_scenario
 
 
 def scaled_trust(c: float):

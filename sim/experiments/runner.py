@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from scrapy_whittle.core.policies import make_policy, policy_class
-from sim.scenarios import Scenario
+from sim.web.scenarios import Scenario
 
 # Student t quantiles t_{0.975, df} for 95% confidence bands over few runs
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,

@@ -52,7 +52,7 @@ def wide_web():
 
 def start(redis: RedisServer | RedisClusterServers, web, tmp: Path, name: str,
           seconds: float = LONG, feeds: int = N_FEEDS, **settings) -> subprocess.Popen:
-    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(feeds),
+    return spawn([sys.executable, "-m", "sim.crawls.cluster_crawl", redis.url, web.url, str(feeds),
                   str(tmp / f"{name}.jsonl"), str(seconds), json.dumps(settings)],
                  log=tmp / f"{name}.log", cwd=ROOT)
 

@@ -97,8 +97,9 @@ def test_a_crawl_closes_on_time_while_redis_is_gone(redis_server, tmp_path):
                  "--seed", "3")
     try:
         log = tmp_path / "w0.log"
-        proc = spawn([sys.executable, "-m", "sim.cluster_crawl", redis_server.url, web.url, "10",
-                      str(tmp_path / "w0.jsonl"), "8", json.dumps({"WHITTLE_REDIS_WAIT": 1})],
+        proc = spawn([sys.executable, "-m", "sim.crawls.cluster_crawl", redis_server.url,
+                      web.url, "10", str(tmp_path / "w0.jsonl"), "8",
+                      json.dumps({"WHITTLE_REDIS_WAIT": 1})],
                      log=log, cwd=ROOT)
         wait_for(lambda: "took over" in log.read_text(), timeout=60, alive=proc,
                  what="a planner")
@@ -127,8 +128,8 @@ def web():
 
 
 def cluster_process(redis, web, tmp_path, name: str, **settings) -> subprocess.Popen:
-    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N_FEEDS),
-                  str(tmp_path / f"{name}.jsonl"), "300", json.dumps(settings)],
+    return spawn([sys.executable, "-m", "sim.crawls.cluster_crawl", redis.url, web.url,
+                  str(N_FEEDS), str(tmp_path / f"{name}.jsonl"), "300", json.dumps(settings)],
                  log=tmp_path / f"{name}.log", cwd=ROOT)
 
 

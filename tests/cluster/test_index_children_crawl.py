@@ -1,5 +1,5 @@
 """A sitemap index's children in a cluster crawl of real Scrapy processes
-(``sim.cluster_crawl``) on a real redis-server, against ``sim.serve --kinds mix
+(``sim.crawls.cluster_crawl``) on a real redis-server, against ``sim.serve --kinds mix
 --index-rotate``: the index lists one of its two children at a time and swaps them every
 three real seconds. The children the index names are registered by the workers' spiders
 (``FeedSpider``) and become the cluster's sources, once each; a child the index has not
@@ -33,7 +33,7 @@ def start(redis, web: Server, tmp: Path, name: str) -> object:
     sources = [f"{web.url}/sitemap_index.xml"] + [f"{web.url}/feed/{i}.xml" for i in range(4)]
     settings = {"WHITTLE_SOURCES": sources, "WHITTLE_POLICY": "round_robin",
                 "WHITTLE_SITEMAP_CHILD_MISSES": 3}
-    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url, str(N),
+    return spawn([sys.executable, "-m", "sim.crawls.cluster_crawl", redis.url, web.url, str(N),
                   str(tmp / f"{name}.jsonl"), "300", json.dumps(settings)],
                  log=tmp / f"{name}.log", cwd=ROOT)
 

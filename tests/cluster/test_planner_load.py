@@ -1,4 +1,4 @@
-"""The planner's load test (``sim.bench_planner``) in small, on a real redis-server: a few
+"""The planner's load test (``sim.bench.planner``) in small, on a real redis-server: a few
 thousand sources loaded as a checkpoint leaves them, the real planner in its own process,
 lightweight workers answering with synthetic results; then the planner killed with SIGKILL
 while a second one waits. What every crawl handed out must satisfy is checked from the
@@ -23,7 +23,7 @@ from scrapy_whittle.cluster.node import ClusterNode
 from scrapy_whittle.service.clock import SystemClock
 from scrapy_whittle.service.config import WhittleConfig
 from scrapy_whittle.service.types import DictStats
-from sim.planner_load import load, settings_for, url_of
+from sim.crawls.planner_load import load, settings_for, url_of
 from tests.cluster.conftest import RedisClusterServers, RedisServer, source_urls
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT
@@ -46,7 +46,7 @@ FOLLOWED = {"WHITTLE_CHECKPOINT_INTERVAL": 1.0}
 def _planner(server: RedisServer | RedisClusterServers, tmp, name: str,
              standby: bool = False, **more):
     settings = json.dumps(settings_for(BUDGET, PERIOD, **CHOICE, **more))
-    return spawn([sys.executable, "-m", "sim.planner_load", "planner", server.url, PREFIX,
+    return spawn([sys.executable, "-m", "sim.crawls.planner_load", "planner", server.url, PREFIX,
                   settings, "--lock-ttl", str(LOCK_TTL), "--lease", "60", "--backlog", "16",
                   "--events", str(tmp / f"{name}.jsonl"),
                   *(["--standby"] if standby else [])],
@@ -77,7 +77,7 @@ def test_crawls_are_known_within_budget_once_an_epoch_and_survive_the_planners_k
     assert loaded["sources"] == N
     assert len(source_urls(client, keys)) == N
     journal = tmp_path / "answered.jsonl"
-    workers = spawn([sys.executable, "-m", "sim.planner_load", "workers", redis_server.url,
+    workers = spawn([sys.executable, "-m", "sim.crawls.planner_load", "workers", redis_server.url,
                      PREFIX, str(N), "--workers", "4", "--seed", "7", "--log", str(journal)],
                     log=tmp_path / "workers.log", cwd=ROOT)
     first = _planner(redis_server, tmp_path, "first", **(FOLLOWED if standby else {}))

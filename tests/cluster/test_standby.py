@@ -22,7 +22,7 @@ from scrapy_whittle.service.recrawl import RecrawlService
 from scrapy_whittle.service.sources.registry import SourceSpec
 from scrapy_whittle.service.state.state_codec import encode
 from scrapy_whittle.service.types import DictStats
-from sim.planner_load import load, settings_for
+from sim.crawls.planner_load import load, settings_for
 from tests.cluster.test_sharded_state import CutShort
 from tests.service.test_recrawl import START, PoissonFeeds
 

@@ -1,6 +1,6 @@
-"""WebSub in a cluster crawl of real Scrapy processes (``sim.cluster_crawl``) on a real
-redis-server, against ``sim.serve``'s hub (``sim.websub_hub``). The crawl's public callback is
-a proxy in front of the processes' callback servers (``sim.callback_proxy``): it hands each
+"""WebSub in a cluster crawl of real Scrapy processes (``sim.crawls.cluster_crawl``) on a real
+redis-server, against ``sim.serve``'s hub (``sim.web.websub_hub``). The crawl's public callback is
+a proxy in front of the processes' callback servers (``sim.crawls.callback_proxy``): it hands each
 verification of intent to one process in turn (a load balancer) and every delivery to all of
 them at once (a hub's delivery reaching two processes). So: one subscription per topic
 whatever the number of processes, any process verifies, 0 entries emitted twice however many
@@ -27,15 +27,15 @@ import pytest
 
 from scrapy_whittle.cluster.websub import decode
 from scrapy_whittle.service.sources.websub import ACTIVE
-from sim.bench_cluster_websub import main, real_clock
-from sim.callback_proxy import CallbackProxy
+from sim.bench.cluster_websub import main, real_clock
+from sim.crawls.callback_proxy import CallbackProxy
 from tests.cluster.conftest import RedisServer, free_port
 from tests.processes import spawn
 from tests.scrapy.conftest import ROOT, Server
 from tests.waiting import wait_for
 
 N_FEEDS = 20
-PREFIX = "test:feeds"          # sim.cluster_crawl's "test:{spider}"
+PREFIX = "test:feeds"          # sim.crawls.cluster_crawl's "test:{spider}"
 SPEED = 7200.0                 # simulated seconds per real second: two hours
 
 
@@ -44,7 +44,7 @@ def start(redis: RedisServer, web: Server, proxy: CallbackProxy, port: int, tmp:
     settings = {"EXTENSIONS": {"scrapy_whittle.scrapy.websub.WebSubSubscriber": 500},
                 "WHITTLE_WEBSUB_CALLBACK": proxy.url,
                 "WHITTLE_WEBSUB_LISTEN": f"127.0.0.1:{port}"}
-    return spawn([sys.executable, "-m", "sim.cluster_crawl", redis.url, web.url,
+    return spawn([sys.executable, "-m", "sim.crawls.cluster_crawl", redis.url, web.url,
                   str(N_FEEDS), str(tmp / f"{name}.jsonl"), str(seconds),
                   json.dumps(settings)], log=tmp / f"{name}.log", cwd=ROOT)
 
@@ -189,7 +189,7 @@ def test_subscriptions_survive_a_kill_of_every_process(redis_server, good_hub, t
 
 
 def test_the_cluster_websub_benchmark_measures_both_runs():
-    """``sim.bench_cluster_websub``, short: the pushing sources' polls and delays are counted
+    """``sim.bench.cluster_websub``, short: the pushing sources' polls and delays are counted
     in both runs, only the hub's run pushes, one subscription per pushing source."""
     args = ["--feeds", "20", "--budget", "4", "--seconds", "6", "--warmup", "2", "--json"]
     out = io.StringIO()

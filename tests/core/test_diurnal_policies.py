@@ -19,8 +19,8 @@ from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.periodic import PeriodicArrivals
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.problem import Problem
-from sim.bench import build_policy, run_policy, scenario_bound
-from sim.scenarios import make_scenario
+from sim.bench.policies import build_policy, run_policy, scenario_bound
+from sim.web.scenarios import make_scenario
 from tests.core.loop import run
 
 

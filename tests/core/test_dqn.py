@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from scrapy_whittle.core.policies import make_policy  # noqa: E402
 from scrapy_whittle.core.policies.dqn import DQNPolicy, fg_bellman_loss  # noqa: E402
 from scrapy_whittle.core.problem import Problem  # noqa: E402
-from sim.scenarios import make_scenario  # noqa: E402
+from sim.web.scenarios import make_scenario  # noqa: E402
 from tests.core.loop import run  # noqa: E402
 
 
@@ -188,7 +188,7 @@ def test_learns_to_beat_uniform_on_icc2021_single():
 
 def test_building_and_training_leave_torch_global_rng_alone():
     from scrapy_whittle import make_policy
-    from sim.scenarios import make_scenario
+    from sim.web.scenarios import make_scenario
 
     scenario = make_scenario("icc2021-single")
     before = torch.get_rng_state().clone()

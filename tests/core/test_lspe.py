@@ -16,7 +16,7 @@ from scrapy_whittle.core.policies.lspe import (
 )
 from scrapy_whittle.core.problem import Problem
 from sim.experiments.runner import run_policy
-from sim.scenarios import make_scenario
+from sim.web.scenarios import make_scenario
 from tests.core.loop import run
 
 

@@ -90,7 +90,7 @@ def test_registry_names_resolve_to_classes_with_that_name():
 
 def test_whittle_pruned_selection_is_exactly_the_full_top_m():
     from scrapy_whittle.core.selection import select_top
-    from sim.scenarios import make_scenario
+    from sim.web.scenarios import make_scenario
 
     scenario = make_scenario("news-mix", n=5000, seed=4)
     fast = make_policy("oracle", scenario.problem)
@@ -140,7 +140,7 @@ def test_everything_but_dqn_works_without_torch():
 import sys
 sys.modules['torch'] = None          # as if torch were not installed
 import numpy as np
-import scrapy_whittle, sim.bench, sim.scenarios
+import scrapy_whittle, sim.bench, sim.web.scenarios
 from scrapy_whittle import make_policy, Problem
 from scrapy_whittle.core.policies import POLICIES
 for name in POLICIES:

@@ -17,7 +17,7 @@ from scrapy_whittle.core.population import (
     sample_of,
 )
 from scrapy_whittle.core.problem import Problem
-from sim.scenarios import make_scenario
+from sim.web.scenarios import make_scenario
 
 
 def test_history_starts_at_the_oldest_listed_entry_or_when_the_source_joined():
@@ -103,7 +103,7 @@ def test_first_pass_sweeps_unknown_sources_before_recrawling_poor_known_ones():
     """news-mix warm, 300 sources, 6 crawls an epoch: over the first 24 epochs the learner
     crawls at least as many distinct sources as the first-look oracle does (the fixed prior,
     growing from zero, re-crawled known sources instead and saw a sixth fewer)."""
-    from sim.bench import build_policy
+    from sim.bench.policies import build_policy
 
     scn = make_scenario("news-mix", n=300, budget=6, stochastic=True)
     seen = {}
@@ -170,7 +170,7 @@ def test_thompson_first_pass_goes_where_the_value_is():
     """news-mix warm, 300 sources, 6 crawls an epoch, two seeds: thompson-whittle's capture
     over the first 24 epochs is within 5% of the first-look oracle's (its own prior for the
     unknown sources swept them first, at about 0.77 of it)."""
-    from sim.bench import run_policy
+    from sim.bench.policies import run_policy
 
     scn = make_scenario("news-mix", n=300, budget=6, stochastic=True)
     total = {name: sum(run_policy(scn, name, 24, seed)[0].sum() for seed in range(2))

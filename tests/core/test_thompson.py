@@ -15,7 +15,7 @@ from scrapy_whittle.core.policies.thompson import (
     ThompsonWhittlePolicy,
 )
 from scrapy_whittle.core.problem import Problem
-from sim.scenarios import make_scenario
+from sim.web.scenarios import make_scenario
 from tests.core.loop import run
 
 

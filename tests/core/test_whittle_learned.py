@@ -21,7 +21,7 @@ from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.policies.whittle import AdaptiveWhittlePolicy
 from scrapy_whittle.core.problem import Problem
 from scrapy_whittle.core.selection import select_top
-from sim.scenarios import make_scenario
+from sim.web.scenarios import make_scenario
 
 TCNS_M1_ORACLE = 260.39       # long-run average of the oracle Whittle policy (papers' README)
 

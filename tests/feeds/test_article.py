@@ -14,7 +14,7 @@ from twisted.internet.defer import Deferred
 
 from scrapy_whittle.feeds.article import ArticleError, extract_article, fingerprint, similarity
 from scrapy_whittle.feeds.parse_pool import ParsePool
-from sim.articles import ArticlePages
+from sim.web.articles import ArticlePages
 
 BASE = "http://news.example"
 PAGES = ArticlePages(3)

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest_twisted
 from scrapy import signals
 
-from sim.articles import ArticlePages
+from sim.web.articles import ArticlePages
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 

@@ -1,4 +1,4 @@
-"""Feeds that move or die, crawled offline (``sim.faults.FeedFates``): a permanent redirect
+"""Feeds that move or die, crawled offline (``sim.web.faults.FeedFates``): a permanent redirect
 moves its source within one crawl and the list still naming the old URL makes no twin; 410
 retires a source at once, a run of 404s retires it; a retired feed is probed outside the
 budget and comes back when it revives."""

@@ -7,7 +7,7 @@ M = 1, served with one time unit = one second of the crawl's simulated clock, wh
 server shares: the crawl takes as long as its downloads and parsing, and crawls happen at
 exact epoch instants. The oracle's choices do not depend on what crawls find, so the pure
 simulator in deterministic mode gives the expected utility of exactly the schedule Scrapy
-follows; ``sim.feedweb.simulate`` replays the very items the server published.
+follows; ``sim.web.feedweb.simulate`` replays the very items the server published.
 """
 
 import numpy as np
@@ -18,9 +18,9 @@ from scrapy import signals
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.scrapy.sink import whittle_service
 from scrapy_whittle.service.clock import SimulatedClock
-from sim.feedweb import FeedWeb, simulate
-from sim.scenarios import make_scenario
 from sim.serve import start_server
+from sim.web.feedweb import FeedWeb, simulate
+from sim.web.scenarios import make_scenario
 from tests.scrapy.conftest import make_crawler, run, whittle
 
 PERIOD = 1.0      # simulated seconds per epoch (speed 1, one time unit per epoch)

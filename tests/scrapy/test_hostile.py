@@ -1,4 +1,4 @@
-"""A hostile web (sim.faults) crawled by Scrapy: every failing source counted under its
+"""A hostile web (sim.web.faults) crawled by Scrapy: every failing source counted under its
 documented kind and logged once, backed off no more often than its schedule allows, nothing
 poisoned, no duplicate, no traceback, and the healthy feeds keep their share of the budget."""
 
@@ -14,7 +14,7 @@ from scrapy import signals
 
 from scrapy_whittle.scrapy.errors import ERROR_KINDS, exception_kind
 from scrapy_whittle.scrapy.sink import whittle_service
-from sim.faults import FAULTS, MIB
+from sim.web.faults import FAULTS, MIB
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Site
 
 from scrapy_whittle.scrapy.sink import whittle_service
-from sim.kinds import INDEX_PATH
+from sim.web.kinds import INDEX_PATH
 from tests.scrapy.conftest import START, VirtualWeb, make_crawler, run, whittle
 
 

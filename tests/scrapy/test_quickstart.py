@@ -55,7 +55,7 @@ def test_sim_serve_prints_the_crawl_command_for_what_it_serves(served, tmp_path,
     assert float(settings["WHITTLE_PERIOD"]) == 0.5              # an hour at --speed 7200
     assert float(settings["WHITTLE_STEP"]) == pytest.approx(0.5 / 60)   # a simulated minute
     assert float(settings["WHITTLE_ENGAGEMENT_SCALE"]) == params["engagement_scale"] == 500
-    from sim.scenarios import make_scenario
+    from sim.web.scenarios import make_scenario
 
     assert float(settings["WHITTLE_BUDGET"]) == make_scenario("news-mix", n=40).budget
     opml = urllib.request.urlopen(settings["WHITTLE_SOURCES"], timeout=10).read()

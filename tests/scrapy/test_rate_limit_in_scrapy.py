@@ -1,5 +1,5 @@
 """A host that answers 429 above one request a minute (``sim.serve --rate-limit``), crawled
-by Scrapy with the add-on on the simulated clock (``sim.bench_hosts``, small): the host's
+by Scrapy with the add-on on the simulated clock (``sim.bench.hosts``, small): the host's
 limit is found by a couple of refusals, not one per feed, its crawls are then paced within
 what it bears, and its feeds get the allowance the throttle leaves them; with one plan an
 epoch (its crawls leaving at once) and with the default's decision steps (paced from the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import pytest_twisted
 
-from sim.bench_hosts import crawl
+from sim.bench.hosts import crawl
 
 
 @pytest_twisted.ensureDeferred

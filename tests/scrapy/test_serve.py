@@ -1,4 +1,4 @@
-"""sim.serve and sim.feedweb: feeds, OPML, parameters, conditional GET, determinism."""
+"""sim.serve and sim.web.feedweb: feeds, OPML, parameters, conditional GET, determinism."""
 
 import json
 import os
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.feeds.parse import parse_feed
-from sim.feedweb import FeedWeb
-from sim.scenarios import make_scenario
+from sim.web.feedweb import FeedWeb
+from sim.web.scenarios import make_scenario
 from tests.scrapy.conftest import ROOT
 
 

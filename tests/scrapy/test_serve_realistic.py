@@ -1,5 +1,5 @@
 """sim.serve --realistic: real-sized entries, gzip when accepted, the same text at every
-fetch; and sim.bench_throughput's JSON report on a tiny run."""
+fetch; and sim.bench.throughput's JSON report on a tiny run."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_realistic_feeds_weigh_what_news_feeds_weigh(realistic):
 def test_bench_throughput_json_report():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run(
-        [sys.executable, "-m", "sim.bench_throughput", "--feeds", "10", "--seconds", "1",
+        [sys.executable, "-m", "sim.bench", "throughput", "--feeds", "10", "--seconds", "1",
          "--warmup", "0.5", "--window", "20", "--no-hostile", "--json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])

@@ -19,8 +19,8 @@ N, SITES = 36, 9
 def gone(web_seed: int = 0) -> str:
     """The fates making every feed of site 2 (a header site) answer 410 Gone: it is searched
     again."""
-    from sim.kinds import SourceKinds
-    from sim.sites import SimSites
+    from sim.web.kinds import SourceKinds
+    from sim.web.sites import SimSites
 
     members = SimSites(SourceKinds(N, "mix"), SITES, web_seed).members[2]
     return ",".join(f"{i}:410" for i in members)

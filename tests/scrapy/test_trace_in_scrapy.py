@@ -14,8 +14,8 @@ import pytest_twisted
 
 from scrapy_whittle.report.trace import read_trace
 from scrapy_whittle.service.state.store import FILE_NAME, SqliteStateStore
-from sim.feedweb import FeedWeb
-from sim.scenarios import make_scenario
+from sim.web.feedweb import FeedWeb
+from sim.web.scenarios import make_scenario
 from tests.scrapy.conftest import VirtualWeb, make_crawler, run, whittle
 from tests.scrapy.test_report import entry_points, scrapy
 

@@ -1,4 +1,4 @@
-"""``sim.bench_websub``, small: its ground-truth ledger and its ``faults`` run (a hub that
+"""``sim.bench.websub``, small: its ground-truth ledger and its ``faults`` run (a hub that
 duplicates, pings with nothing, signs some deliveries badly and grants leases shorter than the
 crawl, which is stopped half-way and started again on its JOBDIR)."""
 
@@ -9,7 +9,7 @@ import math
 import pytest
 import pytest_twisted
 
-from sim.bench_websub import crawl, hub_spec, parse_args, value_captured
+from sim.bench.websub import crawl, hub_spec, parse_args, value_captured
 
 EPOCHS = 30
 

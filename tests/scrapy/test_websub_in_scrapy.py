@@ -1,4 +1,4 @@
-"""WebSub in a Scrapy crawl against ``sim.serve``'s hub (``sim.websub_hub``), on a simulated
+"""WebSub in a Scrapy crawl against ``sim.serve``'s hub (``sim.web.websub_hub``), on a simulated
 clock shared by the crawl and the server: subscription through the hub, deliveries through the
 parse pool and the entry memory to the spider, the policy learning to poll the pushing sources
 less, duplicated deliveries emitted once, bad signatures counted and dropped, leases renewed,

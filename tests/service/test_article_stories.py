@@ -12,7 +12,7 @@ from scrapy_whittle.feeds.story import ParamFilter
 from scrapy_whittle.service.memory.article_stories import ArticleStories, NearDuplicates
 from scrapy_whittle.service.memory.story_memory import StoryMemory
 from scrapy_whittle.service.state.store import FILE_NAME, Checkpoint, SqliteStateStore
-from sim.articles import ArticlePages
+from sim.web.articles import ArticlePages
 from tests.service.test_dedup import crawls, make, story
 
 PAGES = ArticlePages(2)

@@ -1,12 +1,19 @@
-"""sim.bench: the command line and its JSON report."""
+"""sim.bench: the command line (its one entry point, python -m sim.bench [NAME]) and the
+policies' JSON report."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
-from sim.bench import main, mean_ci95, state_bytes, t975
+from sim.bench import BENCHMARKS, module_of
+from sim.bench.__main__ import main as entry
+from sim.bench.policies import main, mean_ci95, state_bytes, t975
+
+BENCH = Path(__file__).resolve().parents[2] / "sim" / "bench"
 
 
 def test_json_report_structure_and_ratios(capsys):
@@ -44,8 +51,9 @@ def test_json_report_structure_and_ratios(capsys):
 
 
 def test_tcns2018_m1_oracle_reaches_the_bound(capsys):
-    assert main(["--scenario", "tcns2018", "--policy", "oracle", "--horizon", "200",
-                 "--seeds", "1", "--json"]) == 0
+    # through the entry point: with no benchmark named, the policies' benchmark
+    assert entry(["--scenario", "tcns2018", "--policy", "oracle", "--horizon", "200",
+                  "--seeds", "1", "--json"]) == 0
     (r,) = json.loads(capsys.readouterr().out)["results"]
     assert r["reward"] == pytest.approx(260.39, abs=0.005)
     assert r["ratio"] == pytest.approx(1.0, abs=1e-9)
@@ -59,6 +67,27 @@ def test_text_output_and_errors(capsys):
     assert "upper bound" in out and "uniform" in out
     assert main(["--policy", "no-such-policy"]) == 2
     assert "unknown policy" in capsys.readouterr().err
+
+
+def test_the_entry_point_names_every_benchmark_and_refuses_others(capsys):
+    # every module of sim/bench with a command line of its own is a benchmark by name
+    commands = {f"sim.bench.{path.stem}" for path in BENCH.glob("*.py")
+                if "harness.parser(" in path.read_text()}
+    assert commands == {module_of(name) for name in BENCHMARKS}
+    for name in BENCHMARKS:
+        tree = ast.parse((BENCH / f"{module_of(name).rsplit('.', 1)[1]}.py").read_text())
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body), name
+    assert entry(["no-such-benchmark"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-benchmark" in err and all(f"\n  {name} " in err for name in BENCHMARKS)
+    with pytest.raises(SystemExit) as done:
+        entry(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--scenario" in out and all(f"\n  {name} " in out for name in BENCHMARKS)
+    with pytest.raises(SystemExit):
+        entry(["overlap", "--help"])
+    assert capsys.readouterr().out.startswith("usage: python -m sim.bench overlap ")
 
 
 def test_perf_mode_small(capsys):
@@ -94,8 +123,8 @@ def test_state_bytes_counts_each_buffer_once():
 
 
 def test_volume_of_runs_every_policy_at_the_rules_own_budget(capsys):
-    from sim.bench import rule_volume
-    from sim.scenarios import make_scenario
+    from sim.bench.policies import rule_volume
+    from sim.web.scenarios import make_scenario
 
     # hourly epochs and a one-hour interval: every source due every epoch, a volume of N
     assert main(["--scenario", "news-mix", "--n", "60", "--horizon", "40", "--step", "60",
@@ -124,10 +153,10 @@ def test_a_fractional_budget_is_spent_through_a_credit():
 
     import numpy as np
 
-    from sim.bench import run_policy
-    from sim.credit import BudgetCredit
-    from sim.measures import UserMeasures
-    from sim.scenarios import make_scenario
+    from sim.bench.measures import UserMeasures
+    from sim.bench.policies import run_policy
+    from sim.web.credit import BudgetCredit
+    from sim.web.scenarios import make_scenario
 
     credit = BudgetCredit(0.8)
     spent = []
@@ -190,9 +219,9 @@ def test_news_scenarios_decide_every_minute_by_default(capsys):
 def test_the_budget_per_hour_is_the_same_at_any_step(name):
     """Three hours at six crawls an hour: 18 crawls in 180 one-minute epochs as in 3 hourly
     ones, for a rule (its intervals in hours) and for the index policy."""
-    from sim.bench import run_policy
-    from sim.measures import UserMeasures
-    from sim.scenarios import at_step, make_scenario
+    from sim.bench.measures import UserMeasures
+    from sim.bench.policies import run_policy
+    from sim.web.scenarios import at_step, make_scenario
 
     hourly = make_scenario("news-mix", n=20, budget=6, stochastic=True, step=60)
     assert at_step(hourly, 60) is hourly
@@ -210,7 +239,7 @@ def test_a_rhythm_on_minute_epochs_is_the_same_rhythm():
     """news-diurnal at --step 1 keeps each source's p_i(t), on bins of a minute."""
     import numpy as np
 
-    from sim.scenarios import make_scenario
+    from sim.web.scenarios import make_scenario
 
     minutes, hours = (make_scenario("news-diurnal", n=8, weekend=True, step=step)
                       for step in (1, None))
@@ -221,7 +250,7 @@ def test_a_rhythm_on_minute_epochs_is_the_same_rhythm():
         np.testing.assert_allclose(getattr(minutes.profile, fn)(t, ids),
                                    getattr(hours.profile, fn)(t, ids), rtol=1e-12)
     # the simulator's expected value, summed at once over the 10,080 phases of a week
-    from sim.diurnal import summed_accumulated
+    from sim.web.diurnal import summed_accumulated
 
     ids, phase = np.array([0, 3, 5, 5]), np.array([0, 700, 7 * 1440 - 1, 9])
     k = np.array([0, 61, 7 * 1440 * 3 + 5, 2**40 * 7 * 1440])

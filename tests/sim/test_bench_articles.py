@@ -1,10 +1,10 @@
-"""sim.bench_articles' measure of extraction quality: shingle-level F1."""
+"""sim.bench.articles' measure of extraction quality: shingle-level F1."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim.bench_articles import f1, shingles
+from sim.bench.articles import f1, shingles
 
 
 def test_f1_of_shingles():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.bench import evaluate, run_policy, sweep_step
-from sim.scenarios import make_scenario
+from sim.bench.policies import evaluate, run_policy, sweep_step
+from sim.web.scenarios import make_scenario
 
 
 def test_sweep_step_fetches_every_source_and_splits_the_capture():

@@ -1,7 +1,7 @@
 """Overlapping feeds: the web has the overlap it says, and the service with the link identity
 emits each story once where the per-feed identity emits copies."""
 
-from sim.bench_overlap import OverlapWeb, crawl, run
+from sim.bench.overlap import OverlapWeb, crawl, run
 
 
 def test_the_web_lists_stories_in_several_feeds():

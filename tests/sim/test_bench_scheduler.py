@@ -1,4 +1,4 @@
-"""A small run of python -m sim.bench_scheduler: the scheduler inside Scrapy against Scrapy's
+"""A small run of python -m sim.bench scheduler: the scheduler inside Scrapy against Scrapy's
 default scheduler, and a crawl's state kept in a JOBDIR (start-up, checkpoints, restore).
 The figures of docs/benchmarks.md are the same command at 10^4-10^6 sources."""
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_small_bench_scheduler_run_reports_every_policy_and_the_state():
     n = 3000
-    cmd = [sys.executable, "-m", "sim.bench_scheduler", "--n", str(n), "--hosts", "50",
+    cmd = [sys.executable, "-m", "sim.bench", "scheduler", "--n", str(n), "--hosts", "50",
            "--policy", "whittle,round_robin,diurnal-oracle", "--epochs", "2",
            "--warmup", "2", "--state", "--fill", "--json"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -46,7 +46,7 @@ def test_decision_steps_pace_the_crawls_one_plan_an_epoch_sends_them_at_once():
     epoch's first minute (60); the default's decision steps (here one per crawl, two
     minutes) keep every minute within twice the mean."""
     def peak(*step):
-        cmd = [sys.executable, "-m", "sim.bench_scheduler", "--n", "3000", "--hosts", "50",
+        cmd = [sys.executable, "-m", "sim.bench", "scheduler", "--n", "3000", "--hosts", "50",
                "--policy", "whittle", "--epochs", "2", "--warmup", "2", "--json", *step]
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]

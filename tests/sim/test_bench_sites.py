@@ -1,7 +1,7 @@
-"""sim.bench_sites on a small web: it measures what the crawl found against what the sites
+"""sim.bench.sites on a small web: it measures what the crawl found against what the sites
 link, and the search finds every linked feed and no decoy."""
 
-from sim.bench_sites import one_web
+from sim.bench.sites import one_web
 
 
 def test_the_bench_measures_a_crawl_from_sites():

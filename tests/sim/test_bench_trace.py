@@ -10,7 +10,7 @@ import pytest
 
 from scrapy_whittle.core.bound import upper_bound
 from scrapy_whittle.report.trace import Trace, write_trace
-from sim import bench
+from sim.bench import policies as bench
 
 # hours; epochs crawl at 0, 1, 2: b's item waits 1 h, a's 0.5 h and 0.75 h
 TRACE = Trace(names=["a", "b"], source=np.array([0, 0, 1]), time=np.array([0.5, 1.25, 0.0]),

@@ -1,4 +1,4 @@
-"""sim.profiles and sim.diurnal: rhythms, the periodic simulator, news-diurnal, traces."""
+"""sim.web.profiles and sim.web.diurnal: rhythms, the periodic simulator, news-diurnal, traces."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import pytest
 
 from scrapy_whittle.core.problem import SourceParams
 from scrapy_whittle.report.trace import read_trace, write_trace
-from sim.diurnal import DiurnalWeb, diurnal_trace
-from sim.ephemeral import EphemeralWeb
-from sim.feedweb import FeedWeb
-from sim.profiles import RATIO_RANGE, DiurnalProfile, draw_profile, newsroom_shape
-from sim.scenarios import make_scenario, news_mix_params
-from sim.trace import TraceReplay
+from sim.web.diurnal import DiurnalWeb, diurnal_trace
+from sim.web.ephemeral import EphemeralWeb
+from sim.web.feedweb import FeedWeb
+from sim.web.profiles import RATIO_RANGE, DiurnalProfile, draw_profile, newsroom_shape
+from sim.web.scenarios import make_scenario, news_mix_params
+from sim.web.trace import TraceReplay
 
 
 @pytest.mark.parametrize("weekend", [False, True])
@@ -148,7 +148,7 @@ def test_diurnal_trace_replays(tmp_path):
 
 
 def test_trace_command(tmp_path, capsys):
-    from sim.make_trace import main
+    from sim.web.make_trace import main
 
     out = tmp_path / "t.csv"
     assert main(["--n", "5", "--days", "3", "--out", str(out)]) == 0

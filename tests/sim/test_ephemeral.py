@@ -1,4 +1,4 @@
-"""sim.ephemeral.EphemeralWeb: API, determinism, the mean dynamics, and the stochastic model."""
+"""sim.web.ephemeral.EphemeralWeb: API, determinism, the mean dynamics, and the stochastic model."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.core.problem import SourceParams
-from sim.ephemeral import EphemeralWeb, newest_ages
-from sim.scenarios import TCNS2018_PARAMS, make_scenario
+from sim.web.ephemeral import EphemeralWeb, newest_ages
+from sim.web.scenarios import TCNS2018_PARAMS, make_scenario
 
 
 def one_source(rate=3.0, xi=2.0, mu=0.5, period=1.0):

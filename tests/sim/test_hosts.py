@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.bench import evaluate
-from sim.scenarios import make_scenario
+from sim.bench.policies import evaluate
+from sim.web.scenarios import make_scenario
 
 
 def test_news_hosts_puts_sources_on_hosts_with_allowances():

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from sim.kinds import SourceKinds
+from sim.web.kinds import SourceKinds
 
 
 def test_the_index_lists_each_half_of_its_children_in_turn():

@@ -1,12 +1,12 @@
-"""sim.pages.ChangingPages: the ICC 2021 page-change model."""
+"""sim.web.pages.ChangingPages: the ICC 2021 page-change model."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sim.pages import ChangingPages
-from sim.scenarios import make_scenario
+from sim.web.pages import ChangingPages
+from sim.web.scenarios import make_scenario
 
 
 def test_api_and_problem_bridge():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sim.processes import reap, tree_cpu
+from sim.crawls.processes import reap, tree_cpu
 
 # a parent whose child spends 0.3 s of CPU, says so, and waits for the parent's stdin to close
 TREE = """

@@ -1,4 +1,4 @@
-"""The push web (sim.push_web) and its hub (sim.hub), and sim.bench_push on a small mix."""
+"""The push web (sim.web.push_web) and its hub (sim.web.hub), and sim.bench.push on a small mix."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.core.problem import SourceParams
-from sim.bench_push import evaluate, main
-from sim.hub import HubModel
-from sim.push_web import PushWeb
+from sim.bench.push import evaluate, main
+from sim.web.hub import HubModel
+from sim.web.push_web import PushWeb
 
 
 def alike(n: int, rate: float = 2.0, half_life: float = 6.0) -> SourceParams:

@@ -1,10 +1,10 @@
-"""sim.rate_limit: the host of ``sim.serve --rate-limit`` that answers 429 above a rate."""
+"""sim.web.rate_limit: the host of ``sim.serve --rate-limit`` that answers 429 above a rate."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim.rate_limit import RateLimit, parse_rate_limit
+from sim.web.rate_limit import RateLimit, parse_rate_limit
 
 
 def test_a_sliding_minute_of_answered_requests():

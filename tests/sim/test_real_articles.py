@@ -1,5 +1,5 @@
-"""sim.real_articles: the benchmark's shingle metric on hand-made texts, and the real-page mode
-of sim.bench_articles end to end through the crawl (its report's figures consistent with one
+"""sim.bench.real_articles: the benchmark's shingle metric on hand-made texts, and the real-page
+mode of sim.bench.articles end to end through the crawl (its report's figures consistent with one
 another; no threshold on their quality)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from sim import bench_articles
-from sim.real_articles import DATA, Score, load, rss, score, shingles, summary
+from sim.bench import articles
+from sim.bench.real_articles import DATA, Score, load, rss, score, shingles, summary
 
 
 def test_shingles_are_four_tokens_of_word_characters_case_kept_counted_with_repeats():
@@ -55,7 +55,7 @@ def test_the_data_are_the_benchmark_s_files_with_their_labels():
 
 
 def test_the_real_page_mode_crawls_the_pages_and_reports_consistent_figures(capsys):
-    assert bench_articles.main(["--real", "--pages", "5", "--per-feed", "2", "--json"]) == 0
+    assert articles.main(["--real", "--pages", "5", "--per-feed", "2", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["pages"] == 5 and r["feeds"] == 3
     assert r["items"] == 5                         # every linked page's entry gave its item

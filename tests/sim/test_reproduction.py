@@ -9,7 +9,7 @@ from scrapy_whittle.core.bound import upper_bound
 from scrapy_whittle.core.policies import make_policy
 from scrapy_whittle.core.policies.static import static_distribution
 from scrapy_whittle.core.problem import Problem
-from sim.scenarios import ICC2021_IMPORTANCE, ICC2021_SINGLE_RATES, make_scenario
+from sim.web.scenarios import ICC2021_IMPORTANCE, ICC2021_SINGLE_RATES, make_scenario
 
 
 def run_whittle(budget: float, horizon: int, stochastic: bool = False, seed: int = 0):

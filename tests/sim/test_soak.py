@@ -1,4 +1,4 @@
-"""A short run of the soak (python -m sim.soak): a crawl of a web with every fault on, and
+"""A short run of the soak (python -m sim.bench soak): a crawl of a web with every fault on, and
 its report. The ten-minute run of docs/benchmarks.md is the same with --minutes 10."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sim.faults import FAULTS
+from sim.web.faults import FAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_short_soak_crawls_a_hostile_web_without_traceback_or_duplicate(tmp_path):
-    cmd = [sys.executable, "-m", "sim.soak", "--minutes", "0.1", "--feeds", "20",
+    cmd = [sys.executable, "-m", "sim.bench", "soak", "--minutes", "0.1", "--feeds", "20",
            "--budget", "20", "--timeout", "2", "--bomb-mib", "16", "--copies", "1",
            "--sample", "1", "--json", "--out", str(tmp_path)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)

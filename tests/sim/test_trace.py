@@ -1,4 +1,4 @@
-"""Traces: reading the CSV format (scrapy_whittle.report.trace) and replaying it (sim.trace)
+"""Traces: reading the CSV format (scrapy_whittle.report.trace) and replaying it (sim.web.trace)
 with the stochastic simulator's semantics."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from scrapy_whittle.report.trace import Trace, read_trace
-from sim.measures import UserMeasures
-from sim.trace import TraceReplay
+from sim.bench.measures import UserMeasures
+from sim.web.trace import TraceReplay
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "sim" / "data" / "bursty_feeds.csv"
 

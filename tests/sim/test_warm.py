@@ -10,14 +10,14 @@ import pytest
 from scrapy_whittle.core.observation import Observation
 from scrapy_whittle.core.policies.oracle import WhittlePolicy
 from scrapy_whittle.core.problem import Problem, SourceParams
-from sim.bench import evaluate, learning_curve
-from sim.diurnal import DiurnalWeb
-from sim.ephemeral import EphemeralWeb, stationary_state
-from sim.feedweb import FeedWeb
-from sim.first_look import FirstLookOracle
-from sim.measures import UserMeasures
-from sim.profiles import draw_profile
-from sim.scenarios import TCNS2018_PARAMS, make_scenario, news_mix_params
+from sim.bench.first_look import FirstLookOracle
+from sim.bench.measures import UserMeasures
+from sim.bench.policies import evaluate, learning_curve
+from sim.web.diurnal import DiurnalWeb
+from sim.web.ephemeral import EphemeralWeb, stationary_state
+from sim.web.feedweb import FeedWeb
+from sim.web.profiles import draw_profile
+from sim.web.scenarios import TCNS2018_PARAMS, make_scenario, news_mix_params
 
 N = 4000
 

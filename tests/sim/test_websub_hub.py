@@ -1,4 +1,4 @@
-"""``sim.serve``'s WebSub hub (``sim.websub_hub``) over HTTP: discovery in the feeds,
+"""``sim.serve``'s WebSub hub (``sim.web.websub_hub``) over HTTP: discovery in the feeds,
 subscription with verification of intent, signed deliveries of each new entry on the virtual
 clock, refusals, a hub going down; and its options."""
 
@@ -19,7 +19,7 @@ from twisted.web.server import Site
 
 from scrapy_whittle.service.clock import SimulatedClock
 from sim.serve import start_server
-from sim.websub_hub import announce, parse_hub, read_body
+from sim.web.websub_hub import announce, parse_hub, read_body
 
 START = 1_700_000_000.0
 

@@ -17,7 +17,7 @@ newest date. CommaFeed's refresh engine takes the feeds whose ``disabledUntil`` 
 the most overdue first within the budget, and budget no due feed needs is left unused.
 
 The document's entries are the newest ``feed_window`` entries the policy has seen (default 20,
-the window of the simulated web's served feeds, sim.feedweb), kept per source in time order
+the window of the simulated web's served feeds, sim.web.feedweb), kept per source in time order
 (8 bytes each); their mean consecutive gap is (newest - oldest) / (count - 1). Entry times come
 from the observation's item times; without them (deterministic simulator), a crawl's
 ``new_items`` are spread evenly since the previous check (the last week at the first). Failed
