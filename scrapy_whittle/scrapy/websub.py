@@ -117,6 +117,7 @@ class WebSubSubscriber:
         self.subscriptions: LocalSubscriptions | ClusterSubscriptions | None = None
         self.stats = None                         # the service's, or the node's
         self.port = None
+        self.closed = False
         self._warned: set[str] = set()
         #: one process's deliveries of the last REPEAT_WINDOW (a cluster's are in Redis)
         self.recent = RecentDeliveries()
@@ -159,6 +160,7 @@ class WebSubSubscriber:
         return True
 
     async def spider_closed(self, spider=None, reason=None) -> None:
+        self.closed = True
         if self.subscriptions is not None:
             self.subscriptions.close()
         if self.port is not None:
@@ -202,7 +204,11 @@ class WebSubSubscriber:
 
     # -- the callback ------------------------------------------------------------------------
     async def verification(self, key: str, args: dict[str, str]) -> tuple[int, bytes]:
-        """A hub's GET: (status, body)."""
+        """A hub's GET: (status, body). Once the spider closed (a request the listener had
+        taken before it stopped), 503: the crawl's state and stats are final, and a lease
+        started now would be one they do not know of; the hub asks again later."""
+        if self.closed:
+            return 503, b""
         return await self.subscriptions.verification(key, args)
 
     async def delivery(self, key: str, body: bytes, signature: str | None,
