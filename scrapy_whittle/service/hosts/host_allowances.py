@@ -27,17 +27,18 @@ an estimate from a partial epoch: early in an epoch (decision steps of a minute,
 refusing a few requests in) it rests on a count of a few answers, and it falls to the cut
 itself when the host bore less than that. So the ceiling is not final: each epoch of good
 answers gives back ``INCREASE`` of the ceiling (additive increase), and once the host has
-answered ``PROBE_ANSWERS`` requests at its ceiling the allowance *probes* one step above it
-(one crawl an epoch, or ``INCREASE`` of the ceiling if more). An epoch in which the host
-answered more than its ceiling, refusing nothing, raises the ceiling to what it answered
-(and the next probe follows ``PROBE_ANSWERS`` answers later): the allowance climbs to what
-the host bears, one step at a time, each step costing at most one refusal. A refused probe
-is not a cut: the host bore the ceiling, so the allowance goes back to it (halving it would
-lose half of what the host bears at every probe), and the ceiling is then known to be
-within a step of what the host bears: the next probe waits ``PROBE_AFTER`` epochs at the
-ceiling (the host may bear more later), so a host found costs one refusal in that many
-epochs. Probes and climbs are counted in answers and epochs, never in decision steps: the
-same whether an epoch is planned once or every minute.
+answered ``PROBE_ANSWERS`` requests at its ceiling, in epochs whose plan took its whole
+allowance, the allowance *probes* one step above it (one crawl an epoch, or ``INCREASE`` of
+the ceiling if more). An epoch in which the host answered more than its ceiling, refusing
+nothing, raises the ceiling to what it answered (and the next probe follows
+``PROBE_ANSWERS`` answers later): the allowance climbs to what the host bears one step at a
+time, and only the step it does not bear costs a refusal. A refused probe is not a cut:
+the host bore the ceiling, so the allowance goes back to it (halving it would lose half of
+what the host bears at every probe), and the ceiling is then known to be within a step of
+what the host bears: the next probe waits ``PROBE_AFTER`` epochs at the ceiling (the host
+may bear more later), so a host found costs one refusal in that many epochs. Probes and
+climbs are counted in answers and epochs, never in decision steps: the same whether an
+epoch is planned once or every minute.
 
 Article requests (``WHITTLE_ARTICLES``) to a host spend the same credit, after its feeds
 (:meth:`HostAllowances.admit_article`): a host's requests of both kinds stay within its
@@ -59,8 +60,8 @@ DECREASE = 0.5
 #: an epoch of good answers gives back this share of the host's ceiling (at least FLOOR);
 #: a probe above the ceiling is this share of it (at least one crawl)
 INCREASE = 0.1
-#: good answers at a ceiling learned from a cut before the allowance probes above it: a
-#: probe may cost a refusal, so at most one in this many answers
+#: good answers at a ceiling learned from a cut before the allowance probes above it (a
+#: couple of epochs of a host bearing ten): a refused probe costs one refusal in as many
 PROBE_ANSWERS = 20
 #: epochs of good answers at a ceiling found by a refused probe before the next probe
 PROBE_AFTER = 100
