@@ -292,7 +292,7 @@ def test_with_minute_steps_a_rate_limited_host_climbs_to_what_it_bears():
     service = RecrawlService(config, clock=clock)
     service.open([SourceSpec(url=u) for u in urls])
     web = SpacedWeb(45.0)
-    epochs = 40
+    epochs = 28
     crawl_epochs(service, clock, web, epochs)
     assert service.throttle.allowances.allowance(BIG) >= 12.0
     last = [web.answered[k] for k in range(epochs - 10, epochs)]
