@@ -199,9 +199,10 @@ class HostAllowances:
             h.allowance = min(top, h.allowance + max(self.floor, self.increase * top))
             h.calm = h.calm_answers = 0
         elif h.allowance > h.ceiling:        # probing: did it bear more than its ceiling?
-            if h.ok > h.ceiling:
+            if h.ok > h.ceiling:             # it did: it may bear more still
                 h.ceiling = min(h.allowance, float(h.ok))
                 h.calm = h.calm_answers = 0
+                h.found = False
         elif h.ceiling < h.limit and \
                 h.planned + h.articles >= math.floor(h.allowance + 1e-9):
             # (only while the host's feeds take its whole allowance: one whose plan wants
