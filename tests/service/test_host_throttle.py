@@ -191,6 +191,24 @@ def test_a_host_that_answers_once_then_refuses_is_throttled_from_the_first_visit
     assert all(big <= 1 for big, _ in epochs[3:]), epochs
 
 
+@pytest.mark.parametrize("probing", [True, False])
+def test_any_refusal_of_a_host_probing_above_its_ceiling_answers_the_probe(probing):
+    """A host throttled to 2 an epoch, its allowance probing at 3 (or not): a 429 from a
+    feed on its first visit, which is the feed's own otherwise, ends the probe: the
+    allowance goes back to the ceiling, not halved."""
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    allowances = service.throttle.allowances
+    allowances.load_rows([(BIG, 2.0, 2.0, 1)])
+    h = allowances.hosts[BIG]
+    h.allowance = 3.0 if probing else 2.0
+    crawl = service.next_crawl()
+    assert BIG in crawl.url
+    service.crawl_failed(crawl, "http_429", "refused")
+    assert allowances.allowance(BIG) == 2.0 and h.ceiling == 2.0
+    assert service.stats.get("hosts/decreases") == (1 if probing else 0)
+
+
 def test_allowances_survive_a_restart(tmp_path):
     clock = SimulatedClock(start=START)
     service = make_service(clock, store=SqliteStateStore(tmp_path / FILE_NAME))
