@@ -5,7 +5,7 @@ from itertools import pairwise
 
 import pytest
 
-from scrapy_whittle.service.hosts.host_allowances import PROBE_AFTER, HostAllowances
+from scrapy_whittle.service.hosts.host_allowances import PROBE_AFTER, PROBE_ANSWERS, HostAllowances
 
 
 def run_epochs(allow, host, rate, epochs, start=0):
@@ -66,6 +66,43 @@ def test_recovery_is_additive_and_stops_at_the_configured_limit():
     # the epoch of the cut gives nothing back; each later good one a little
     assert seen[0] == 4.0 and seen[1] > 4.0 and seen[-1] == 8.0
     assert all(b - a <= 0.8 + 1e-9 for a, b in pairwise(seen))
+
+
+def test_a_ceiling_guessed_early_in_an_epoch_is_climbed_past_and_a_refused_probe_keeps_it():
+    """The case of a crawl with decision steps of a minute, a host bearing 10 an epoch: its
+    second refusal comes 60% into an epoch having answered 2, so what it bore reads below
+    the cut, and the ceiling is the cut, 7.5. Probes climb past it, one crawl an epoch at a
+    time, to what the host bears; the probe it refuses brings the allowance back to that
+    ceiling (not half of it), and the next probe waits PROBE_AFTER epochs, so that a host
+    bearing more later is found then."""
+    allow = HostAllowances()
+    allow.start_epoch(0)
+    allow.answered("r.example")
+    assert allow.overloaded("r.example", observed=30.0, share=0.1)     # (a first cut)
+    allow.start_epoch(1)
+    allow.answered("r.example", 2)
+    assert allow.overloaded("r.example", share=0.6)
+    assert allow.hosts["r.example"].ceiling == pytest.approx(7.5)
+    allowances, refused = [], []
+
+    def serve(epochs, bears):
+        for k in epochs:
+            allow.start_epoch(k)
+            cap = int(allow.caps(["r.example"])[0])
+            allow.planned("r.example", cap)
+            allow.answered("r.example", min(cap, bears))
+            if cap > bears:
+                refused.append(k)
+                assert allow.overloaded("r.example", share=0.1)
+            allowances.append(allow.allowance("r.example"))
+
+    serve(range(2, 2 + PROBE_AFTER), 10)
+    assert refused and allowances[refused[0] - 2] == 10.0    # back to the ceiling found
+    assert len(refused) == 1 and allowances[-1] == 10.0      # and held there
+    # the climb: from 7.5, a probe after each PROBE_ANSWERS answers, within that many epochs
+    assert refused[0] - 2 <= 4 * (PROBE_ANSWERS // 7 + 2), allowances
+    serve(range(2 + PROBE_AFTER, 2 + 3 * PROBE_AFTER), 13)  # it bears more now
+    assert allowances[-1] == 13.0 and len(refused) <= 3, (refused, allowances[-1])
 
 
 def test_a_burst_of_403s_reads_as_a_rate_limit_and_rows_round_trip():

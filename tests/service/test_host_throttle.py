@@ -191,6 +191,24 @@ def test_a_host_that_answers_once_then_refuses_is_throttled_from_the_first_visit
     assert all(big <= 1 for big, _ in epochs[3:]), epochs
 
 
+@pytest.mark.parametrize("probing", [True, False])
+def test_any_refusal_of_a_host_probing_above_its_ceiling_answers_the_probe(probing):
+    """A host throttled to 2 an epoch, its allowance probing at 3 (or not): a 429 from a
+    feed on its first visit, which is the feed's own otherwise, ends the probe: the
+    allowance goes back to the ceiling, not halved."""
+    clock = SimulatedClock(start=START)
+    service = make_service(clock)
+    allowances = service.throttle.allowances
+    allowances.load_rows([(BIG, 2.0, 2.0, 1)])
+    h = allowances.hosts[BIG]
+    h.allowance = 3.0 if probing else 2.0
+    crawl = service.next_crawl()
+    assert BIG in crawl.url
+    service.crawl_failed(crawl, "http_429", "refused")
+    assert allowances.allowance(BIG) == 2.0 and h.ceiling == 2.0
+    assert service.stats.get("hosts/decreases") == (1 if probing else 0)
+
+
 def test_allowances_survive_a_restart(tmp_path):
     clock = SimulatedClock(start=START)
     service = make_service(clock, store=SqliteStateStore(tmp_path / FILE_NAME))
@@ -254,3 +272,47 @@ def test_a_throttled_host_s_crawls_are_paced_over_the_epoch():
     assert len(paced) >= 4
     gaps = [b - a for a, b in pairwise(paced)]
     assert min(gaps) >= 600.0 / allowance - 1e-6, (gaps, allowance)
+
+
+class SpacedWeb(FakeWeb):
+    """The big host answers a request at least ``gap`` seconds after the last it answered
+    (a rate limit in time, as ``sim.rate_limit``'s), else 429."""
+
+    def __init__(self, gap):
+        super().__init__()
+        self.gap = gap
+        self.last_ok = -math.inf
+        self.answered: Counter = Counter()       # epoch -> the big host's good answers
+
+    def fetch(self, service, crawl, epoch):
+        now = service.clock.now()
+        if urlsplit(crawl.url).hostname == BIG:
+            if now - self.last_ok < self.gap - 1e-6:
+                self.sent[epoch, BIG] += 1
+                self.refused[epoch] += 1
+                service.crawl_failed(crawl, "http_429", "refused")
+                return
+            self.last_ok = now
+            self.answered[epoch] += 1
+        super().fetch(service, crawl, epoch)
+
+
+def test_with_minute_steps_a_rate_limited_host_climbs_to_what_it_bears():
+    """Decision steps of a minute (the default), a host bearing one request every 45 s (13
+    of an epoch of 10 minutes) that the plan wants more of: its first refusals, early in
+    an epoch, cut its allowance below what it bears; probes above the ceiling then climb to
+    it, a refused probe finding it, and the host answers what it bears from then on."""
+    clock = SimulatedClock(start=START)
+    urls = [f"https://{BIG}/feed/{i}.xml" for i in range(30)] + [
+        f"https://o{i}.example/feed.xml" for i in range(2)]
+    config = WhittleConfig.from_settings({"WHITTLE_BUDGET": 24, "WHITTLE_PERIOD": 600.0,
+                                          "WHITTLE_POLICY": "round_robin"})
+    service = RecrawlService(config, clock=clock)
+    service.open([SourceSpec(url=u) for u in urls])
+    web = SpacedWeb(45.0)
+    epochs = 28
+    crawl_epochs(service, clock, web, epochs)
+    assert service.throttle.allowances.allowance(BIG) >= 12.0
+    last = [web.answered[k] for k in range(epochs - 10, epochs)]
+    assert sum(last) >= 0.9 * 600 / 45 * len(last), last      # what it bears, answered
+    assert sum(web.refused.values()) <= 8, web.refused         # found by a few refusals

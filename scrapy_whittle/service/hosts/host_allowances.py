@@ -8,10 +8,37 @@ a constraint of the selection
 (:func:`~scrapy_whittle.core.selection.select_within_hosts`): the policy takes each host's
 best sources within its allowance, and what a host cannot take goes to other hosts in the
 same epoch. A host that says it is overloaded (a 429 or 503, with or without Retry-After, or
-a burst of 403s) has its allowance cut (multiplicative decrease, once per epoch: one
-overload seen by many of the host's feeds is one signal), and each epoch in which it
-answered well gives a little back (additive increase), up to its configured limit. The
-allowance is per host, not per feed, so a host's fifty feeds do not each find the limit.
+a burst of 403s) has its allowance learned from its refusals (below); the allowance is per
+host, not per feed, so a host's fifty feeds do not each find the limit.
+
+What a host bears is learned with two numbers, in crawls per epoch:
+
+* the *allowance*: what the plan may give the host now (its crawls paced T / allowance
+  apart once it is throttled: :mod:`~scrapy_whittle.service.hosts.host_throttle`);
+* the *ceiling*: what the host is believed to bear, where recovery after a cut stops.
+
+A refusal at or below the ceiling (the host bears less than believed, or its first refusal)
+is a *cut*: the allowance is multiplied by ``DECREASE`` (from what the crawl sent it, for a
+host not limited yet), at most once an epoch (one overload seen by many of the host's feeds
+is one signal), and the ceiling becomes what the host bore: its good answers of the epoch
+over the share of the epoch gone by (``share``), no less than the cut and no more than the
+rate refused (and, refused at a ceiling it had learned, below that ceiling). That rate is
+an estimate from a partial epoch: early in an epoch (decision steps of a minute, a host
+refusing a few requests in) it rests on a count of a few answers, and it falls to the cut
+itself when the host bore less than that. So the ceiling is not final: each epoch of good
+answers gives back ``INCREASE`` of the ceiling (additive increase), and once the host has
+answered ``PROBE_ANSWERS`` requests at its ceiling, in epochs whose plan took its whole
+allowance, the allowance *probes* one step above it (one crawl an epoch, or ``INCREASE`` of
+the ceiling if more). An epoch in which the host answered more than its ceiling, refusing
+nothing, raises the ceiling to what it answered (and the next probe follows
+``PROBE_ANSWERS`` answers later): the allowance climbs to what the host bears one step at a
+time, and only the step it does not bear costs a refusal. A refused probe is not a cut:
+the host bore the ceiling, so the allowance goes back to it (halving it would lose half of
+what the host bears at every probe), and the ceiling is then known to be within a step of
+what the host bears: the next probe waits ``PROBE_AFTER`` epochs at the ceiling (the host
+may bear more later), so a host found costs one refusal in that many epochs. Probes and
+climbs are counted in answers and epochs, never in decision steps: the same whether an
+epoch is planned once or every minute.
 
 Article requests (``WHITTLE_ARTICLES``) to a host spend the same credit, after its feeds
 (:meth:`HostAllowances.admit_article`): a host's requests of both kinds stay within its
@@ -30,9 +57,13 @@ from dataclasses import dataclass
 
 #: an overload signal multiplies the host's allowance by this
 DECREASE = 0.5
-#: an epoch of good answers gives back this share of the host's ceiling (at least FLOOR)
+#: an epoch of good answers gives back this share of the host's ceiling (at least FLOOR);
+#: a probe above the ceiling is this share of it (at least one crawl)
 INCREASE = 0.1
-#: epochs of good answers at a learned ceiling before one more crawl per epoch is tried
+#: good answers at a ceiling learned from a cut before the allowance probes above it (a
+#: couple of epochs of a host bearing ten): a refused probe costs one refusal in as many
+PROBE_ANSWERS = 20
+#: epochs of good answers at a ceiling found by a refused probe before the next probe
 PROBE_AFTER = 100
 #: an allowance never falls below this (crawls per epoch): the host is still probed
 FLOOR = 0.1
@@ -49,8 +80,10 @@ class HostAllowance:
     configured: float = math.inf     # WHITTLE_HOST_LIMITS (inf: none)
     delay: float = 0.0               # seconds between two requests (0: none)
     allowance: float = math.inf      # current
-    ceiling: float = math.inf        # learned: what the host bore when it last objected
+    ceiling: float = math.inf        # learned: what the host is believed to bear
     calm: int = 0                    # good epochs in a row at the ceiling
+    calm_answers: int = 0            # and the good answers of those epochs
+    found: bool = False              # a probe above the ceiling was refused: it is tight
     credit: float = 0.0
     planned: int = 0                 # crawls planned for it this epoch
     ok: int = 0                      # good answers this epoch
@@ -157,18 +190,35 @@ class HostAllowances:
         self.epoch = epoch
 
     def _recover(self, h: HostAllowance) -> None:
-        """Additive increase after a good epoch: back towards the learned ceiling, and past
-        it (one crawl more, up to the configured limit) after PROBE_AFTER calm epochs
-        there, in case the host allows more now."""
+        """After a good epoch: additive increase back towards the learned ceiling; at the
+        ceiling, a probe above it once the host answered enough there (PROBE_ANSWERS, or
+        PROBE_AFTER epochs once a probe was refused); a probe the host answered beyond its
+        ceiling raises the ceiling (see the module docstring)."""
         top = min(h.limit, h.ceiling)
         if h.allowance < top:
             h.allowance = min(top, h.allowance + max(self.floor, self.increase * top))
-            h.calm = 0
-        elif h.ceiling < h.limit:
+            h.calm = h.calm_answers = 0
+        elif h.allowance > h.ceiling:        # probing: did it bear more than its ceiling?
+            if h.ok > h.ceiling:             # it did: it may bear more still
+                h.ceiling = min(h.allowance, float(h.ok))
+                h.calm = h.calm_answers = 0
+                h.found = False
+        elif h.ceiling < h.limit and \
+                h.planned + h.articles >= math.floor(h.allowance + 1e-9):
+            # (only while the host's feeds take its whole allowance: one whose plan wants
+            # less has nothing to gain from a probe, and the probe would show nothing)
             h.calm += 1
-            if h.calm >= PROBE_AFTER:
-                h.ceiling = h.allowance = min(h.limit, h.ceiling + 1.0)
-                h.calm = 0
+            h.calm_answers += h.ok
+            if h.calm >= PROBE_AFTER or (not h.found and h.calm_answers >= PROBE_ANSWERS):
+                h.allowance = min(h.limit, self._probe(h.ceiling))
+                h.calm = h.calm_answers = 0
+
+    def _probe(self, ceiling: float) -> float:
+        """The allowance a probe above ``ceiling`` tries: one step (a crawl an epoch, or
+        INCREASE of the ceiling if more) above its whole part, so that the credit, spent
+        in whole crawls, does try it."""
+        whole = math.floor(ceiling + 1e-9)
+        return whole + max(1.0, math.floor(self.increase * ceiling + 1e-9))
 
     def caps(self, names: Iterable[str]) -> list[float]:
         """This epoch's cap (crawls) of each host in ``names``: inf without an allowance."""
@@ -257,27 +307,42 @@ class HostAllowances:
 
     def overloaded(self, host: str, observed: float | None = None,
                    share: float = 1.0) -> bool:
-        """``host`` answered 429 or 503: its allowance is cut, at most once an epoch, from
+        """``host`` answered 429 or 503, at most one signal an epoch. Refused at a probe
+        above its ceiling, its allowance goes back to the ceiling; else it is cut, from
         what it has (or, unlimited so far, from ``observed``: its crawls per epoch lately,
         else this epoch's plan of it, at least one), and what it bore this epoch (its good
         answers, over the ``share`` of the epoch gone by with decision steps) becomes its
-        ceiling. Returns whether this answer cut it."""
+        ceiling (see the module docstring). Returns whether this answer cut it."""
         h = self._entry(host)
         if h.cut_in == self.epoch:
             return False
-        base = h.allowance
-        if not math.isfinite(base):
-            base = max(1.0, float(observed if observed is not None else h.planned))
-        cut = max(self.floor, self.decrease * base)
-        # the host bore its good answers of this epoch: recovery stops there, not at the
-        # rate that made it object
-        h.ceiling = min(h.ceiling, max(cut, h.ok / share))
-        h.allowance = cut
+        if math.isfinite(h.allowance) and h.allowance > h.ceiling:
+            # a probe refused: the host bore its ceiling, and bears less than one step more
+            h.allowance = h.ceiling
+            h.found = True
+        else:
+            base = h.allowance
+            if not math.isfinite(base):
+                base = max(1.0, float(observed if observed is not None else h.planned))
+            cut = max(self.floor, self.decrease * base)
+            # the host bore its good answers of this epoch (a rate over the share gone by),
+            # but not the rate it refused: recovery stops there, probing goes on from it
+            bore = min(h.ok / share, base)
+            if h.throttles and base >= h.ceiling:
+                bore = min(bore, base - 1.0)   # refused at its learned ceiling: below it
+            h.ceiling = min(h.ceiling, max(cut, bore))
+            h.allowance = cut
+            h.found = False
         h.credit = min(h.credit, 0.0)      # nothing more this epoch
         h.cut_in = self.epoch
-        h.calm = 0
+        h.calm = h.calm_answers = 0
         h.throttles += 1
         return True
+
+    def probing(self, host: str) -> bool:
+        """Whether ``host``'s allowance is probing above its ceiling."""
+        h = self.hosts.get(host)
+        return h is not None and math.isfinite(h.allowance) and h.allowance > h.ceiling
 
     def forbidden(self, host: str, observed: float | None = None) -> bool:
         """A 403 from ``host``: a burst of them in one epoch reads as a rate limit."""
@@ -302,3 +367,6 @@ class HostAllowances:
             h.ceiling = min(float(ceiling), h.limit)
             h.allowance = min(float(allowance), h.ceiling)
             h.throttles = int(throttles)
+            # (how it was found is not kept: a restarted crawl probes the ceiling as
+            # rarely as a found one, rather than refusing again soon after each restart)
+            h.found = True

@@ -2,7 +2,7 @@
 crawl's answer heard by its host.
 
 :class:`~scrapy_whittle.service.hosts.host_allowances.HostAllowances` holds the rule (limits from
-``WHITTLE_HOST_LIMITS``, AIMD throttling); :class:`HostThrottle` wires it in:
+``WHITTLE_HOST_LIMITS``, throttling learned from refusals); :class:`HostThrottle` wires it in:
 
 * :meth:`HostThrottle.select`: while any host has a finite allowance (a limit, a delay, a
   throttle) the policy's choice goes through
@@ -39,7 +39,9 @@ crawl's answer heard by its host.
   its host. A refusal on a source's first visit is that source's own, but for a 429 from a
   host in its slow start that has answered well: a rate limit answers a crawl's first
   requests and refuses the next, while a host past its slow start has shown it bears the
-  crawl, and a feed of it refusing from its first visit is that feed.
+  crawl, and a feed of it refusing from its first visit is that feed. A host probing
+  above its ceiling (:mod:`~scrapy_whittle.service.hosts.host_allowances`) is the
+  exception: any 429 or 503 of it, from any source, answers the probe (back to the ceiling).
 
 Stats: ``hosts/throttled`` (hosts below their limit now), ``hosts/decreases`` (cuts so far),
 ``hosts/slowed`` (the cuts of those for rising latency).
@@ -321,21 +323,8 @@ class HostThrottle:
         if not overload and kind != FORBIDDEN:
             return
         name = self.sources.host_names[hid]
-        if self.sources.failures.item(crawl.source) > 1 or not (
-                math.isfinite(self.state.last_ok.item(crawl.source))
-                or (kind == TOO_MANY and hid in self.window)):
-            # failing again, or failing at its first visit (but for a 429 from a host in
-            # its slow start that has answered well: the ramp found its rate): its own
-            return
-        seen = (self.overloads if overload else self.forbids).setdefault(hid, set())
-        if crawl.source in seen:
-            return                       # one source's answers say nothing more of its host
-        seen.add(crawl.source)
-        # a paced host's requests are spread (so are every host's with decision steps): one
-        # refusal says its rate is too high
-        spread = hid in self.paced or self.timeline.steps > 1
-        needed = (1 if spread else 2) if overload else FORBIDDEN_BURST
-        if not self._the_host_s(hid, len(seen), needed):
+        if not (overload and allowances.probing(name)) and not self._speaks_for_host(
+                crawl, hid, kind, overload):
             return
         cut = allowances.overloaded(name, self._observed(crawl, hid, name, overload),
                                     self._share(now))
@@ -348,6 +337,26 @@ class HostThrottle:
             # the host's own Retry-After (one source's holds that source alone: its back-off)
             self.held[hid] = max(self.held.get(hid, 0.0), now + float(retry_after))
             self.stopped.add(hid)
+
+    def _speaks_for_host(self, crawl: Crawl, hid: int, kind: str, overload: bool) -> bool:
+        """Whether ``crawl``'s refusal (``kind``), with those before it, is host ``hid``'s
+        overload rather than its source's own failure (see the module docstring). A host
+        probing above its ceiling is not asked: any refusal of it answers the probe."""
+        if self.sources.failures.item(crawl.source) > 1 or not (
+                math.isfinite(self.state.last_ok.item(crawl.source))
+                or (kind == TOO_MANY and hid in self.window)):
+            # failing again, or failing at its first visit (but for a 429 from a host in
+            # its slow start that has answered well: the ramp found its rate): its own
+            return False
+        seen = (self.overloads if overload else self.forbids).setdefault(hid, set())
+        if crawl.source in seen:
+            return False                 # one source's answers say nothing more of its host
+        seen.add(crawl.source)
+        # a paced host's requests are spread (so are every host's with decision steps): one
+        # refusal says its rate is too high
+        spread = hid in self.paced or self.timeline.steps > 1
+        needed = (1 if spread else 2) if overload else FORBIDDEN_BURST
+        return self._the_host_s(hid, len(seen), needed)
 
     def _timed(self, crawl: Crawl, latency: float) -> None:
         """``crawl``'s good answer took ``latency`` seconds: its host is cut if it is
