@@ -82,7 +82,7 @@ class NewsSpider(FeedSpider):
         missed = (f"{abs(fewer)} {'fewer' if fewer >= 0 else 'more'} missed "
                   f"({ours['missed_items']} against {rr['missed_items']})")
         if mine == mine and theirs == theirs:       # both captured an entry (not NaN)
-            sooner = theirs - mine
+            sooner = round(theirs) - round(mine)    # (what the line shows: never "0 later")
             lines.append(f"entries found {abs(sooner):.0f} minutes "
                          f"{'sooner' if sooner >= 0 else 'later'} (median discovery delay "
                          f"{mine:.0f} min against {theirs:.0f}) than polling every feed in "
@@ -112,7 +112,7 @@ class NewsSpider(FeedSpider):
                 f"({ours['missed_items']} against {theirs['missed_items']})")
         if not (mine == mine and other == other):      # one of them captured nothing yet
             return [f"against Miniflux's rule at the same budget: {lost}"]
-        sooner = other - mine
+        sooner = round(other) - round(mine)
         return [f"against Miniflux's rule at the same budget: stories found {abs(sooner):.0f} "
                 f"minutes {'sooner' if sooner >= 0 else 'later'} on average (mean discovery "
                 f"delay {mine:.0f} min against {other:.0f}), {lost}"]
