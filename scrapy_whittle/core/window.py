@@ -129,17 +129,22 @@ def filling(steps, period: float, rate, window) -> np.ndarray:
         return np.isfinite(k) & window_matters(np.asarray(rate) * (k + 1.0) * period, window)
 
 
-def index_at_state(steps, x, u, decay, period: float, rate, window) -> np.ndarray:
+def index_at_state(steps, x, u, decay, period: float, rate, window,
+                   rate_next=None) -> np.ndarray:
     """The index (per crawl) of sources ``steps`` = k epochs after their crawl, at the paper's
     state ``x`` = x_k (windowless) with arrivals ``u`` per epoch: (k + 1) x_k s_k - k x_{k+1}
     s_{k+1}, x_{k+1} = alpha x_k + u, s_j the :func:`window_share` at jT. Without a window
-    the paper's index on the states a crawled source visits (:func:`window_index`)."""
+    the paper's index on the states a crawled source visits (:func:`window_index`).
+    ``rate_next``: the mean rate over the k + 1 epochs, where it is not ``rate``, the mean
+    over the k (a rate that varies, a daily rhythm's: s_j is taken at the mean rate of its
+    span)."""
     k = np.asarray(steps, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
     decay = np.asarray(decay, dtype=np.float64)
+    rate_next = rate if rate_next is None else rate_next
     x_next = x * np.exp(-decay * period) + u
     index = ((k + 1.0) * x * window_share(k * period, rate, decay, window)
-             - k * x_next * window_share((k + 1.0) * period, rate, decay, window))
+             - k * x_next * window_share((k + 1.0) * period, rate_next, decay, window))
     return np.maximum(index, 0.0)
 
 

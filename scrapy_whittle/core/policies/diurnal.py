@@ -232,12 +232,14 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         categories); default one group. Sources added later than an array covers are in
         group 0.
     arrivals: ``"blend"`` (default), ``"now"`` or ``"mean"``, as for ``diurnal-oracle``.
-    Other arguments: as ``AdaptiveWhittlePolicy``.
+    Other arguments: as ``AdaptiveWhittlePolicy``: ``max_interval`` and ``resolution`` (the
+    index of the decision step) apply alike, and so does a feed's window, whose share of what
+    arrived (``FeedWindows``) is taken at the rhythm's mean rate since the last crawl.
     """
 
     name = "diurnal-whittle"
-    takes_max_interval = False     # (its rhythm-aware selection has no such limit yet)
-    takes_resolution = False
+    takes_max_interval = True
+    takes_resolution = True
     per_source = {**AdaptiveWhittlePolicy.per_source, "crawl_time": np.nan}
     scalar_state = (*AdaptiveWhittlePolicy.scalar_state, "time_origin", "fixed_origin")
 
@@ -245,10 +247,12 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
                  model: str = "auto", day: float = 86400.0, harmonics: int = 2,
                  time_origin: float | None = None, groups=None,
-                 arrivals: str = "blend") -> None:
+                 arrivals: str = "blend", max_interval: float | None = None,
+                 resolution: float = 1.0) -> None:
         super().__init__(problem, rng, prior_rate=prior_rate, prior_half_life=prior_half_life,
                          weights=weights, prior_exposure=prior_exposure,
-                         prior_weight=prior_weight, model=model, groups=groups)
+                         prior_weight=prior_weight, model=model, groups=groups,
+                         max_interval=max_interval, resolution=resolution)
         if not (np.isfinite(day) and day > 0):
             raise ValueError(f"day ({day!r}) must be > 0")
         if time_origin is not None and not np.isfinite(time_origin):
@@ -321,22 +325,57 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
                      ) -> np.ndarray:
         """The index of the explored sources ``ids`` at their expected state under the
         learned rhythm (the stationary one where none was learned; ``rhythmic``: the
-        ``_rhythmic()`` mask of every source, where the caller has it)."""
+        ``_rhythmic()`` mask of every source, where the caller has it), of the decision step
+        (``resolution``), and the window's where a feed's window can fill
+        (``FeedWindows``, at the rhythm's rates: ``_rhythm_rates``)."""
         x0, u0 = stationary
         x, u = x0[ids], u0[ids]
-        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
         rhythmic = (self._rhythmic() if rhythmic is None else rhythmic)[ids]
         if rhythmic.any():
             at = np.flatnonzero(rhythmic)
-            x, u = x.copy(), u.copy()
             x[at], u[at] = self._rhythm_at(epoch, ids[at], u0[ids[at]])
-        return IndexTable.from_logs(log_alpha, np.maximum(u, 0.0), self.problem.cost[ids],
-                                    one_minus).index_where_unsaturated(np.maximum(x, 0.0))
+        x, u = np.maximum(x, 0.0), np.maximum(u, 0.0)
+        index = self._table(ids, u, self.problem.cost[ids]).index_where_unsaturated(x)
+        self.windows.index(epoch, ids, x, u, index, positions=True,
+                           rates=lambda src, rate, step: self._rhythm_rates(
+                               epoch, src, self._rhythmic_at(src), rate, step))
+        return index
 
-    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
-        """The top of ``priority`` within ``budget`` (among ``eligible`` sources); with unit
-        costs, computing the rhythm and the index only for the sources that can make the top
-        (``PrunedTop``).
+    def _rhythmic_at(self, ids: np.ndarray) -> np.ndarray:
+        """``_rhythmic()[ids]``, for those sources only."""
+        explored = self.explored()[ids] if self.pushes.relearn is not None \
+            else self._explored_at(ids)          # (no source relearning its pushes)
+        return explored & (self.profile.items[ids] > 0) & np.isfinite(self.crawl_time[ids])
+
+    def _rhythm_rates(self, epoch: float, ids: np.ndarray, rhythmic: np.ndarray,
+                      rate: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+        """(the mean rate since the last crawl, the mean rate until the end of the next
+        ``step``) of sources ``ids`` of learned mean rate ``rate``: Lambda times the mean of
+        the learned profile over each span where the source is ``rhythmic``, else ``rate``
+        for both. Whether a feed's window fills depends on the arrivals since its crawl: a
+        feed at its daily peak fills it sooner than its mean rate says."""
+        rate, rate_next = rate.astype(np.float64), rate.astype(np.float64)
+        at = np.flatnonzero(rhythmic)
+        if not at.size:
+            return rate, rate_next
+        src = ids[at]
+        now = self.time_of(epoch)
+        last = np.minimum(self.crawl_time[src], now)
+        coef = self.profile.coefficients(src)
+        flat = np.zeros(src.shape[0])                  # no decay: the arrivals themselves
+        since = self.profile.decayed_integral(last, now, flat, src, coef)
+        until = since + self.profile.decayed_integral(now, now + step, flat, src, coef)
+        waited = now - last
+        rate_next[at] *= until / (waited + step)
+        # (with no wait the share is 1 whatever the rate)
+        rate[at] = np.where(waited > 0, rate[at] * since / np.where(waited > 0, waited, 1.0),
+                            rate_next[at])
+        return rate, rate_next
+
+    def select_top(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget`` (among ``eligible`` sources), after the
+        sources that waited ``max_interval`` (``select``); with unit costs, computing the
+        rhythm and the index only for the sources that can make the top (``PrunedTop``).
 
         The index never exceeds x / C, and ``_bound`` bounds x under the rhythm whatever its
         phase: that is the bound of an explored source; a source never crawled has its exact

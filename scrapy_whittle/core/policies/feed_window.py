@@ -30,12 +30,16 @@ class FeedWindows:
             window[at] = np.fmax(window[at], obs.new_items[sel][full].astype(float))
 
     def index(self, epoch: int, ids: np.ndarray, x: np.ndarray, u: np.ndarray,
-              out: np.ndarray, positions: bool = False) -> None:
+              out: np.ndarray, positions: bool = False, rates=None) -> None:
         """The index of the explored sources ``ids`` (states ``x``, arrivals ``u``, aligned)
         whose feed window can fill before their next epoch, written into ``out`` (at ``ids``,
         or at their positions among ``ids`` with ``positions``): (k + 1) x_k s_k - k x_{k+1}
         s_{k+1} over the cost (``window.index_at_state``). Every other source keeps the
-        paper's index, which this is when no window can fill."""
+        paper's index, which this is when no window can fill.
+
+        ``rates``: callable(sources, rate, step) -> (the mean rate since each source's last
+        crawl, the mean rate until the end of the next ``step``), given the learned ``rate``
+        (a daily rhythm's, ``diurnal-whittle``); default that rate for both."""
         if not ids.size:
             return
         policy = self.policy
@@ -48,16 +52,18 @@ class FeedWindows:
         at = np.flatnonzero(known)
         src = ids[at]
         k = np.maximum(epoch - policy.last_epoch[src], 0.0)
-        rate = policy.rates.mean_at(src)
-        fills = filling(k / resolution, period * resolution, rate, window[at])
+        step = period * resolution
+        rate = rate_next = policy.rates.mean_at(src)
+        if rates is not None:
+            rate, rate_next = rates(src, rate, step)
+        fills = filling(k / resolution, step, rate_next, window[at])
         if not fills.any():
             return
         at, src = at[fills], src[fills]
         mu = policy._decay_rates_at(src)
-        step = period * resolution
         u_step = u[at] * -np.expm1(-mu * step) / np.maximum(-np.expm1(-mu * period), 1e-300)
         u_step = np.where(mu > 0, u_step, u[at] * resolution)
         index = index_at_state(k[fills] / resolution, x[at], u_step, mu, step,
-                               rate[fills], window[at])
+                               rate[fills], window[at], rate_next[fills])
         index /= policy.problem.cost[src]
         out[at if positions else src] = index
