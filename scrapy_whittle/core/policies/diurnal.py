@@ -233,8 +233,9 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         group 0.
     arrivals: ``"blend"`` (default), ``"now"`` or ``"mean"``, as for ``diurnal-oracle``.
     Other arguments: as ``AdaptiveWhittlePolicy``: ``max_interval`` and ``resolution`` (the
-    index of the decision step) apply alike, and so does a feed's window, whose share of what
-    arrived (``FeedWindows``) is taken at the rhythm's mean rate since the last crawl.
+    index of the decision step) apply alike, and so does a feed's window: the index of a feed
+    whose window can fill is the window's (``FeedWindows``) at the state x under the rhythm,
+    with u frozen as above.
     """
 
     name = "diurnal-whittle"
@@ -327,7 +328,7 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         learned rhythm (the stationary one where none was learned; ``rhythmic``: the
         ``_rhythmic()`` mask of every source, where the caller has it), of the decision step
         (``resolution``), and the window's where a feed's window can fill
-        (``FeedWindows``, at the rhythm's rates: ``_rhythm_rates``)."""
+        (``FeedWindows``: at the rhythm's x and u, as the paper's index is)."""
         x0, u0 = stationary
         x, u = x0[ids], u0[ids]
         rhythmic = (self._rhythmic() if rhythmic is None else rhythmic)[ids]
@@ -336,41 +337,8 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
             x[at], u[at] = self._rhythm_at(epoch, ids[at], u0[ids[at]])
         x, u = np.maximum(x, 0.0), np.maximum(u, 0.0)
         index = self._table(ids, u, self.problem.cost[ids]).index_where_unsaturated(x)
-        self.windows.index(epoch, ids, x, u, index, positions=True,
-                           rates=lambda src, rate, step: self._rhythm_rates(
-                               epoch, src, self._rhythmic_at(src), rate, step))
+        self.windows.index(epoch, ids, x, u, index, positions=True, by_state=rhythmic)
         return index
-
-    def _rhythmic_at(self, ids: np.ndarray) -> np.ndarray:
-        """``_rhythmic()[ids]``, for those sources only."""
-        explored = self.explored()[ids] if self.pushes.relearn is not None \
-            else self._explored_at(ids)          # (no source relearning its pushes)
-        return explored & (self.profile.items[ids] > 0) & np.isfinite(self.crawl_time[ids])
-
-    def _rhythm_rates(self, epoch: float, ids: np.ndarray, rhythmic: np.ndarray,
-                      rate: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
-        """(the mean rate since the last crawl, the mean rate until the end of the next
-        ``step``) of sources ``ids`` of learned mean rate ``rate``: Lambda times the mean of
-        the learned profile over each span where the source is ``rhythmic``, else ``rate``
-        for both. Whether a feed's window fills depends on the arrivals since its crawl: a
-        feed at its daily peak fills it sooner than its mean rate says."""
-        rate, rate_next = rate.astype(np.float64), rate.astype(np.float64)
-        at = np.flatnonzero(rhythmic)
-        if not at.size:
-            return rate, rate_next
-        src = ids[at]
-        now = self.time_of(epoch)
-        last = np.minimum(self.crawl_time[src], now)
-        coef = self.profile.coefficients(src)
-        flat = np.zeros(src.shape[0])                  # no decay: the arrivals themselves
-        since = self.profile.decayed_integral(last, now, flat, src, coef)
-        until = since + self.profile.decayed_integral(now, now + step, flat, src, coef)
-        waited = now - last
-        rate_next[at] *= until / (waited + step)
-        # (with no wait the share is 1 whatever the rate)
-        rate[at] = np.where(waited > 0, rate[at] * since / np.where(waited > 0, waited, 1.0),
-                            rate_next[at])
-        return rate, rate_next
 
     def select_top(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
         """The top of ``priority`` within ``budget`` (among ``eligible`` sources), after the
