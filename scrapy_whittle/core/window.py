@@ -37,6 +37,8 @@ import numpy as np
 NO_WINDOW = 2048
 #: log of the probability of a full window below which it cannot matter
 _LOG_NEGLIGIBLE = math.log(1e-12)
+#: mu tau past which a source's captured value is its limit (e^-37 < 1e-16)
+SATURATED = 37.0
 
 
 def window_matters(expected: np.ndarray, window: np.ndarray) -> np.ndarray:
@@ -133,14 +135,38 @@ def index_at_state(steps, x, u, decay, period: float, rate, window) -> np.ndarra
     """The index (per crawl) of sources ``steps`` = k epochs after their crawl, at the paper's
     state ``x`` = x_k (windowless) with arrivals ``u`` per epoch: (k + 1) x_k s_k - k x_{k+1}
     s_{k+1}, x_{k+1} = alpha x_k + u, s_j the :func:`window_share` at jT. Without a window
-    the paper's index on the states a crawled source visits (:func:`window_index`)."""
-    k = np.asarray(steps, dtype=np.float64)
-    x = np.asarray(x, dtype=np.float64)
-    decay = np.asarray(decay, dtype=np.float64)
+    the paper's index on the states a crawled source visits (:func:`window_index`). At k =
+    inf (a state at or above u / (1 - alpha), which no crawled source reaches: see
+    :func:`steps_to_state`) x s_inf, the paper's x times the share a full window keeps."""
+    k, x, u, decay, rate, window = np.broadcast_arrays(
+        *(np.asarray(a, dtype=np.float64) for a in (steps, x, u, decay, rate, window)))
+    saturated = np.isinf(k)
+    k = np.where(saturated, 0.0, k)
     x_next = x * np.exp(-decay * period) + u
     index = ((k + 1.0) * x * window_share(k * period, rate, decay, window)
              - k * x_next * window_share((k + 1.0) * period, rate, decay, window))
+    if saturated.any():                 # (e^-mu tau < 1e-16: the share of a full window)
+        at = saturated
+        with np.errstate(divide="ignore"):
+            lasting = np.where(decay[at] > 0, SATURATED / decay[at], np.inf)
+        index[at] = x[at] * window_share(lasting, rate[at], decay[at], window[at])
     return np.maximum(index, 0.0)
+
+
+def steps_to_state(x, u, decay, period: float) -> np.ndarray:
+    """The epochs k (fractional) after a crawl at which a source of arrivals ``u`` per epoch
+    of length ``period``, decaying at ``decay``, holds ``x``: u G_k = x, k = log(1 - x / u*)
+    / log alpha with u* = u / (1 - alpha); inf at or above u*. A state that the time since
+    the crawl does not give (a daily rhythm's) is ranked at that age, where the index of the
+    window (:func:`index_at_state`) is that of the source whose arrivals are ``u``."""
+    x = np.asarray(x, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)
+    decay = np.asarray(decay, dtype=np.float64)
+    log_alpha = -decay * period
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ustar = np.where(log_alpha < 0, u / -np.expm1(log_alpha), np.inf)
+        k = np.where(log_alpha < 0, np.log1p(-x / ustar) / log_alpha, x / u)
+    return np.where((x >= ustar) | np.isnan(k), np.inf, np.maximum(k, 0.0))
 
 
 def continuous_index(tau, rate, value, decay, window) -> np.ndarray:

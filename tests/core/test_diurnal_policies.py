@@ -60,11 +60,41 @@ def test_oracle_near_the_periodic_bound_and_above_the_blind_oracle():
 
 
 def test_learner_is_adaptive_whittle_when_feeds_show_no_dates():
-    # the deterministic simulator reports counts only: nothing to learn a rhythm from
-    scn = make_scenario("news-mix", n=200)
-    a, _ = run(build_policy("diurnal-whittle", scn, 0), _reset(scn), 200, scn.budget)
-    b, _ = run(build_policy("whittle", scn, 0), _reset(scn), 200, scn.budget)
-    assert a == b
+    # the deterministic simulator reports counts only: nothing to learn a rhythm from; it
+    # decides every half hour (the index of the step) and crawls any source that waited a day
+    scn = make_scenario("news-mix", n=200, step=30)
+    a = run_policy(scn, "diurnal-whittle", 200, 0, max_interval=24.0)[0]
+    b = run_policy(scn, "whittle", 200, 0, max_interval=24.0)[0]
+    np.testing.assert_array_equal(a, b)
+
+
+def _rhythmic_feeds(window: float | None):
+    """diurnal-whittle after 60 hourly crawls of two feeds alike, ten entries an hour on
+    average peaking at 14:00, the second one's window ``window`` entries."""
+    pol = make_policy("diurnal-whittle", Problem(n=2, period=1.0), day=24.0)
+    pol.select(0, 2)
+    for t in range(1, 61):
+        count = round(10.0 * (1.0 + 0.8 * np.cos(2 * np.pi * (t - 14.5) / 24.0)))
+        times = [t - 1 + (j + 0.5) / count for j in range(count)] * 2
+        pol.observe(Observation(epoch=t, sources=[0, 1], time=float(t), new_items=[count] * 2,
+                                reward=[float(count)] * 2, item_offsets=[0, count, 2 * count],
+                                item_published=times, item_value=np.ones(2 * count)))
+    pol.window[:] = [np.nan, np.nan if window is None else window]
+    return pol
+
+
+def test_a_rhythmic_feed_whose_window_fills_is_ranked_by_the_windows_index():
+    """At its daily peak, two hours after its crawl, a feed listing 12 entries has overflowed:
+    it outranks the same feed without a window, though never above the value waiting (the
+    bound of the pruned selection); a window that cannot fill changes nothing."""
+    pol = _rhythmic_feeds(window=12.0)
+    assert pol._rhythmic().all()
+    prio = pol.priority(62)
+    waiting = pol._rhythm_at(62, np.array([1]), pol._expected(62)[1][[1]])[0]
+    assert prio[0] < prio[1] <= waiting[0]
+    assert pol.select(62, 1).tolist() == [1]
+    np.testing.assert_array_equal(_rhythmic_feeds(window=1000.0).priority(62),
+                                  _rhythmic_feeds(window=None).priority(62))
 
 
 def _reset(scn, seed=0):
@@ -172,10 +202,10 @@ def test_pruned_selection_is_the_full_top_m(name, groups):
     """select() computes the rhythm and the index only for the sources whose bound can make
     the top; the choice is exactly the top M of priority(), epoch after epoch, with and
     without an eligibility mask, once rhythms are learned too (in one shrinkage group, or
-    several)."""
+    several), and the feeds' windows (five entries: they fill)."""
     from scrapy_whittle.core.selection import select_top
 
-    scn = make_scenario("news-diurnal", n=400, budget=4, stochastic=True)
+    scn = make_scenario("news-diurnal", n=400, budget=4, stochastic=True, window=5)
     env = _reset(scn, seed=3)
     options = {} if groups is None else {"groups": np.arange(400) % groups}
     pol = build_policy(name, scn, 3, **options)
@@ -193,6 +223,7 @@ def test_pruned_selection_is_the_full_top_m(name, groups):
     assert pol.pruned_decisions > 60          # the pruned path was taken, and agreed
     if name == "diurnal-whittle":
         assert rhythmic[-1] > 100             # with rhythms learned for many sources
+        assert np.isfinite(pol.window).sum() > 100                 # and their windows
 
 
 def test_groups_one_per_source_and_sources_added_later_in_group_zero():

@@ -17,6 +17,7 @@ from scrapy_whittle.core.window import (
     filling,
     index_at_state,
     listed_probability,
+    steps_to_state,
     window_index,
     window_share,
 )
@@ -83,6 +84,14 @@ def test_the_index_at_a_state_is_the_index_of_the_window():
     x_k = u * geometric_sum(k, np.log(alpha), 1 - alpha)
     assert index_at_state(k, x_k, u, decay, period, rate, w) == pytest.approx(
         window_index(k, period, rate, value, decay, w))
+    # the age at which the source holds x_k is k; at or above u* none: there the index is x
+    # times the share a full window keeps, the limit of the index on the visited states
+    assert steps_to_state(x_k, u, decay, period) == pytest.approx(k)
+    ustar = u / (1 - alpha)
+    assert np.isinf(steps_to_state([ustar, 2 * ustar], u, decay, period)).all()
+    full = index_at_state(np.inf, [ustar, 2 * ustar], u, decay, period, rate, w)
+    assert full[0] == pytest.approx(window_index(400, period, rate, value, decay, w))
+    assert full[1] == pytest.approx(2 * full[0])
 
 
 def test_the_index_tends_to_the_continuous_one_as_the_epoch_shrinks():

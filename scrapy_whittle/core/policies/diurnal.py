@@ -232,12 +232,15 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
         categories); default one group. Sources added later than an array covers are in
         group 0.
     arrivals: ``"blend"`` (default), ``"now"`` or ``"mean"``, as for ``diurnal-oracle``.
-    Other arguments: as ``AdaptiveWhittlePolicy``.
+    Other arguments: as ``AdaptiveWhittlePolicy``: ``max_interval`` and ``resolution`` (the
+    index of the decision step) apply alike, and so does a feed's window: the index of a feed
+    whose window can fill is the window's (``FeedWindows``) at the state x under the rhythm,
+    with u frozen as above.
     """
 
     name = "diurnal-whittle"
-    takes_max_interval = False     # (its rhythm-aware selection has no such limit yet)
-    takes_resolution = False
+    takes_max_interval = True
+    takes_resolution = True
     per_source = {**AdaptiveWhittlePolicy.per_source, "crawl_time": np.nan}
     scalar_state = (*AdaptiveWhittlePolicy.scalar_state, "time_origin", "fixed_origin")
 
@@ -245,10 +248,12 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
                  weights=None, prior_exposure: float | None = None, prior_weight: float = 1.0,
                  model: str = "auto", day: float = 86400.0, harmonics: int = 2,
                  time_origin: float | None = None, groups=None,
-                 arrivals: str = "blend") -> None:
+                 arrivals: str = "blend", max_interval: float | None = None,
+                 resolution: float = 1.0) -> None:
         super().__init__(problem, rng, prior_rate=prior_rate, prior_half_life=prior_half_life,
                          weights=weights, prior_exposure=prior_exposure,
-                         prior_weight=prior_weight, model=model, groups=groups)
+                         prior_weight=prior_weight, model=model, groups=groups,
+                         max_interval=max_interval, resolution=resolution)
         if not (np.isfinite(day) and day > 0):
             raise ValueError(f"day ({day!r}) must be > 0")
         if time_origin is not None and not np.isfinite(time_origin):
@@ -321,22 +326,24 @@ class DiurnalWhittlePolicy(AdaptiveWhittlePolicy):
                      ) -> np.ndarray:
         """The index of the explored sources ``ids`` at their expected state under the
         learned rhythm (the stationary one where none was learned; ``rhythmic``: the
-        ``_rhythmic()`` mask of every source, where the caller has it)."""
+        ``_rhythmic()`` mask of every source, where the caller has it), of the decision step
+        (``resolution``), and the window's where a feed's window can fill
+        (``FeedWindows``: at the rhythm's x and u, as the paper's index is)."""
         x0, u0 = stationary
         x, u = x0[ids], u0[ids]
-        _, log_alpha, one_minus = self._alphas_at(ids, with_alpha=False)
         rhythmic = (self._rhythmic() if rhythmic is None else rhythmic)[ids]
         if rhythmic.any():
             at = np.flatnonzero(rhythmic)
-            x, u = x.copy(), u.copy()
             x[at], u[at] = self._rhythm_at(epoch, ids[at], u0[ids[at]])
-        return IndexTable.from_logs(log_alpha, np.maximum(u, 0.0), self.problem.cost[ids],
-                                    one_minus).index_where_unsaturated(np.maximum(x, 0.0))
+        x, u = np.maximum(x, 0.0), np.maximum(u, 0.0)
+        index = self._table(ids, u, self.problem.cost[ids]).index_where_unsaturated(x)
+        self.windows.index(epoch, ids, x, u, index, positions=True, by_state=rhythmic)
+        return index
 
-    def select(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
-        """The top of ``priority`` within ``budget`` (among ``eligible`` sources); with unit
-        costs, computing the rhythm and the index only for the sources that can make the top
-        (``PrunedTop``).
+    def select_top(self, epoch: int, budget: float, eligible=None) -> np.ndarray:
+        """The top of ``priority`` within ``budget`` (among ``eligible`` sources), after the
+        sources that waited ``max_interval`` (``select``); with unit costs, computing the
+        rhythm and the index only for the sources that can make the top (``PrunedTop``).
 
         The index never exceeds x / C, and ``_bound`` bounds x under the rhythm whatever its
         phase: that is the bound of an explored source; a source never crawled has its exact
