@@ -471,8 +471,9 @@ SETTINGS: tuple[Setting, ...] = (
             "seed of the policy's random generator"),
     Setting("WHITTLE_MAX_INTERVAL", None, number(minimum=0, optional=True),
             "the longest a source waits between two crawls, in seconds, for the index "
-            "policies (`whittle`, `oracle`): one that waited that long is crawled first, within "
-            "its hints and its host's allowance. Default (None): 24 `WHITTLE_PERIOD`s, a day "
+            "policies (`whittle`, `diurnal-whittle`, `oracle`): one that waited that long is "
+            "crawled first, within its hints and its host's allowance. Default (None): 24 "
+            "`WHITTLE_PERIOD`s, a day "
             "with hourly periods, as feed readers cap their intervals, or 8 times the time the "
             "budget takes to crawl every source once where that is longer (a limit the budget "
             "cannot keep would make the crawl a round-robin); 0: no limit. Its cost: the "
